@@ -1,0 +1,104 @@
+"""Command line: python -m engine info | trace | race | bench NAME  (add --json for machine-readable output).
+
+Benchmarks live in modules named ``engine/bench_<name>.py`` with ``run(lm, args) -> dict`` and optional
+``add_arguments(parser)`` and ``summary(result) -> str``; they are discovered by name.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import pkgutil
+import sys
+
+import engine
+from engine.models import EMBEDDED, ModelLoadError, load_model
+from engine.prompt import PromptError
+from engine.sampling import SamplingSettings
+
+
+def _modules(prefix: str) -> list[str]:
+    return sorted(m.name[len(prefix):] for m in pkgutil.iter_modules(engine.__path__) if m.name.startswith(prefix))
+
+
+def _emit(args, result: dict, text: str) -> None:
+    print(json.dumps(result, ensure_ascii=False, indent=None if args.json else 2) if args.json else text)
+
+
+def _sampling_args(p) -> None:
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-chat-template", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p):
+        p.add_argument("--model", default=EMBEDDED, help="'embedded' (default), 'tiny-random', a folder or a hub id")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+
+    common(sub.add_parser("info", help="model facts"))
+    tr = sub.add_parser("trace", help="run the loop once and print the record")
+    common(tr)
+    _sampling_args(tr)
+    tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
+    if importlib.util.find_spec("engine.race") is not None:
+        race = importlib.import_module("engine.race")
+        rp = sub.add_parser("race", help="plain vs speculative decoding")
+        common(rp)
+        race.add_arguments(rp)
+    bench = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    for name in _modules("bench_"):
+        bp = bsub.add_parser(name)
+        common(bp)
+        mod = importlib.import_module(f"engine.bench_{name}")
+        if hasattr(mod, "add_arguments"):
+            mod.add_arguments(bp)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        lm = load_model(args.model, device=args.device)
+    except ModelLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.cmd == "info":
+        i = lm.info
+        _emit(args, i.to_dict(), "\n".join(f"{k}: {v}" for k, v in i.to_dict().items()))
+        return 0
+    if args.cmd == "trace":
+        from engine.trace import run_trace
+
+        s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
+        try:
+            t = run_trace(lm, args.prompt, s, args.max_new_tokens, args.seed, not args.no_chat_template)
+        except PromptError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        text = (f"{t.encoded.text}\x1b[1m{t.generated_text}\x1b[0m\n\n{len(t.prompt_ids)} prompt tokens, "
+                f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "
+                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason})")
+        _emit(args, t.to_dict(attentions=not args.no_attentions), text)
+        return 0
+    if args.cmd == "race":
+        return importlib.import_module("engine.race").cli(lm, args, _emit)
+    mod = importlib.import_module(f"engine.bench_{args.bench}")
+    result = mod.run(lm, args)
+    _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+"""One run of the inference loop, recorded: prefill, the decode loop, and an analysis of the prompt.
+
+``run_trace`` returns an immutable ``Trace`` of plain values (numpy arrays, ints, strs) that every page
+reads. The timed path (``prefill`` then ``decode_step`` per token, each with the KV cache) is the same
+lean loop a server runs; the extra analysis (attention weights, per-position predictions, residual
+norms) is a separate, untimed pass over the prompt so it never inflates a timing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from engine import arch
+from engine.kv import kv_bytes, kv_tokens
+from engine.models import LoadedModel, ModelInfo
+from engine.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
+from engine.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
+from engine.timing import now
+
+TOP_K_RECORD = 10  # alternatives kept per position / step
+ATTN_MAX = 160  # attention weights are kept for at most this many prompt positions (memory: L*H*n^2)
+MAX_NEW_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    index: int
+    phase: str  # "prefill" | "decode"
+    tokens_in: int  # tokens processed by this forward pass
+    seconds: float  # forward pass + sampling, measured after a device sync
+    kv_bytes: int  # measured from the cache tensors after this step
+    kv_tokens: int
+    token_id: int  # the chosen next token
+    token: str
+    prob: float  # probability of the chosen token under the sampling distribution
+    top_ids: tuple[int, ...]  # most likely next tokens under plain softmax (temperature 1)
+    top_tokens: tuple[str, ...]
+    top_probs: tuple[float, ...]
+    entropy_bits: float  # of the plain softmax
+
+
+@dataclass(frozen=True)
+class PromptAnalysis:
+    top_ids: np.ndarray  # [n, K] next-token predictions at every prompt position
+    top_probs: np.ndarray  # [n, K]
+    attentions: np.ndarray  # [layers, heads, m, m] float16, m = min(n, ATTN_MAX); rows sum to 1
+    residual_norms: np.ndarray  # [layers+1, n] L2 norm of the residual stream (embeddings, after each block)
+    lens_ids: np.ndarray  # [layers+1, 5] logit lens at the last prompt position
+    lens_probs: np.ndarray  # [layers+1, 5]
+    embedding_preview: np.ndarray  # [n, 8] first values of each token's embedding vector
+    hidden_preview: np.ndarray  # [8] first values of the last position's final (normed) hidden state
+
+
+@dataclass(frozen=True)
+class Trace:
+    info: ModelInfo
+    prompt: str
+    encoded: EncodedPrompt
+    settings: SamplingSettings
+    seed: int
+    max_new_tokens: int
+    prompt_tokens: tuple[str, ...]
+    generated_ids: tuple[int, ...]
+    generated_tokens: tuple[str, ...]
+    generated_text: str
+    stop_reason: str  # "max_new_tokens" | "eos"
+    steps: tuple[StepRecord, ...]
+    first_logits: np.ndarray  # [vocab] raw logits for the token after the prompt (re-sampling needs no pass)
+    analysis: PromptAnalysis | None = field(default=None)
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...]:
+        return self.encoded.ids
+
+    @property
+    def ttft(self) -> float:
+        return self.steps[0].seconds if self.steps else float("nan")
+
+    @property
+    def decode_seconds(self) -> list[float]:
+        return [s.seconds for s in self.steps if s.phase == "decode"]
+
+    @property
+    def tokens_per_second(self) -> float:
+        total = sum(s.seconds for s in self.steps)
+        return len(self.generated_ids) / total if total > 0 else float("nan")
+
+    def to_dict(self, attentions: bool = True) -> dict:
+        d = {
+            "model": self.info.to_dict(),
+            "prompt": self.prompt,
+            "input_text": self.encoded.text,
+            "chat_template_applied": self.encoded.chat_applied,
+            "notes": list(self.encoded.notes),
+            "settings": asdict(self.settings),
+            "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens,
+            "prompt_ids": list(self.prompt_ids),
+            "prompt_tokens": list(self.prompt_tokens),
+            "generated_ids": list(self.generated_ids),
+            "generated_tokens": list(self.generated_tokens),
+            "generated_text": self.generated_text,
+            "stop_reason": self.stop_reason,
+            "ttft_seconds": self.ttft,
+            "tokens_per_second": self.tokens_per_second,
+            "steps": [asdict(s) for s in self.steps],
+        }
+        a = self.analysis
+        if a is not None:
+            d["positions"] = [
+                {"position": i, "token": self.prompt_tokens[i],
+                 "top_tokens": token_list(self, a.top_ids[i]), "top_probs": _r(a.top_probs[i])}
+                for i in range(len(self.prompt_ids))
+            ]
+            d["residual_norms"] = _r(a.residual_norms)
+            d["logit_lens_last_position"] = [
+                {"layer": layer, "top_tokens": token_list(self, a.lens_ids[layer]), "top_probs": _r(a.lens_probs[layer])}
+                for layer in range(a.lens_ids.shape[0])
+            ]
+            if attentions:
+                d["attentions"] = _r(a.attentions.astype(np.float32))
+        return d
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(**kw), ensure_ascii=False)
+
+
+def token_list(trace: Trace, ids) -> list[str]:
+    """Token strings for ids, using the pieces already in the trace where possible."""
+    known = dict(zip(trace.prompt_ids, trace.prompt_tokens))
+    for s in trace.steps:
+        known.update(zip(s.top_ids, s.top_tokens))
+    return [known.get(int(i), f"<{int(i)}>") for i in ids]
+
+
+def _r(a, nd: int = 4):
+    return np.round(np.asarray(a, dtype=np.float64), nd).tolist()
+
+
+def eos_ids(lm: LoadedModel) -> set[int]:
+    ids: set[int] = set()
+    gen = getattr(lm.model, "generation_config", None)
+    for src in (getattr(gen, "eos_token_id", None), lm.tokenizer.eos_token_id):
+        if isinstance(src, int):
+            ids.add(src)
+        elif src:
+            ids.update(int(i) for i in src)
+    return ids
+
+
+def new_cache(lm: LoadedModel) -> DynamicCache:
+    return DynamicCache(config=lm.model.config)
+
+
+@torch.inference_mode()
+def prefill(lm: LoadedModel, ids: torch.Tensor, cache) -> torch.Tensor:
+    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab]."""
+    return lm.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+
+
+@torch.inference_mode()
+def decode_step(lm: LoadedModel, token: torch.Tensor, cache) -> torch.Tensor:
+    """One forward pass for one new token per sequence, reading past keys/values from the cache.
+    token: [batch, 1] -> logits [batch, vocab]."""
+    return lm.model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+
+
+def warm_up(lm: LoadedModel) -> None:
+    """One small pass so the first timed step does not pay for one-off allocations."""
+    if getattr(lm, "_warm", False):
+        return
+    with lm.lock:
+        ids = torch.tensor([[lm.tokenizer.eos_token_id or 0] * 4], device=lm.device)
+        cache = new_cache(lm)
+        prefill(lm, ids, cache)
+        decode_step(lm, ids[:, :1], cache)
+        lm._warm = True
+
+
+def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSettings) -> tuple:
+    """Cheap tensor work per step (top-k, chosen probability, entropy); strings are decoded later."""
+    probs = logits_cpu.softmax(-1)
+    top = torch.topk(probs, TOP_K_RECORD)
+    chosen_p = float(probs[token_id]) if settings.temperature == 1.0 and settings.top_k == 0 and \
+        settings.top_p >= 1.0 and settings.min_p <= 0.0 else float(sampling_probs(logits_cpu, settings)[token_id])
+    return top.indices.tolist(), top.values.tolist(), chosen_p, entropy_bits(probs)
+
+
+def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats) -> StepRecord:
+    top_ids, top_probs, chosen_p, ent = stats
+    strings = token_text(lm.tokenizer, [token_id, *top_ids])
+    return StepRecord(
+        index=index, phase="prefill" if index == 0 else "decode", tokens_in=tokens_in, seconds=seconds,
+        kv_bytes=kv[0], kv_tokens=kv[1], token_id=token_id, token=strings[0], prob=chosen_p,
+        top_ids=tuple(top_ids), top_tokens=tuple(strings[1:]), top_probs=tuple(top_probs), entropy_bits=ent,
+    )
+
+
+def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings, max_new_tokens: int, seed: int,
+                    stop_at_eos: bool = True, on_step: Callable[[StepRecord], None] | None = None,
+                    record: bool = True):
+    """The inference loop: prefill, then decode one token at a time with the KV cache.
+
+    Returns (generated ids, step records, first-step logits on CPU, stop reason). With ``record=False`` only
+    the ids are kept (the lean loop the decode benchmark compares against ``model.generate``). Token strings
+    are decoded after the loop unless ``on_step`` streams records as they happen.
+    """
+    settings = settings.clamp()
+    gen = make_generator(seed)
+    stops = eos_ids(lm) if stop_at_eos else set()
+    out: list[int] = []
+    raw: list[tuple] = []
+    steps: list[StepRecord] = []
+    first_logits = None
+    reason = "max_new_tokens"
+    dev = lm.device
+    with lm.lock:
+        warm_up(lm)
+        cache = new_cache(lm)
+        x = torch.tensor([ids], device=dev)  # [1, n]
+        for i in range(max_new_tokens):
+            t0 = now(dev)
+            logits = (prefill if i == 0 else decode_step)(lm, x, cache)[0].float().cpu()  # [vocab]
+            tok = int(sample(logits, settings, gen))
+            seconds = now(dev) - t0
+            if i == 0:
+                first_logits = logits
+            out.append(tok)
+            if record:
+                raw.append((i, x.shape[1], seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
+                            _step_stats(logits, tok, settings)))
+                if on_step is not None:
+                    steps.append(_make_record(lm, *raw[-1]))
+                    on_step(steps[-1])
+            if tok in stops:
+                reason = "eos"
+                break
+            x = torch.tensor([[tok]], device=dev)
+    if record and on_step is None:
+        steps = [_make_record(lm, *r) for r in raw]
+    return out, steps, first_logits, reason
+
+
+@torch.inference_mode()
+def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
+    """Untimed look inside one pass over the prompt: attention weights (eager attention, first ATTN_MAX
+    positions; causality makes them identical to the full pass), next-token predictions at every position,
+    the residual stream's norm after each block, and the logit lens at the last position."""
+    model, dev = lm.model, lm.device
+    x = torch.tensor([ids], device=dev)  # [1, n]
+    captured: list[torch.Tensor] = []
+    hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o))]
+    for blk in arch.blocks(model):
+        hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o))))
+    with lm.lock:
+        try:
+            m = min(len(ids), ATTN_MAX)
+            if m == len(ids):
+                logits, att = _eager(lm, x, attentions=True)
+            else:
+                logits, _ = _eager(lm, x, attentions=False)
+                resid = captured[:]
+                captured.clear()
+                _, att = _eager(lm, x[:, :m], attentions=True)
+                captured[:] = resid
+        finally:
+            for h in hooks:
+                h.remove()
+        resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
+        probs = logits[0].float().softmax(-1)  # [n, vocab]
+        top = torch.topk(probs, TOP_K_RECORD, dim=-1)
+        lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, vocab]
+        # The last entry is the real output: the model applies the final norm itself.
+        lens[-1] = probs[-1]
+        lens_top = torch.topk(lens, 5, dim=-1)
+        final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
+    return PromptAnalysis(
+        top_ids=top.indices.cpu().numpy(),
+        top_probs=top.values.cpu().numpy().astype(np.float32),
+        attentions=torch.stack([a[0] for a in att]).float().cpu().numpy().astype(np.float16),  # [L, H, m, m]
+        residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
+        lens_ids=lens_top.indices.cpu().numpy(),
+        lens_probs=lens_top.values.cpu().numpy().astype(np.float32),
+        embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
+        hidden_preview=final_hidden[:8].float().cpu().numpy(),
+    )
+
+
+def _eager(lm: LoadedModel, x: torch.Tensor, attentions: bool):
+    """A plain forward pass; with ``attentions`` it switches to eager attention, which returns weights."""
+    model = lm.model
+    before = model.config._attn_implementation
+    if attentions and before != "eager":
+        model.set_attn_implementation("eager")
+    try:
+        out = model(input_ids=x, use_cache=False, output_attentions=attentions)
+    finally:
+        if attentions and before != "eager":
+            model.set_attn_implementation(before)
+    return out.logits, out.attentions
+
+
+def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(), max_new_tokens: int = 16,
+              seed: int = 0, use_chat_template: bool = True, on_step: Callable[[StepRecord], None] | None = None,
+              analyse: bool = True, max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> Trace:
+    """Run prefill and the decode loop for (model, prompt, settings, seed) and record everything."""
+    max_new_tokens = int(min(max(max_new_tokens, 1), MAX_NEW_TOKENS))
+    settings = settings.clamp()
+    enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=max_prompt_tokens)
+    ids, steps, first_logits, reason = generate_tokens(lm, list(enc.ids), settings, max_new_tokens, seed,
+                                                       on_step=on_step)
+    analysis = analyse_prompt(lm, list(enc.ids)) if analyse else None
+    return Trace(
+        info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
+        prompt_tokens=tuple(token_text(lm.tokenizer, enc.ids)), generated_ids=tuple(ids),
+        generated_tokens=tuple(token_text(lm.tokenizer, ids)),
+        generated_text=lm.tokenizer.decode(ids, clean_up_tokenization_spaces=False), stop_reason=reason,
+        steps=tuple(steps), first_logits=first_logits.numpy().astype(np.float32), analysis=analysis,
+    )

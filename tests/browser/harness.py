@@ -1,0 +1,101 @@
+"""Start the app with `streamlit run` on a free local port and drive it with Playwright + Debian's Chromium."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "tests" / "browser" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-quic", "--no-first-run", "--disable-sync"]
+ERROR_TEXTS = ("Traceback (most recent call last)", "StreamlitAPIException", "Error running app")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class App:
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.port", str(self.port), "--server.address", "127.0.0.1",
+             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(self.url + "/_stcore/health", timeout=2).read() == b"ok":
+                    return
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("streamlit did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+
+
+def wait_idle(page, timeout: float = 180.0) -> None:
+    """Wait until Streamlit has finished running the script (no running indicator for a moment)."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
+    deadline = time.time() + timeout
+    quiet_since = None
+    while time.time() < deadline:
+        running = page.evaluate(
+            "() => !!document.querySelector('[data-testid=\"stStatusWidget\"]') || "
+            "!!document.querySelector('[data-testid=\"stSpinner\"]') || "
+            "document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-teststate') === 'running'"
+        )
+        if running:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.time()
+        elif time.time() - quiet_since > 1.0:
+            return
+        time.sleep(0.25)
+    raise TimeoutError("the app kept running")
+
+
+def assert_no_error(page) -> None:
+    text = page.inner_text("body")
+    for bad in ERROR_TEXTS:
+        assert bad not in text, f"error on page: {bad}\n{text[:2000]}"
+    assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text('[data-testid="stException"]')
+
+
+def screenshot(page, name: str, max_height: int = 7000) -> Path:
+    """Whole-page picture: Streamlit scrolls an inner container, so grow the viewport to its content first."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    size = page.viewport_size
+    height = page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]') || document.body;"
+        " return Math.max(m.scrollHeight, document.body.scrollHeight); }")
+    page.set_viewport_size({"width": size["width"], "height": min(max_height, max(size["height"], height + 40))})
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
+    return path

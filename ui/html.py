@@ -1,0 +1,27 @@
+"""The few places HTML is built by hand. Every piece of user or model text goes through html.escape."""
+from __future__ import annotations
+
+import html
+
+PALETTE = ["#dbeafe", "#fde68a", "#bbf7d0", "#fecaca", "#e9d5ff", "#fed7aa", "#a5f3fc", "#fbcfe8"]
+
+
+def visible(text: str) -> str:
+    """Whitespace made visible: space as a middle dot, newline as a return arrow, tab as an arrow."""
+    return text.replace(" ", "\u00b7").replace("\n", "\u21b5").replace("\t", "\u21e5") or "\u2205"
+
+
+def chips(tokens, ids=None, highlight: set[int] | None = None, title_extra=None) -> str:
+    """Tokens as coloured chips, each with its id underneath. Safe for any token text."""
+    out = ['<div style="display:flex;flex-wrap:wrap;gap:4px;line-height:1.2;">']
+    for i, tok in enumerate(tokens):
+        bg = "#fca5a5" if highlight and i in highlight else PALETTE[i % len(PALETTE)]
+        tip = html.escape(title_extra[i] if title_extra else repr(tok), quote=True)
+        idtxt = f'<div style="font-size:11px;color:#475569">{int(ids[i])}</div>' if ids is not None else ""
+        out.append(
+            f'<div title="{tip}" style="background:{bg};border-radius:6px;padding:3px 6px;text-align:center;'
+            f'font-family:ui-monospace,monospace;font-size:16px;color:#0f172a;white-space:pre">'
+            f"{html.escape(visible(tok))}{idtxt}</div>"
+        )
+    out.append("</div>")
+    return "".join(out)

@@ -1,0 +1,37 @@
+"""Cached runs of the model, keyed on plain values so nothing recomputes when its inputs did not change."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.prompt import PromptError
+from engine.sampling import SamplingSettings
+from engine.trace import Trace, run_trace
+from ui import state
+from ui.models import current_model, get_model
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+              top_p: float, seed: int) -> Trace:
+    lm = get_model(model)
+    return run_trace(lm, prompt, SamplingSettings(temperature, top_k, top_p), max_new_tokens, seed, chat)
+
+
+def current_trace() -> Trace:
+    """The trace for the sidebar's settings. An unusable prompt shows a message and stops the page."""
+    lm = current_model()
+    s = state.settings()
+    try:
+        with st.spinner("Running the model on your prompt..."):
+            return trace_for(lm.name, s["prompt"], s["chat"], s["max_new_tokens"], s["temperature"], s["top_k"],
+                             s["top_p"], s["seed"])
+    except PromptError as exc:
+        st.warning(str(exc), icon=":material/edit_note:")
+        st.stop()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
+    from engine.inspect import block_walk
+
+    return block_walk(get_model(model), list(ids), layer)

@@ -1,0 +1,38 @@
+"""The sidebar shared by every page: model, prompt, chat template, and sampling settings."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.models import EMBEDDED, TINY
+from ui import state
+
+
+def _widget(kind, label: str, name: str, **kw):
+    """A widget whose value lives in the shared settings (see ui.state)."""
+    return kind(label, value=state.settings()[name], key=f"w_{name}", on_change=state.from_widget, args=(name,), **kw)
+
+
+def render() -> None:
+    s = state.settings()
+    with st.sidebar:
+        st.markdown("### Model and prompt")
+        _widget(st.text_input, "Model", "model",
+                help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. '{TINY}' is a tiny model "
+                     "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
+                     "safetensors weights.")
+        err = st.session_state.pop("model_error", None)
+        if err:
+            st.error(err, icon=":material/error:")
+        _widget(st.text_area, "Prompt", "prompt", height=110, max_chars=50_000,
+                help="Press Ctrl+Enter or click outside the box to apply.")
+        _widget(st.toggle, "Use the chat template", "chat",
+                help="Instruct models expect the prompt wrapped in role markers. Off: the raw text is used.")
+        st.markdown("### Generation")
+        _widget(st.slider, "Max new tokens", "max_new_tokens", min_value=1, max_value=state.FIELDS["max_new_tokens"][3])
+        _widget(st.slider, "Temperature", "temperature", min_value=0.0, max_value=2.0, step=0.05,
+                help="0 means greedy: always the most likely token.")
+        _widget(st.number_input, "Top-k (0 = off)", "top_k", min_value=0, max_value=1000, step=1)
+        _widget(st.slider, "Top-p (1 = off)", "top_p", min_value=0.0, max_value=1.0, step=0.01)
+        _widget(st.number_input, "Seed", "seed", min_value=0, max_value=2**31 - 1, step=1)
+        st.caption(":material/link: The page address holds these settings: copy it to share this exact view.")
+    s["chat"] = bool(s["chat"])

@@ -1,0 +1,79 @@
+"""Shared settings: one dict in st.session_state, written by widget callbacks, mirrored to the URL.
+
+Widgets never own the value (their keys are "w_<name>"); each widget's on_change copies its value into
+st.session_state["settings"]. That keeps a typed value across reruns and page switches (Streamlit can
+drop the state of a widget declared in app.py), and the query string lets a copied link reproduce the view.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.models import EMBEDDED
+from engine.trace import MAX_NEW_TOKENS
+
+DEFAULT_PROMPT = "What is the capital of France?"
+
+# name -> (type, default, lower bound, upper bound)
+FIELDS: dict[str, tuple] = {
+    "model": (str, EMBEDDED, None, None),
+    "prompt": (str, DEFAULT_PROMPT, None, None),
+    "chat": (bool, True, None, None),
+    "max_new_tokens": (int, 24, 1, MAX_NEW_TOKENS),
+    "temperature": (float, 0.7, 0.0, 2.0),
+    "top_k": (int, 50, 0, 1000),
+    "top_p": (float, 0.95, 0.0, 1.0),
+    "seed": (int, 0, 0, 2**31 - 1),
+}
+MAX_URL_PROMPT = 2000  # a longer prompt is kept in the session but not put in the URL
+
+
+def parse(name: str, raw):
+    """A value from the URL (or anywhere) forced into its type and range; bad input gives the default."""
+    typ, default, lo, hi = FIELDS[name]
+    try:
+        if typ is bool:
+            val = raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
+        else:
+            val = typ(raw)
+        if typ is float and val != val:  # NaN
+            return default
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if lo is not None:
+        val = min(max(val, lo), hi)
+    if typ is str:
+        val = val[:50_000]
+    return val
+
+
+def settings() -> dict:
+    """The current settings, initialised from the URL on a session's first run."""
+    if "settings" not in st.session_state:
+        params = st.query_params
+        st.session_state["settings"] = {
+            name: parse(name, params[name]) if name in params else spec[1] for name, spec in FIELDS.items()
+        }
+    return st.session_state["settings"]
+
+
+def set_value(name: str, value) -> None:
+    settings()[name] = parse(name, value)
+
+
+def from_widget(name: str) -> None:
+    """on_change callback: copy widget "w_<name>" into the settings."""
+    set_value(name, st.session_state[f"w_{name}"])
+
+
+def write_query_params() -> None:
+    """Mirror the settings into the URL (only what differs from the defaults keeps links short)."""
+    s = settings()
+    want = {}
+    for name, (typ, default, _, _) in FIELDS.items():
+        val = s[name]
+        if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
+            continue
+        want[name] = ("1" if val else "0") if typ is bool else str(val)
+    current = {k: st.query_params[k] for k in st.query_params}
+    if current != want:
+        st.query_params.from_dict(want)
