@@ -1,0 +1,36 @@
+"""AppTest: every registered page renders without an exception, on the embedded and the tiny model."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui import nav
+
+PAGES = [p.path for p in nav.available()]
+
+
+def run_page(path: str, model: str = "embedded", timeout: int = 240, **query) -> AppTest:
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=timeout)
+    at.query_params["model"] = model
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if path != PAGES[0]:
+        at.switch_page(path)
+        at.run()
+    return at
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_renders_on_embedded_model(path, embedded_lm):
+    at = run_page(path, max_new_tokens="8")
+    assert not errors(at), errors(at)
+    assert at.title, "page has no title"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_renders_on_tiny_model(path):
+    at = run_page(path, model="tiny-random", max_new_tokens="6")
+    assert not errors(at), errors(at)
