@@ -1,0 +1,121 @@
+"""Prefill vs decode measurements: records agree with the trace, greedy with/without cache agree, sane sizes."""
+import argparse
+import math
+
+import pytest
+import torch
+
+from engine import bench_timeline
+from engine import timeline as T
+from engine.sampling import SamplingSettings
+from engine.trace import run_trace
+
+
+@pytest.fixture(scope="module")
+def tiny_trace(tiny_lm):
+    return run_trace(tiny_lm, "The capital of France is", SamplingSettings(0.8, 20, 0.9), 6, seed=3,
+                     use_chat_template=False, analyse=False)
+
+
+def test_timeline_matches_trace(tiny_trace):
+    tr = tiny_trace
+    tl = T.timeline(tr)
+    assert len(tl.bars) == len(tr.steps) == len(tr.generated_ids) == tl.new_tokens
+    assert tl.prompt_tokens == len(tr.prompt_ids) == tl.bars[0].tokens_in
+    assert tl.bars[0].phase == "prefill" and all(b.phase == "decode" and b.tokens_in == 1 for b in tl.bars[1:])
+    for a, b in zip(tl.bars, tl.bars[1:]):  # end to end, to scale
+        assert b.start_ms == pytest.approx(a.start_ms + a.ms)
+    assert [b.ms for b in tl.bars] == pytest.approx([s.seconds * 1000 for s in tr.steps])
+    assert tl.total_ms == pytest.approx(sum(s.seconds for s in tr.steps) * 1000)
+    assert tl.ttft_ms == pytest.approx(tl.bars[0].ms)
+    assert tl.tpot_ms.n == len(tr.generated_ids) - 1
+    assert tl.tpot_ms.lo <= tl.tpot_ms.median <= tl.tpot_ms.hi
+    assert tl.tokens_per_s == pytest.approx(tr.tokens_per_second)
+
+
+def test_cache_comparison_same_tokens_tiny(tiny_lm):
+    ids = list(range(5, 25))
+    cc = T.cache_comparison(tiny_lm, ids, 6)
+    assert cc.identical and cc.first_difference is None
+    assert len(cc.cached_ids) == len(cc.recompute_ids) == len(cc.cached_ms) == len(cc.recompute_ms) == 6
+    assert all(t > 0 for t in cc.cached_ms + cc.recompute_ms)
+    # and equal to the app's own greedy loop
+    tr = run_trace(tiny_lm, tiny_lm.tokenizer.decode(ids), SamplingSettings(), 6, use_chat_template=False,
+                   analyse=False)
+    if list(tr.prompt_ids) == ids:
+        assert tuple(tr.generated_ids) == cc.cached_ids
+
+
+def test_cache_comparison_same_tokens_embedded(embedded_lm):
+    ids = list(T.sweep_prompt(embedded_lm, 12))
+    cc = T.cache_comparison(embedded_lm, ids, 4)
+    assert cc.identical, (cc.cached_ids, cc.recompute_ids)
+    assert len(cc.tokens) == 4
+
+
+def test_sweep_small(tiny_lm):
+    sw = T.prompt_length_sweep(tiny_lm, (24, 6), new_tokens=3, repeats=2)
+    assert [r.prompt_tokens for r in sw.rows] == [6, 24]
+    assert len(T.sweep_prompt(tiny_lm, 24)) == 24
+    for r in sw.rows:
+        for s in (r.ttft_ms, r.tpot_ms):
+            assert s.n == 2 and 0 < s.lo <= s.median <= s.hi
+
+
+def test_stage_breakdown_tiny(tiny_lm):
+    seen = []
+    bd = T.stage_breakdown(tiny_lm, list(range(5, 21)), repeats=2, progress=lambda f, m: seen.append(f))
+    L = tiny_lm.info.n_layers
+    assert bd.module_counts == {"embedding": 1, "attention": L, "MLP": L, "norms": 2 * L + 1, "output projection": 1}
+    assert bd.prefill.tokens_in == 16 and bd.decode.tokens_in == 1
+    for p in (bd.prefill, bd.decode):
+        assert set(p.stage_ms) == set(T.STAGES)
+        assert all(s.n == 2 and s.median >= 0 for s in p.stage_ms.values())
+        assert p.stage_ms["attention"].median > 0 and p.stage_ms["sampling"].median > 0
+        assert sum(p.shares().values()) == pytest.approx(1.0)
+    assert seen and seen[-1] == 1.0
+    # the hooks are gone afterwards
+    assert not any(m._forward_hooks or m._forward_pre_hooks for _, m in T.stage_modules(tiny_lm.model))
+
+
+def test_hardware_probe_and_roofline(tiny_lm):
+    hp = T.hardware_probe("cpu", buffer_mb=16, matmul_n=256, repeats=2)
+    for s in (hp.read_gb_s, hp.copy_gb_s, hp.matmul_gflop_s):
+        assert s.n == 2 and 0 < s.lo <= s.median <= s.hi and math.isfinite(s.hi)
+    info = tiny_lm.info
+    assert T.weight_bytes(tiny_lm) == info.n_params * info.bytes_per_value  # tiny: untied, nothing shared
+    emb = tiny_lm.model.get_input_embeddings().weight
+    assert T.decode_weight_bytes(tiny_lm) == T.weight_bytes(tiny_lm) - emb.numel() * emb.element_size()
+    pre = T.roofline_point(tiny_lm, "prefill", 64, 0, 10.0)
+    dec = T.roofline_point(tiny_lm, "decode", 1, 64, 2.0)
+    assert pre.flops == pytest.approx(64 * dec.flops)
+    assert pre.intensity > 10 * dec.intensity
+    assert T.decode_floor_ms(tiny_lm, 2.0) == pytest.approx(T.decode_weight_bytes(tiny_lm) / 2e9 * 1000)
+
+
+def test_training_keeps_activations_inference_does_not(tiny_lm):
+    ids = list(range(5, 37))
+    mem = T.training_vs_inference_memory(tiny_lm, ids)
+    assert mem.inference_saved_bytes == 0
+    assert mem.saved_for_backward_bytes > 0 and mem.saved_tensor_count > 0
+    assert mem.training_peak_bytes > mem.inference_peak_bytes >= mem.logits_bytes
+    assert mem.training_held_bytes >= mem.logits_bytes + mem.saved_for_backward_bytes - 8 * len(ids)
+    assert mem.inference_held_bytes == mem.logits_bytes  # only the output survives inference mode
+    assert not any(p.requires_grad for p in tiny_lm.model.parameters())  # restored
+
+
+def test_bench_tiny_settings_returns_documented_keys(tiny_lm):
+    p = argparse.ArgumentParser()
+    bench_timeline.add_arguments(p)
+    args = p.parse_args(["--lengths", "4,12", "--new-tokens", "2", "--repeats", "1", "--breakdown-repeats", "1",
+                         "--probe-mb", "8"])
+    r = bench_timeline.run(tiny_lm, args)
+    for key in ("benchmark", "model", "device", "dtype", "threads", "new_tokens", "repeats", "sweep", "ttft_growth",
+                "tpot_growth", "breakdown", "hardware", "decode_weight_bytes", "decode_floor_ms", "decode_step_ms",
+                "bandwidth_utilisation", "note"):
+        assert key in r, key
+    assert [row["prompt_tokens"] for row in r["sweep"]] == [4, 12]
+    assert set(r["breakdown"]) == {"prefill", "decode"}
+    assert set(r["breakdown"]["decode"]["stage_ms"]) == set(T.STAGES)
+    assert r["bandwidth_utilisation"] > 0
+    assert "TTFT" in bench_timeline.summary(r)
