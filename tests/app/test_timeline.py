@@ -1,0 +1,36 @@
+"""AppTest: the prefill-vs-decode page runs every on-demand measurement on the tiny model without an error."""
+from tests.app.test_pages import errors, run_page
+
+PAGE = "pages/timeline.py"
+
+
+def _click(at, label):
+    [b for b in at.button if b.label == label][0].click()
+    at.run()
+    assert not errors(at), errors(at)
+
+
+def test_timeline_page_measurements_on_tiny_model():
+    at = run_page(PAGE, model="tiny-random", max_new_tokens="5")
+    assert not errors(at), errors(at)
+    assert at.title[0].value.startswith("Prefill vs decode")
+    metrics = {m.label: m.value for m in at.metric}
+    assert "Time to first token" in metrics and metrics["Time to first token"].endswith("ms")
+    at.slider(key="timeline_cmp_tokens").set_value(3)
+    _click(at, "Run with and without the cache")
+    assert any("Same tokens out" in s.value for s in at.success), [e.value for e in at.error]
+    at.multiselect(key="timeline_sweep_lengths").set_value([8, 16])
+    at.slider(key="timeline_sweep_new").set_value(2)
+    at.slider(key="timeline_sweep_repeats").set_value(1)
+    _click(at, "Run the sweep")
+    table = at.dataframe[0].value
+    assert list(table["prompt tokens"]) == [8, 16]
+    at.slider(key="timeline_bd_repeats").set_value(1)
+    _click(at, "Measure the stages")
+    _click(at, "Measure the memory of one pass")
+    labels = [m.label for m in at.metric]
+    assert "Saved for backward" in labels and "Decode-step floor" in labels
+    # a rerun with nothing changed keeps every result on screen (cached, not recomputed)
+    n_captions = len(at.caption)
+    at.run()
+    assert not errors(at) and len(at.caption) == n_captions

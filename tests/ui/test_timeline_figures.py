@@ -1,0 +1,86 @@
+"""Figure builders of the prefill-vs-decode page: titles, axis units, one mark per measured thing."""
+import math
+
+import pytest
+
+from engine import timeline as T
+from engine.sampling import SamplingSettings
+from engine.trace import run_trace
+from ui import timeline_figures as F
+
+
+def sp(m, lo=None, hi=None, n=3):
+    return T.Spread(m, m if lo is None else lo, m if hi is None else hi, n)
+
+
+def _labelled(fig, x=True, y=True):
+    assert fig.layout.title.text
+    if x:
+        assert "(" in fig.layout.xaxis.title.text  # a unit in brackets
+    if y:
+        assert "(" in fig.layout.yaxis.title.text
+
+
+def test_gantt_one_bar_per_pass(tiny_lm):
+    tr = run_trace(tiny_lm, "Hello there", SamplingSettings(), 5, use_chat_template=False, analyse=False)
+    tl = T.timeline(tr)
+    fig = F.gantt(tl)
+    _labelled(fig, y=False)
+    pre, dec = fig.data
+    assert len(pre.x) == 1 and len(dec.x) == len(tr.steps) - 1
+    assert list(dec.base) == pytest.approx([b.start_ms for b in tl.bars[1:]])
+    assert fig.layout.xaxis.range[1] >= tl.total_ms
+
+
+def test_sweep_chart_error_bars():
+    rows = (T.SweepRow(16, sp(100, 90, 130), sp(20, 19, 22)), T.SweepRow(64, sp(300, 280, 350), sp(21, 20, 25)))
+    fig = F.sweep_chart(T.Sweep(rows, 4, 3))
+    _labelled(fig)
+    ttft, tpot = fig.data
+    assert list(ttft.y) == [100, 300] and list(ttft.error_y.array) == [30, 50] and list(ttft.error_y.arrayminus) == [10, 20]
+    assert list(tpot.x) == [16, 64]
+
+
+def test_cache_chart_two_lines():
+    cc = T.CacheComparison(10, (1, 2, 3), (1, 2, 3), (50.0, 5.0, 5.0), (50.0, 52.0, 55.0), True, ("a", "b", "c"))
+    fig = F.cache_chart(cc)
+    _labelled(fig)
+    assert {d.name for d in fig.data} == {"with KV cache", "without cache"}
+    assert all(len(d.y) == 3 for d in fig.data)
+
+
+def test_breakdown_chart_shares_add_to_100():
+    def pb(phase, n):
+        stages = {s: sp(float(i + 1)) for i, s in enumerate(T.STAGES)}
+        return T.PassBreakdown(phase, n, stages, sp(30.0), sp(28.0))
+    bd = T.Breakdown(pb("prefill", 20), pb("decode", 1), 3, {"attention": 2})
+    fig = F.breakdown_chart(bd)
+    _labelled(fig, y=False)
+    assert [d.name for d in fig.data] == list(T.STAGES)
+    for row in range(2):
+        assert sum(d.x[row] for d in fig.data) == pytest.approx(100.0)
+
+
+def test_roofline_log_axes_and_points(tiny_lm):
+    hp = T.HardwareProbe("cpu", 2, sp(20.0, 18, 22), sp(15.0), sp(100.0, 90, 110), 256.0, 1024)
+    pts = [T.roofline_point(tiny_lm, "prefill", 32, 0, 5.0), T.roofline_point(tiny_lm, "decode", 1, 32, 1.0)]
+    fig = F.roofline_chart(hp, pts)
+    _labelled(fig)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    roof = fig.data[0]
+    assert max(roof.y) == pytest.approx(100.0) and min(roof.y) == pytest.approx(20.0 * min(roof.x))
+    assert [d.name for d in fig.data[1:]] == ["prefill", "decode"]
+    assert fig.data[1].x[0] > fig.data[2].x[0]
+
+
+def test_floor_and_memory_charts():
+    hp = T.HardwareProbe("cpu", 2, sp(20.0), sp(15.0), sp(100.0), 256.0, 1024)
+    fig = F.floor_chart(27.0, sp(60.0, 55.0, 80.0), hp)
+    _labelled(fig, x=False)
+    assert list(fig.data[0].y) == [27.0, 60.0] and fig.data[0].error_y.array[1] == pytest.approx(20.0)
+    mem = T.MemoryComparison(32, "m", 4 * 2**20, 10, 0, 6 * 2**20, 2 * 2**20, 7 * 2**20, 3 * 2**20, 2 * 2**20)
+    fig = F.memory_chart(mem)
+    _labelled(fig, x=False)
+    peak, held = fig.data
+    assert list(peak.y) == [7.0, 3.0] and list(held.y) == [6.0, 2.0]
+    assert not any(math.isnan(v) for v in peak.y)

@@ -1,0 +1,63 @@
+"""Cached measurements for the prefill-vs-decode page, keyed on plain values (model name, token ids, sizes)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import timeline as T
+from engine.sampling import SamplingSettings
+from ui.models import get_model
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int) -> T.SweepRow:
+    """One prompt length of the sweep (its own warm-up, then the repeats); cached per length."""
+    return T.prompt_length_sweep(get_model(model), (length,), new_tokens, repeats).rows[0]
+
+
+@st.cache_data(max_entries=12, show_spinner=False)
+def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> T.CacheComparison:
+    return T.cache_comparison(get_model(model), list(ids), new_tokens)
+
+
+@st.cache_data(max_entries=12, show_spinner=False)
+def breakdown_for(model: str, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
+                  ) -> T.Breakdown:
+    return T.stage_breakdown(get_model(model), list(ids), repeats, SamplingSettings(temperature, top_k, top_p))
+
+
+@st.cache_data(max_entries=12, show_spinner=False)
+def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
+    return T.training_vs_inference_memory(get_model(model), list(ids))
+
+
+def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> T.Sweep:
+    """The sweep, one cached length at a time, with a progress bar (cached lengths return at once)."""
+    bar = st.progress(0.0, text="Prompt-length sweep")
+    rows = []
+    for i, n in enumerate(lengths):
+        bar.progress(i / len(lengths), text=f"Prompt-length sweep: {n} prompt tokens ({i + 1} of {len(lengths)})")
+        rows.append(sweep_row_for(model, n, new_tokens, repeats))
+    bar.empty()
+    return T.Sweep(tuple(rows), max(2, new_tokens), max(1, repeats))
+
+
+def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings: dict) -> T.Breakdown:
+    with st.spinner(f"Timing each stage: a prefill and a decode pass, {repeats} repeat(s) with and without hooks..."):
+        return breakdown_for(model, ids, repeats, settings["temperature"], settings["top_k"], settings["top_p"])
+
+
+def hardware_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
+    """Measured once per browser session and device (a new session, or the button, measures again)."""
+    key = f"timeline_probe_{device}"
+    if remeasure or key not in st.session_state:
+        with st.spinner("Measuring memory bandwidth and matmul throughput..."):
+            st.session_state[key] = T.hardware_probe(device)
+    return st.session_state[key]
+
+
+def on_demand(name: str, label: str, help_text: str | None = None) -> bool:
+    """A button that switches a measurement on for the rest of the session (its result is then cached)."""
+    key = f"timeline_on_{name}"
+    if st.button(label, key=f"timeline_btn_{name}", help=help_text, type="primary"):
+        st.session_state[key] = True
+    return bool(st.session_state.get(key))
