@@ -221,6 +221,27 @@ def _finish(name: str, source: str, model, tokenizer, device: torch.device) -> L
     return LoadedModel(name, model, tokenizer, describe(name, source, model, tokenizer), threading.RLock())
 
 
+_HUB_CHECK: dict = {}
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Can this machine open a connection to the Hugging Face hub? Checked once a minute, quickly, so an
+    offline machine says so at once instead of waiting through the hub client's retries."""
+    import socket
+
+    host = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    if time.time() - _HUB_CHECK.get("at", 0) > 60:
+        try:
+            socket.create_connection((host, 443), timeout=timeout).close()
+            ok = True
+        except OSError:
+            ok = False
+        _HUB_CHECK.update(at=time.time(), ok=ok)
+    return _HUB_CHECK["ok"]
+
+
 def _from_dir(path: Path, dtype: torch.dtype, **kw):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -268,11 +289,19 @@ def load_model(name: str = EMBEDDED, device=None, progress: Progress = log) -> L
     else:
         raise ModelLoadError(f"'{name}' is neither a local model folder nor a valid Hugging Face model id.")
     progress(f"Loading {name} ...")
+    kw = {}
+    if not path.exists() and not hub_reachable():
+        kw["local_files_only"] = True  # offline: only a copy already in the Hugging Face cache can load
     try:
-        model, tok = _from_dir(path if path.exists() else name, default_dtype(device))
+        model, tok = _from_dir(path if path.exists() else name, default_dtype(device), **kw)
     except ValueError as exc:
         raise ModelLoadError(f"'{name}' is not a causal language model this app can run: {exc}") from exc
     except (OSError, EnvironmentError) as exc:
+        if kw.get("local_files_only"):
+            raise ModelLoadError(
+                f"Could not load '{name}': it is not a local model folder, it is not in the Hugging Face cache, "
+                "and the Hugging Face hub cannot be reached from this machine."
+            ) from exc
         raise ModelLoadError(
             f"Could not load '{name}': it is not a local model folder, and the Hugging Face hub could not be "
             f"reached or has no such model with safetensors weights. ({str(exc).splitlines()[0][:200]})"

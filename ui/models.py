@@ -23,6 +23,20 @@ def get_model(name: str) -> LoadedModel:
         return _load(name)
 
 
+def on_model_change() -> None:
+    """Callback of the sidebar's model box: try the new name at once; on failure put the old one back in the
+    box and keep a message for the sidebar (callbacks run before the script, so widget state may change)."""
+    old = state.settings()["model"]
+    name = (st.session_state.get("w_model") or "").strip() or EMBEDDED
+    try:
+        get_model(name)
+    except ModelLoadError as exc:
+        st.session_state["model_error"] = f"{exc} Still using '{old}'."
+        st.session_state["w_model"] = old
+        return
+    state.set_value("model", name)
+
+
 def current_model() -> LoadedModel:
     """The model the settings ask for; if it cannot be loaded, say why and keep the previous one."""
     s = state.settings()

@@ -9,6 +9,11 @@ import streamlit as st
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# URL paths must differ from the file names: with a pages/ folder beside app.py, Streamlit also registers
+# each file under its stem (legacy multipage mode) and a rerun that asks for that path runs the page file
+# alone, without app.py and its shared sidebar.
+
+
 @dataclass(frozen=True)
 class PageSpec:
     path: str
@@ -18,15 +23,15 @@ class PageSpec:
 
 
 PAGES = [
-    PageSpec("pages/loop.py", "The loop", ":material/all_inclusive:", "loop"),
-    PageSpec("pages/tokenization.py", "Tokenization", ":material/text_fields:", "tokenization"),
-    PageSpec("pages/embeddings.py", "Embeddings & position", ":material/scatter_plot:", "embeddings"),
-    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
-    PageSpec("pages/sampling.py", "Logits & sampling", ":material/casino:", "sampling"),
-    PageSpec("pages/timeline.py", "Prefill vs decode", ":material/timeline:", "timeline"),
-    PageSpec("pages/kv_cache.py", "KV cache", ":material/memory:", "kv-cache"),
-    PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative"),
-    PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching"),
+    PageSpec("pages/loop.py", "The loop", ":material/all_inclusive:", "home"),
+    PageSpec("pages/tokenization.py", "Tokenization", ":material/text_fields:", "tokenization-view"),
+    PageSpec("pages/embeddings.py", "Embeddings & position", ":material/scatter_plot:", "embeddings-and-position"),
+    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention-map"),
+    PageSpec("pages/sampling.py", "Logits & sampling", ":material/casino:", "logits-and-sampling"),
+    PageSpec("pages/timeline.py", "Prefill vs decode", ":material/timeline:", "timeline-prefill-decode"),
+    PageSpec("pages/kv_cache.py", "KV cache", ":material/memory:", "kv-cache-memory"),
+    PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative-race"),
+    PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching-and-serving"),
 ]
 
 

@@ -5,24 +5,30 @@ import streamlit as st
 
 from engine.models import EMBEDDED, TINY
 from ui import state
+from ui.models import current_model, on_model_change
 
 
-def _widget(kind, label: str, name: str, **kw):
+def _widget(kind, label: str, name: str, on_change=None, **kw):
     """A widget whose value lives in the shared settings (see ui.state)."""
-    return kind(label, value=state.settings()[name], key=f"w_{name}", on_change=state.from_widget, args=(name,), **kw)
+    if on_change is None:
+        on_change, kw["args"] = state.from_widget, (name,)
+    return kind(label, value=state.settings()[name], key=f"w_{name}", on_change=on_change, **kw)
 
 
 def render() -> None:
     s = state.settings()
     with st.sidebar:
         st.markdown("### Model and prompt")
-        _widget(st.text_input, "Model", "model",
+        _widget(st.text_input, "Model", "model", on_change=on_model_change,
                 help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. '{TINY}' is a tiny model "
                      "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
                      "safetensors weights.")
+        lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:
             st.error(err, icon=":material/error:")
+        i = lm.info
+        st.caption(f"{i.source}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({i.dtype})")
         _widget(st.text_area, "Prompt", "prompt", height=110, max_chars=50_000,
                 help="Press Ctrl+Enter or click outside the box to apply.")
         _widget(st.toggle, "Use the chat template", "chat",

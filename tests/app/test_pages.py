@@ -13,9 +13,11 @@ def run_page(path: str, model: str = "embedded", timeout: int = 240, **query) ->
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
-    if path != PAGES[0]:
-        at.switch_page(path)
-        at.run()
+    # Always switch, even to the first page: AppTest then keeps requesting the navigation page on every
+    # rerun. Otherwise it reruns the page it finished on, and because a pages/ folder sits beside app.py
+    # (legacy multipage layout) that runs the page file alone, without app.py and its sidebar.
+    at.switch_page(path)
+    at.run()
     return at
 
 
