@@ -1,0 +1,21 @@
+"""Real browser: the KV-cache page shows measured = formula, and its calculator answers Llama-3-70B correctly."""
+from tests.browser.harness import assert_no_error, screenshot, wait_idle
+
+
+def test_kv_cache_page_calculator(app_server, page):
+    page.goto(f"{app_server.url}/kv-cache?max_new_tokens=6")
+    wait_idle(page)
+    assert_no_error(page)
+    body = page.inner_text("body")
+    assert "agree exactly at every step" in body
+    assert "Steps where they agree" in body and "6 of 6" in body
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 6
+    # Pick Llama-3-70B in the calculator like a person: open the select box, type, choose.
+    page.get_by_label("Model (published config)").click()
+    page.keyboard.type("Llama-3-70B")
+    page.keyboard.press("Enter")
+    wait_idle(page)
+    assert_no_error(page)
+    metric = page.locator('[data-testid="stMetric"]', has_text="KV per token")
+    assert "320.0 KiB" in metric.inner_text()
+    screenshot(page, "kv-cache-llama70b")
