@@ -298,3 +298,11 @@ def tied_check(lm: LoadedModel) -> TiedCheck:
     same = wout.data_ptr() == win.data_ptr() and wout.shape == win.shape
     diff = float((wout.float() - win.float()).abs().max()) if wout.shape == win.shape else None
     return TiedCheck(same, same, diff, tuple(win.shape), tuple(wout.shape))
+
+
+@torch.inference_mode()
+def row_pair(lm: LoadedModel, token_id: int, n: int = 6) -> tuple[np.ndarray, np.ndarray | None]:
+    """First values of one token's row in the input embedding table and in the output head's weight."""
+    a = table(lm)[int(token_id), :n].float().cpu().numpy()
+    head = getattr(lm.model.get_output_embeddings(), "weight", None)
+    return a, (head[int(token_id), :n].float().cpu().numpy() if head is not None else None)

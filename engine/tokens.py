@@ -256,3 +256,16 @@ def count_tokens(name: str, tokenizer, text: str) -> TokenizerCount:
     ids = [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
     texts = tuple(tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids)
     return TokenizerCount(name, len(tokenizer), len(ids), len(text), tuple(ids), texts)
+
+
+def builtin_tokenizer(name: str):
+    """The tokenizer of one of the app's own models without loading its weights (None if not available)."""
+    from engine.models import EMBEDDED, TINY, converted_dir, embedded_is_converted
+
+    if name == TINY:
+        from engine.tiny import make_tiny_tokenizer
+
+        return make_tiny_tokenizer()
+    if name == EMBEDDED and embedded_is_converted():
+        return load_tokenizer(str(converted_dir()))
+    return None

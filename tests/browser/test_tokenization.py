@@ -1,0 +1,29 @@
+"""Real browser: HTML or script typed as a prompt is shown as text on the tokenization page, never run."""
+from urllib.parse import quote
+
+from tests.browser.harness import assert_no_error, screenshot, wait_idle
+
+PROMPT = "<script>alert(1)</script> <b>x</b> \U0001f642 \u6771\u4eac \u05e9\u05dc\u05d5\u05dd a\u200bb"
+
+
+def test_script_and_markup_are_literal(app_server, page):
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{app_server.url}/tokenization?max_new_tokens=1&prompt={quote(PROMPT)}")
+    wait_idle(page)
+    assert_no_error(page)
+    chips = page.locator(".tok-chips")
+    assert chips.count() == 1
+    # nothing in the token views became an element: no <script>, no <b> made from the typed text
+    for view in (".tok-chips", ".tok-template"):
+        assert page.locator(f"{view} script").count() == 0
+        assert page.locator(f"{view} b").count() == 0
+    assert page.evaluate("() => [...document.querySelectorAll('b')].filter(e => e.textContent === 'x').length") == 0
+    assert page.evaluate("() => [...document.scripts].some(s => s.textContent.includes('alert(1)'))") is False
+    assert dialogs == []
+    template = page.locator(".tok-template").inner_text()
+    assert "<script>alert(1)</script> <b>x</b>" in template  # the literal text, as typed
+    assert "\U0001f642" in template and "\u6771\u4eac" in template and "\u05e9\u05dc\u05d5\u05dd" in template
+    assert "\u27e8U+200B\u27e9" in chips.inner_text()  # the zero-width space is named, not lost
+    assert "<|im_start|>" in chips.inner_text()
+    screenshot(page, "tokenization-literal")

@@ -1,0 +1,59 @@
+"""Token chips, the chat-template view and the tokenization charts: escaped, complete, consistent."""
+import html
+import re
+
+from engine import tokens as T
+from ui.tokenization_figures import bytes_per_token_bar, compare_bar, label, template_view, token_chips
+
+NASTY = "<script>alert(1)</script> <b>x</b> \U0001f642 \u6771\u4eac \u05e9\u05dc\u05d5\u05dd a\u200bb\u200f"
+
+
+def _unescaped_tags(markup: str) -> set[str]:
+    return set(re.findall(r"<\s*([a-zA-Z]+)", markup))
+
+
+def test_chips_escape_everything_and_show_every_token(tiny_lm):
+    table = T.prompt_table(tiny_lm.tokenizer, NASTY, True)
+    out = token_chips(table)
+    assert _unescaped_tags(out) <= {"div", "span"}  # no <script>, <b>, <img> made from the text
+    assert out.count('class="tok-chip"') == len(table.rows)
+    assert "&lt;|im_start|&gt;" in out
+    partial = [r for r in table.rows if r.partial]
+    assert partial and all(html.escape(f"\u27e8{r.bytes_hex}\u27e9") in out for r in partial)
+    raw = token_chips(table, raw_pieces=True, show_ids=False)
+    assert "\u0120" in raw and "font-size:11px" not in raw  # raw pieces; no id lines, no byte notes
+    assert out.count("font-size:11px") == len(table.rows) + len(partial)  # an id under every chip
+
+
+def test_invisible_characters_get_names():
+    assert label("a\u200bb") == "a\u27e8U+200B\u27e9b"
+    assert label("\u200f") == "\u27e8U+200F\u27e9"  # right-to-left mark
+    assert label(" \n") == "\u00b7\u21b5"
+    assert label("\u05e9\u05dc\u05d5\u05dd \U0001f642") == "\u05e9\u05dc\u05d5\u05dd\u00b7\U0001f642"
+
+
+def test_template_view_is_the_exact_text_with_specials_marked(embedded_lm):
+    table = T.prompt_table(embedded_lm.tokenizer, NASTY, True)
+    segs = T.segments(embedded_lm.tokenizer, table.ids)
+    out = template_view(segs)
+    assert _unescaped_tags(out) <= {"div", "span"}
+    assert out.count("<span") == sum(s.special for s in segs) > 0
+    text = html.unescape(re.sub(r"<[^>]+>", "", out))
+    assert text == table.text
+
+
+def test_bytes_bar_adds_up_to_the_text(tiny_lm):
+    table = T.prompt_table(tiny_lm.tokenizer, NASTY, True)
+    fig = bytes_per_token_bar(table)
+    assert sum(fig.data[0].y) == table.n_bytes
+    assert fig.layout.xaxis.title.text and "bytes" in fig.layout.yaxis.title.text
+
+
+def test_compare_bar_one_bar_per_tokenizer(tiny_lm, embedded_lm):
+    counts = [T.count_tokens("tiny-random", tiny_lm.tokenizer, NASTY),
+              T.count_tokens("embedded", embedded_lm.tokenizer, NASTY)]
+    fig = compare_bar(counts, "embedded")
+    bar = fig.data[0]
+    assert sorted(bar.x) == sorted(c.n_tokens for c in counts)
+    assert list(bar.x) == sorted(bar.x, reverse=True)  # fewest tokens drawn at the top
+    assert fig.layout.xaxis.title.text == "tokens (count)"

@@ -1,0 +1,58 @@
+"""Cached embedding-table and position work for the embeddings page, keyed on plain values.
+
+None of it runs the transformer blocks; display options read these cached records and recompute nothing.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import embeddings as E
+from engine import tokens as T
+from ui.models import get_model
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def prompt_ids(model: str, prompt: str, chat: bool) -> tuple[tuple[int, ...], tuple[str, ...], bool]:
+    """(ids, tokens as decoded text, chat applied) for exactly what the model receives."""
+    table = T.prompt_table(get_model(model).tokenizer, prompt, chat)
+    return table.ids, tuple(r.text for r in table.rows), table.chat_applied
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def embeddings_for(model: str, ids: tuple[int, ...]) -> E.PromptEmbeddings:
+    return E.prompt_embeddings(get_model(model), ids)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def map_for(model: str, ids: tuple[int, ...], sample_size: int, seed: int) -> E.EmbeddingMap:
+    return E.embedding_map(get_model(model), ids, sample_size, seed)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def neighbours_for(model: str, token_id: int, k: int) -> E.Neighbours:
+    return E.nearest_tokens(get_model(model), token_id, k)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def rope_for(model: str, n_positions: int) -> E.RopeAngles:
+    return E.rope_angles(get_model(model), n_positions)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def relative_for(model: str, q_token: int, k_token: int, head: int, n_positions: int) -> E.RelativeDemo:
+    return E.relative_demo(get_model(model), q_token, k_token, head, n_positions)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def learned_for(model: str, n_positions: int) -> E.LearnedPositions:
+    return E.learned_positions(get_model(model), n_positions)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def tied_for(model: str) -> E.TiedCheck:
+    return E.tied_check(get_model(model))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def row_pair_for(model: str, token_id: int, n: int = 6):
+    return E.row_pair(get_model(model), token_id, n)

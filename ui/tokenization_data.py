@@ -1,0 +1,63 @@
+"""Cached tokenizer work for the tokenization page, keyed on plain values (no forward pass is involved)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import tokens as T
+from engine.models import EMBEDDED, TINY
+from ui.models import get_model
+
+
+@st.cache_data(max_entries=48, show_spinner=False)
+def table_for(model: str, text: str, chat: bool) -> T.TokenTable:
+    """What the model receives for ``text`` (raises PromptError for an empty text)."""
+    return T.prompt_table(get_model(model).tokenizer, text, chat)
+
+
+@st.cache_data(max_entries=48, show_spinner=False)
+def segments_for(model: str, ids: tuple[int, ...]) -> list[T.Segment]:
+    return T.segments(get_model(model).tokenizer, ids)
+
+
+@st.cache_data(max_entries=48, show_spinner=False)
+def ids_for(model: str, text: str) -> tuple[int, ...]:
+    tok = get_model(model).tokenizer
+    return tuple(int(i) for i in tok(text, add_special_tokens=False)["input_ids"])
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _tokenizer(name: str, path: str | None):
+    if path:
+        return T.load_tokenizer(path)
+    return T.builtin_tokenizer(name)
+
+
+def sources(current: str) -> list[T.TokenizerSource]:
+    """Every tokenizer available offline: the app's two models, the model loaded now, the local hub cache."""
+    out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(TINY, None)]
+    if current not in (EMBEDDED, TINY):
+        out.append(T.TokenizerSource(current, None))
+    names = {s.name for s in out}
+    out += [s for s in _cached_sources() if s.name not in names]
+    return out
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _cached_sources() -> list[T.TokenizerSource]:
+    return T.cached_tokenizers()
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) -> tuple[list, list[str]]:
+    """(counts, problems): ``text`` through every source; one that cannot be loaded is reported, not fatal."""
+    counts, problems = [], []
+    for s in srcs:
+        try:
+            tok = get_model(current).tokenizer if s.name == current else _tokenizer(s.name, s.path)
+            if tok is None:
+                problems.append(f"{s.name}: not available on this machine")
+                continue
+            counts.append(T.count_tokens(s.name, tok, text))
+        except Exception as exc:  # a broken cached tokenizer must not break the page
+            problems.append(f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
+    return counts, problems
