@@ -374,11 +374,13 @@ class _Server:
                                     len(useful), useful.count(False), kv_bytes(batch.cache), batch.kv_real_tokens()))
         self.tick(sum(useful))
 
-    def release(self, slots: list[_Slot], at: float) -> None:
+    def release(self, slots: list[_Slot], at: float | None = None) -> None:
+        """Free the slots at ``at`` (static: the batch's end), or each as soon as its last token is ready."""
         for s in slots:
             r = s.req
             self.records.append(RequestRecord(r.rid, r.prompt, len(r.prompt_ids), r.max_new_tokens, r.arrival_s,
-                                              s.admitted, s.first, s.done, at, tuple(s.tokens)))
+                                              s.admitted, s.first, s.done, s.done if at is None else at,
+                                              tuple(s.tokens)))
 
     def run_static(self) -> None:
         while self.pending or self.queue:
@@ -396,7 +398,7 @@ class _Server:
             self.prefill(batch, group)
             while not all(s.finished for s in batch.slots):
                 self.decode(batch)
-            self.release(batch.slots, self.clock())
+            self.release(batch.slots, max(s.done for s in batch.slots))
 
     def run_continuous(self) -> None:
         batch = _Batch(self.lm)
@@ -413,7 +415,7 @@ class _Server:
                 self.decode(batch)
             done = [i for i, s in enumerate(batch.slots) if s.finished]
             if done:
-                self.release([batch.slots[i] for i in done], self.clock())
+                self.release([batch.slots[i] for i in done])
                 batch.keep([i for i in range(len(batch.slots)) if i not in done])
 
 

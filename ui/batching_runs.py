@@ -1,6 +1,9 @@
 """Cached runs for the batching page, keyed on plain values; the page runs them on demand with progress bars."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import streamlit as st
 
 from engine import batching as B
@@ -17,42 +20,49 @@ def workload_for(model: str, ws: B.WorkloadSettings) -> tuple[B.Request, ...]:
     return B.make_workload(get_model(model).tokenizer, ws)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def sweep_for(model: str, sizes: tuple[int, ...], steps: int, warmup: int, _progress=None):
-    return B.decode_sweep(get_model(model), sizes, steps=steps, warmup=warmup, progress=_progress)
+# The measured runs take a progress callback that draws a bar created outside them. st.cache_data records
+# such element calls and cannot replay them on a cache hit (CacheReplayClosureError), so these runs use a
+# small process-wide store instead: bounded, keyed on plain values, shared by every session like st.cache_data.
+_STORE: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()
+MAX_ENTRIES = 24
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def serve_for(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float, _progress=None):
-    lm = get_model(model)
-    return B.serve(lm, B.make_workload(lm.tokenizer, ws), policy, max_batch, timeout, progress=_progress)
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def load_for(model: str, ws: B.WorkloadSettings, rates: tuple[float, ...], probe_tokens: int, max_batch: int,
-             _progress=None):
-    return B.load_sweep(get_model(model), ws, rates, probe_tokens, max_batch=max_batch, progress=_progress)
-
-
-def _with_bar(label: str, fn, *args):
+def _cached(key: tuple, label: str, fn):
+    with _LOCK:
+        if key in _STORE:
+            _STORE.move_to_end(key)
+            return _STORE[key]
     bar, cb = _bar(label)
     try:
-        return fn(*args, _progress=cb)
+        value = fn(cb)
     finally:
         bar.empty()
+    with _LOCK:
+        _STORE[key] = value
+        while len(_STORE) > MAX_ENTRIES:
+            _STORE.popitem(last=False)
+    return value
 
 
-def sweep(model, sizes, steps, warmup):
-    return _with_bar("Batched decode steps", sweep_for, model, tuple(sizes), steps, warmup)
+def sweep(model: str, sizes, steps: int, warmup: int):
+    return _cached(("sweep", model, tuple(sizes), steps, warmup), "Batched decode steps",
+                   lambda cb: B.decode_sweep(get_model(model), tuple(sizes), steps=steps, warmup=warmup, progress=cb))
 
 
-def serve(model, ws, policy, max_batch, timeout):
-    return _with_bar(f"Serving with {policy} batching", serve_for, model, ws, policy, max_batch, timeout)
+def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float):
+    def run(cb):
+        lm = get_model(model)
+        return B.serve(lm, B.make_workload(lm.tokenizer, ws), policy, max_batch, timeout, progress=cb)
+
+    return _cached(("serve", model, ws, policy, max_batch, timeout), f"Serving with {policy} batching", run)
 
 
-def load(model, ws, rates, probe_tokens, max_batch):
-    return _with_bar("Your request on a quiet and a busy server", load_for, model, ws, tuple(rates), probe_tokens,
-                     max_batch)
+def load(model: str, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int):
+    return _cached(("load", model, ws, tuple(rates), probe_tokens, max_batch),
+                   "Your request on a quiet and a busy server",
+                   lambda cb: B.load_sweep(get_model(model), ws, tuple(rates), probe_tokens, max_batch=max_batch,
+                                           progress=cb))
 
 
 def has_run(key: tuple) -> bool:

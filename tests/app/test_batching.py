@@ -1,0 +1,22 @@
+"""AppTest: the batching page waits for its button, then runs the real scheduler and shows every chart."""
+from tests.app.test_pages import errors, run_page
+
+
+def test_batching_runs_on_demand_tiny():
+    at = run_page("pages/batching.py", model="tiny-random")
+    assert not errors(at), errors(at)
+    assert len(at.get("plotly_chart")) == 1  # only the generated workload before the button
+    at.slider(key="batching_n").set_value(4)
+    at.slider(key="batching_len").set_value((2, 5))
+    at.multiselect(key="batching_sizes").set_value([1, 2])
+    at.run()
+    at.button(key="batching_run").click().run()
+    assert not errors(at), errors(at)
+    assert len(at.get("plotly_chart")) == 10
+    table = at.dataframe[0].value
+    assert list(table["policy"]) == ["static", "continuous"]
+    assert table["wasted decode rows"][1].startswith("0 of")
+    assert any("exactly the same tokens" in c.value for c in at.caption)
+    # a rerun with the same settings uses the cache and keeps the results without another click
+    at.run()
+    assert len(at.get("plotly_chart")) == 10
