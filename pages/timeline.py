@@ -119,9 +119,13 @@ if runs.on_demand("breakdown", "Measure the stages", "A prefill pass over your p
           f"Share of each stage's median time over {bd.repeats} repeat(s), your prompt ({bd.prefill.tokens_in} tokens) "
           f"and the decode step after it; sampling with your sidebar settings.", key="timeline_breakdown")
     st.dataframe(pd.DataFrame([{
-        "stage": stage, "modules timed": bd.module_counts.get(stage, "-" if stage in ("sampling", "other") else 0),
-        "prefill (ms)": rng(bd.prefill.stage_ms[stage], "", 2), "prefill share": f"{bd.prefill.shares()[stage]:.0%}",
-        "decode (ms)": rng(bd.decode.stage_ms[stage], "", 2), "decode share": f"{bd.decode.shares()[stage]:.0%}",
+        "stage": stage, "modules timed": str(bd.module_counts.get(stage, "-")),
+        "prefill median (ms)": round(bd.prefill.stage_ms[stage].median, 2),
+        "prefill range (ms)": f"{bd.prefill.stage_ms[stage].lo:.2f} to {bd.prefill.stage_ms[stage].hi:.2f}",
+        "prefill share": f"{bd.prefill.shares()[stage]:.0%}",
+        "decode median (ms)": round(bd.decode.stage_ms[stage].median, 2),
+        "decode range (ms)": f"{bd.decode.stage_ms[stage].lo:.2f} to {bd.decode.stage_ms[stage].hi:.2f}",
+        "decode share": f"{bd.decode.shares()[stage]:.0%}",
     } for stage in T.STAGES]), hide_index=True)
     st.caption(f"Hooks add a little overhead (a sync and a clock read around each of "
                f"{sum(bd.module_counts.values())} modules): the whole pass took {rng(bd.prefill.hooked_total_ms)} with "

@@ -109,7 +109,8 @@ def floor_chart(floor_ms: float, step_ms, probe: HardwareProbe) -> go.Figure:
         marker_color=[COLORS["muted"], COLORS["primary"]],
         error_y=dict(type="data", symmetric=False, array=[0, step_ms.hi - step_ms.median],
                      arrayminus=[0, step_ms.median - step_ms.lo], thickness=1.5),
-        text=[f"{floor_ms:.1f} ms", f"{step_ms.median:.1f} ms"], textposition="outside"))
+        text=[f"{floor_ms:.1f} ms", f"{step_ms.median:.1f} ms"], textposition="inside", insidetextanchor="end",
+        textfont=dict(color="white", size=16)))
     style(fig, f"One decode step vs its memory-bandwidth floor ({probe.read_gb_s.median:.1f} GB/s measured)",
           "", "time (ms)", height=360)
     fig.update_yaxes(range=[0, max(floor_ms, step_ms.hi) * 1.25])
@@ -136,8 +137,8 @@ def roofline_chart(probe: HardwareProbe, points: list[RooflinePoint]) -> go.Figu
                           "achieved %{y:.3g} GFLOP/s<extra></extra>"))
     style(fig, "Roofline: prefill and decode on this machine", "arithmetic intensity (FLOP per byte, log)",
           "throughput (GFLOP/s, log)", height=440)
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    fig.update_xaxes(type="log", dtick=1, exponentformat="power")
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power")
     return fig
 
 
