@@ -7,6 +7,7 @@ tokens at once for a histogram. Everything runs on CPU float32, like ``engine.sa
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,22 @@ from engine.sampling import (
 
 MAX_DRAWS = 100_000
 CURVE_POINTS = 200  # the cumulative curve keeps this many of the most likely tokens
+
+
+@contextmanager
+def one_thread():
+    """Run a few ops on one [vocab] vector on a single thread. Splitting a 49k-element op across threads
+    saves nothing, and on a busy CPU the threads' hand-offs made these functions 20x slower (measured: 860 ms
+    vs 44 ms). OpenMP keeps the count per thread, so a forward pass already running elsewhere is unaffected."""
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,7 @@ class Stages:
         return self.settings.greedy
 
 
+@one_thread()
 @torch.inference_mode()
 def stages(logits, settings: SamplingSettings, show: int = 15, curve_points: int = CURVE_POINTS) -> Stages:
     """Follow one position's logits [vocab] through temperature, top-k, top-p, min-p and softmax."""
@@ -62,23 +80,26 @@ def stages(logits, settings: SamplingSettings, show: int = 15, curve_points: int
     p_mask = top_p_mask(after_k, s.top_p) & k_mask
     after_p = after_k.masked_fill(~p_mask, float("-inf"))
     m_mask = min_p_mask(after_p, s.min_p) & p_mask
-    final = sampling_probs(raw, s)  # [vocab]
-    order = torch.argsort(raw, descending=True, stable=True)
-    top = order[: min(show, vocab)]
-    cum = torch.sort(after_k.softmax(-1), descending=True).values[: min(curve_points, vocab)].cumsum(-1)
+    if s.greedy:
+        final = sampling_probs(raw, s)  # [vocab] one-hot on the argmax
+    else:  # the same as sampling_probs(raw, s): the masks above are the ones filter_logits applies in turn
+        final = scaled.masked_fill(~m_mask, float("-inf")).softmax(-1)
+    top = torch.topk(raw, min(show, vocab)).indices  # [m] most likely first
+    p_raw, p_scaled = raw.softmax(-1), scaled.softmax(-1)
+    cum = torch.topk(after_k.softmax(-1), min(curve_points, vocab)).values.cumsum(-1)
+    np_ = lambda t: t.numpy().copy()  # noqa: E731
     return Stages(
-        settings=s, vocab=vocab, ids=top.numpy().copy(), logits=raw[top].numpy().copy(),
-        scaled=scaled[top].numpy().copy(), probs_raw=raw.softmax(-1)[top].numpy().copy(),
-        probs_scaled=scaled.softmax(-1)[top].numpy().copy(), keep_top_k=k_mask[top].numpy().copy(),
-        keep_top_p=p_mask[top].numpy().copy(), keep_min_p=m_mask[top].numpy().copy(),
-        final=final[top].numpy().copy(),
+        settings=s, vocab=vocab, ids=np_(top), logits=np_(raw[top]), scaled=np_(scaled[top]),
+        probs_raw=np_(p_raw[top]), probs_scaled=np_(p_scaled[top]), keep_top_k=np_(k_mask[top]),
+        keep_top_p=np_(p_mask[top]), keep_min_p=np_(m_mask[top]), final=np_(final[top]),
         survivors=(vocab, int(k_mask.sum()), int(p_mask.sum()), int(m_mask.sum())),
-        entropy_raw_bits=entropy_bits(raw.softmax(-1)), entropy_scaled_bits=entropy_bits(scaled.softmax(-1)),
-        entropy_final_bits=entropy_bits(final), cum_probs=cum.numpy().copy(), top_p_keep=int(p_mask.sum()),
+        entropy_raw_bits=entropy_bits(p_raw), entropy_scaled_bits=entropy_bits(p_scaled),
+        entropy_final_bits=entropy_bits(final), cum_probs=np_(cum), top_p_keep=int(p_mask.sum()),
         final_mass_shown=float(final[top].sum()),
     )
 
 
+@one_thread()
 def draw_at(logits, settings: SamplingSettings, seed: int, step: int = 0) -> int:
     """The token the loop draws at ``step`` (0 = first token after the prompt) from these logits.
 
@@ -92,8 +113,9 @@ def draw_at(logits, settings: SamplingSettings, seed: int, step: int = 0) -> int
     if s.greedy:
         return int(x.argmax())
     gen = make_generator(seed)
+    flat = torch.ones(1, x.shape[0])  # replay needs only the generator's consumption, not the real probs
     for _ in range(int(step)):
-        sample(x, s, gen)
+        torch.multinomial(flat, 1, generator=gen)
     return int(sample(x, s, gen))
 
 
@@ -107,6 +129,7 @@ class Draws:
     probs: np.ndarray  # [u] their probability under the sampling distribution
 
 
+@one_thread()
 @torch.inference_mode()
 def draw_counts(logits, settings: SamplingSettings, n: int, seed: int) -> Draws:
     """Draw n tokens at once (vectorised ``torch.multinomial`` with replacement, seeded) and count them."""

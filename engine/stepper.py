@@ -6,13 +6,26 @@ the caller chooses the token (``engine.sampling_stages.draw_at`` reproduces the 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from engine.models import LoadedModel
+from engine.sampling import entropy_bits
 from engine.trace import decode_step, new_cache, prefill
 
 MAX_STEPS = 64
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    step: int
+    token_id: int  # the token appended at this step
+    prob: float  # its probability at temperature 1
+    top_id: int  # the most likely token at this step
+    top_prob: float
+    entropy_bits: float  # of the temperature-1 distribution
 
 
 class Stepper:
@@ -80,3 +93,12 @@ class Stepper:
             extra = self.cached_tokens() - keep
             if extra > 0:  # a negative count means "remove this many" in every transformers version
                 self.cache.crop(-extra)
+
+    def summaries(self) -> list[StepSummary]:
+        """One line per appended token, read from the temperature-1 distribution it was drawn from."""
+        out = []
+        for k, tok in enumerate(self.tokens):
+            probs = torch.from_numpy(self.logits[k]).softmax(-1)  # [vocab]
+            top = int(probs.argmax())
+            out.append(StepSummary(k, tok, float(probs[tok]), top, float(probs[top]), entropy_bits(probs)))
+        return out

@@ -22,7 +22,7 @@ def test_stages_are_consistent_with_the_sampling_functions(s):
     st = stages(x, s, show=30)
     full = sampling_probs(torch.from_numpy(x), s).numpy()
     assert np.allclose(st.final, full[st.ids], atol=1e-7)
-    assert list(st.ids) == list(np.argsort(-x, kind="stable")[:30])  # most likely first
+    assert np.array_equal(st.logits, np.sort(x)[::-1][:30]) and np.array_equal(x[st.ids], st.logits)
     assert np.all(st.keep_min_p <= st.keep_top_p) and np.all(st.keep_top_p <= st.keep_top_k)  # nested
     assert list(st.survivors) == sorted(st.survivors, reverse=True) and st.survivors[0] == x.size
     assert st.survivors[3] == int((full > 0).sum()) or s.greedy

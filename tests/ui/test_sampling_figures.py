@@ -1,0 +1,62 @@
+"""Figure builders of the sampling page: titled, axes labelled with units, and showing the right things."""
+import numpy as np
+import torch
+
+from engine.sampling import SamplingSettings
+from engine.sampling_stages import draw_counts, stages
+from ui.figures import COLORS
+from ui.sampling_figures import (
+    cumulative_curve, draws_vs_probs, position_probs, removed_by, stage_bars, step_chart, unique_labels,
+)
+
+LOGITS = (torch.randn(2000, generator=torch.Generator().manual_seed(0)) * 2.5).numpy()
+
+
+def test_stage_bars_four_panels_with_units_and_the_chosen_token_in_red():
+    st = stages(LOGITS, SamplingSettings(0.8, 8, 0.9, 0.05), show=12)
+    tokens = [f"tok{i}" for i in st.ids]
+    chosen = int(st.ids[1])
+    fig = stage_bars(st, tokens, chosen)
+    assert fig.layout.title.text
+    titles = [fig.layout[f"xaxis{'' if i == 1 else i}"].title.text for i in range(1, 5)]
+    assert all(titles) and "logit" in titles[0] and all("probability" in t for t in titles[2:])
+    assert fig.layout.yaxis.title.text == "token"
+    final = fig.data[-1]
+    red = [y for y, c in zip(final.y, final.marker.color) if c == COLORS["accent"]]
+    assert red == ["tok" + str(chosen)]
+    # Panel 3 has one legend entry per reason a shown token was removed, and every shown token once.
+    panel3 = [t for t in fig.data if t.xaxis == "x3"]
+    reasons = {r for r in removed_by(st) if r}
+    assert {t.name for t in panel3} == {"kept"} | {f"removed by {r}" for r in reasons}
+    assert sum(x is not None for t in panel3 for x in t.x) == len(tokens)
+    assert "greedy" in stage_bars(stages(LOGITS, SamplingSettings(0.0)), tokens[:15], chosen).layout.annotations[1].text
+
+
+def test_cumulative_curve_marks_the_top_p_cut():
+    st = stages(LOGITS, SamplingSettings(1.0, 0, 0.6))
+    fig = cumulative_curve(st)
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert "top-p = 0.6" in notes and f"keeps {st.top_p_keep:,}" in notes
+    ys = np.asarray(fig.data[0].y)
+    assert np.all(np.diff(ys) >= -1e-7)
+    off = cumulative_curve(stages(LOGITS, SamplingSettings(1.0, 0, 1.0)))
+    assert not off.layout.shapes and "top-p" not in " ".join(a.text for a in off.layout.annotations)
+
+
+def test_draws_vs_probs_and_labels():
+    s = SamplingSettings(1.0, 5, 1.0)
+    d = draw_counts(LOGITS, s, 2000, seed=0)
+    fig = draws_vs_probs([f"t{i}" for i in d.ids], d.probs, d.counts, d.n)
+    assert len(fig.data) == 2 and abs(sum(fig.data[1].y) - 1.0) < 1e-9
+    assert "(0 to 1)" in fig.layout.yaxis.title.text
+    assert unique_labels(["a", "a", " b"]) == ["a", "a (2)", "\u00b7b"]
+
+
+def test_position_and_step_charts():
+    fig = position_probs(["a", "b", "c"], ["b", "c", "d"], [0.5, 1e-4, 0.2], [1, 40, 3])
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.title.text
+    assert list(fig.data[0].marker.color) == [COLORS["good"], COLORS["warn"], COLORS["primary"]]
+    fig = step_chart(["The", " cat"], [0.2, 0.9], [0.3, 0.9], [4.0, 0.5])
+    assert fig.layout.yaxis2.title.text == "entropy (bits)" and fig.layout.yaxis.title.text
+    assert [t.name for t in fig.data] == ["most likely token", "appended token", "entropy (bits)"]
