@@ -1,0 +1,230 @@
+"""Drafters for speculative decoding: cheap guessers of the target's next k tokens.
+
+Letters follow Leviathan et al. 2023: p is the target's distribution, q the draft's. Every drafter has one
+small interface:
+
+- ``start(prompt_ids, settings, generator)`` before a run;
+- ``propose(context, k) -> (tokens, q)``: up to k guessed tokens after ``context``; ``q`` is a float tensor
+  [len(tokens), vocab] with the draft distribution each token was drawn from, or ``None`` when the drafter
+  is deterministic (its q is one-hot at the proposed token: prompt lookup, or any model drafter at
+  temperature 0);
+- ``update(accepted)``: how many of the proposed tokens the target kept (rolls back the draft's KV cache).
+
+Three kinds: a separate draft model that shares the target's tokenizer (``model:NAME``), prompt lookup
+(``lookup``: continue the longest recent n-gram match, no model at all) and early exit (``early-exit:L``: the
+target's own first L blocks, then its final norm and output head; self-speculative).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from engine import arch
+from engine.models import LoadedModel, load_model
+from engine.sampling import SamplingSettings, sampling_probs
+
+LOOKUP_MAX_NGRAM = 3
+
+
+class DrafterError(ValueError):
+    """A drafter cannot be built; the message is written for the person who asked for it."""
+
+
+class LookupDrafter:
+    """Prompt lookup (Saxena 2023): find the most recent earlier occurrence of the context's last n tokens
+    (longest n first, n = max_ngram .. 1) and propose the tokens that followed it. q is one-hot."""
+
+    deterministic = True
+
+    def __init__(self, max_ngram: int = LOOKUP_MAX_NGRAM):
+        self.max_ngram = max(1, int(max_ngram))
+        self.name = "lookup" if self.max_ngram == LOOKUP_MAX_NGRAM else f"lookup:{self.max_ngram}"
+        self.cost_layers = 0
+
+    def start(self, prompt_ids, settings: SamplingSettings, generator) -> None:
+        pass
+
+    def propose(self, context: list[int], k: int):
+        if k <= 0 or len(context) < 2:
+            return [], None
+        arr = np.asarray(context, dtype=np.int64)
+        for n in range(min(self.max_ngram, len(arr) - 1), 0, -1):
+            windows = np.lib.stride_tricks.sliding_window_view(arr[:-1], n)  # [len-n, n]; never the suffix itself
+            hits = np.flatnonzero((windows == arr[-n:]).all(1))
+            if hits.size:
+                j = int(hits[-1]) + n
+                return arr[j:j + k].tolist(), None
+        return [], None
+
+    def update(self, accepted: int) -> None:
+        pass
+
+
+class ModelDrafter:
+    """Any causal LM as the draft: it decodes k tokens one at a time with its own KV cache, sampling each from
+    q = sampling_probs(draft logits) under the same settings as the target (so p and q are comparable)."""
+
+    def __init__(self, model: torch.nn.Module, name: str, lock=None, vocab_size: int | None = None):
+        self.model, self.name, self.lock = model, name, lock
+        self.vocab_size = vocab_size
+        self.deterministic = False
+        self.cost_layers = model.config.num_hidden_layers
+
+    def start(self, prompt_ids, settings: SamplingSettings, generator) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.fed = 0  # context tokens whose keys/values are in self.cache
+        self.settings, self.gen = settings, generator
+        self.deterministic = settings.greedy
+        self._base = 0
+        self._fed_drafts = 0
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[int]) -> torch.Tensor:
+        dev = next(self.model.parameters()).device
+        x = torch.tensor([ids], device=dev)  # [1, n]
+        logits = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
+        out = logits[0, -1].float().cpu()  # [vocab]
+        return out[: self.vocab_size] if self.vocab_size else out
+
+    def propose(self, context: list[int], k: int):
+        if k <= 0:
+            return [], None
+        ctx = None
+        if self.lock is not None:
+            ctx = self.lock
+            ctx.acquire()
+        try:
+            logits = self._forward(list(context[self.fed:]))
+            self._base = self.fed = len(context)
+            tokens, qs = [], []
+            for i in range(k):
+                if self.settings.greedy:
+                    tok = int(logits.argmax())
+                else:
+                    q = sampling_probs(logits, self.settings)  # [vocab]
+                    tok = int(torch.multinomial(q, 1, generator=self.gen))
+                    qs.append(q)
+                tokens.append(tok)
+                if i < k - 1:
+                    logits = self._forward([tok])
+            self._fed_drafts = k - 1
+        finally:
+            if ctx is not None:
+                ctx.release()
+        return tokens, (torch.stack(qs) if qs else None)
+
+    def update(self, accepted: int) -> None:
+        """Keep the context and the accepted drafts that were fed; drop the rest (DynamicCache.crop)."""
+        keep = self._base + min(int(accepted), self._fed_drafts)
+        crop_to(self.cache, keep)
+        self.fed = keep
+        self._fed_drafts = 0
+
+
+def crop_to(cache, keep: int) -> None:
+    """Roll a DynamicCache back to its first ``keep`` tokens (transformers 5: crop(-n) drops the last n)."""
+    extra = cache.get_seq_length() - int(keep)
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def _shallow(module: torch.nn.Module) -> torch.nn.Module:
+    """A new module object that shares every parameter with ``module`` but has its own child table."""
+    new = copy.copy(module)
+    new._modules = dict(module._modules)
+    return new
+
+
+def early_exit_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
+    """The target's first ``layers`` blocks, its final norm and its output head, as a model of its own.
+
+    No weight is copied: the view shares tensors with the target. Its config says ``layers`` blocks, so its
+    KV cache has only those layers (the target's cache is left alone)."""
+    total = len(arch.blocks(model))
+    if not 1 <= layers < total:
+        raise DrafterError(f"early-exit needs 1 to {total - 1} layers for this {total}-block model, not {layers}.")
+    cfg = copy.deepcopy(model.config)
+    cfg.num_hidden_layers = layers
+    if getattr(cfg, "layer_types", None):
+        cfg.layer_types = list(cfg.layer_types)[:layers]
+    view = _shallow(model)
+    body_name = next(a for a in ("model", "transformer", "gpt_neox") if hasattr(model, a))
+    body = _shallow(getattr(model, body_name))
+    body.config = cfg
+    if hasattr(body, "layers"):
+        body.layers = torch.nn.ModuleList(list(body.layers)[:layers])
+    else:
+        body.h = torch.nn.ModuleList(list(body.h)[:layers])
+    view._modules[body_name] = body
+    view.config = cfg
+    return view
+
+
+def random_draft_model(lm: LoadedModel, layers: int, seed: int = 0) -> torch.nn.Module:
+    """A random-weight model built from the target's config with fewer blocks (same tokenizer): a draft
+    that is almost always wrong, for tests and for the lesson that a poor draft costs more than it saves."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = copy.deepcopy(lm.model.config)
+    cfg.num_hidden_layers = max(1, int(layers))
+    if getattr(cfg, "layer_types", None):
+        cfg.layer_types = list(cfg.layer_types)[: cfg.num_hidden_layers]
+    torch.manual_seed(seed)
+    m = AutoModelForCausalLM.from_config(cfg)
+    p = next(lm.model.parameters())
+    return m.to(device=p.device, dtype=p.dtype).eval().requires_grad_(False)
+
+
+def same_vocabulary(tok_a, tok_b) -> bool:
+    return len(tok_a) == len(tok_b) and tok_a.get_vocab() == tok_b.get_vocab()
+
+
+def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel] = load_model):
+    """Build a drafter from a short spec: ``lookup[:N]``, ``early-exit:L``, ``model:NAME``.
+
+    ``model:self`` (or the target's own name) drafts with the target itself; ``model:random:L`` with a
+    random-weight model of L blocks built from the target's config; any other NAME is loaded with ``loader``
+    and refused unless its tokenizer has exactly the target's vocabulary."""
+    spec = (spec or "").strip()
+    kind, _, arg = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "lookup":
+        try:
+            return LookupDrafter(int(arg) if arg else LOOKUP_MAX_NGRAM)
+        except ValueError:
+            raise DrafterError(f"lookup:N needs a whole number N (longest n-gram), not {arg!r}.") from None
+    if kind in ("early-exit", "early_exit", "earlyexit"):
+        try:
+            layers = int(arg)
+        except ValueError:
+            raise DrafterError(f"early-exit:L needs a number of layers L, not {arg!r}.") from None
+        d = ModelDrafter(early_exit_model(lm.model, layers), f"early-exit:{layers}", lm.lock)
+        d.cost_layers = layers
+        return d
+    if kind == "model":
+        name = arg.strip()
+        if not name:
+            raise DrafterError("model:NAME needs a model name, e.g. model:self or model:random:2.")
+        if name in ("self", "target", lm.name):
+            return ModelDrafter(lm.model, f"model:{lm.name}", lm.lock)
+        if name.startswith("random"):
+            _, _, n = name.partition(":")
+            try:
+                layers = int(n or 2)
+            except ValueError:
+                raise DrafterError(f"model:random:L needs a number of layers L, not {n!r}.") from None
+            return ModelDrafter(random_draft_model(lm, layers), f"model:random:{layers}", None)
+        draft = loader(name)
+        if not same_vocabulary(draft.tokenizer, lm.tokenizer):
+            raise DrafterError(
+                f"The draft model '{name}' uses a different tokenizer ({len(draft.tokenizer):,} tokens) from the "
+                f"target '{lm.name}' ({len(lm.tokenizer):,} tokens). A draft must share the target's vocabulary: "
+                f"its token ids are checked against the target's one by one.")
+        if draft.model.get_output_embeddings().weight.shape[0] < len(lm.tokenizer):
+            raise DrafterError(f"The draft model '{name}' has a smaller output head than the vocabulary.")
+        return ModelDrafter(draft.model, f"model:{name}", draft.lock, vocab_size=lm.info.vocab_size)
+    raise DrafterError(f"Unknown drafter {spec!r}: use lookup, early-exit:L or model:NAME.")

@@ -1,0 +1,49 @@
+"""`python -m engine race`: plain decoding vs speculative decoding on one prompt, measured in one run."""
+from __future__ import annotations
+
+import sys
+
+from engine.drafters import DrafterError, make_drafter
+from engine.models import ModelLoadError
+from engine.prompt import PromptError, encode_prompt
+from engine.sampling import SamplingSettings
+from engine.speculative import MAX_K, race
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--drafter", default="lookup", help="lookup[:N] | early-exit:L | model:NAME (model:self, "
+                                                       "model:random:L, or a model sharing the target's tokenizer)")
+    p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-chat-template", action="store_true")
+
+
+def cli(lm, args, emit) -> int:
+    try:
+        enc = encode_prompt(lm.tokenizer, args.prompt, not args.no_chat_template)
+        drafter = make_drafter(lm, args.drafter)
+    except (PromptError, DrafterError, ModelLoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not 1 <= args.k <= MAX_K:
+        print(f"error: --k must be between 1 and {MAX_K}", file=sys.stderr)
+        return 2
+    s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
+    r = race(lm, list(enc.ids), args.drafter, args.k, s, max(1, args.max_new_tokens), args.seed, drafter=drafter)
+    d = r.to_dict()
+    d["plain"]["text"] = lm.tokenizer.decode(list(r.plain_ids))
+    d["speculative"]["text"] = lm.tokenizer.decode(list(r.spec_ids))
+    text = (f"plain       {len(r.plain_ids)} tokens in {r.plain_seconds:.2f} s ({r.plain_tokens_per_second:.1f} tok/s)\n"
+            f"speculative {len(r.spec_ids)} tokens in {r.spec_seconds:.2f} s ({r.spec_tokens_per_second:.1f} tok/s), "
+            f"{r.drafter}, k={r.k}\n"
+            f"acceptance rate {r.acceptance_rate:.2f}, {r.tokens_per_pass:.2f} tokens per target pass, "
+            f"c = {r.c:.3f}\nmeasured speedup x{r.speedup:.2f} (paper's formula: x{r.expected_speedup:.2f}); "
+            f"identical output: {r.identical}\n\n{d['speculative']['text']}")
+    emit(args, d, text)
+    return 0
