@@ -152,12 +152,16 @@ st.warning(
     f"2 \u00d7 80 \u00d7 8 \u00d7 128 \u00d7 2 bytes = {right:,} bytes = **{fmt_bytes(right)} per token** at 16 bits. "
     f"At 128K tokens that is {fmt_bytes(right * 131072)}, not {fmt_bytes(wrong * 131072)}.",
     icon=":material/error:")
-try_this(f"{name} switched to multi-query attention (one KV head) would shrink its cache by how much? "
-         "And where does latent attention land?",
-         "See the chart: the cache scales with the number of KV heads, so MQA divides the MHA size by the number "
-         "of query heads. Latent attention caches one small shared vector per layer instead of per-head keys "
-         "and values.", key="kv_try_variants")
 variants = kp.attention_variants(p, bits)
+vk = {v.kind: v for v in variants}
+own = next(v for v in variants if v.is_model)
+try_this(f"If {name} used multi-query attention (one KV head for all {p.n_heads} query heads), how much smaller "
+         f"would its cache per token be than with its own design ({own.kind})?",
+         f"The cache scales with the number of KV heads: MQA needs {fmt_bytes(vk['MQA'].bytes_per_token)} per token "
+         f"against {fmt_bytes(own.bytes_per_token)}, "
+         f"{own.bytes_per_token / vk['MQA'].bytes_per_token:.1f}\u00d7 less. Latent attention (MLA) caches one "
+         f"compressed vector per layer, shared by all heads: {fmt_bytes(vk['MLA'].bytes_per_token)}.",
+         key="kv_try_variants")
 chart(variants_bar(variants, name), "derived",
       f"Same layers and head sizes, {kv_dtype}. Red: {name}'s own design; blue: what-if variants. "
       + ("" if p.is_mla else "MLA here uses DeepSeek-V2's sizing: latent 4 \u00d7 head_dim + RoPE key "

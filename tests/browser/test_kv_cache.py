@@ -1,11 +1,20 @@
 """Real browser: the KV-cache page shows measured = formula, and its calculator answers Llama-3-70B correctly."""
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from ui import nav
+
+URL = next(p.url for p in nav.PAGES if p.path == "pages/kv_cache.py")
 
 
 def test_kv_cache_page_calculator(app_server, page):
-    page.goto(f"{app_server.url}/kv-cache?max_new_tokens=6")
+    page.goto(f"{app_server.url}/{URL}?max_new_tokens=6")
     wait_idle(page)
     assert_no_error(page)
+    # The first session after a server start can show Streamlit's "Page not found" notice on a deep link (the
+    # app-wide pages/ discovery quirk, reported to the lead); close it so the page underneath can be used.
+    dialog = page.locator('[role="dialog"]')
+    if dialog.count() and "Page not found" in dialog.first.inner_text():
+        page.keyboard.press("Escape")
+        dialog.first.wait_for(state="hidden")
     body = page.inner_text("body")
     assert "agree exactly at every step" in body
     assert "Steps where they agree" in body and "6 of 6" in body
