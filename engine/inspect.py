@@ -18,6 +18,10 @@ class BlockStage:
     preview: tuple[float, ...]  # first values of this position's vector
 
 
+class _Stop(Exception):
+    """Raised by a hook to end a forward pass early: nothing after the inspected block is needed."""
+
+
 _PARTS = (("input_layernorm", "norm (RMSNorm)"), ("self_attn", "attention"),
           ("post_attention_layernorm", "norm (RMSNorm)"), ("mlp", "MLP"))
 
@@ -37,10 +41,16 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
     for attr, _ in _PARTS:
         hooks.append(getattr(blk, attr).register_forward_hook(
             lambda m, i, o, attr=attr: seen.__setitem__(attr, arch.block_output(o))))
-    hooks.append(blk.register_forward_hook(lambda m, i, o: seen.__setitem__("output", arch.block_output(o))))
+    def stop(m, i, o):
+        seen["output"] = arch.block_output(o)
+        raise _Stop
+
+    hooks.append(blk.register_forward_hook(stop))
     try:
         with lm.lock:
             lm.model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False)
+    except _Stop:
+        pass
     finally:
         for h in hooks:
             h.remove()

@@ -253,7 +253,7 @@ def _from_dir(path: Path, dtype: torch.dtype, **kw):
 
 
 def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
-    device = device or default_device()
+    device = torch.device(device) if device is not None else default_device()
     if not embedded_is_converted():
         convert_embedded(progress)
     try:

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.models import EMBEDDED, LoadedModel, ModelLoadError, embedded_is_converted, load_model
+from engine.models import EMBEDDED, LoadedModel, ModelLoadError, embedded_is_converted, load_model, log
 from ui import state
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
 def _load(name: str, _progress=None) -> LoadedModel:
-    return load_model(name, progress=_progress or (lambda msg: None))
+    lm = load_model(name, progress=_progress or (lambda msg: None))
+    log(f"loaded model {name!r} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
+    return lm
 
 
 def get_model(name: str) -> LoadedModel:

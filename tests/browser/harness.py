@@ -29,6 +29,7 @@ class App:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        SHOTS.mkdir(parents=True, exist_ok=True)
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",

@@ -198,3 +198,20 @@ def test_cli_bench_decode_runs():
     out = cli("bench", "decode", "--model", "tiny-random", "--json", "--new-tokens", "8", "--repeats", "1")
     r = json.loads(out.stdout)
     assert r["ratio_engine_vs_generate"] > 0 and all(p["same_tokens"] for p in r["prompts"])
+
+
+def test_block_walk_adds_up(embedded_lm):
+    """Inside a block: input + attention = first add; its output equals the model's hidden state there."""
+    from engine.inspect import block_walk
+
+    ids = list(encode_prompt(embedded_lm.tokenizer, "The capital of France is", False).ids)
+    walk = block_walk(embedded_lm, ids, layer=3)
+    names = [s.name for s in walk]
+    assert names == ["input (residual stream)", "norm (RMSNorm)", "attention", "add (residual)", "norm (RMSNorm)",
+                     "MLP", "add (residual)"]
+    inp, att, add1, mlp, add2 = (np.array(walk[i].preview) for i in (0, 2, 3, 5, 6))
+    np.testing.assert_allclose(inp + att, add1, atol=2e-3)
+    np.testing.assert_allclose(add1 + mlp, add2, atol=2e-3)
+    with torch.inference_mode():
+        hs = embedded_lm.model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+    np.testing.assert_allclose(hs[4][0, -1, :6].numpy(), add2, atol=2e-3)
