@@ -1,7 +1,14 @@
 """Inference Loop Explorer: router only (page config, shared sidebar, navigation)."""
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from ui import nav, sidebar, state
+
+# A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
+# navigation of its own built from the file names, which answers deep links with "Page not found" and can
+# run a page file without app.py (so without the shared sidebar). The pages are listed explicitly below, so
+# switch that mode off for this server process (it is decided once per process, before the first run).
+PagesManager.uses_pages_directory = False
 
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide")
 state.settings()

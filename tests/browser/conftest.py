@@ -5,13 +5,6 @@ from tests.browser.harness import App, launch
 
 
 @pytest.fixture(scope="session")
-def app_server(embedded_lm):  # embedded_lm: the model is converted before the server starts
-    app = App()
-    yield app
-    app.stop()
-
-
-@pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright
 
@@ -19,6 +12,22 @@ def browser():
         b = launch(p)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def app_server(embedded_lm, browser):  # embedded_lm: the model is converted before the server starts
+    """The app, opened once at its home page: that first run loads the model and ends Streamlit's legacy
+    pages/ mode for the process (see app.py), as a person's first visit would."""
+    from tests.browser.harness import wait_idle
+
+    app = App()
+    ctx = browser.new_context()
+    first = ctx.new_page()
+    first.goto(app.url + "/?max_new_tokens=2")
+    wait_idle(first, timeout=300)
+    ctx.close()
+    yield app
+    app.stop()
 
 
 @pytest.fixture
