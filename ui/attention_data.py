@@ -1,0 +1,63 @@
+"""Cached work and stateful widgets for the attention page, keyed on plain values (never a model object)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import streamlit as st
+
+from engine.attention import CostPoint, measure_forward
+from engine.lens import MAX_LENS_POSITIONS, LensGrid, logit_lens
+from ui.figures import caption
+from ui.models import get_model
+
+LAYER_KEY, HEAD_KEY = "attention_layer", "attention_head"
+OVERVIEW_KEY = "attention_overview"
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def lens_for(model: str, ids: tuple[int, ...], max_positions: int = MAX_LENS_POSITIONS) -> LensGrid:
+    return logit_lens(get_model(model), list(ids), max_positions)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def cost_point(model: str, tokens: int, repeats: int) -> CostPoint:
+    return measure_forward(get_model(model), tokens, repeats)
+
+
+def cost_sweep(model: str, lengths: Sequence[int], repeats: int) -> list[CostPoint]:
+    """One cached measurement per length, with a progress bar while any is being measured."""
+    lengths = sorted(set(int(n) for n in lengths))
+    bar = st.progress(0.0, text="Measuring prefill time at each prompt length...")
+    out = []
+    for i, n in enumerate(lengths):
+        bar.progress(i / len(lengths), text=f"Measuring {n} tokens (1 warm-up pass + {repeats} timed passes)...")
+        out.append(cost_point(model, n, repeats))
+    bar.empty()
+    return out
+
+
+def clamp_selection(n_layers: int, n_heads: int) -> tuple[int, int]:
+    """The selected (layer, head), kept inside this model's range (the model can change under it)."""
+    layer = min(max(int(st.session_state.get(LAYER_KEY, n_layers - 1) or 0), 0), n_layers - 1)
+    head = min(max(int(st.session_state.get(HEAD_KEY, 0) or 0), 0), n_heads - 1)
+    st.session_state[LAYER_KEY], st.session_state[HEAD_KEY] = layer, head
+    return layer, head
+
+
+def _on_overview_select() -> None:
+    """A click on an overview cell selects that layer and head (the selectboxes follow)."""
+    event = st.session_state.get(OVERVIEW_KEY)
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
+        getattr(getattr(event, "selection", None), "points", []) or []
+    for p in points:  # the clickable markers sit at x = head, y = layer
+        x, y = p.get("x"), p.get("y")
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            st.session_state[LAYER_KEY], st.session_state[HEAD_KEY] = int(round(y)), int(round(x))
+            return
+
+
+def overview_chart(fig, kind: str, text: str) -> None:
+    """The layers x heads overview, clickable."""
+    st.plotly_chart(fig, width="stretch", key=OVERVIEW_KEY, on_select=_on_overview_select,
+                    selection_mode="points", config={"displaylogo": False})
+    st.caption(caption(kind, text))
