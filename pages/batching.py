@@ -99,20 +99,20 @@ try_this("Which policy gives the short requests their answers sooner, and which 
          "none of its rows are wasted. Compare the red parts of the two charts below.", key="batching_try_policy")
 
 metrics = [r.metrics() for r in results]
-table = pd.DataFrame({
-    "policy": [m["policy"] for m in metrics],
-    "throughput (tokens/s)": [round(m["throughput_tok_s"], 1) for m in metrics],
-    "mean latency (s)": [round(m["mean_latency_s"], 2) for m in metrics],
-    "p90 latency (s)": [round(m["p90_latency_s"], 2) for m in metrics],
-    "mean time to first token (s)": [round(m["mean_ttft_s"], 2) for m in metrics],
-    "forward passes": [m["forward_passes"] for m in metrics],
-    "mean rows per decode step": [round(m["mean_batch"], 2) for m in metrics],
-    "wasted decode rows": [f"{m['wasted_decode_slots']} of {m['decode_slots']} ({m['wasted_fraction']:.0%})"
-                           for m in metrics],
-    "prompt padding (tokens)": [f"{m['prefill_pad_tokens']} of {m['prefill_tokens']}" for m in metrics],
-    "peak KV cache (KiB)": [round(m["peak_kv_bytes"] / 1024) for m in metrics],
-})
-st.dataframe(table, hide_index=True)
+rows = {
+    "throughput (tokens/s)": lambda m: f"{m['throughput_tok_s']:.1f}",
+    "mean latency (s)": lambda m: f"{m['mean_latency_s']:.2f}",
+    "p90 latency (s)": lambda m: f"{m['p90_latency_s']:.2f}",
+    "mean time to first token (s)": lambda m: f"{m['mean_ttft_s']:.2f}",
+    "p90 time to first token (s)": lambda m: f"{m['p90_ttft_s']:.2f}",
+    "forward passes (prefills + decode steps)": lambda m: f"{m['forward_passes']} ({m['prefills']} + {m['decode_steps']})",
+    "mean rows per decode step": lambda m: f"{m['mean_batch']:.2f}",
+    "wasted decode rows": lambda m: f"{m['wasted_decode_slots']} of {m['decode_slots']} ({m['wasted_fraction']:.0%})",
+    "prompt padding (tokens)": lambda m: f"{m['prefill_pad_tokens']} of {m['prefill_tokens']}",
+    "peak KV cache (KiB)": lambda m: f"{m['peak_kv_bytes'] / 1024:.0f}",
+}
+table = pd.DataFrame({m["policy"]: [f(m) for f in rows.values()] for m in metrics}, index=list(rows))
+st.dataframe(table)
 same = all(a.token_ids == b.token_ids for a, b in zip(results[0].requests, results[1].requests))
 st.caption("Measured: wall clock from the first arrival. Latency = arrival to last token; throughput = tokens "
            "generated / time until the last token; wasted rows = decode rows of requests that were already done. "

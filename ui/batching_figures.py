@@ -117,14 +117,15 @@ def kv_over_time(results) -> go.Figure:
     """Measured bytes of the batch KV cache after each pass, per policy (padding included)."""
     fig = go.Figure()
     for res in results:
+        # a static batch's cache is freed when the batch ends (its last pass): drop to zero right there
+        ends = {r.released_s for r in res.requests} if res.policy == "static" else set()
         xs, ys = [0.0], [0.0]
         for s in res.steps:
-            xs += [s.start_s, s.end_s]
-            ys += [ys[-1], s.kv_bytes / KIB]
-        if res.policy == "static":  # the cache is freed when a static batch ends
-            ends = sorted({r.released_s for r in res.requests})
-            pts = sorted(list(zip(xs, ys)) + [(e, 0.0) for e in ends])
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            xs.append(s.end_s)
+            ys.append(s.kv_bytes / KIB)
+            if s.end_s in ends:
+                xs.append(s.end_s)
+                ys.append(0.0)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line_shape="hv", name=res.policy,
                                  line_color=POLICY_COLORS.get(res.policy)))
     style(fig, "KV cache held by the server over time", "wall-clock time (s after start)",
