@@ -109,7 +109,7 @@ def floor_chart(floor_ms: float, step_ms, probe: HardwareProbe) -> go.Figure:
         marker_color=[COLORS["muted"], COLORS["primary"]],
         error_y=dict(type="data", symmetric=False, array=[0, step_ms.hi - step_ms.median],
                      arrayminus=[0, step_ms.median - step_ms.lo], thickness=1.5),
-        text=[f"{floor_ms:.1f} ms", f"{step_ms.median:.1f} ms"], textposition="inside", insidetextanchor="end",
+        text=[f"{floor_ms:.1f} ms", f"{step_ms.median:.1f} ms"], textposition="inside", insidetextanchor="start",
         textfont=dict(color="white", size=16)))
     style(fig, f"One decode step vs its memory-bandwidth floor ({probe.read_gb_s.median:.1f} GB/s measured)",
           "", "time (ms)", height=360)
