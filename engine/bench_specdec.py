@@ -15,7 +15,7 @@ import torch
 from transformers import GenerationConfig
 
 from engine.drafters import DrafterError, make_drafter
-from engine.models import LoadedModel
+from engine.models import LoadedModel, ModelLoadError
 from engine.prompt import encode_prompt
 from engine.sampling import SamplingSettings
 from engine.speculative import race, speculative_generate
@@ -91,7 +91,7 @@ def run(lm: LoadedModel, args) -> dict:
     for s in specs:
         try:
             drafters[s] = make_drafter(lm, s)
-        except DrafterError as exc:
+        except (DrafterError, ModelLoadError) as exc:
             drafters[s] = str(exc)
     rows = []
     for name, kind, prompt in PROMPTS[: max(1, args.prompts)]:
@@ -108,14 +108,19 @@ def run(lm: LoadedModel, args) -> dict:
                 rec = race(lm, ids, spec, k, SamplingSettings(), n, 0, drafter=d)  # counts: a, tokens/pass, c
                 assist = _builtin(spec, k)
                 plain_t, spec_t, gen_t = [], [], []
+                assist_error = None
                 for _ in range(repeats):
                     t, out_p = _wall_plain(lm, ids, n)
                     plain_t.append(t)
                     t, out_s = _wall_spec(lm, ids, d, k, n)
                     spec_t.append(t)
                     if assist is not None:
-                        t, out_g = _wall_generate(lm, ids, n, **assist)
-                        gen_t.append(t)
+                        try:
+                            t, out_g = _wall_generate(lm, ids, n, **assist)
+                            gen_t.append(t)
+                        except Exception as exc:  # an assistance mode this transformers version lacks
+                            assist_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                            assist = None
                 tp, ts = statistics.median(plain_t), statistics.median(spec_t)
                 row = {
                     "prompt": name, "kind": kind, "drafter": spec, "k": k, "prompt_tokens": len(ids),
@@ -134,6 +139,8 @@ def run(lm: LoadedModel, args) -> dict:
                     row["generate_assisted_speedup"] = (len(out_g) / tg) / (len(out_p) / tp)
                     row["spec_vs_generate_assisted"] = (len(out_s) / ts) / (len(out_g) / tg)
                     row["generate_same_tokens"] = out_g == out_p
+                if assist_error:
+                    row["generate_assisted_error"] = assist_error
                 row["generate_plain_tokens_per_s"] = len(out_p) / statistics.median(gen_plain)
                 rows.append(row)
     ok = [r for r in rows if "error" not in r]

@@ -1,0 +1,200 @@
+"""Speculative decoding: plain decoding and draft-and-verify race on the same prompt, for real."""
+import pandas as pd
+import streamlit as st
+
+from engine.bench_specdec import PROMPTS
+from engine.drafters import DrafterError
+from engine.models import ModelLoadError
+from engine.prompt import PromptError
+from engine.speculative import MAX_K
+from ui import nav, state
+from ui.html import visible
+from ui.layout import chart, try_this, what_you_see
+from ui.models import current_model
+from ui.speculative import RaceParams, finished, lane_pieces, plain_pieces_of, run_live, sweep
+from ui.speculative_figures import (clock_html, lane_html, legend_html, progress_lines, round_pq_bar, round_times_bar,
+                                    rounds_bar, sweep_figure)
+
+st.title("Speculative decoding: the race")
+st.markdown("Decoding is serial: one full pass of the model per token. Speculative decoding lets a cheap "
+            "**drafter** guess the next *k* tokens, then the real model (the **target**) checks all of them in "
+            "**one** forward pass. Below, both run for real on this machine, on the same prompt.")
+lm = current_model()
+s = state.settings()
+what_you_see(
+    "Two lanes write the same answer. **Plain**: one target pass per token. **Speculative**: each round the "
+    "drafter proposes k tokens, one target pass verifies them; green drafts were accepted, struck-out red ones "
+    "rejected, yellow is the target's own correction, blue a bonus token when every draft was right. "
+    "At temperature 0 both lanes must write exactly the same text: speculation changes speed, never the output.")
+
+# ---- controls -------------------------------------------------------------------------------------------
+presets = {f"{name} ({kind}): {text[:60]}...": text for name, kind, text in PROMPTS}
+SIDEBAR = "the sidebar prompt"
+c1, c2 = st.columns([3, 2])
+with c1:
+    choice = st.selectbox("Race prompt", [*presets, SIDEBAR], index=1, key="speculative_prompt",
+                          help="Extractive tasks (rewrite, quote, summarise a passage) copy from the prompt, so "
+                               "prompt lookup guesses well; open-ended ones give it little to copy.")
+    prompt = s["prompt"] if choice == SIDEBAR else presets[choice]
+    drafter_kind = st.radio(
+        "Drafter", ["lookup", "early-exit", "model:self", "model:random", "model:other"], horizontal=True,
+        key="speculative_drafter",
+        captions=["copy from the context", "first L blocks of the target", "the target drafts for itself",
+                  "random weights", "another model"],
+        help="lookup: continue the longest recent n-gram match in the text (no model). early-exit: the target's "
+             "own first L blocks plus its output head. model:self: the target as its own draft (always right at "
+             "temperature 0, but as slow as the target). model:random: a random-weight model with 2 blocks "
+             "(almost always wrong). model:other: any model with the same tokenizer.")
+with c2:
+    k = st.slider("Draft length k (tokens per round)", 1, MAX_K, 4, key="speculative_k")
+    temperature = st.slider("Temperature", 0.0, 1.5, 0.0, 0.05, key="speculative_temperature",
+                            help="0 = greedy. Above 0, top-k and top-p come from the sidebar.")
+    cc1, cc2 = st.columns(2)
+    seed = cc1.number_input("Seed", 0, 2**31 - 1, int(s["seed"]), key="speculative_seed")
+    max_new = cc2.number_input("Tokens to generate", 1, 256, int(s["max_new_tokens"]), 8, key="speculative_tokens",
+                               help="Starts at the sidebar's max new tokens; longer races show the difference better.")
+
+drafter = drafter_kind
+if drafter_kind == "early-exit":
+    layers = st.slider("Early exit after L blocks", 1, lm.info.n_layers - 1, max(1, lm.info.n_layers // 4),
+                       key="speculative_layers")
+    drafter = f"early-exit:{layers}"
+elif drafter_kind == "model:random":
+    drafter = "model:random:2"
+elif drafter_kind == "model:other":
+    other = st.text_input("Draft model (must share the target's tokenizer)", "", key="speculative_other",
+                          placeholder="a local folder or hub id")
+    drafter = f"model:{other.strip()}"
+
+params = RaceParams(lm.name, prompt, bool(s["chat"]), drafter, int(k), float(temperature), int(s["top_k"]),
+                    float(s["top_p"]), int(seed), int(max_new))
+
+# ---- the race -------------------------------------------------------------------------------------------
+st.html(legend_html())
+go_again = st.button("Start the race", type="primary", icon=":material/sprint:", key="speculative_go")
+left, right = st.columns(2)
+with left:
+    st.markdown("#### Plain decoding")
+    plain_clock, plain_lane = st.empty(), st.empty()
+with right:
+    st.markdown(f"#### Speculative: `{drafter}`, k = {k}")
+    spec_clock, spec_lane = st.empty(), st.empty()
+
+run = finished(params)
+if run is None or go_again:
+    try:
+        run = run_live(params, plain_lane, plain_clock, spec_lane, spec_clock)
+    except PromptError as exc:
+        st.warning(str(exc), icon=":material/edit_note:")
+        st.stop()
+    except (DrafterError, ModelLoadError) as exc:
+        st.error(f"This drafter cannot be used: {exc}", icon=":material/block:")
+        st.stop()
+else:
+    plain_clock.html(clock_html(run.plain_seconds, len(run.plain_ids), len(run.plain_ids)))
+    plain_lane.html(lane_html(plain_pieces_of(run)))
+    spec_clock.html(clock_html(run.spec_seconds, len(run.spec_ids), run.target_passes))
+    spec_lane.html(lane_html(lane_pieces(run)))
+st.caption("Clocks: engine-measured seconds per forward pass (plus drafting and the accept/reject step for the "
+           "speculative lane), after a warm-up; drawing the page is not counted. Press the button for a fresh run.")
+
+# ---- summary --------------------------------------------------------------------------------------------
+st.header("Who won, and why", divider="gray")
+m = st.columns(6)
+m[0].metric("Acceptance rate a", f"{run.acceptance_rate:.0%}",
+            help="accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)")
+m[1].metric("Tokens per target pass", f"{run.tokens_per_pass:.2f}", help="plain decoding: exactly 1")
+m[2].metric("Cost ratio c", f"{run.c:.3f}", help="draft seconds per drafted token / median plain decode step")
+m[3].metric("Measured speedup", f"{run.speedup:.2f}x", help="speculative tokens/s / plain tokens/s, this run")
+m[4].metric("Paper's formula", f"{run.expected_speedup:.2f}x",
+            help="(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023)")
+m[5].metric("Identical output", "yes" if run.identical else "no",
+            help="token for token; must be yes at temperature 0")
+st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; the machine may be shared, so repeat "
+           "for the spread). Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
+if run.speedup < 1.0:
+    st.warning(f"**Speculation was slower here ({run.speedup:.2f}x).** Each round pays for drafting "
+               f"(c = {run.c:.2f} of a target step per drafted token) and a verify pass, but only "
+               f"{run.tokens_per_pass:.2f} tokens came out per target pass. A draft that is often wrong, or costs "
+               "nearly as much as the target, loses the race. Try prompt lookup on an extractive prompt, or a "
+               "smaller k.", icon=":material/trending_down:")
+else:
+    st.success(f"Speculation was **{run.speedup:.2f}x** as fast: {run.tokens_per_pass:.2f} tokens per target pass "
+               f"at a cost of c = {run.c:.3f} per drafted token.", icon=":material/trending_up:")
+if params.temperature == 0 and not run.identical:
+    st.error("At temperature 0 the outputs should be identical; they differ here (see the rounds below).")
+elif params.temperature > 0:
+    st.info("At temperature > 0 the two lanes draw different random numbers, so their texts differ; the rule "
+            "accept with min(1, p/q), else draw from norm(max(0, p - q)) makes each speculative token follow the "
+            "target's sampling distribution exactly.", icon=":material/casino:")
+
+chart(progress_lines(run), "measured",
+      "Tokens written against engine-measured time; each speculative step is one round (draft + one verify pass).")
+c1, c2 = st.columns(2)
+with c1:
+    chart(rounds_bar(run), "model", "Per round: green accepted drafts, red rejected drafts (below 0), then the "
+                                    "target's own token (yellow correction, blue bonus).")
+with c2:
+    chart(round_times_bar(run), "measured", "Draft and verify wall time per round; the dashed line is one plain "
+                                            "decode step. Verifying k tokens costs about one step on a CPU.")
+
+try_this("Switch the drafter to **model:self** (the target drafts for itself) at temperature 0. Every draft is "
+         "accepted. Will it be faster than plain decoding?",
+         "No. Acceptance is 100%, but drafting k tokens costs k full target steps (c = 1), plus the verify pass: "
+         "the formula gives (k + 1) / (k + 1) = 1x at best, and the overheads make it slower. A good drafter must "
+         "be both **right often** (a high) and **cheap** (c near 0); prompt lookup is nearly free.",
+         key="speculative_try")
+
+# ---- rounds on demand -----------------------------------------------------------------------------------
+with st.expander(f"Every round: q, p and min(1, p/q) ({len(run.rounds)} rounds)"):
+    tok_text = dict(zip(run.spec_ids, run.spec_tokens))
+    tokenizer = lm.tokenizer
+
+    def t(i):
+        return visible(tok_text.get(i) or tokenizer.decode([i]))
+
+    rows = [{"round": r.index + 1, "drafted": " | ".join(t(i) for i in r.drafted) or "(nothing)",
+             "accepted": r.accepted, "rejected": " | ".join(t(i) for i in r.rejected),
+             "target's token": t(r.token), "kind": r.kind, "from": r.source,
+             "draft ms": round(r.draft_seconds * 1000, 1), "verify ms": round(r.verify_seconds * 1000, 1)}
+            for r in run.rounds]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
+    judged = [r for r in run.rounds if r.p]
+    if judged:
+        pick = st.selectbox("Look inside round", [r.index + 1 for r in judged], key="speculative_round")
+        rnd = run.rounds[pick - 1]
+        labels = [t(i) for i in rnd.drafted[: len(rnd.p)]]
+        detail = pd.DataFrame({"drafted token": labels, "q (draft)": rnd.q, "p (target)": rnd.p,
+                               "min(1, p/q)": rnd.accept_probs,
+                               "verdict": ["accepted" if i < rnd.accepted else "rejected" for i in range(len(rnd.p))]})
+        st.dataframe(detail.round(4), hide_index=True)
+        st.markdown(f"The target then added **{t(rnd.token)!r}** ({rnd.kind}), {rnd.source}. Its top choices there: "
+                    + ", ".join(f"{t(i)!r} {pr:.2f}" for i, pr in zip(rnd.target_top_ids, rnd.target_top_probs)))
+        chart(round_pq_bar(rnd, labels), "model",
+              "q and p after the same sampling settings (at temperature 0 both are one-hot: 1 or 0).")
+
+# ---- k sweep on demand ----------------------------------------------------------------------------------
+st.header("Where is the best k?", divider="gray")
+st.markdown("Longer drafts win more per round when they are right, but cost more drafting and waste more when "
+            "they are wrong. The sweep races plain against speculative for several k (plain re-measured each time).")
+ks = (1, 2, 3, 4, 6, 8, 12)
+sweep_tokens = min(48, int(max_new))
+pts = sweep(params, ks, sweep_tokens)
+if pts is None and st.button(f"Run the k sweep (k = {', '.join(map(str, ks))}; {sweep_tokens} tokens each)",
+                             key="speculative_sweep"):
+    bar = st.progress(0.0, text="Sweeping k...")
+    pts = sweep(params, ks, sweep_tokens,
+                progress=lambda i, n: bar.progress(i / n, text=f"k = {ks[i - 1]} done ({i}/{n})"))
+    bar.empty()
+if pts:
+    best = max(pts, key=lambda p: p.measured_speedup)
+    chart(sweep_figure(pts, drafter), "measured",
+          "Measured speedup per k (one race each, plain re-measured) next to the paper's formula with that k's "
+          "measured a and c.")
+    verdict = (f"Best k for `{drafter}` on this machine: **{best.k}** ({best.measured_speedup:.2f}x)."
+               if best.measured_speedup >= 1 else
+               f"No k made `{drafter}` faster than plain decoding here (best {best.measured_speedup:.2f}x at k = "
+               f"{best.k}): this drafter costs more than it saves.")
+    st.markdown(verdict)
+
+nav.link("pages/timeline.py")
