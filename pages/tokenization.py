@@ -26,12 +26,6 @@ lm = current_model()
 info = lm.info
 s = settings()
 
-what_you_see(
-    "A model reads integers, not letters. Its tokenizer cuts the text into pieces from a fixed vocabulary "
-    f"of **{info.vocab_size:,}** entries and sends their ids. Each chip below is one token, exactly as "
-    f"**{info.source}** receives it: dots are spaces, \u21b5 is a newline, dark chips are special control tokens, "
-    "grey chips are single bytes of a character that no one vocabulary entry spells out.")
-
 choice = st.segmented_control("Text to tokenize", list(EXAMPLES), default="Your prompt (sidebar)",
                               key="tokenization_source") or "Your prompt (sidebar)"
 text = EXAMPLES[choice] if EXAMPLES[choice] is not None else s["prompt"]
@@ -61,12 +55,21 @@ chart(bytes_per_token_bar(table), "model",
       "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
       "token), from this model's own tokenizer; no forward pass is needed.")
 
+what_you_see(
+    "A model reads integers, not letters. Its tokenizer cuts the text into pieces from a fixed vocabulary "
+    f"of **{info.vocab_size:,}** entries and sends their ids. Each chip above is one token, exactly as "
+    f"**{info.source}** receives it: dots are spaces, \u21b5 is a newline, dark chips are special control tokens, "
+    "grey chips are single bytes of a character that no one vocabulary entry spells out.")
+
 try:
     pair = (ids_for(lm.name, "Paris"), ids_for(lm.name, " Paris"), ids_for(lm.name, "paris"))
     try_this("Are `Paris`, ` Paris` (with a leading space) and `paris` the same token for this model?",
-             f"No. Their ids are **{list(pair[0])}**, **{list(pair[1])}** and **{list(pair[2])}**. "
-             "A leading space and a capital letter are part of the token: to the model these are unrelated "
-             "vocabulary entries that it learned separately.", key="tokenization_try")
+             f"Their ids are **{list(pair[0])}**, **{list(pair[1])}** and **{list(pair[2])}**"
+             + (". All different: a leading space and a capital letter are part of the token, so to the model "
+                "these are unrelated vocabulary entries that it learned separately."
+                if len(set(pair)) == 3 else
+                ". Compare them: where ids differ, the model sees unrelated vocabulary entries that it learned "
+                "separately (this tokenizer may add a leading space on its own)."), key="tokenization_try")
 except Exception:  # a tokenizer that cannot encode this: the lesson box is optional
     pass
 

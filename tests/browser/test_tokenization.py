@@ -2,6 +2,7 @@
 from urllib.parse import quote
 
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from ui import nav
 
 PROMPT = "<script>alert(1)</script> <b>x</b> \U0001f642 \u6771\u4eac \u05e9\u05dc\u05d5\u05dd a\u200bb"
 
@@ -9,10 +10,13 @@ PROMPT = "<script>alert(1)</script> <b>x</b> \U0001f642 \u6771\u4eac \u05e9\u05d
 def test_script_and_markup_are_literal(app_server, page):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(f"{app_server.url}/tokenization?max_new_tokens=1&prompt={quote(PROMPT)}")
+    url = next(p.url for p in nav.available() if p.path == "pages/tokenization.py")
+    page.goto(f"{app_server.url}/{url}?max_new_tokens=1&prompt={quote(PROMPT)}")
     wait_idle(page)
     assert_no_error(page)
     chips = page.locator(".tok-chips")
+    chips.wait_for(state="visible", timeout=60_000)  # st.html mounts lazily
+    page.locator(".tok-template").wait_for(state="visible", timeout=60_000)
     assert chips.count() == 1
     # nothing in the token views became an element: no <script>, no <b> made from the typed text
     for view in (".tok-chips", ".tok-template"):
