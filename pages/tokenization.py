@@ -108,7 +108,8 @@ st.dataframe(pd.DataFrame({
 st.header("The chat template: what the model really receives", divider="gray")
 if table.chat_applied:
     st.markdown("With the chat template on, what you typed is only part of the input. The template adds role "
-                "markers (highlighted: special tokens, each a single id), and some templates add a default system message:")
+                "markers (highlighted: special tokens, each a single id), and some templates add a default "
+                "system message:")
     st.html(template_view(segments_for(lm.name, table.ids)))
     typed = len(ids_for(lm.name, text))
     st.caption(f"Your text alone is {typed} tokens; the template makes it {n}. Turn the chat template off in the "

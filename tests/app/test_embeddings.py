@@ -19,7 +19,11 @@ def test_rope_page_and_display_options_recompute_nothing(monkeypatch):
     calls = {"rope": 0, "rel": 0, "map": 0}
     for name, fn in (("rope", "rope_angles"), ("rel", "relative_demo"), ("map", "embedding_map")):
         real = getattr(E, fn)
-        monkeypatch.setattr(E, fn, lambda *a, _r=real, _n=name, **k: calls.__setitem__(_n, calls[_n] + 1) or _r(*a, **k))
+        def counted(*a, _r=real, _n=name, **k):
+            calls[_n] += 1
+            return _r(*a, **k)
+
+        monkeypatch.setattr(E, fn, counted)
     at = run_page(PAGE, model="tiny-random", max_new_tokens="1", prompt="The cat sat on the mat. The cat")
     assert not errors(at), errors(at)
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)

@@ -1,4 +1,5 @@
-"""AppTest of the tokenization page: literal HTML/script, Unicode, CSV export, display options that recompute nothing."""
+"""AppTest of the tokenization page: literal HTML/script, Unicode, CSV export, display options that
+recompute nothing."""
 import html
 
 import engine.tokens as T
@@ -39,7 +40,7 @@ def test_markup_is_literal_and_unicode_survives(monkeypatch):
     assert "\u0120" in _html(at)  # raw byte-level pieces are now shown
 
 
-def test_example_text_and_chat_off(monkeypatch):
+def test_example_text_and_chat_off():
     at = run_page(PAGE, model="embedded", max_new_tokens="1", chat="0")
     assert not errors(at), errors(at)
     at.button_group(key="tokenization_source").set_value("Code").run()
