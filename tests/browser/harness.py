@@ -96,7 +96,7 @@ def screenshot(page, name: str, max_height: int = 7000) -> Path:
         "() => { const m = document.querySelector('[data-testid=\"stMain\"]') || document.body;"
         " return Math.max(m.scrollHeight, document.body.scrollHeight); }")
     page.set_viewport_size({"width": size["width"], "height": min(max_height, max(size["height"], height + 40))})
-    page.wait_for_timeout(400)
+    page.wait_for_timeout(1500)  # tables draw on a canvas and charts load lazily after a resize
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(size)
     return path
