@@ -6,6 +6,7 @@ the caller chooses the token (``engine.sampling_stages.draw_at`` reproduces the 
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,9 @@ class Stepper:
         self.logits: list[np.ndarray] = []  # [vocab] float32 each
         self.cache = None
         self.forward_passes = 0
+        # Streamlit may start a rerun (and its button callback) while the previous one is still inside a
+        # forward pass; without this lock two appends read the same cache length and feed tokens twice.
+        self._lock = threading.RLock()
         if first_logits is not None:  # from the trace: step 0 needs no pass of its own
             self.logits.append(np.asarray(first_logits, dtype=np.float32).reshape(-1))
 
@@ -73,18 +77,32 @@ class Stepper:
             self.logits.append(self._forward(lm))
         return self.logits[0]
 
-    def append(self, lm: LoadedModel, token_id: int) -> np.ndarray:
-        """Append ``token_id`` to the text and take one forward pass: returns the next distribution."""
-        if not self.logits:
-            self.start(lm)
-        if self.full:
-            raise ValueError(f"at most {MAX_STEPS} steps")
-        self.tokens.append(int(token_id))
-        self.logits.append(self._forward(lm))
-        return self.logits[-1]
+    def append(self, lm: LoadedModel, token_id: int, at_step: int | None = None) -> np.ndarray | None:
+        """Append ``token_id`` to the text and take one forward pass: returns the next distribution.
+        With ``at_step``, a request made when the stepper was at another step (a stale or repeated
+        click) is ignored and returns None."""
+        with self._lock:
+            if at_step is not None and at_step != self.step:
+                return None
+            if not self.logits:
+                self.start(lm)
+            if self.full:
+                raise ValueError(f"at most {MAX_STEPS} steps")
+            self.tokens.append(int(token_id))
+            try:
+                self.logits.append(self._forward(lm))
+            except Exception:  # a half-updated cache cannot be trusted: drop it, the next pass re-prefills
+                self.tokens.pop()
+                self.cache = None
+                raise
+            return self.logits[-1]
 
     def restart(self, step: int) -> None:
         """Go back to ``step``: keep the first ``step`` tokens and crop the cache to match."""
+        with self._lock:
+            self._restart(step)
+
+    def _restart(self, step: int) -> None:
         step = int(min(max(step, 0), len(self.tokens)))
         self.tokens = self.tokens[:step]
         self.logits = self.logits[: step + 1]

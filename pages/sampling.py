@@ -9,7 +9,9 @@ from ui.html import chips, visible
 from ui.layout import chart, notes, try_this, what_you_see
 from ui.models import current_model
 from ui.runs import current_trace
-from ui.sampling_controls import actions, histogram_rows, local_settings, predictions_for, stepper, token_strings, view_step
+from ui.sampling_controls import (
+    actions, histogram_rows, local_settings, md_code, predictions_for, stepper, token_strings, view_step,
+)
 from ui.sampling_figures import cumulative_curve, draws_vs_probs, position_probs, stage_bars, step_chart
 
 SHOW = 15
@@ -67,7 +69,8 @@ c[1].metric("After temperature", f"{sg.entropy_scaled_bits:.2f} bits",
 c[2].metric("Entropy drawn from", f"{sg.entropy_final_bits:.2f} bits",
             help="After temperature and all filters (0 bits = one certain token).")
 c[3].metric("Tokens left", f"{sg.survivors[3]:,}",
-            help=f"Of {V:,} in the vocabulary. After top-k: {sg.survivors[1]:,}; after top-p: {sg.survivors[2]:,}; after min-p: {sg.survivors[3]:,}.")
+            help=f"Of {V:,} in the vocabulary. After top-k: {sg.survivors[1]:,}; after top-p: "
+                 f"{sg.survivors[2]:,}; after min-p: {sg.survivors[3]:,}.")
 chart(stage_bars(sg, top_tokens, chosen), "model",
       f"The {SHOW} tokens with the highest raw logits at step {step}. Panel 3 colours a bar by the first filter "
       f"that removed it; panel 4 renormalises the survivors. These {SHOW} tokens hold "
@@ -75,9 +78,9 @@ chart(stage_bars(sg, top_tokens, chosen), "model",
 how = ("greedy: the argmax" if settings.greedy else
        f"seed {seed}, draw number {step} of that seed's generator, as the loop does")
 prob_txt = f"probability **{chosen_p:.1%}**" if chosen_p is not None else "a probability outside the top shown"
-st.markdown(f"**Sampled token: {visible(chosen_tok)!r}** (id {chosen}), {prob_txt} under these settings ({how}).")
+st.markdown(f"**Sampled token:** {md_code(chosen_tok)} (id {chosen}), {prob_txt} under these settings ({how}).")
 if step < stp.step:
-    st.caption(f"At this step you appended {visible(token_strings(lm, [stp.tokens[step]])[0])!r}. Go back to "
+    st.caption(f"At this step you appended {md_code(token_strings(lm, [stp.tokens[step]])[0])}. Go back to "
                "re-draw from here with other settings.")
 actions(lm, stp, step, chosen, chosen_tok)
 if stp.full:
@@ -109,7 +112,7 @@ if stp.step == 0:
                 "model runs one forward pass for it, reading everything before it from the KV cache. "
                 "With the sidebar's settings you reproduce the loop's own output token for token.")
 else:
-    st.markdown("**Text generated here so far:** " + "`" + visible(lm.tokenizer.decode(stp.tokens)) + "`")
+    st.markdown("**Text generated here so far:** " + md_code(lm.tokenizer.decode(stp.tokens)))
     rows = stp.summaries()
     chart(step_chart(token_strings(lm, [r.token_id for r in rows]), [r.prob for r in rows],
                      [r.top_prob for r in rows], [r.entropy_bits for r in rows]), "model",
@@ -139,9 +142,10 @@ table = pd.DataFrame({
     "p(that token)": list(pp.actual_probs.round(4)) + [None],
     "its rank": [int(r) for r in pp.actual_ranks] + [None],
 })
+prob_col = st.column_config.ProgressColumn
 st.dataframe(table, hide_index=True, height=min(420, 38 + 35 * len(toks)),
-             column_config={"p(top guess)": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f"),
-                            "p(that token)": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3g")})
+             column_config={"p(top guess)": prob_col(min_value=0.0, max_value=1.0, format="%.3f"),
+                            "p(that token)": prob_col(min_value=0.0, max_value=1.0, format="%.3g")})
 c = st.columns(2)
 with c[0]:
     nav.link("pages/speculative.py")

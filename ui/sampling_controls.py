@@ -74,10 +74,10 @@ def stepper(lm, trace) -> Stepper:
     return ss[P + "stepper"]
 
 
-def _append(lm, token_id: int) -> None:
+def _append(lm, token_id: int, at_step: int) -> None:
     stp = st.session_state[P + "stepper"]
     if not stp.full:
-        stp.append(lm, token_id)
+        stp.append(lm, token_id, at_step=at_step)  # ignored if a concurrent click already moved it on
     st.session_state[P + "view_step"] = stp.step
     st.session_state[P + "view"] = stp.step
 
@@ -108,7 +108,7 @@ def actions(lm, stp: Stepper, step: int, token_id: int, token: str) -> None:
     c = st.columns([3, 2])
     if step == stp.step:
         c[0].button(f"Append '{visible(token)}' + one decode step", key=P + "append", type="primary",
-                    on_click=_append, args=(lm, token_id), disabled=stp.full, icon=":material/play_arrow:",
+                    on_click=_append, args=(lm, token_id, step), disabled=stp.full, icon=":material/play_arrow:",
                     help="Adds this token to the text and runs one forward pass for it, reusing the KV cache.")
     else:
         c[0].button(f"Go back to step {step} (drop {stp.step - step} later token{'s' if stp.step - step > 1 else ''})",
@@ -138,3 +138,10 @@ def histogram_rows(sg, draws, limit: int = 15) -> tuple[list[int], list[float], 
     probs.update(zip(map(int, draws.ids), map(float, draws.probs)))
     counts = dict(zip(map(int, draws.ids), map(int, draws.counts)))
     return ids, [probs.get(i, 0.0) for i in ids], [counts.get(i, 0) for i in ids]
+
+
+def md_code(text: str) -> str:
+    """Model text as an inline code span in markdown (nothing inside is read as markup or LaTeX)."""
+    text = visible(text)
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"

@@ -20,6 +20,7 @@ def test_sampling_dice_and_stepping(app_server, page):
     assert_no_error(page)
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 4
     entropy = metric_value(page, "Entropy drawn from")
+    n_prompt = int(re.search(r"of the prompt's (\d+) tokens", page.inner_text("body")).group(1))
 
     # Nudge the temperature slider with the keyboard, like a person on a projector laptop.
     thumb = page.get_by_role("slider", name=re.compile("Temperature")).last
@@ -41,4 +42,5 @@ def test_sampling_dice_and_stepping(app_server, page):
     body = page.inner_text("body")
     assert "Text generated here so far" in body
     assert "forward passes taken here: 2" in body
+    assert f"KV cache: {n_prompt + 2} tokens" in body  # prompt + 2 appended tokens, each fed exactly once
     screenshot(page, "sampling-stepped")

@@ -89,6 +89,24 @@ def test_stepper_without_first_logits_prefills(tiny_lm):
     assert stp.forward_passes == 1
 
 
+def test_stepper_concurrent_clicks_append_once_and_keep_the_cache_consistent(tiny_lm):
+    """Two reruns may run the same button callback at once: the repeated click is ignored, and even
+    unguarded concurrent appends leave the cache holding exactly prompt + tokens."""
+    import threading
+
+    ids = list(tiny_lm.tokenizer("Once upon a time")["input_ids"])
+    first = Stepper(ids).start(tiny_lm)
+    for at_step, expect in ((0, 1), (None, 2)):
+        stp = Stepper(ids, first)
+        threads = [threading.Thread(target=stp.append, args=(tiny_lm, 7, at_step)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert stp.step == expect and stp.forward_passes == expect
+        assert stp.cached_tokens() == len(ids) + expect
+
+
 def test_greedy_draw_is_argmax():
     x = peaked_logits(seed=4)
     assert draw_at(x, SamplingSettings(0.0), seed=9, step=5) == int(np.argmax(x))
