@@ -38,13 +38,19 @@ what_you_see(
     f"Real attention weights of **{info.n_layers} layers \u00d7 {info.n_heads} heads** on your {m}-token prompt. "
     "Rows are the token doing the looking (query), columns the tokens it looks at (keys). A token may only "
     "look back: the grey triangle is the *causal mask*, positions it is not allowed to see.")
+sink = pull.heads_mostly_first * 3 >= pull.heads_total
 try_this(
     "Take the very last token of the prompt. Across all the heads, which single earlier token do you expect "
     "it to look at most? A meaningful word from your question?",
-    f"Usually not. In this run, **{pull.heads_mostly_first} of {pull.heads_total} heads** put their largest "
-    f"weight on position 0 ({visible(toks[0])!r}), on average **{pull.mean_weight_first:.0%}** of the "
-    "weight. A head must spend its whole budget of 1 somewhere; when it has nothing useful to read, the "
-    "weight piles onto the first token, an *attention sink*. The heads that do read your words stand out.",
+    (f"Mostly not. In this run, **{pull.heads_mostly_first} of {pull.heads_total} heads** put their largest "
+     f"weight on position 0 ({visible(toks[0])!r}), on average **{pull.mean_weight_first:.0%}** of the "
+     "weight. A head must spend its whole budget of 1 somewhere; when it has nothing useful to read, the "
+     "weight piles onto the first token, an *attention sink*. The heads that do read your words stand out."
+     if sink else
+     f"In this run, {pull.heads_mostly_first} of {pull.heads_total} heads put their largest weight on "
+     f"position 0, on average {pull.mean_weight_first:.0%} of the weight. Trained models usually pile much "
+     "more onto the first token (an *attention sink*, where a head puts weight it has no use for); try the "
+     "embedded model to see it."),
     key="attention_try")
 
 # ---------------------------------------------------------------- 1. overview
@@ -130,8 +136,8 @@ max_len = st.select_slider("Longest prompt to measure (tokens)", [128, 256, 512,
 lengths = [L for L in (16, 32, 64, 128, 256, 512, 1024) if L <= max_len]
 repeats = 3
 if st.button("Measure on this machine", icon=":material/timer:", key="attention_cost_go"):
-    st.session_state["attention_cost_run"] = True
-if st.session_state.get("attention_cost_run"):
+    st.session_state["attention_cost_run"] = lm.name
+if st.session_state.get("attention_cost_run") == lm.name:
     pts = cost_sweep(lm.name, lengths, repeats)
     ns = [p.tokens for p in pts]
     fwd = [p.forward_median for p in pts]

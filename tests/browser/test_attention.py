@@ -1,5 +1,8 @@
 """Real browser: a click on a cell of the layers x heads overview opens that head (tiny model, fast)."""
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from ui import nav
+
+URL = next(p.url for p in nav.PAGES if p.path == "pages/attention.py")
 
 
 def _header(page) -> str:
@@ -7,8 +10,13 @@ def _header(page) -> str:
 
 
 def test_click_overview_cell_opens_that_head(app_server, page):
-    page.goto(f"{app_server.url}/attention?model=tiny-random&max_new_tokens=2")
+    page.goto(f"{app_server.url}/{URL}?model=tiny-random&max_new_tokens=2")
     wait_idle(page)
+    for _ in range(3):  # a modal (a first deep link's 'Page not found') makes the page inert until closed
+        if page.locator('[role="dialog"]').count() == 0:
+            break
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
     assert_no_error(page)
     assert _header(page).startswith("2. Layer 1, head 0")
     area = page.locator('[data-testid="stPlotlyChart"]').first.locator(".nsewdrag").first
