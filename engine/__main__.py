@@ -13,6 +13,7 @@ import pkgutil
 import sys
 
 import engine
+from engine.cli_args import add_run_arguments
 from engine.models import EMBEDDED, ModelLoadError, load_model
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
@@ -24,17 +25,6 @@ def _modules(prefix: str) -> list[str]:
 
 def _emit(args, result: dict, text: str) -> None:
     print(json.dumps(result, ensure_ascii=False, indent=None if args.json else 2) if args.json else text)
-
-
-def _sampling_args(p) -> None:
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=16)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-chat-template", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sub.add_parser("info", help="model facts"))
     tr = sub.add_parser("trace", help="run the loop once and print the record")
     common(tr)
-    _sampling_args(tr)
+    add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
     if importlib.util.find_spec("engine.race") is not None:
         race = importlib.import_module("engine.race")

@@ -45,10 +45,10 @@ def logit_lens(lm: LoadedModel, ids: list[int], max_positions: int = MAX_LENS_PO
     n = len(ids)
     p = max(1, min(int(max_positions), n))
     keep = slice(n - p, n)
-    hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o[0, keep]))]
-    for blk in arch.blocks(model):
-        hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o)[0, keep])))
-    with lm.lock:
+    with lm.lock:  # hooks live on the shared model only while this session holds it
+        hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o[0, keep]))]
+        for blk in arch.blocks(model):
+            hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o)[0, keep])))
         try:
             model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
         finally:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from engine.cli_args import add_run_arguments
 from engine.drafters import DrafterError, make_drafter
 from engine.models import ModelLoadError
 from engine.prompt import PromptError, encode_prompt
@@ -11,17 +12,10 @@ from engine.speculative import MAX_K, race
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--prompt", required=True)
+    add_run_arguments(p, max_new_tokens=64)
     p.add_argument("--drafter", default="lookup", help="lookup[:N] | early-exit:L | model:NAME (model:self, "
                                                        "model:random:L, or a model sharing the target's tokenizer)")
     p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-chat-template", action="store_true")
 
 
 def cli(lm, args, emit) -> int:

@@ -254,10 +254,10 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     model, dev = lm.model, lm.device
     x = torch.tensor([ids], device=dev)  # [1, n]
     captured: list[torch.Tensor] = []
-    hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o))]
-    for blk in arch.blocks(model):
-        hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o))))
-    with lm.lock:
+    with lm.lock:  # hooks live on the shared model only while this session holds it
+        hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o))]
+        for blk in arch.blocks(model):
+            hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o))))
         try:
             m = min(len(ids), ATTN_MAX)
             if m == len(ids):

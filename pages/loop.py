@@ -78,14 +78,13 @@ st.markdown(f"After the last block and a final norm, only the **last position** 
 
 st.header("6. Logits over the vocabulary", divider="gray")
 logits = tr.first_logits
-order = np.argsort(-logits)[:5]
+top5 = list(first.top_ids[:5])  # softmax keeps the order of the logits
 tied = (" It is the embedding table reused (tied weights)." if info.tied_embeddings else "")
 st.markdown(f"The output head multiplies that vector by a [{info.hidden_size} \u00d7 {info.vocab_size:,}] "
             f"matrix, giving **{info.vocab_size:,} logits**.{tied} They range from {logits.min():.1f} to "
             f"{logits.max():.1f}; the five largest:")
-st.dataframe(pd.DataFrame({"token": [visible(tr.steps[0].top_tokens[i]) for i in range(5)],
-                           "token id": [int(i) for i in order], "logit": np.round(logits[order], 3)}),
-             hide_index=True)
+st.dataframe(pd.DataFrame({"token": [visible(t) for t in first.top_tokens[:5]], "token id": top5,
+                           "logit": np.round(logits[top5], 3)}), hide_index=True)
 
 st.header("7. Softmax", divider="gray")
 st.markdown("Softmax exponentiates and normalises the logits into probabilities that sum to 1. "
