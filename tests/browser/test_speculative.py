@@ -5,11 +5,10 @@ from tests.browser.harness import assert_no_error, screenshot, wait_idle
 def test_race_in_progress_and_finished(app_server, page):
     page.goto(f"{app_server.url}/speculative-race?temperature=0&max_new_tokens=64")
     # mid-race: a lane shows the streaming cursor while tokens arrive
-    try:
-        page.locator('span:has-text("\u258c")').first.wait_for(timeout=300_000)
-        page.wait_for_timeout(1500)
-    except Exception:  # a very loaded machine: keep whatever state the page is in for the picture
-        pass
+    # Either the streaming cursor shows (mid-race) or, on a fast machine, the race has already finished.
+    page.wait_for_function(
+        "() => document.body.innerText.includes('\u258c') || document.body.innerText.includes('Measured speedup')",
+        timeout=300_000)
     screenshot(page, "speculative-racing")
     wait_idle(page, timeout=600)
     assert_no_error(page)

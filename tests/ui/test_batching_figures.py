@@ -36,7 +36,12 @@ def test_gantt_segments_cover_each_request(runs):
             total = sum(x for t in bars for x, y in zip(t.x, t.y) if y == label)
             assert total == pytest.approx(r.released_s - r.arrival_s, abs=1e-6)
         held = next(t for t in bars if t.name.startswith("done"))
-        assert (len(held.x) > 0) == (res.policy == "static")
+        # A slot is held after its request is done only under static batching (how long depends on the
+        # real timing of the batch); continuous batching frees it at once.
+        held_s = sum(r.released_s - r.done_s for r in res.requests)
+        assert sum(held.x) == pytest.approx(held_s, abs=1e-6)
+        if res.policy != "static":
+            assert held_s == pytest.approx(0.0, abs=1e-9)
 
 
 def test_occupancy_counts_rows(runs):
