@@ -1,4 +1,6 @@
 """Real browser: the KV-cache page shows measured = formula, and its calculator answers Llama-3-70B correctly."""
+import re
+
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
 from ui import nav
 
@@ -17,7 +19,8 @@ def test_kv_cache_page_calculator(app_server, page):
         dialog.first.wait_for(state="hidden")
     body = page.inner_text("body")
     assert "agree exactly at every step" in body
-    assert "Steps where they agree" in body and "6 of 6" in body
+    agree = re.search(r"Steps where they agree\s*(\d+) of (\d+)", body)
+    assert agree and agree.group(1) == agree.group(2) and int(agree.group(1)) >= 2, body[:3000]
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 6
     # Pick Llama-3-70B in the calculator like a person: open the select box, type, choose.
     page.get_by_label("Model (published config)").click()
