@@ -100,3 +100,12 @@ def screenshot(page, name: str, max_height: int = 7000) -> Path:
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(size)
     return path
+
+
+def close_dialogs(page) -> None:
+    """Close any modal (e.g. Streamlit's 'Page not found' on a first deep link): it makes the page inert."""
+    for _ in range(3):
+        if page.locator('[role="dialog"]').count() == 0:
+            return
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)

@@ -1,19 +1,11 @@
 """Real browser: change the batching settings like a person, run the experiment, screenshot the results.
 
 The tiny model keeps this fast on a shared CPU; the embedded model renders the page in test_pages.py."""
-from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
 from ui import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/batching.py")
 
-
-def _close_dialogs(page) -> None:
-    """A modal (e.g. Streamlit's 'Page not found' on a direct URL) makes the page inert until it is closed."""
-    for _ in range(3):
-        if page.locator('[role="dialog"]').count() == 0:
-            return
-        page.keyboard.press("Escape")
-        page.wait_for_timeout(300)
 
 
 def _slider(page, label: str):
@@ -23,7 +15,7 @@ def _slider(page, label: str):
 def test_batching_results_in_browser(app_server, page):
     page.goto(f"{app_server.url}/{URL}?model=tiny-random")
     wait_idle(page)
-    _close_dialogs(page)
+    close_dialogs(page)
     assert_no_error(page)
     # Smaller settings, set like a person would: 5 requests, at most 10 tokens each, batch sizes 1, 2, 4, 8.
     page.get_by_text("Settings: the requests and the server").click()

@@ -18,13 +18,7 @@ TOP_PS = [0.0, 0.05, 0.5, 0.9, 0.999, 1.0]  # 0 keeps only the most likely token
 MIN_PS = [0.0, 0.02, 0.3, 1.0]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: thread start-up dominates on a shared machine, so run these on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def hf_chain(s: SamplingSettings) -> LogitsProcessorList:

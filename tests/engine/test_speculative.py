@@ -11,13 +11,7 @@ from engine.trace import generate_tokens, new_cache, prefill
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Invariants, not timings: one intra-op thread avoids OpenMP stalls when the shared CPU is oversubscribed."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 COPY_PROMPT = ("Repeat exactly: Attention looks back at every earlier token; the KV cache keeps their keys and "
