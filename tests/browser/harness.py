@@ -74,7 +74,7 @@ def wait_idle(page, timeout: float = 180.0) -> None:
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.time()
-        elif time.time() - quiet_since > 1.0:
+        elif time.time() - quiet_since > 2.0:  # a queued run can take a moment to show it is running
             return
         time.sleep(0.25)
     raise TimeoutError("the app kept running")

@@ -74,6 +74,8 @@ def test_eight_sessions_at_once_for_a_minute(app_server, browser):
                                                 seed=i))
                 pg.goto(f"{app_server.url}/?{q}", wait_until="commit")
             for pg, prompt in zip(pages, prompts):
+                # Queued behind other sessions, a run can look idle before it starts: wait for its answer.
+                pg.get_by_text("the model chose", exact=False).first.wait_for(timeout=240_000)
                 wait_idle(pg, timeout=240)
                 assert_no_error(pg)
                 main = pg.inner_text('[data-testid="stMain"]')

@@ -17,6 +17,8 @@ def test_kv_cache_page_calculator(app_server, page):
     if dialog.count() and "Page not found" in dialog.first.inner_text():
         page.keyboard.press("Escape")
         dialog.first.wait_for(state="hidden")
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 6",
+                           timeout=180_000)
     body = page.inner_text("body")
     assert "agree exactly at every step" in body
     agree = re.search(r"Steps where they agree\s*(\d+) of (\d+)", body)
