@@ -9,6 +9,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import math
 import pkgutil
 import sys
 
@@ -23,8 +24,19 @@ def _modules(prefix: str) -> list[str]:
     return sorted(m.name[len(prefix):] for m in pkgutil.iter_modules(engine.__path__) if m.name.startswith(prefix))
 
 
+def _strict(x):
+    """JSON has no NaN or infinity: write them as null (e.g. a ratio with nothing to divide)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    return x
+
+
 def _emit(args, result: dict, text: str) -> None:
-    print(json.dumps(result, ensure_ascii=False, indent=None if args.json else 2) if args.json else text)
+    print(json.dumps(_strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
 
 
 def build_parser() -> argparse.ArgumentParser:

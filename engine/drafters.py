@@ -11,8 +11,8 @@ small interface:
 - ``update(accepted)``: how many of the proposed tokens the target kept (rolls back the draft's KV cache).
 
 Three kinds: a separate draft model that shares the target's tokenizer (``model:NAME``), prompt lookup
-(``lookup``: continue the longest recent n-gram match, no model at all) and early exit (``early-exit:L``: the
-target's own first L blocks, then its final norm and output head; self-speculative).
+(``lookup``: continue the longest n-gram match found earlier in the context, no model at all) and early exit
+(``early-exit:L``: the target's own first L blocks, then its final norm and output head; self-speculative).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from engine.models import LoadedModel, load_model
 from engine.sampling import SamplingSettings, sampling_probs
 
 LOOKUP_MAX_NGRAM = 3
+LOOKUP_MIN_NGRAM = 2
 
 
 class DrafterError(ValueError):
@@ -35,14 +36,21 @@ class DrafterError(ValueError):
 
 
 class LookupDrafter:
-    """Prompt lookup (Saxena 2023): find the most recent earlier occurrence of the context's last n tokens
-    (longest n first, n = max_ngram .. 1) and propose the tokens that followed it. q is one-hot."""
+    """Prompt lookup (Saxena 2023): find the first earlier occurrence of the context's last n tokens (longest n
+    first, n = max_ngram .. min_ngram) and propose the tokens that followed it. q is one-hot.
+
+    The first occurrence is usually the source text in the prompt (what extractive answers copy). A single
+    repeated token ("the", ",") is a weak clue: with min_ngram = 2 such rounds draft nothing and cost one
+    ordinary decode step, instead of a wider verify pass that is almost always rejected (on a CPU, checking
+    k + 1 tokens costs noticeably more than checking one; measured in ``bench specdec``)."""
 
     deterministic = True
 
-    def __init__(self, max_ngram: int = LOOKUP_MAX_NGRAM):
+    def __init__(self, max_ngram: int = LOOKUP_MAX_NGRAM, min_ngram: int = LOOKUP_MIN_NGRAM):
         self.max_ngram = max(1, int(max_ngram))
-        self.name = "lookup" if self.max_ngram == LOOKUP_MAX_NGRAM else f"lookup:{self.max_ngram}"
+        self.min_ngram = min(max(1, int(min_ngram)), self.max_ngram)
+        default = (self.max_ngram, self.min_ngram) == (LOOKUP_MAX_NGRAM, LOOKUP_MIN_NGRAM)
+        self.name = "lookup" if default else f"lookup:{self.min_ngram}-{self.max_ngram}"
         self.cost_layers = 0
 
     def start(self, prompt_ids, settings: SamplingSettings, generator) -> None:
@@ -52,16 +60,33 @@ class LookupDrafter:
         if k <= 0 or len(context) < 2:
             return [], None
         arr = np.asarray(context, dtype=np.int64)
-        for n in range(min(self.max_ngram, len(arr) - 1), 0, -1):
+        for n in range(min(self.max_ngram, len(arr) - 1), self.min_ngram - 1, -1):
             windows = np.lib.stride_tricks.sliding_window_view(arr[:-1], n)  # [len-n, n]; never the suffix itself
             hits = np.flatnonzero((windows == arr[-n:]).all(1))
             if hits.size:
-                j = int(hits[-1]) + n
+                j = int(hits[0]) + n
                 return arr[j:j + k].tolist(), None
         return [], None
 
     def update(self, accepted: int) -> None:
         pass
+
+
+def lookup_drafter(arg: str) -> LookupDrafter:
+    """``lookup`` (n-grams of 3 down to 2 tokens), ``lookup:N`` (N down to min(2, N)), ``lookup:M-N`` (N down to M)."""
+    arg = arg.strip()
+    try:
+        if not arg:
+            return LookupDrafter()
+        lo, dash, hi = arg.partition("-")
+        if dash:
+            if int(lo) > int(hi):
+                raise ValueError
+            return LookupDrafter(int(hi), int(lo))
+        return LookupDrafter(int(arg), min(LOOKUP_MIN_NGRAM, int(arg)))
+    except ValueError:
+        raise DrafterError(f"lookup needs n-gram sizes: lookup:N (longest N) or lookup:M-N (M <= N), not {arg!r}."
+                           ) from None
 
 
 class ModelDrafter:
@@ -184,7 +209,7 @@ def same_vocabulary(tok_a, tok_b) -> bool:
 
 
 def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel] = load_model):
-    """Build a drafter from a short spec: ``lookup[:N]``, ``early-exit:L``, ``model:NAME``.
+    """Build a drafter from a short spec: ``lookup[:N | :M-N]``, ``early-exit:L``, ``model:NAME``.
 
     ``model:self`` (or the target's own name) drafts with the target itself; ``model:random:L`` with a
     random-weight model of L blocks built from the target's config; any other NAME is loaded with ``loader``
@@ -193,10 +218,7 @@ def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if kind == "lookup":
-        try:
-            return LookupDrafter(int(arg) if arg else LOOKUP_MAX_NGRAM)
-        except ValueError:
-            raise DrafterError(f"lookup:N needs a whole number N (longest n-gram), not {arg!r}.") from None
+        return lookup_drafter(arg)
     if kind in ("early-exit", "early_exit", "earlyexit"):
         try:
             layers = int(arg)

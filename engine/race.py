@@ -13,7 +13,7 @@ from engine.speculative import MAX_K, race
 
 def add_arguments(p) -> None:
     add_run_arguments(p, max_new_tokens=64)
-    p.add_argument("--drafter", default="lookup", help="lookup[:N] | early-exit:L | model:NAME (model:self, "
+    p.add_argument("--drafter", default="lookup", help="lookup[:N | :M-N] | early-exit:L | model:NAME (model:self, "
                                                        "model:random:L, or a model sharing the target's tokenizer)")
     p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
 

@@ -149,6 +149,13 @@ class SpecRun:
         return expected_speedup(self.acceptance_rate, self.k, self.c)
 
     @property
+    def verify_cost_ratio(self) -> float:
+        """Measured: median verify pass (rounds that drafted something) / median plain decode step. The paper's
+        formula takes it as 1; NaN when no round drafted anything."""
+        v = [r.verify_seconds for r in self.rounds if r.drafted]
+        return statistics.median(v) / self.target_step_seconds if v else float("nan")
+
+    @property
     def identical(self) -> bool:
         return self.plain_ids == self.spec_ids
 
@@ -166,7 +173,8 @@ class SpecRun:
             "acceptance_rate": self.acceptance_rate, "drafted": self.drafted, "accepted": self.accepted,
             "target_passes": self.target_passes, "tokens_per_target_pass": self.tokens_per_pass,
             "target_step_seconds": self.target_step_seconds, "c": self.c, "measured_speedup": self.speedup,
-            "expected_speedup": self.expected_speedup, "identical_output": self.identical,
+            "expected_speedup": self.expected_speedup, "verify_cost_ratio": self.verify_cost_ratio,
+            "identical_output": self.identical,
         }
 
 

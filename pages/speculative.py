@@ -41,9 +41,9 @@ with c1:
         key="speculative_drafter",
         captions=["copy from the context", "first L blocks of the target", "the target drafts for itself",
                   "random weights", "another model"],
-        help="lookup: continue the longest recent n-gram match in the text (no model). early-exit: the target's "
-             "own first L blocks plus its output head. model:self: the target as its own draft (always right at "
-             "temperature 0, but as slow as the target). model:random: a random-weight model with 2 blocks "
+        help="lookup: find the last 3 (or 2) tokens earlier in the text and propose what followed them "
+             "(no model). early-exit: the target's own first L blocks plus its output head. model:self: the "
+             "target as its own draft (always right at temperature 0, but as slow as the target). model:random: a random-weight model with 2 blocks "
              "(almost always wrong). model:other: any model with the same tokenizer.")
 with c2:
     k = st.slider("Draft length k (tokens per round)", 1, MAX_K, 4, key="speculative_k")
@@ -121,6 +121,14 @@ if run.speedup < 1.0:
 else:
     st.success(f"Speculation was **{run.speedup:.2f}x** as fast: {run.tokens_per_pass:.2f} tokens per target pass "
                f"at a cost of c = {run.c:.3f} per drafted token.", icon=":material/trending_up:")
+verify_ratio = run.verify_cost_ratio
+if verify_ratio == verify_ratio:  # not NaN: at least one round drafted something
+    st.markdown(
+        f"**Why the formula and the clock differ.** The formula counts target passes and assumes a verify pass "
+        f"costs one plain decode step. Here a verify pass that checked drafts took **{verify_ratio:.2f}x** a "
+        "plain step (median): a pass over k + 1 tokens does more arithmetic, which a CPU notices and a GPU "
+        f"mostly hides. Put that cost in the formula's denominator, k c + {verify_ratio:.2f} instead of k c + 1, "
+        f"and it predicts **{run.expected_speedup * (k * run.c + 1) / (k * run.c + verify_ratio):.2f}x**.")
 if params.temperature == 0 and not run.identical:
     st.error("At temperature 0 the outputs should be identical; they differ here (see the rounds below).")
 elif params.temperature > 0:
@@ -136,7 +144,8 @@ with c1:
                                     "target's own token (yellow correction, blue bonus).")
 with c2:
     chart(round_times_bar(run), "measured", "Draft and verify wall time per round; the dashed line is one plain "
-                                            "decode step. Verifying k tokens costs about one step on a CPU.")
+                                            "decode step. Verifying k tokens costs somewhat more than one "
+                                            "step on a CPU, far less than k steps.")
 
 try_this("Switch the drafter to **model:self** (the target drafts for itself) at temperature 0. Every draft is "
          "accepted. Will it be faster than plain decoding?",

@@ -13,7 +13,11 @@ def _json(capsys, argv):
         assert main(argv) == 0
     finally:
         torch.set_num_threads(before)
-    return json.loads(capsys.readouterr().out)
+    return json.loads(capsys.readouterr().out, parse_constant=_no_nan)
+
+
+def _no_nan(name):
+    raise AssertionError(f"{name} is not JSON: the command line must write null instead")
 
 
 def test_bench_specdec_tiny(capsys):
@@ -33,6 +37,13 @@ def test_race_cli_tiny(capsys):
     assert d["plain"]["ids"] == d["speculative"]["ids"]
     assert 0.0 <= d["acceptance_rate"] <= 1.0 and d["tokens_per_target_pass"] >= 1.0
     assert all(len(r["p"]) == len(r["q"]) == len(r["accept_probs"]) for r in d["speculative"]["rounds"])
+    assert d["verify_cost_ratio"] is None or d["verify_cost_ratio"] > 0
+
+
+def test_race_cli_writes_null_when_nothing_was_drafted(capsys):
+    d = _json(capsys, ["race", "--model", "tiny-random", "--json", "--prompt", "Say hi", "--drafter", "lookup:3-3",
+                       "--k", "2", "--max-new-tokens", "1"])
+    assert d["speculative"]["rounds"] == [] and d["verify_cost_ratio"] is None
 
 
 def test_race_cli_refuses_bad_drafter(capsys):

@@ -159,12 +159,25 @@ def test_model_drafter_cache_matches_after_partial_acceptance(tiny_lm):
     assert nxt == fresh.propose(ctx, 3)[0]
 
 
-def test_lookup_drafter_continues_most_recent_longest_match():
+def test_lookup_drafter_continues_first_longest_match():
     d = LookupDrafter(3)
-    ctx = [1, 2, 3, 9, 9, 1, 2, 3, 4, 5, 6, 7, 2, 3]
-    assert d.propose(ctx, 3) == ([4, 5, 6], None)  # "2 3" last seen before 4 5 6 (most recent)
+    ctx = [1, 2, 3, 4, 5, 6, 7, 9, 1, 2, 3, 8, 8, 2, 3]
+    assert d.propose(ctx, 3) == ([4, 5, 6], None)  # "2 3" first seen before 4 5 6 (the source text)
     assert d.propose([1, 2, 3, 1, 2], 5) == ([3, 1, 2], None)
     assert d.propose([1, 2, 3], 4) == ([], None)  # no earlier occurrence of any suffix
+    assert d.propose([5, 1, 6, 7, 1], 3) == ([], None)  # a lone repeated token is too weak a clue (min 2-gram)
+    assert LookupDrafter(3, 1).propose([5, 1, 6, 7, 1], 3) == ([6, 7, 1], None)
+
+
+def test_lookup_spec_sizes():
+    assert (make_drafter(None, "lookup").max_ngram, make_drafter(None, "lookup").min_ngram) == (3, 2)
+    d = make_drafter(None, "lookup:1")
+    assert (d.max_ngram, d.min_ngram, d.name) == (1, 1, "lookup:1-1")
+    d = make_drafter(None, "lookup:1-4")
+    assert (d.max_ngram, d.min_ngram, d.name) == (4, 1, "lookup:1-4")
+    for bad in ("lookup:x", "lookup:3-1", "lookup:2-"):
+        with pytest.raises(DrafterError):
+            make_drafter(None, bad)
 
 
 def test_early_exit_view_shares_weights_and_leaves_target_alone(tiny_lm):
