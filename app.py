@@ -7,7 +7,9 @@ from ui import nav, sidebar, state
 # A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
 # navigation of its own built from the file names, which answers deep links with "Page not found" and can
 # run a page file without app.py (so without the shared sidebar). The pages are listed explicitly below, so
-# switch that mode off for this server process (it is decided once per process, before the first run).
+# switch that mode off for this server process. Streamlit decides it when the first session opens, before
+# this file runs, so that session's first run still goes through the legacy router: URL paths equal the file
+# stems so it finds the page, and the page hands over to this file (ui.nav.through_router).
 PagesManager.uses_pages_directory = False
 
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide")

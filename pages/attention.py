@@ -15,6 +15,7 @@ from ui.layout import chart, notes, try_this, what_you_see
 from ui.models import current_model
 from ui.runs import current_trace
 
+nav.through_router()
 st.title("Attention: how each token reads the ones before it")
 st.markdown("Inside every block, **attention** is the one step where positions exchange information. Each "
             "*head* scores every earlier token against the current one (query \u00b7 key), turns the scores "

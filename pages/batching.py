@@ -11,6 +11,7 @@ from ui.batching_figures import (gantt, kv_over_time, latency_bars, load_chart, 
 from ui.layout import chart, try_this, what_you_see
 from ui.models import current_model
 
+nav.through_router()
 st.title("Batching: serving many users at once")
 st.markdown("A server rarely has one user. Here the model in the sidebar serves a list of requests the way an "
             "inference server does, in real forward passes on this machine, under two policies: **static** "

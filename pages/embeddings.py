@@ -20,6 +20,7 @@ SAMPLE_SIZE = 2000
 SAMPLE_SEED = 0
 MAX_SHOWN = 96  # tokens drawn in the heatmaps (all are computed)
 
+nav.through_router()
 st.title("Embeddings & position")
 lm = current_model()
 info = lm.info

@@ -14,6 +14,7 @@ from ui.layout import chart, notes, try_this, what_you_see
 from ui.models import current_model
 from ui.runs import current_trace
 
+nav.through_router()
 st.title("KV cache: the model's notes on every earlier token")
 st.markdown("To choose each new token, attention compares it with **every earlier token**. Their keys and values "
             "never change, so the loop keeps them in a cache instead of recomputing them. This page opens that "

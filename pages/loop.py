@@ -10,6 +10,7 @@ from ui.loop_figures import residual_norm_line, step_times_bar, top_probs_bar
 from ui.models import current_model
 from ui.runs import block_walk_for, current_trace
 
+nav.through_router()
 st.title("The loop: one token, end to end")
 st.markdown("A language model writes one token at a time. Every token goes through the same stages, "
             "shown here with the real values from the model running on this machine.")

@@ -16,6 +16,7 @@ from ui.sampling_figures import cumulative_curve, draws_vs_probs, position_probs
 
 SHOW = 15
 
+nav.through_router()
 st.title("Logits & sampling: rolling the model's dice")
 st.markdown("The model does not pick a word. It scores every token in its vocabulary, and a small, separate "
             "piece of code turns those scores into one choice. This page opens that piece of code.")

@@ -15,6 +15,7 @@ from ui.speculative import RaceParams, finished, lane_pieces, plain_pieces_of, r
 from ui.speculative_figures import (clock_html, lane_html, legend_html, progress_lines, round_pq_bar, round_times_bar,
                                     rounds_bar, sweep_figure)
 
+nav.through_router()
 st.title("Speculative decoding: the race")
 st.markdown("Decoding is serial: one full pass of the model per token. Speculative decoding lets a cheap "
             "**drafter** guess the next *k* tokens, then the real model (the **target**) checks all of them in "

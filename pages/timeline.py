@@ -20,6 +20,7 @@ def rng(s: T.Spread, unit: str = "ms", nd: int = 1) -> str:
     return f"{s.median:.{nd}f} {unit} (range {s.lo:.{nd}f} to {s.hi:.{nd}f}, n={s.n})"
 
 
+nav.through_router()
 st.title("Prefill vs decode: where the time goes")
 st.markdown("Generating text has two phases with very different costs. **Prefill** reads the whole prompt in one "
             "forward pass; **decode** then runs one pass per new token. Everything below is timed on this machine, "

@@ -21,6 +21,7 @@ EXAMPLES = {
     "Numbers": "In 2024, 1234567 + 89 = 1234656; pi is 3.14159.",
 }
 
+nav.through_router()
 st.title("Tokenization: from text to token ids")
 lm = current_model()
 info = lm.info

@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import runpy
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# URL paths must differ from the file names: with a pages/ folder beside app.py, Streamlit also registers
-# each file under its stem (legacy multipage mode) and a rerun that asks for that path runs the page file
-# alone, without app.py and its shared sidebar.
+# URL paths are the file stems. With a pages/ folder beside app.py, Streamlit starts each server process in its
+# legacy multipage mode, which app.py switches off on its first run. The first run of the server's first
+# session still goes through the legacy router, which knows the pages only by file stem: a deep link there
+# (a tab reconnecting after a restart, a shared link opened first) finds the page file and runs it alone, and
+# the page hands over to app.py (``through_router``). Any other URL path would answer "Page not found".
 
 
 @dataclass(frozen=True)
@@ -23,16 +27,26 @@ class PageSpec:
 
 
 PAGES = [
-    PageSpec("pages/loop.py", "The loop", ":material/all_inclusive:", "home"),
-    PageSpec("pages/tokenization.py", "Tokenization", ":material/text_fields:", "tokenization-view"),
-    PageSpec("pages/embeddings.py", "Embeddings & position", ":material/scatter_plot:", "embeddings-and-position"),
-    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention-map"),
-    PageSpec("pages/sampling.py", "Logits & sampling", ":material/casino:", "logits-and-sampling"),
-    PageSpec("pages/timeline.py", "Prefill vs decode", ":material/timeline:", "timeline-prefill-decode"),
-    PageSpec("pages/kv_cache.py", "KV cache", ":material/memory:", "kv-cache-memory"),
-    PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative-race"),
-    PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching-and-serving"),
+    PageSpec("pages/loop.py", "The loop", ":material/all_inclusive:", "loop"),
+    PageSpec("pages/tokenization.py", "Tokenization", ":material/text_fields:", "tokenization"),
+    PageSpec("pages/embeddings.py", "Embeddings & position", ":material/scatter_plot:", "embeddings"),
+    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
+    PageSpec("pages/sampling.py", "Logits & sampling", ":material/casino:", "sampling"),
+    PageSpec("pages/timeline.py", "Prefill vs decode", ":material/timeline:", "timeline"),
+    PageSpec("pages/kv_cache.py", "KV cache", ":material/memory:", "kv_cache"),
+    PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative"),
+    PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching"),
 ]
+
+
+def through_router() -> None:
+    """Call first in every page file. If Streamlit's legacy router ran this file directly (only the first run of
+    a server's first session), run app.py instead, which draws the sidebar and runs this page again through
+    st.navigation, then end this run."""
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+        st.stop()
 
 
 def available() -> list[PageSpec]:

@@ -3,7 +3,7 @@ from tests.browser.harness import assert_no_error, screenshot, wait_idle
 
 
 def test_race_in_progress_and_finished(app_server, page):
-    page.goto(f"{app_server.url}/speculative-race?temperature=0&max_new_tokens=64")
+    page.goto(f"{app_server.url}/speculative?temperature=0&max_new_tokens=64")
     # mid-race: a lane shows the streaming cursor while tokens arrive
     # Either the streaming cursor shows (mid-race) or, on a fast machine, the race has already finished.
     page.wait_for_function(
