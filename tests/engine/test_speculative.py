@@ -50,11 +50,13 @@ def test_greedy_speculative_equals_plain_greedy_tiny(tiny_lm, tiny_plain, spec, 
 def test_greedy_speculative_equals_plain_on_embedded(embedded_lm):
     ids = _ids(embedded_lm, "Quote exactly: The lighthouse at Hook Head has guided ships for more than eight "
                             "hundred years, and its stone walls are four metres thick.")
+    runs = {}
     for spec, k in (("lookup", 5), ("early-exit:6", 3)):
-        r = race(embedded_lm, ids, spec, k, SamplingSettings(), 20, 0)
+        r = runs[spec] = race(embedded_lm, ids, spec, k, SamplingSettings(), 20, 0)
         assert r.identical, (spec, r.plain_ids, r.spec_ids)
         assert r.tokens_per_pass >= 1.0
-    assert r.target_passes < len(r.spec_ids) + 1 or r.accepted == 0
+    # quoting copies the prompt, so prompt lookup drafts and is accepted: fewer target passes than tokens
+    assert runs["lookup"].accepted > 0 and runs["lookup"].target_passes < len(runs["lookup"].spec_ids)
 
 
 def _chi2_ok(counts: np.ndarray, p: np.ndarray) -> float:
