@@ -2,6 +2,7 @@
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
+from engine.timing import restore_threads
 from ui import nav, sidebar, state
 
 # A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
@@ -12,6 +13,7 @@ from ui import nav, sidebar, state
 # stems so it finds the page, and the page hands over to this file (ui.nav.through_router).
 PagesManager.uses_pages_directory = False
 
+restore_threads()  # this run's thread may have started inside another session's one-thread section
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide")
 state.settings()
 pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i == 0))

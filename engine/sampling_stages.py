@@ -7,7 +7,6 @@ tokens at once for a histogram. Everything runs on CPU float32, like ``engine.sa
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,25 +16,10 @@ from engine.sampling import (
     SamplingSettings, apply_temperature, entropy_bits, make_generator, min_p_mask, sample, sampling_probs,
     top_k_mask, top_p_mask,
 )
+from engine.timing import one_thread
 
 MAX_DRAWS = 100_000
 CURVE_POINTS = 200  # the cumulative curve keeps this many of the most likely tokens
-
-
-@contextmanager
-def one_thread():
-    """Run a few ops on one [vocab] vector on a single thread. Splitting a 49k-element op across threads
-    saves nothing, and on a busy CPU the threads' hand-offs made these functions 20x slower (measured: 860 ms
-    vs 44 ms). OpenMP keeps the count per thread, so a forward pass already running elsewhere is unaffected."""
-    before = torch.get_num_threads()
-    if before == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)

@@ -128,3 +128,27 @@ def test_position_predictions_from_one_pass(tiny_lm):
             lg = prefill(tiny_lm, torch.tensor([ids[: i + 1]]), new_cache(tiny_lm))[0].softmax(-1)
         assert abs(float(lg[ids[i + 1]]) - float(pp.actual_probs[i])) < 1e-5
         assert int((lg > lg[ids[i + 1]]).sum()) + 1 == int(pp.actual_ranks[i])
+
+
+def test_a_thread_started_inside_one_thread_gets_its_count_back():
+    """Streamlit starts each script run in a new thread, which inherits the OpenMP thread count in force at that
+    moment; app.py calls restore_threads so such a run does not do its forward passes on one thread."""
+    import threading
+
+    from engine.timing import DEFAULT_THREADS, one_thread, restore_threads
+
+    if DEFAULT_THREADS == 1:
+        pytest.skip("this machine runs PyTorch on one thread anyway")
+    seen = {}
+
+    def run():
+        seen["inherited"] = torch.get_num_threads()
+        restore_threads()
+        seen["restored"] = torch.get_num_threads()
+
+    with one_thread():
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    assert seen == {"inherited": 1, "restored": DEFAULT_THREADS}
+    assert torch.get_num_threads() == DEFAULT_THREADS
