@@ -16,6 +16,7 @@ PagesManager.uses_pages_directory = False
 restore_threads()  # this run's thread may have started inside another session's one-thread section
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide")
 state.settings()
+state.start_run()
 pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i == 0))
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)

@@ -5,7 +5,7 @@ from engine.attention import (fit_power, first_token_pull, growth_exponent, gqa_
                               head_mean_distance, kv_groups, kv_head_of)
 from engine.lens import MAX_LENS_POSITIONS
 from engine.trace import ATTN_MAX
-from ui import nav
+from ui import nav, state
 from ui.attention_data import (HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_for, overview_chart)
 from ui.attention_figures import (DRAW_MAX, LENS_DRAW_MAX, attention_map, cost_chart, final_prob_line,
                                   gqa_diagram, head_overview, kv_saving_bar, lens_grid, query_bar,
@@ -73,6 +73,7 @@ with right:
     st.selectbox("Layer", list(range(info.n_layers)), key=LAYER_KEY)
     st.selectbox("Head", list(range(info.n_heads)), key=HEAD_KEY)
     layer, head = st.session_state[LAYER_KEY], st.session_state[HEAD_KEY]
+    state.put_page_params(layer=layer, head=head)  # a copied link opens this head
     st.metric(f"{name}, layer {layer} head {head}", f"{values[layer, head]:.2f} {unit}")
     st.caption("Click a cell in the chart, or pick a layer and head here, to open that head below.")
 with left:

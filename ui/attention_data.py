@@ -7,6 +7,7 @@ import streamlit as st
 
 from engine.attention import CostPoint, measure_forward
 from engine.lens import MAX_LENS_POSITIONS, LensGrid, logit_lens
+from ui import state
 from ui.figures import caption
 from ui.models import get_model
 
@@ -38,6 +39,9 @@ def cost_sweep(model: str, lengths: Sequence[int], repeats: int) -> list[CostPoi
 
 def clamp_selection(n_layers: int, n_heads: int) -> tuple[int, int]:
     """The selected (layer, head), kept inside this model's range (the model can change under it)."""
+    if LAYER_KEY not in st.session_state:  # first visit: a shared link may name the head to open
+        st.session_state[LAYER_KEY] = state.page_param("layer", n_layers - 1, 0, n_layers - 1)
+        st.session_state[HEAD_KEY] = state.page_param("head", 0, 0, n_heads - 1)
     layer = min(max(int(st.session_state.get(LAYER_KEY, n_layers - 1) or 0), 0), n_layers - 1)
     head = min(max(int(st.session_state.get(HEAD_KEY, 0) or 0), 0), n_heads - 1)
     st.session_state[LAYER_KEY], st.session_state[HEAD_KEY] = layer, head

@@ -65,8 +65,30 @@ def from_widget(name: str) -> None:
     set_value(name, st.session_state[f"w_{name}"])
 
 
+PAGE_PARAMS = "_page_params"  # this run's page-specific URL values (e.g. the attention head on view)
+
+
+def start_run() -> None:
+    """Called by app.py before the page runs: page-specific URL values belong to one page only."""
+    st.session_state[PAGE_PARAMS] = {}
+
+
+def page_param(name: str, default: int, lo: int, hi: int) -> int:
+    """A whole-number view setting of the current page read from the URL (clamped; bad input = default)."""
+    try:
+        return min(max(int(st.query_params[name]), lo), hi) if name in st.query_params else default
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def put_page_params(**values) -> None:
+    """Keep these page-specific values in the URL for this run (so a copied link opens the same view)."""
+    st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
+
+
 def write_query_params() -> None:
-    """Mirror the settings into the URL (only what differs from the defaults keeps links short)."""
+    """Mirror the settings into the URL (only what differs from the defaults keeps links short), then the
+    current page's own values."""
     s = settings()
     want = {}
     for name, (typ, default, _, _) in FIELDS.items():
@@ -74,6 +96,7 @@ def write_query_params() -> None:
         if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)
+    want.update(st.session_state.get(PAGE_PARAMS, {}))
     current = {k: st.query_params[k] for k in st.query_params}
     if current != want:
         st.query_params.from_dict(want)

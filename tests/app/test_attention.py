@@ -1,7 +1,10 @@
 """AppTest: the attention page follows the selected layer / head / query and measures its cost on demand."""
 import json
 
+from streamlit.testing.v1 import AppTest
+
 from tests.app.test_pages import errors, run_page
+from ui import nav
 
 PAGE = "pages/attention.py"
 
@@ -46,3 +49,28 @@ def test_attention_cost_measured_on_demand():
     assert not errors(at), errors(at)
     assert "Prefill time vs prompt length" in _titles(at)
     assert any("growth exponent" in md.value for md in at.markdown)
+
+
+def test_selected_head_is_kept_in_the_url_and_a_link_opens_it():
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    for k, v in {"model": "tiny-random", "max_new_tokens": "2", "layer": "0", "head": "2"}.items():
+        at.query_params[k] = v
+    at.switch_page(PAGE)  # a shared link opens this page directly
+    at.run()
+    assert not errors(at), errors(at)
+    assert any(h.value.startswith("2. Layer 0, head 2") for h in at.header)
+    at.selectbox(key="attention_head").set_value(3).run()
+    assert (at.query_params["layer"], at.query_params["head"]) == ("0", "3")
+    at.switch_page("pages/tokenization.py")
+    at.run()
+    assert "layer" not in at.query_params and "head" not in at.query_params  # another page, not its values
+
+
+def test_bad_head_in_the_url_is_clamped():
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    for k, v in {"model": "tiny-random", "max_new_tokens": "2", "layer": "99", "head": "x"}.items():
+        at.query_params[k] = v
+    at.switch_page(PAGE)
+    at.run()
+    assert not errors(at), errors(at)
+    assert any(h.value.startswith("2. Layer 1, head 0") for h in at.header)  # last layer, default head

@@ -103,7 +103,7 @@ def screenshot(page, name: str, max_height: int = 7000) -> Path:
 
 
 def close_dialogs(page) -> None:
-    """Close any modal (e.g. Streamlit's 'Page not found' on a first deep link): it makes the page inert."""
+    """Close any modal dialog left open (it makes the page underneath inert)."""
     for _ in range(3):
         if page.locator('[role="dialog"]').count() == 0:
             return

@@ -12,11 +12,6 @@ def _header(page) -> str:
 def test_click_overview_cell_opens_that_head(app_server, page):
     page.goto(f"{app_server.url}/{URL}?model=tiny-random&max_new_tokens=2")
     wait_idle(page)
-    for _ in range(3):  # a modal (a first deep link's 'Page not found') makes the page inert until closed
-        if page.locator('[role="dialog"]').count() == 0:
-            break
-        page.keyboard.press("Escape")
-        page.wait_for_timeout(300)
     assert_no_error(page)
     assert _header(page).startswith("2. Layer 1, head 0")
     area = page.locator('[data-testid="stPlotlyChart"]').first.locator(".nsewdrag").first
@@ -30,4 +25,5 @@ def test_click_overview_cell_opens_that_head(app_server, page):
     assert _header(page).startswith(f"2. Layer {layer}, head {head}"), _header(page)
     # the map and the GQA text follow the click
     assert f"Head {head} reads K/V head 1" in page.inner_text("body")
+    assert f"layer={layer}" in page.url and f"head={head}" in page.url  # a copied link opens this head
     screenshot(page, "attention-tiny-selected")
