@@ -1,11 +1,9 @@
-"""Real browser: change the batching settings like a person, run the experiment, screenshot the results.
-
-The tiny model keeps this fast on a shared CPU; the embedded model renders the page in test_pages.py."""
+"""Real browser: change the batching settings like a person, run the experiment on the embedded model (small
+settings keep it to about 40 s), screenshot the results (the README shows that picture)."""
 from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
 from ui import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/batching.py")
-
 
 
 def _slider(page, label: str):
@@ -13,7 +11,7 @@ def _slider(page, label: str):
 
 
 def test_batching_results_in_browser(app_server, page):
-    page.goto(f"{app_server.url}/{URL}?model=tiny-random")
+    page.goto(f"{app_server.url}/{URL}")
     wait_idle(page)
     close_dialogs(page)
     assert_no_error(page)
