@@ -1,6 +1,9 @@
 """Where the parts of a causal LM live, for the architectures the app knows (Llama-like, GPT-2, GPT-NeoX)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Callable
+
 import torch
 
 
@@ -34,3 +37,19 @@ def unembed(model, hidden: torch.Tensor) -> torch.Tensor:
 
 def block_output(out) -> torch.Tensor:
     return out[0] if isinstance(out, tuple) else out
+
+
+@contextmanager
+def residual_stream(model, select: Callable[[torch.Tensor], torch.Tensor] = lambda t: t):
+    """While active, every forward pass appends the embedding output, then each block's output (the residual
+    stream after that block), passed through ``select``, to the yielded list. Hold the model's lock: the
+    hooks are on the shared model."""
+    captured: list[torch.Tensor] = []
+    hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(select(o)))]
+    for blk in blocks(model):
+        hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(select(block_output(o)))))
+    try:
+        yield captured
+    finally:
+        for h in hooks:
+            h.remove()

@@ -41,19 +41,12 @@ def logit_lens(lm: LoadedModel, ids: list[int], max_positions: int = MAX_LENS_PO
     exactly the model's own output (it applies the same norm and head to the last block's output).
     """
     model = lm.model
-    captured: list[torch.Tensor] = []
     n = len(ids)
     p = max(1, min(int(max_positions), n))
     keep = slice(n - p, n)
     with lm.lock:  # hooks live on the shared model only while this session holds it
-        hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o[0, keep]))]
-        for blk in arch.blocks(model):
-            hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o)[0, keep])))
-        try:
+        with arch.residual_stream(model, lambda t: t[0, keep]) as captured:
             model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
-        finally:
-            for h in hooks:
-                h.remove()
         resid = torch.stack(captured)  # [L+1, P, d]
         answer = arch.unembed(model, resid[-1]).argmax(-1)  # [P] the model's real top-1 at each position
         top_ids, top_probs, final_prob = [], [], []

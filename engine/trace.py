@@ -253,12 +253,8 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     the residual stream's norm after each block, and the logit lens at the last position."""
     model, dev = lm.model, lm.device
     x = torch.tensor([ids], device=dev)  # [1, n]
-    captured: list[torch.Tensor] = []
     with lm.lock:  # hooks live on the shared model only while this session holds it
-        hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(o))]
-        for blk in arch.blocks(model):
-            hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(arch.block_output(o))))
-        try:
+        with arch.residual_stream(model) as captured:
             m = min(len(ids), ATTN_MAX)
             if m == len(ids):
                 logits, att = _eager(lm, x, attentions=True)
@@ -268,9 +264,6 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
                 captured.clear()
                 _, att = _eager(lm, x[:, :m], attentions=True)
                 captured[:] = resid
-        finally:
-            for h in hooks:
-                h.remove()
         resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
         probs = logits[0].float().softmax(-1)  # [n, vocab]
         top = torch.topk(probs, TOP_K_RECORD, dim=-1)
