@@ -156,6 +156,11 @@ class SpecRun:
         return statistics.median(v) / self.target_step_seconds if v else float("nan")
 
     @property
+    def expected_speedup_measured_verify(self) -> float:
+        """The paper's formula with the measured verify cost in place of 1 (NaN when nothing was drafted)."""
+        return expected_speedup(self.acceptance_rate, self.k, self.c, self.verify_cost_ratio)
+
+    @property
     def identical(self) -> bool:
         return self.plain_ids == self.spec_ids
 
@@ -174,15 +179,18 @@ class SpecRun:
             "target_passes": self.target_passes, "tokens_per_target_pass": self.tokens_per_pass,
             "target_step_seconds": self.target_step_seconds, "c": self.c, "measured_speedup": self.speedup,
             "expected_speedup": self.expected_speedup, "verify_cost_ratio": self.verify_cost_ratio,
+            "expected_speedup_measured_verify": self.expected_speedup_measured_verify,
             "identical_output": self.identical,
         }
 
 
-def expected_speedup(a: float, k: int, c: float) -> float:
-    """Leviathan et al. 2023, thm. 3.8: (1 - a^(k+1)) / ((1 - a)(k c + 1)); the a -> 1 limit is (k+1)/(kc+1)."""
+def expected_speedup(a: float, k: int, c: float, verify: float = 1.0) -> float:
+    """Leviathan et al. 2023, thm. 3.8: (1 - a^(k+1)) / ((1 - a)(k c + 1)); the a -> 1 limit is (k+1)/(kc+1).
+    ``verify`` is the cost of one verify pass in plain decode steps: the paper takes 1; pass the measured
+    ratio to get k c + verify in the denominator."""
     a = min(max(float(a), 0.0), 1.0)
     tokens = k + 1 if a >= 1.0 else (1 - a ** (k + 1)) / (1 - a)
-    return tokens / (k * c + 1)
+    return tokens / (k * c + verify)
 
 
 def _top(probs: torch.Tensor, n: int = 3) -> tuple[tuple[int, ...], tuple[float, ...]]:

@@ -44,7 +44,8 @@ with c1:
                   "random weights", "another model"],
         help="lookup: find the last 3 (or 2) tokens earlier in the text and propose what followed them "
              "(no model). early-exit: the target's own first L blocks plus its output head. model:self: the "
-             "target as its own draft (always right at temperature 0, but as slow as the target). model:random: a random-weight model with 2 blocks "
+             "target as its own draft (always right at temperature 0, but as slow as the target). model:random: a "
+             "random-weight model with 2 blocks "
              "(almost always wrong). model:other: any model with the same tokenizer.")
 with c2:
     k = st.slider("Draft length k (tokens per round)", 1, MAX_K, 4, key="speculative_k")
@@ -129,7 +130,7 @@ if verify_ratio == verify_ratio:  # not NaN: at least one round drafted somethin
         f"costs one plain decode step. Here a verify pass that checked drafts took **{verify_ratio:.2f}x** a "
         "plain step (median): a pass over k + 1 tokens does more arithmetic, which a CPU notices and a GPU "
         f"mostly hides. Put that cost in the formula's denominator, k c + {verify_ratio:.2f} instead of k c + 1, "
-        f"and it predicts **{run.expected_speedup * (k * run.c + 1) / (k * run.c + verify_ratio):.2f}x**.")
+        f"and it predicts **{run.expected_speedup_measured_verify:.2f}x**.")
 if params.temperature == 0 and not run.identical:
     st.error("At temperature 0 the outputs should be identical; they differ here (see the rounds below).")
 elif params.temperature > 0:

@@ -51,12 +51,18 @@ def test_attention_cost_measured_on_demand():
     assert any("growth exponent" in md.value for md in at.markdown)
 
 
-def test_selected_head_is_kept_in_the_url_and_a_link_opens_it():
+def _open_link(**query) -> AppTest:
+    """The attention page opened directly from a shared link with these URL values (tiny model)."""
     at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
-    for k, v in {"model": "tiny-random", "max_new_tokens": "2", "layer": "0", "head": "2"}.items():
+    for k, v in {"model": "tiny-random", "max_new_tokens": "2", **query}.items():
         at.query_params[k] = v
-    at.switch_page(PAGE)  # a shared link opens this page directly
+    at.switch_page(PAGE)
     at.run()
+    return at
+
+
+def test_selected_head_is_kept_in_the_url_and_a_link_opens_it():
+    at = _open_link(layer="0", head="2")
     assert not errors(at), errors(at)
     assert any(h.value.startswith("2. Layer 0, head 2") for h in at.header)
     at.selectbox(key="attention_head").set_value(3).run()
@@ -67,10 +73,6 @@ def test_selected_head_is_kept_in_the_url_and_a_link_opens_it():
 
 
 def test_bad_head_in_the_url_is_clamped():
-    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
-    for k, v in {"model": "tiny-random", "max_new_tokens": "2", "layer": "99", "head": "x"}.items():
-        at.query_params[k] = v
-    at.switch_page(PAGE)
-    at.run()
+    at = _open_link(layer="99", head="x")
     assert not errors(at), errors(at)
     assert any(h.value.startswith("2. Layer 1, head 0") for h in at.header)  # last layer, default head

@@ -44,6 +44,7 @@ def test_race_cli_writes_null_when_nothing_was_drafted(capsys):
     d = _json(capsys, ["race", "--model", "tiny-random", "--json", "--prompt", "Say hi", "--drafter", "lookup:3-3",
                        "--k", "2", "--max-new-tokens", "1"])
     assert d["speculative"]["rounds"] == [] and d["verify_cost_ratio"] is None
+    assert d["expected_speedup_measured_verify"] is None
 
 
 def test_race_cli_refuses_bad_drafter(capsys):

@@ -202,6 +202,8 @@ def test_expected_speedup_formula():
     assert expected_speedup(0.0, 4, 0.0) == pytest.approx(1.0)
     assert expected_speedup(1.0, 4, 0.0) == pytest.approx(5.0)
     assert expected_speedup(0.8, 4, 0.1) == pytest.approx((1 - 0.8 ** 5) / (0.2 * 1.4))
+    # a verify pass that costs 1.5 plain steps: k c + 1.5 in the denominator
+    assert expected_speedup(0.8, 4, 0.1, verify=1.5) == pytest.approx((1 - 0.8 ** 5) / (0.2 * 1.9))
 
 
 def test_sweep_k_small(tiny_lm):
