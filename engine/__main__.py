@@ -1,6 +1,6 @@
 """Command line: python -m engine info | trace | race | bench NAME  (add --json for machine-readable output).
 
-Benchmarks live in modules named ``engine/bench_<name>.py`` with ``run(lm, args) -> dict`` and optional
+Benchmarks live in the package ``engine/bench/`` (one module per name) with ``run(lm, args) -> dict`` and optional
 ``add_arguments(parser)`` and ``summary(result) -> str``; they are discovered by name.
 """
 from __future__ import annotations
@@ -13,15 +13,16 @@ import math
 import pkgutil
 import sys
 
-import engine
 from engine.cli_args import add_run_arguments
 from engine.models import EMBEDDED, ModelLoadError, load_model
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
 
 
-def _modules(prefix: str) -> list[str]:
-    return sorted(m.name[len(prefix):] for m in pkgutil.iter_modules(engine.__path__) if m.name.startswith(prefix))
+def _benches() -> list[str]:
+    import engine.bench
+
+    return sorted(m.name for m in pkgutil.iter_modules(engine.bench.__path__))
 
 
 def _strict(x):
@@ -53,17 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     common(tr)
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
-    if importlib.util.find_spec("engine.race") is not None:
-        race = importlib.import_module("engine.race")
+    if importlib.util.find_spec("engine.experiments.race") is not None:
+        race = importlib.import_module("engine.experiments.race")
         rp = sub.add_parser("race", help="plain vs speculative decoding")
         common(rp)
         race.add_arguments(rp)
     bench = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
     bsub = bench.add_subparsers(dest="bench", required=True)
-    for name in _modules("bench_"):
+    for name in _benches():
         bp = bsub.add_parser(name)
         common(bp)
-        mod = importlib.import_module(f"engine.bench_{name}")
+        mod = importlib.import_module(f"engine.bench.{name}")
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(bp)
     return ap
@@ -95,8 +96,8 @@ def main(argv=None) -> int:
         _emit(args, t.to_dict(attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
-        return importlib.import_module("engine.race").cli(lm, args, _emit)
-    mod = importlib.import_module(f"engine.bench_{args.bench}")
+        return importlib.import_module("engine.experiments.race").cli(lm, args, _emit)
+    mod = importlib.import_module(f"engine.bench.{args.bench}")
     result = mod.run(lm, args)
     _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))
     return 0

@@ -13,10 +13,10 @@ from typing import Callable
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from engine import arch
 from engine.kv import kv_bytes, kv_tokens
+from engine.loop import decode_step, eos_ids, new_cache, prefill, warm_up
 from engine.models import LoadedModel, ModelInfo
 from engine.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
@@ -140,46 +140,6 @@ def token_list(trace: Trace, ids) -> list[str]:
 
 def _r(a, nd: int = 4):
     return np.round(np.asarray(a, dtype=np.float64), nd).tolist()
-
-
-def eos_ids(lm: LoadedModel) -> set[int]:
-    ids: set[int] = set()
-    gen = getattr(lm.model, "generation_config", None)
-    for src in (getattr(gen, "eos_token_id", None), lm.tokenizer.eos_token_id):
-        if isinstance(src, int):
-            ids.add(src)
-        elif src:
-            ids.update(int(i) for i in src)
-    return ids
-
-
-def new_cache(lm: LoadedModel) -> DynamicCache:
-    return DynamicCache(config=lm.model.config)
-
-
-@torch.inference_mode()
-def prefill(lm: LoadedModel, ids: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab]."""
-    return lm.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
-
-
-@torch.inference_mode()
-def decode_step(lm: LoadedModel, token: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass for one new token per sequence, reading past keys/values from the cache.
-    token: [batch, 1] -> logits [batch, vocab]."""
-    return lm.model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
-
-
-def warm_up(lm: LoadedModel) -> None:
-    """One small pass so the first timed step does not pay for one-off allocations."""
-    if getattr(lm, "_warm", False):
-        return
-    with lm.lock:
-        ids = torch.tensor([[lm.tokenizer.eos_token_id or 0] * 4], device=lm.device)
-        cache = new_cache(lm)
-        prefill(lm, ids, cache)
-        decode_step(lm, ids[:, :1], cache)
-        lm._warm = True
 
 
 def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSettings) -> tuple:

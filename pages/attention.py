@@ -1,9 +1,9 @@
 """Attention: which earlier tokens each token reads, head by head; what it costs; what the blocks make of it."""
 import streamlit as st
 
-from engine.attention import (fit_power, first_token_pull, growth_exponent, gqa_saving, head_entropy_bits,
+from engine.stages.attention import (fit_power, first_token_pull, growth_exponent, gqa_saving, head_entropy_bits,
                               head_mean_distance, kv_groups, kv_head_of)
-from engine.lens import MAX_LENS_POSITIONS
+from engine.stages.lens import MAX_LENS_POSITIONS
 from engine.trace import ATTN_MAX
 from ui import nav, state
 from ui.attention_data import (HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_for, overview_chart)

@@ -3,7 +3,7 @@ continuous; one user's latency on a quiet and a busy server."""
 import pandas as pd
 import streamlit as st
 
-from engine.batching import POLICIES, WorkloadSettings
+from engine.experiments.batching import POLICIES, WorkloadSettings
 from ui import batching_runs as runs
 from ui import nav
 from ui.batching_figures import (gantt, kv_over_time, latency_bars, load_chart, occupancy_chart, sweep_step_time,

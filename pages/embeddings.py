@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from engine.embeddings import PCA_METHOD
+from engine.stages.embeddings import PCA_METHOD
 from engine.prompt import PromptError
 from ui import nav
 from ui.embeddings_data import (embeddings_for, learned_for, map_for, neighbours_for, prompt_ids, relative_for,

@@ -2,9 +2,9 @@
 import pandas as pd
 import streamlit as st
 
-from engine import kv_presets as kp
+from engine.stages import kv_presets as kp
 from engine.kv import kv_bytes_for
-from engine.paging import VLLM_BLOCK_SIZE, allocate, request_lengths
+from engine.stages.paging import VLLM_BLOCK_SIZE, allocate, request_lengths
 from ui import nav, state
 from ui.html import visible
 from ui.kv_cache_data import snapshot_for

@@ -2,8 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from engine.sampling_stages import draw_at, draw_counts, stages, total_variation
-from engine.stepper import MAX_STEPS
+from engine.stages.sampling_stages import draw_at, draw_counts, stages, total_variation
+from engine.experiments.stepper import MAX_STEPS
 from ui import nav
 from ui.html import chips, visible
 from ui.layout import chart, notes, try_this, what_you_see

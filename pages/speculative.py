@@ -2,11 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from engine.bench_specdec import PROMPTS
-from engine.drafters import DrafterError
+from engine.bench.specdec import PROMPTS
+from engine.experiments.drafters import DrafterError
 from engine.models import ModelLoadError
 from engine.prompt import PromptError
-from engine.speculative import MAX_K
+from engine.experiments.speculative import MAX_K
 from ui import nav, state
 from ui.html import visible
 from ui.layout import chart, try_this, what_you_see

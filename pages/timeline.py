@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from engine import timeline as T
+from engine.experiments import timeline as T
 from ui import nav
 from ui import timeline_runs as runs
 from ui.html import chips

@@ -5,8 +5,8 @@ from typing import Sequence
 
 import streamlit as st
 
-from engine.attention import CostPoint, measure_forward
-from engine.lens import MAX_LENS_POSITIONS, LensGrid, logit_lens
+from engine.stages.attention import CostPoint, measure_forward
+from engine.stages.lens import MAX_LENS_POSITIONS, LensGrid, logit_lens
 from ui import state
 from ui.figures import caption
 from ui.models import get_model

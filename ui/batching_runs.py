@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import streamlit as st
 
-from engine import batching as B
+from engine.experiments import batching as B
 from ui.models import get_model
 
 

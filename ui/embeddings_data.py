@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import embeddings as E
-from engine import tokens as T
+from engine.stages import embeddings as E
+from engine.stages import tokens as T
 from ui.models import get_model
 
 

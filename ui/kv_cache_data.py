@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.kv_snapshot import CacheSnapshot, cache_snapshot
+from engine.stages.kv_snapshot import CacheSnapshot, cache_snapshot
 from ui.models import get_model
 
 

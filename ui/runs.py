@@ -32,6 +32,6 @@ def current_trace() -> Trace:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
-    from engine.inspect import block_walk
+    from engine.stages.inspect import block_walk
 
     return block_walk(get_model(model), list(ids), layer)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.positions import PositionPredictions, position_predictions
+from engine.stages.positions import PositionPredictions, position_predictions
 from engine.prompt import token_text
 from engine.sampling import SamplingSettings
-from engine.stepper import Stepper
+from engine.experiments.stepper import Stepper
 from ui import state
 from ui.html import visible
 from ui.models import get_model

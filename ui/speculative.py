@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from engine.drafters import make_drafter
+from engine.experiments.drafters import make_drafter
 from engine.prompt import encode_prompt, token_text
 from engine.sampling import SamplingSettings
-from engine.speculative import SpecRun, race, sweep_k
+from engine.experiments.speculative import SpecRun, race, sweep_k
 from ui.models import get_model
 from ui.speculative_figures import clock_html, lane_html
 

@@ -1,10 +1,10 @@
-"""Figures for the prefill-vs-decode page (no st.* calls here). Inputs are engine.timeline records."""
+"""Figures for the prefill-vs-decode page (no st.* calls here). Inputs are engine.experiments.timeline records."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.timeline import STAGES, Breakdown, CacheComparison, HardwareProbe, MemoryComparison, RooflinePoint, \
+from engine.experiments.timeline import STAGES, Breakdown, CacheComparison, HardwareProbe, MemoryComparison, RooflinePoint, \
     Sweep, Timeline
 from ui.figures import COLORS, style
 from ui.html import visible

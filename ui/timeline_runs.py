@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import timeline as T
+from engine.experiments import timeline as T
 from engine.sampling import SamplingSettings
 from ui.models import get_model
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import tokens as T
+from engine.stages import tokens as T
 from engine.models import EMBEDDED, TINY
 from ui.models import get_model
 

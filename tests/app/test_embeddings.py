@@ -1,5 +1,5 @@
 """AppTest of the embeddings page: display options reuse cached records; the page adapts to the position scheme."""
-import engine.embeddings as E
+import engine.stages.embeddings as E
 from tests.app.test_pages import errors, run_page
 
 PAGE = "pages/embeddings.py"

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine import bench_batching
-from engine.batching import (POLICIES, Request, WorkloadSettings, decode_sweep, load_sweep, make_workload,
+from engine.bench import batching as bench_batching
+from engine.experiments.batching import (POLICIES, Request, WorkloadSettings, decode_sweep, load_sweep, make_workload,
                              scale_arrivals, serve, solo_tokens)
 from engine.kv import kv_bytes_for
 

@@ -11,7 +11,8 @@ from engine.kv import kv_bytes_for
 from engine.models import ModelLoadError, load_model
 from engine.prompt import PromptError, encode_prompt
 from engine.sampling import SamplingSettings
-from engine.trace import ATTN_MAX, decode_step, new_cache, prefill, run_trace
+from engine.trace import ATTN_MAX, run_trace
+from engine.loop import decode_step, new_cache, prefill
 
 
 def full_logits(lm, ids):
@@ -202,7 +203,7 @@ def test_cli_bench_decode_runs():
 
 def test_block_walk_adds_up(embedded_lm):
     """Inside a block: input + attention = first add; its output equals the model's hidden state there."""
-    from engine.inspect import block_walk
+    from engine.stages.inspect import block_walk
 
     ids = list(encode_prompt(embedded_lm.tokenizer, "The capital of France is", False).ids)
     walk = block_walk(embedded_lm, ids, layer=3)

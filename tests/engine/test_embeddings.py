@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine import embeddings as E
+from engine.stages import embeddings as E
 
 
 def test_prompt_embeddings_are_table_rows(tiny_lm):

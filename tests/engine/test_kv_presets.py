@@ -1,7 +1,7 @@
 """Presets load with their published configs and give the published KV bytes per token."""
 import pytest
 
-from engine import kv_presets as kp
+from engine.stages import kv_presets as kp
 
 # bytes per token at 16 bits, all layers, keys and values (MLA: latent + RoPE key)
 PUBLISHED_16BIT = {

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from engine import arch
-from engine.lens import logit_lens
+from engine.stages.lens import logit_lens
 from engine.prompt import encode_prompt
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from engine.paging import VLLM_BLOCK_SIZE, allocate, request_lengths
+from engine.stages.paging import VLLM_BLOCK_SIZE, allocate, request_lengths
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.positions import position_predictions
+from engine.stages.positions import position_predictions
 from engine.sampling import SamplingSettings, sampling_probs
-from engine.sampling_stages import draw_at, draw_counts, stages, total_variation
-from engine.stepper import Stepper
-from engine.trace import prefill, new_cache, run_trace
+from engine.stages.sampling_stages import draw_at, draw_counts, stages, total_variation
+from engine.experiments.stepper import Stepper
+from engine.trace import run_trace
+from engine.loop import new_cache, prefill
 
 
 def peaked_logits(vocab: int = 500, seed: int = 0) -> np.ndarray:

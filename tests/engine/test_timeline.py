@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from engine import bench_timeline
-from engine import timeline as T
+from engine.bench import timeline as bench_timeline
+from engine.experiments import timeline as T
 from engine.sampling import SamplingSettings
 from engine.trace import run_trace
 

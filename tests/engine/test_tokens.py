@@ -1,7 +1,7 @@
 """The token table: ids, pieces, bytes and spans agree with the tokenizer and with the text."""
 import pytest
 
-from engine import tokens as T
+from engine.stages import tokens as T
 from engine.prompt import PromptError, encode_prompt
 
 HARD = "Hi 🙂 世界 שלום a\u200bb\n\tdef f(x): return <b>x</b> <script>alert(1)</script>"

@@ -1,7 +1,7 @@
 """Figure builders of the embeddings page, on real records from the tiny model."""
 import numpy as np
 
-from engine import embeddings as E
+from engine.stages import embeddings as E
 from ui.embeddings_figures import (cosine_heatmap, embedding_heatmap, neighbours_bar, norms_bar, pca_scatter,
                                    relative_heatmap, relative_lines, rope_angle_heatmap, rope_wavelength_line)
 

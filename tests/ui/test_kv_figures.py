@@ -3,8 +3,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from engine import kv_presets as kp
-from engine.paging import allocate
+from engine.stages import kv_presets as kp
+from engine.stages.paging import allocate
 from ui.kv_figures import (cache_heatmap, context_sweep, fmt_bytes, growth_chart, memory_bar, paging_chart,
                            paging_totals, variants_bar)
 

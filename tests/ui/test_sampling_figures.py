@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from engine.sampling import SamplingSettings
-from engine.sampling_stages import draw_counts, stages
+from engine.stages.sampling_stages import draw_counts, stages
 from ui.figures import COLORS
 from ui.sampling_figures import (
     cumulative_curve, draws_vs_probs, position_probs, removed_by, stage_bars, step_chart, unique_labels,

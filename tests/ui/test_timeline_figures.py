@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from engine import timeline as T
+from engine.experiments import timeline as T
 from engine.sampling import SamplingSettings
 from engine.trace import run_trace
 from ui import timeline_figures as F

@@ -4,11 +4,11 @@ from __future__ import annotations
 import sys
 
 from engine.cli_args import add_run_arguments
-from engine.drafters import DrafterError, make_drafter
+from engine.experiments.drafters import DrafterError, make_drafter
 from engine.models import ModelLoadError
 from engine.prompt import PromptError, encode_prompt
 from engine.sampling import SamplingSettings
-from engine.speculative import MAX_K, race
+from engine.experiments.speculative import MAX_K, race
 
 
 def add_arguments(p) -> None:

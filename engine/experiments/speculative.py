@@ -23,12 +23,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine.drafters import crop_to, make_drafter
+from engine.experiments.drafters import crop_to, make_drafter
 from engine.models import LoadedModel
 from engine.prompt import token_text
 from engine.sampling import SamplingSettings, make_generator, sample, sampling_probs
 from engine.timing import now
-from engine.trace import eos_ids, generate_tokens, new_cache, prefill, warm_up
+from engine.trace import generate_tokens
+from engine.loop import eos_ids, new_cache, prefill, warm_up
 
 MAX_K = 16
 

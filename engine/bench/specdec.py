@@ -14,13 +14,14 @@ import statistics
 import torch
 from transformers import GenerationConfig
 
-from engine.drafters import DrafterError, make_drafter
+from engine.experiments.drafters import DrafterError, make_drafter
 from engine.models import LoadedModel, ModelLoadError
 from engine.prompt import encode_prompt
 from engine.sampling import SamplingSettings
-from engine.speculative import race, speculative_generate
+from engine.experiments.speculative import race, speculative_generate
 from engine.timing import now
-from engine.trace import generate_tokens, warm_up
+from engine.trace import generate_tokens
+from engine.loop import warm_up
 
 PASSAGE = (
     "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "

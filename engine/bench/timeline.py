@@ -13,7 +13,7 @@ machine are noisy.
 """
 from __future__ import annotations
 
-from engine import timeline as T
+from engine.experiments import timeline as T
 from engine.models import LoadedModel
 from engine.prompt import encode_prompt
 from engine.sampling import SamplingSettings

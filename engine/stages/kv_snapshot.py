@@ -13,7 +13,7 @@ import torch
 
 from engine.kv import cache_tensors, kv_bytes, kv_tokens
 from engine.models import LoadedModel
-from engine.trace import decode_step, new_cache, prefill
+from engine.loop import decode_step, new_cache, prefill
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from engine.models import LoadedModel
 from engine.prompt import encode_prompt
 from engine.sampling import SamplingSettings
 from engine.timing import now
-from engine.trace import generate_tokens, warm_up
+from engine.trace import generate_tokens
+from engine.loop import warm_up
 
 PROMPTS = [
     "The capital of France is",

@@ -31,7 +31,7 @@ from engine.kv import kv_bytes, kv_bytes_for
 from engine.models import LoadedModel
 from engine.prompt import encode_prompt
 from engine.timing import now
-from engine.trace import warm_up
+from engine.loop import warm_up
 
 POLICIES = ("static", "continuous")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-PRESETS_PATH = Path(__file__).resolve().parent.parent / "assets" / "model_presets.json"
+PRESETS_PATH = Path(__file__).resolve().parents[2] / "assets" / "model_presets.json"
 
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int4": 4}
 GPU_MEMORY_GB = (24, 40, 80, 141)  # common accelerator memory sizes (e.g. RTX 4090, A100 40/80 GB, H200)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from engine.batching import WorkloadSettings, decode_sweep, make_workload, serve, solo_tokens
+from engine.experiments.batching import WorkloadSettings, decode_sweep, make_workload, serve, solo_tokens
 from engine.models import LoadedModel
 
 

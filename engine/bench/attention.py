@@ -5,7 +5,7 @@ the two longest lengths: ~1 linear, ~2 quadratic), measured in the same run.
 """
 from __future__ import annotations
 
-from engine.attention import DEFAULT_LENGTHS, fit_power, growth_exponent, measure_cost
+from engine.stages.attention import DEFAULT_LENGTHS, fit_power, growth_exponent, measure_cost
 from engine.models import LoadedModel
 
 

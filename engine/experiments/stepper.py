@@ -2,7 +2,7 @@
 KV cache, look at the new distribution; go back to any step by cropping the cache.
 
 A ``Stepper`` is deliberately mutable (it owns a KV cache); the UI keeps one per session. It never samples:
-the caller chooses the token (``engine.sampling_stages.draw_at`` reproduces the loop's choice).
+the caller chooses the token (``engine.stages.sampling_stages.draw_at`` reproduces the loop's choice).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 
 from engine.models import LoadedModel
 from engine.sampling import entropy_bits
-from engine.trace import decode_step, new_cache, prefill
+from engine.loop import decode_step, new_cache, prefill
 
 MAX_STEPS = 64
 

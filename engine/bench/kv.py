@@ -11,7 +11,7 @@ import torch
 from engine.kv import kv_bytes, kv_bytes_for, kv_tokens
 from engine.models import LoadedModel
 from engine.prompt import encode_prompt
-from engine.trace import decode_step, new_cache, prefill
+from engine.loop import decode_step, new_cache, prefill
 
 DEFAULT_PROMPT = "The key and value vectors of every earlier token are kept in the cache, so"
 

@@ -34,7 +34,8 @@ from engine.models import LoadedModel
 from engine.prompt import token_text
 from engine.sampling import SamplingSettings, make_generator, sample
 from engine.timing import now
-from engine.trace import Trace, decode_step, new_cache, prefill, warm_up
+from engine.trace import Trace
+from engine.loop import decode_step, new_cache, prefill, warm_up
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
 
