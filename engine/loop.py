@@ -1,12 +1,30 @@
-"""The inference loop's stages in loop order: a new KV cache, prefill over the prompt, one decode step per new
-token, and the end-of-sequence ids that stop it. Every other module runs the model through these functions.
+"""The inference loop's stages in loop order, as gpt-fast's generate.py writes them: a new KV cache, prefill
+over the prompt, one decode step per new token, ``decode`` for n steps with a callback, rolling the cache back
+(``crop``), warm-up, and the end-of-sequence ids that stop it.
+
+This is the only module that passes a KV cache (``past_key_values=``) to a model: trace, timeline, KV
+snapshots, the stepper, speculative decoding and the batching scheduler all call it. Every forward pass here
+first asks ``engine.worker.check_cancelled()``, so a job whose session went away stops within one step.
 """
 from __future__ import annotations
+
+import weakref
+from typing import Callable
 
 import torch
 from transformers import DynamicCache
 
 from engine.models import LoadedModel
+from engine.timing import now
+from engine.worker import check_cancelled
+
+# Models that have had their warm-up pass. Kept here, not as an attribute on the shared model: a request never
+# changes the model object (see tests/engine/test_model_state.py).
+_WARMED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+
+
+def _module(m) -> torch.nn.Module:
+    return m.model if isinstance(m, LoadedModel) else m
 
 
 def eos_ids(lm: LoadedModel) -> set[int]:
@@ -20,30 +38,83 @@ def eos_ids(lm: LoadedModel) -> set[int]:
     return ids
 
 
-def new_cache(lm: LoadedModel) -> DynamicCache:
-    return DynamicCache(config=lm.model.config)
+def new_cache(lm) -> DynamicCache:
+    """An empty KV cache for ``lm`` (a LoadedModel or a bare model, e.g. a draft or an early-exit view)."""
+    return DynamicCache(config=_module(lm).config)
+
+
+def crop(cache, n: int) -> None:
+    """Roll the cache back to its first ``n`` tokens (speculative rejections, the stepper's "go back").
+    transformers 5: ``DynamicCache.crop(-k)`` drops the last k."""
+    extra = cache.get_seq_length() - int(n)
+    if extra > 0:
+        cache.crop(-extra)
 
 
 @torch.inference_mode()
-def prefill(lm: LoadedModel, ids: torch.Tensor, cache) -> torch.Tensor:
+def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.Tensor | None = None,
+            position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """One forward pass of ``ids`` [batch, n] on top of ``cache`` (which it extends); returns the logits of the
+    last ``keep`` positions [batch, keep, vocab]. Prefill, a decode step, a speculative verify pass (keep = k+1)
+    and a padded batch step (mask, positions) are all this call."""
+    check_cancelled()
+    kw = {}
+    if attention_mask is not None:
+        kw["attention_mask"] = attention_mask
+    if position_ids is not None:
+        kw["position_ids"] = position_ids
+    return _module(lm)(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep), **kw).logits
+
+
+def prefill(lm, ids: torch.Tensor, cache) -> torch.Tensor:
     """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab]."""
-    return lm.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+    return forward(lm, ids, cache)[:, -1]
 
 
-@torch.inference_mode()
-def decode_step(lm: LoadedModel, token: torch.Tensor, cache) -> torch.Tensor:
+def decode_step(lm, token: torch.Tensor, cache) -> torch.Tensor:
     """One forward pass for one new token per sequence, reading past keys/values from the cache.
     token: [batch, 1] -> logits [batch, vocab]."""
-    return lm.model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+    return forward(lm, token, cache)[:, -1]
 
 
-def warm_up(lm: LoadedModel) -> None:
-    """One small pass so the first timed step does not pay for one-off allocations."""
-    if getattr(lm, "_warm", False):
+def greedy(logits: torch.Tensor) -> int:
+    return int(logits.argmax())
+
+
+StepCallback = Callable[[int, int, torch.Tensor, float], None]
+
+
+def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | None = None,
+           pick: Callable[[torch.Tensor], int] = greedy, stops=frozenset()) -> tuple[list[int], str]:
+    """Up to ``n`` decode steps after ``token`` (already chosen, not yet in the cache), one token per pass.
+
+    Each step feeds the last token, picks the next from its logits (``pick``, greedy by default) and calls
+    ``on_step(i, token, logits [vocab] on CPU, seconds)``; seconds cover the pass and the pick, measured after a
+    device sync, and the callback's own time is not counted. Stops early when a token in ``stops`` (EOS) is
+    picked. Returns (new tokens, stop reason: "max_new_tokens" | "eos")."""
+    dev = next(_module(lm).parameters()).device
+    out: list[int] = []
+    for i in range(int(n)):
+        t0 = now(dev)
+        logits = decode_step(lm, torch.tensor([[int(token)]], device=dev), cache)[0].float().cpu()  # [vocab]
+        token = int(pick(logits))
+        seconds = now(dev) - t0
+        out.append(token)
+        if on_step is not None:
+            on_step(i, token, logits, seconds)
+        if token in stops:
+            return out, "eos"
+    return out, "max_new_tokens"
+
+
+def warm_up(lm) -> None:
+    """One small pass so the first timed step does not pay for one-off allocations (once per model)."""
+    model = _module(lm)
+    if model in _WARMED:
         return
-    with lm.lock:
-        ids = torch.tensor([[lm.tokenizer.eos_token_id or 0] * 4], device=lm.device)
-        cache = new_cache(lm)
-        prefill(lm, ids, cache)
-        decode_step(lm, ids[:, :1], cache)
-        lm._warm = True
+    tok = getattr(getattr(lm, "tokenizer", None), "eos_token_id", None) or 0
+    ids = torch.tensor([[tok] * 4], device=next(model.parameters()).device)
+    cache = new_cache(model)
+    prefill(model, ids, cache)
+    decode_step(model, ids[:, :1], cache)
+    _WARMED.add(model)

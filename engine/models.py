@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,14 +64,13 @@ class ModelInfo:
 
 @dataclass
 class LoadedModel:
-    """A model, its tokenizer and facts about it. ``lock`` serialises forward passes: the model is shared by
-    every browser session, and on a small machine one pass at a time also keeps timings honest."""
+    """A model, its tokenizer and facts about it. Shared by every browser session and never changed by a
+    request; its forward passes all run on the one engine worker (engine/worker.py), one at a time."""
 
     name: str
     model: torch.nn.Module
     tokenizer: object
     info: ModelInfo
-    lock: threading.RLock
 
     @property
     def device(self) -> torch.device:
@@ -218,7 +216,7 @@ def _finish(name: str, source: str, model, tokenizer, device: torch.device) -> L
     model.to(device)
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token
-    return LoadedModel(name, model, tokenizer, describe(name, source, model, tokenizer), threading.RLock())
+    return LoadedModel(name, model, tokenizer, describe(name, source, model, tokenizer))
 
 
 _HUB_CHECK: dict = {}

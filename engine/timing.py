@@ -43,3 +43,9 @@ def sync(device: torch.device | str | None = None) -> None:
 def now(device=None) -> float:
     sync(device)
     return time.perf_counter()
+
+
+def configure_worker_threads() -> None:
+    """Called once, on the engine worker's thread, when it starts: every forward pass of the process runs there
+    with this thread count and nothing changes it later. (Issue 15 replaces this with a measured policy.)"""
+    torch.set_num_threads(DEFAULT_THREADS)

@@ -16,7 +16,7 @@ import torch
 
 from engine import arch
 from engine.kv import kv_bytes, kv_tokens
-from engine.loop import decode_step, eos_ids, new_cache, prefill, warm_up
+from engine.loop import decode, eos_ids, new_cache, prefill, warm_up
 from engine.models import LoadedModel, ModelInfo
 from engine.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
@@ -173,34 +173,31 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     settings = settings.clamp()
     gen = make_generator(seed)
     stops = eos_ids(lm) if stop_at_eos else set()
-    out: list[int] = []
     raw: list[tuple] = []
     steps: list[StepRecord] = []
-    first_logits = None
-    reason = "max_new_tokens"
     dev = lm.device
-    with lm.lock:
-        warm_up(lm)
-        cache = new_cache(lm)
-        x = torch.tensor([ids], device=dev)  # [1, n]
-        for i in range(max_new_tokens):
-            t0 = now(dev)
-            logits = (prefill if i == 0 else decode_step)(lm, x, cache)[0].float().cpu()  # [vocab]
-            tok = int(sample(logits, settings, gen))
-            seconds = now(dev) - t0
-            if i == 0:
-                first_logits = logits
-            out.append(tok)
-            if record:
-                raw.append((i, x.shape[1], seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
-                            _step_stats(logits, tok, settings)))
-                if on_step is not None:
-                    steps.append(_make_record(lm, *raw[-1]))
-                    on_step(steps[-1])
-            if tok in stops:
-                reason = "eos"
-                break
-            x = torch.tensor([[tok]], device=dev)
+    pick = lambda logits: int(sample(logits, settings, gen))  # noqa: E731
+
+    def keep(i: int, tok: int, logits: torch.Tensor, seconds: float, tokens_in: int = 1) -> None:
+        if record:
+            raw.append((i, tokens_in, seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
+                        _step_stats(logits, tok, settings)))
+            if on_step is not None:
+                steps.append(_make_record(lm, *raw[-1]))
+                on_step(steps[-1])
+
+    warm_up(lm)
+    cache = new_cache(lm)
+    t0 = now(dev)
+    first_logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
+    tok = pick(first_logits)
+    keep(0, tok, first_logits, now(dev) - t0, len(ids))
+    if tok in stops:
+        out, reason = [tok], "eos"
+    else:
+        rest, reason = decode(lm, tok, cache, max_new_tokens - 1, lambda i, t, lg, sec: keep(i + 1, t, lg, sec),
+                              pick, stops)
+        out = [tok] + rest
     if record and on_step is None:
         steps = [_make_record(lm, *r) for r in raw]
     return out, steps, first_logits, reason
@@ -213,25 +210,24 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     the residual stream's norm after each block, and the logit lens at the last position."""
     model, dev = lm.model, lm.device
     x = torch.tensor([ids], device=dev)  # [1, n]
-    with lm.lock:  # hooks live on the shared model only while this session holds it
-        with arch.residual_stream(model) as captured:
-            m = min(len(ids), ATTN_MAX)
-            if m == len(ids):
-                logits, att = _eager(lm, x, attentions=True)
-            else:
-                logits, _ = _eager(lm, x, attentions=False)
-                resid = captured[:]
-                captured.clear()
-                _, att = _eager(lm, x[:, :m], attentions=True)
-                captured[:] = resid
-        resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
-        probs = logits[0].float().softmax(-1)  # [n, vocab]
-        top = torch.topk(probs, TOP_K_RECORD, dim=-1)
-        lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, vocab]
-        # The last entry is the real output: the model applies the final norm itself.
-        lens[-1] = probs[-1]
-        lens_top = torch.topk(lens, 5, dim=-1)
-        final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
+    with arch.residual_stream(model) as captured:
+        m = min(len(ids), ATTN_MAX)
+        if m == len(ids):
+            logits, att = _eager(lm, x, attentions=True)
+        else:
+            logits, _ = _eager(lm, x, attentions=False)
+            resid = captured[:]
+            captured.clear()
+            _, att = _eager(lm, x[:, :m], attentions=True)
+            captured[:] = resid
+    resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
+    probs = logits[0].float().softmax(-1)  # [n, vocab]
+    top = torch.topk(probs, TOP_K_RECORD, dim=-1)
+    lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, vocab]
+    # The last entry is the real output: the model applies the final norm itself.
+    lens[-1] = probs[-1]
+    lens_top = torch.topk(lens, 5, dim=-1)
+    final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
     return PromptAnalysis(
         top_ids=top.indices.cpu().numpy(),
         top_probs=top.values.cpu().numpy().astype(np.float32),

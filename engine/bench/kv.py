@@ -26,16 +26,15 @@ def add_arguments(p) -> None:
 def measure_steps(lm: LoadedModel, ids: list[int], new_tokens: int, batch: int = 1) -> list[dict]:
     """One row per forward pass (step 0 = prefill): cached tokens, measured bytes, formula bytes."""
     rows = []
-    with lm.lock:
-        cache = new_cache(lm)
-        x = torch.tensor([list(ids)] * batch, device=lm.device)  # [batch, n]
-        for i in range(max(1, new_tokens)):
-            logits = (prefill if i == 0 else decode_step)(lm, x, cache)  # [batch, vocab]
-            t = kv_tokens(cache)
-            measured, formula = kv_bytes(cache), kv_bytes_for(lm.info, t, batch)
-            rows.append({"step": i, "phase": "prefill" if i == 0 else "decode", "tokens": t, "batch": batch,
-                         "measured_bytes": measured, "formula_bytes": formula, "equal": measured == formula})
-            x = logits.argmax(-1, keepdim=True)  # [batch, 1] greedy
+    cache = new_cache(lm)
+    x = torch.tensor([list(ids)] * batch, device=lm.device)  # [batch, n]
+    for i in range(max(1, new_tokens)):
+        logits = (prefill if i == 0 else decode_step)(lm, x, cache)  # [batch, vocab]
+        t = kv_tokens(cache)
+        measured, formula = kv_bytes(cache), kv_bytes_for(lm.info, t, batch)
+        rows.append({"step": i, "phase": "prefill" if i == 0 else "decode", "tokens": t, "batch": batch,
+                     "measured_bytes": measured, "formula_bytes": formula, "equal": measured == formula})
+        x = logits.argmax(-1, keepdim=True)  # [batch, 1] greedy
     return rows
 
 

@@ -31,7 +31,7 @@ from engine.kv import kv_bytes, kv_bytes_for
 from engine.models import LoadedModel
 from engine.prompt import encode_prompt
 from engine.timing import now
-from engine.loop import warm_up
+from engine.loop import forward, new_cache, warm_up
 
 POLICIES = ("static", "continuous")
 
@@ -294,9 +294,8 @@ def prefill_rows(lm: LoadedModel, prompts: list[tuple[int, ...]]):
     ids = torch.tensor([[pad] * (length - len(p)) + list(p) for p in prompts], device=dev)  # [g, P]
     mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=dev)  # [g, P]
     pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [g, P] each row counts from 0 at its first real token
-    cache = DynamicCache(config=lm.model.config)
-    logits = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                      logits_to_keep=1).logits[:, -1]  # [g, vocab]
+    cache = new_cache(lm)
+    logits = forward(lm, ids, cache, attention_mask=mask, position_ids=pos)[:, -1]  # [g, vocab]
     kv = [(layer.keys, layer.values) for layer in cache.layers]
     return kv, mask, logits.argmax(-1).cpu(), int((mask == 0).sum())
 
@@ -308,8 +307,7 @@ def decode_rows(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tens
     x = torch.tensor(tokens, device=dev)[:, None]  # [B, 1]
     pos = batch.mask.sum(-1, keepdim=True)  # [B, 1]
     mask = torch.cat([batch.mask, batch.mask.new_ones(len(tokens), 1)], dim=-1)  # [B, L + 1]
-    logits = lm.model(input_ids=x, attention_mask=mask, position_ids=pos, past_key_values=batch.cache,
-                      use_cache=True, logits_to_keep=1).logits[:, -1]  # [B, vocab]
+    logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[:, -1]  # [B, vocab]
     batch.mask = mask
     return logits.argmax(-1).cpu()
 
@@ -428,11 +426,10 @@ def serve(lm: LoadedModel, reqs: tuple[Request, ...], policy: str = "continuous"
         raise ValueError("max_batch must be at least 1")
     if not reqs:
         raise ValueError("no requests")
-    with lm.lock:
-        warm_up(lm)
-        srv = _Server(lm, reqs, policy, int(max_batch), float(batch_timeout_s), progress)
-        srv.run_static() if policy == "static" else srv.run_continuous()
-        wall = srv.clock()
+    warm_up(lm)
+    srv = _Server(lm, reqs, policy, int(max_batch), float(batch_timeout_s), progress)
+    srv.run_static() if policy == "static" else srv.run_continuous()
+    wall = srv.clock()
     return ServeResult(policy, lm.info.name, int(max_batch), float(batch_timeout_s),
                        tuple(sorted(srv.records, key=lambda r: r.rid)), tuple(srv.steps), wall,
                        kv_bytes_for(lm.info, 1))
@@ -452,22 +449,21 @@ def decode_sweep(lm: LoadedModel, batch_sizes=(1, 2, 4, 8, 16), prompt: str = PR
         raise ValueError("no batch sizes")
     ids = encode_prompt(lm.tokenizer, prompt).ids
     out = []
-    with lm.lock:
-        warm_up(lm)
-        for n, b in enumerate(sizes):
-            batch = _Batch(lm)
-            kv, mask, first, _ = prefill_rows(lm, [ids] * b)
-            batch.merge(kv, mask, [])
-            tok = first.tolist()
-            times = []
-            for i in range(warmup + steps):
-                t0 = now(lm.device)
-                tok = decode_rows(lm, batch, tok).tolist()
-                if i >= warmup:
-                    times.append(now(lm.device) - t0)
-            out.append(SweepPoint(b, np.array(times), len(ids) + warmup, kv_bytes(batch.cache), len(times)))
-            if progress is not None:
-                progress((n + 1) / len(sizes), f"batch {b}: {statistics.median(times) * 1000:.0f} ms per step")
+    warm_up(lm)
+    for n, b in enumerate(sizes):
+        batch = _Batch(lm)
+        kv, mask, first, _ = prefill_rows(lm, [ids] * b)
+        batch.merge(kv, mask, [])
+        tok = first.tolist()
+        times = []
+        for i in range(warmup + steps):
+            t0 = now(lm.device)
+            tok = decode_rows(lm, batch, tok).tolist()
+            if i >= warmup:
+                times.append(now(lm.device) - t0)
+        out.append(SweepPoint(b, np.array(times), len(ids) + warmup, kv_bytes(batch.cache), len(times)))
+        if progress is not None:
+            progress((n + 1) / len(sizes), f"batch {b}: {statistics.median(times) * 1000:.0f} ms per step")
     return tuple(out)
 
 

@@ -21,9 +21,9 @@ from typing import Callable
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from engine import arch
+from engine.loop import crop, forward, new_cache
 from engine.models import LoadedModel, load_model
 from engine.sampling import SamplingSettings, sampling_probs
 
@@ -93,14 +93,14 @@ class ModelDrafter:
     """Any causal LM as the draft: it decodes k tokens one at a time with its own KV cache, sampling each from
     q = sampling_probs(draft logits) under the same settings as the target (so p and q are comparable)."""
 
-    def __init__(self, model: torch.nn.Module, name: str, lock=None, vocab_size: int | None = None):
-        self.model, self.name, self.lock = model, name, lock
+    def __init__(self, model: torch.nn.Module, name: str, vocab_size: int | None = None):
+        self.model, self.name = model, name
         self.vocab_size = vocab_size
         self.deterministic = False
         self.cost_layers = model.config.num_hidden_layers
 
     def start(self, prompt_ids, settings: SamplingSettings, generator) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = new_cache(self.model)
         self.fed = 0  # context tokens whose keys/values are in self.cache
         self.settings, self.gen = settings, generator
         self.deterministic = settings.greedy
@@ -111,50 +111,37 @@ class ModelDrafter:
     def _forward(self, ids: list[int]) -> torch.Tensor:
         dev = next(self.model.parameters()).device
         x = torch.tensor([ids], device=dev)  # [1, n]
-        logits = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
-        out = logits[0, -1].float().cpu()  # [vocab]
+        out = forward(self.model, x, self.cache)[0, -1].float().cpu()  # [vocab]
         return out[: self.vocab_size] if self.vocab_size else out
 
     def propose(self, context: list[int], k: int):
         if k <= 0:
             return [], None
-        ctx = None
-        if self.lock is not None:
-            ctx = self.lock
-            ctx.acquire()
-        try:
-            logits = self._forward(list(context[self.fed:]))
-            self._base = self.fed = len(context)
-            tokens, qs = [], []
-            for i in range(k):
-                if self.settings.greedy:
-                    tok = int(logits.argmax())
-                else:
-                    q = sampling_probs(logits, self.settings)  # [vocab]
-                    tok = int(torch.multinomial(q, 1, generator=self.gen))
-                    qs.append(q)
-                tokens.append(tok)
-                if i < k - 1:
-                    logits = self._forward([tok])
-            self._fed_drafts = k - 1
-        finally:
-            if ctx is not None:
-                ctx.release()
+        logits = self._forward(list(context[self.fed:]))
+        self._base = self.fed = len(context)
+        tokens, qs = [], []
+        for i in range(k):
+            if self.settings.greedy:
+                tok = int(logits.argmax())
+            else:
+                q = sampling_probs(logits, self.settings)  # [vocab]
+                tok = int(torch.multinomial(q, 1, generator=self.gen))
+                qs.append(q)
+            tokens.append(tok)
+            if i < k - 1:
+                logits = self._forward([tok])
+        self._fed_drafts = k - 1
         return tokens, (torch.stack(qs) if qs else None)
 
     def update(self, accepted: int) -> None:
         """Keep the context and the accepted drafts that were fed; drop the rest (DynamicCache.crop)."""
         keep = self._base + min(int(accepted), self._fed_drafts)
-        crop_to(self.cache, keep)
+        crop(self.cache, keep)
         self.fed = keep
         self._fed_drafts = 0
 
 
-def crop_to(cache, keep: int) -> None:
-    """Roll a DynamicCache back to its first ``keep`` tokens (transformers 5: crop(-n) drops the last n)."""
-    extra = cache.get_seq_length() - int(keep)
-    if extra > 0:
-        cache.crop(-extra)
+crop_to = crop  # the older name; engine.loop.crop is the one rollback
 
 
 def _shallow(module: torch.nn.Module) -> torch.nn.Module:
@@ -224,7 +211,7 @@ def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel
             layers = int(arg)
         except ValueError:
             raise DrafterError(f"early-exit:L needs a number of layers L, not {arg!r}.") from None
-        d = ModelDrafter(early_exit_model(lm.model, layers), f"early-exit:{layers}", lm.lock)
+        d = ModelDrafter(early_exit_model(lm.model, layers), f"early-exit:{layers}")
         d.cost_layers = layers
         return d
     if kind == "model":
@@ -232,14 +219,14 @@ def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel
         if not name:
             raise DrafterError("model:NAME needs a model name, e.g. model:self or model:random:2.")
         if name in ("self", "target", lm.name):
-            return ModelDrafter(lm.model, f"model:{lm.name}", lm.lock)
+            return ModelDrafter(lm.model, f"model:{lm.name}")
         if name.startswith("random"):
             _, _, n = name.partition(":")
             try:
                 layers = int(n or 2)
             except ValueError:
                 raise DrafterError(f"model:random:L needs a number of layers L, not {n!r}.") from None
-            return ModelDrafter(random_draft_model(lm, layers), f"model:random:{layers}", None)
+            return ModelDrafter(random_draft_model(lm, layers), f"model:random:{layers}")
         draft = loader(name)
         if not same_vocabulary(draft.tokenizer, lm.tokenizer):
             raise DrafterError(
@@ -248,5 +235,5 @@ def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel
                 f"its token ids are checked against the target's one by one.")
         if draft.model.get_output_embeddings().weight.shape[0] < len(lm.tokenizer):
             raise DrafterError(f"The draft model '{name}' has a smaller output head than the vocabulary.")
-        return ModelDrafter(draft.model, f"model:{name}", draft.lock, vocab_size=lm.info.vocab_size)
+        return ModelDrafter(draft.model, f"model:{name}", vocab_size=lm.info.vocab_size)
     raise DrafterError(f"Unknown drafter {spec!r}: use lookup, early-exit:L or model:NAME.")

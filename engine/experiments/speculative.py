@@ -23,13 +23,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine.experiments.drafters import crop_to, make_drafter
+from engine.experiments.drafters import make_drafter
 from engine.models import LoadedModel
 from engine.prompt import token_text
 from engine.sampling import SamplingSettings, make_generator, sample, sampling_probs
 from engine.timing import now
 from engine.trace import generate_tokens
-from engine.loop import eos_ids, new_cache, prefill, warm_up
+from engine.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
 
 MAX_K = 16
 
@@ -252,7 +252,7 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, setti
     stops = eos_ids(lm) if stop_at_eos else set()
     dev = lm.device
     rounds: list[SpecRound] = []
-    with lm.lock, torch.inference_mode():
+    with torch.inference_mode():
         warm_up(lm)
         cache = new_cache(lm)
         t0 = now(dev)
@@ -271,10 +271,9 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, setti
             t1 = now(dev)
             past = len(context) - 1  # the cache holds every token but the last
             x = torch.tensor([[context[-1]] + drafted], device=dev)  # [1, m+1]
-            logits = lm.model(input_ids=x, past_key_values=cache, use_cache=True,
-                              logits_to_keep=len(drafted) + 1).logits[0].float().cpu()  # [m+1, vocab]
+            logits = forward(lm, x, cache, keep=len(drafted) + 1)[0].float().cpu()  # verify: [m+1, vocab]
             n, tok, kind, src, p, qq, dist = verify(logits, drafted, q, settings, gen)
-            crop_to(cache, past + 1 + n)
+            crop(cache, past + 1 + n)
             drafter.update(n)
             top_ids, top_probs = _top(dist)
             t2 = now(dev)

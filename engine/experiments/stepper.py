@@ -14,7 +14,7 @@ import torch
 
 from engine.models import LoadedModel
 from engine.sampling import entropy_bits
-from engine.loop import decode_step, new_cache, prefill
+from engine.loop import crop, decode_step, new_cache, prefill
 
 MAX_STEPS = 64
 
@@ -66,8 +66,7 @@ class Stepper:
             self.cache = new_cache(lm)
         new = seq[self.cached_tokens():]
         x = torch.tensor([new], device=lm.device)  # [1, new]
-        with lm.lock:
-            out = (decode_step if len(new) == 1 else prefill)(lm, x, self.cache)  # [1, vocab]
+        out = (decode_step if len(new) == 1 else prefill)(lm, x, self.cache)  # [1, vocab]
         self.forward_passes += 1
         return out[0].float().cpu().numpy()
 
@@ -108,9 +107,7 @@ class Stepper:
         self.logits = self.logits[: step + 1]
         if self.cache is not None:
             keep = len(self.prompt_ids) + step
-            extra = self.cached_tokens() - keep
-            if extra > 0:  # a negative count means "remove this many" in every transformers version
-                self.cache.crop(-extra)
+            crop(self.cache, keep)
 
     def summaries(self) -> list[StepSummary]:
         """One line per appended token, read from the temperature-1 distribution it was drawn from."""

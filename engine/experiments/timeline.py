@@ -165,16 +165,15 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     ttft: dict[int, list[float]] = {n: [] for n in lengths}
     tpot: dict[int, list[float]] = {n: [] for n in lengths}
     total, done = len(lengths) * (repeats + 1), 0
-    with lm.lock:
-        warm_up(lm)
-        for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
-            for n in lengths:
-                progress(done / total, f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}: {n} prompt tokens")
-                first, steps = _timed_generate(lm, prompts[n], new_tokens)
-                if r:
-                    ttft[n].append(first * 1000.0)
-                    tpot[n].append(statistics.median(steps) * 1000.0)
-                done += 1
+    warm_up(lm)
+    for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
+        for n in lengths:
+            progress(done / total, f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}: {n} prompt tokens")
+            first, steps = _timed_generate(lm, prompts[n], new_tokens)
+            if r:
+                ttft[n].append(first * 1000.0)
+                tpot[n].append(statistics.median(steps) * 1000.0)
+            done += 1
     progress(1.0, "done")
     rows = tuple(SweepRow(n, Spread.of(ttft[n]), Spread.of(tpot[n])) for n in lengths)
     return Sweep(rows, new_tokens, repeats)
@@ -212,20 +211,19 @@ def cache_comparison(lm: LoadedModel, ids: list[int], new_tokens: int = 16) -> C
     sequence recomputed every pass). The same tokens must come out; each step is timed after a sync."""
     dev = lm.device
     new_tokens = max(1, int(new_tokens))
-    with lm.lock:
-        warm_up(lm)
-        _recompute_step(lm, torch.tensor([ids], device=dev))  # warm-up at this length
-        first, steps = _timed_generate_ids(lm, ids, new_tokens)
-        cached_ids, cached_s = first, steps
-        seq = list(ids)
-        rec_ids, rec_s = [], []
-        for _ in range(new_tokens):
-            x = torch.tensor([seq], device=dev)  # [1, n + i]
-            t0 = now(dev)
-            tok = int(_recompute_step(lm, x)[0].argmax())
-            rec_s.append(now(dev) - t0)
-            rec_ids.append(tok)
-            seq.append(tok)
+    warm_up(lm)
+    _recompute_step(lm, torch.tensor([ids], device=dev))  # warm-up at this length
+    first, steps = _timed_generate_ids(lm, ids, new_tokens)
+    cached_ids, cached_s = first, steps
+    seq = list(ids)
+    rec_ids, rec_s = [], []
+    for _ in range(new_tokens):
+        x = torch.tensor([seq], device=dev)  # [1, n + i]
+        t0 = now(dev)
+        tok = int(_recompute_step(lm, x)[0].argmax())
+        rec_s.append(now(dev) - t0)
+        rec_ids.append(tok)
+        seq.append(tok)
     return CacheComparison(
         prompt_tokens=len(ids), cached_ids=tuple(cached_ids), recompute_ids=tuple(rec_ids),
         cached_ms=tuple(s * 1000.0 for s in cached_s), recompute_ms=tuple(s * 1000.0 for s in rec_s),
@@ -348,44 +346,43 @@ def stage_breakdown(lm: LoadedModel, ids: list[int], repeats: int = 5,
     hooked = {"prefill": [], "decode": []}
     plain = {"prefill": [], "decode": []}
     x = torch.tensor([ids], device=dev)  # [1, n]
-    with lm.lock:
-        warm_up(lm)
-        timer = None
-        try:
-            for r in range(repeats + 1):  # round 0 warms up both variants
-                progress(r / (repeats + 1), f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}")
-                for use_hooks in (False, True):
-                    if use_hooks and timer is None:
-                        timer = _StageTimer(model, dev)
-                    if not use_hooks and timer is not None:
-                        timer.remove()
-                        timer = None
-                    cache = new_cache(lm)
-                    for phase in ("prefill", "decode"):
-                        if timer is not None:
-                            timer.reset()
-                        inp = x if phase == "prefill" else tok
-                        t0 = now(dev)
-                        logits = (prefill if phase == "prefill" else decode_step)(lm, inp, cache)  # [1, vocab]
-                        fwd = now(dev) - t0
-                        samp = _sample_timed(logits, settings, gen, dev)
-                        tok = logits.argmax(-1, keepdim=True)  # [1, 1] same next token in both variants
-                        if r == 0:
-                            continue
-                        total = (fwd + samp) * 1000.0
-                        if timer is None:
-                            plain[phase].append(total)
-                            continue
-                        hooked[phase].append(total)
-                        stages = {s: timer.totals.get(s, 0.0) * 1000.0 for s in STAGES[:5]}
-                        stages["sampling"] = samp * 1000.0
-                        stages["other"] = max(0.0, fwd * 1000.0 - sum(stages[s] for s in STAGES[:5]))
-                        for s in STAGES:
-                            raw[phase][s].append(stages[s])
-            counts = dict(timer.counts) if timer is not None else {}
-        finally:
-            if timer is not None:
-                timer.remove()
+    warm_up(lm)
+    timer = None
+    try:
+        for r in range(repeats + 1):  # round 0 warms up both variants
+            progress(r / (repeats + 1), f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}")
+            for use_hooks in (False, True):
+                if use_hooks and timer is None:
+                    timer = _StageTimer(model, dev)
+                if not use_hooks and timer is not None:
+                    timer.remove()
+                    timer = None
+                cache = new_cache(lm)
+                for phase in ("prefill", "decode"):
+                    if timer is not None:
+                        timer.reset()
+                    inp = x if phase == "prefill" else tok
+                    t0 = now(dev)
+                    logits = (prefill if phase == "prefill" else decode_step)(lm, inp, cache)  # [1, vocab]
+                    fwd = now(dev) - t0
+                    samp = _sample_timed(logits, settings, gen, dev)
+                    tok = logits.argmax(-1, keepdim=True)  # [1, 1] same next token in both variants
+                    if r == 0:
+                        continue
+                    total = (fwd + samp) * 1000.0
+                    if timer is None:
+                        plain[phase].append(total)
+                        continue
+                    hooked[phase].append(total)
+                    stages = {s: timer.totals.get(s, 0.0) * 1000.0 for s in STAGES[:5]}
+                    stages["sampling"] = samp * 1000.0
+                    stages["other"] = max(0.0, fwd * 1000.0 - sum(stages[s] for s in STAGES[:5]))
+                    for s in STAGES:
+                        raw[phase][s].append(stages[s])
+        counts = dict(timer.counts) if timer is not None else {}
+    finally:
+        if timer is not None:
+            timer.remove()
     progress(1.0, "done")
 
     def make(phase, tokens_in):
@@ -583,18 +580,17 @@ def training_vs_inference_memory(lm: LoadedModel, ids: list[int]) -> MemoryCompa
     until it is freed; on CUDA they come from ``torch.cuda.max_memory_allocated``."""
     x = torch.tensor([ids], device=lm.device)  # [1, n]
     cuda = lm.device.type == "cuda"
-    with lm.lock:
-        warm_up(lm)
-        was = [p.requires_grad for p in lm.model.parameters()]
-        try:
-            with torch.inference_mode():
-                lm.model(input_ids=x, use_cache=False)  # warm-up at this length
-            inf = _measure_pass(lm, x, training=False)
-            lm.model.requires_grad_(True)
-            tr = _measure_pass(lm, x, training=True)
-        finally:
-            for p, w in zip(lm.model.parameters(), was):
-                p.requires_grad_(w)
+    warm_up(lm)
+    was = [p.requires_grad for p in lm.model.parameters()]
+    try:
+        with torch.inference_mode():
+            lm.model(input_ids=x, use_cache=False)  # warm-up at this length
+        inf = _measure_pass(lm, x, training=False)
+        lm.model.requires_grad_(True)
+        tr = _measure_pass(lm, x, training=True)
+    finally:
+        for p, w in zip(lm.model.parameters(), was):
+            p.requires_grad_(w)
     method = ("torch.cuda.max_memory_allocated (peak) and memory_allocated (held) on the GPU"
               if cuda else "tensor bytes tracked op by op with a TorchDispatchMode (every storage a pass creates, "
                            "until it is freed; allocator slack not included)")

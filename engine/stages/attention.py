@@ -127,20 +127,19 @@ def measure_forward(lm: LoadedModel, tokens: int, repeats: int = 3, warmup: int 
     model = lm.model
     x = torch.tensor([filler_ids(lm, tokens)], device=lm.device)  # [1, n]
     fwd, att = [], []
-    with lm.lock:
-        before = model.config._attn_implementation
-        model.set_attn_implementation(TIMED_IMPL)
-        try:
-            for i in range(warmup + repeats):
-                _clock["t"] = 0.0
-                t0 = now(lm.device)
-                model(input_ids=x, use_cache=False, logits_to_keep=1)
-                seconds = now(lm.device) - t0
-                if i >= warmup:
-                    fwd.append(seconds)
-                    att.append(_clock["t"])
-        finally:
-            model.set_attn_implementation(before)
+    before = model.config._attn_implementation
+    model.set_attn_implementation(TIMED_IMPL)
+    try:
+        for i in range(warmup + repeats):
+            _clock["t"] = 0.0
+            t0 = now(lm.device)
+            model(input_ids=x, use_cache=False, logits_to_keep=1)
+            seconds = now(lm.device) - t0
+            if i >= warmup:
+                fwd.append(seconds)
+                att.append(_clock["t"])
+    finally:
+        model.set_attn_implementation(before)
     return CostPoint(int(tokens), tuple(fwd), tuple(att))
 
 

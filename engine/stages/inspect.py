@@ -42,20 +42,19 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
         raise _Stop
 
     # Hooks go on the shared model only while holding its lock: another session's pass must never see them.
-    with lm.lock:
-        hooks = [blk.register_forward_pre_hook(
-            lambda m, a, kw: seen.__setitem__("input", (a[0] if a else kw["hidden_states"])), with_kwargs=True)]
-        for attr, _ in _PARTS:
-            hooks.append(getattr(blk, attr).register_forward_hook(
-                lambda m, i, o, attr=attr: seen.__setitem__(attr, arch.block_output(o))))
-        hooks.append(blk.register_forward_hook(stop))
-        try:
-            lm.model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False)
-        except _Stop:
-            pass
-        finally:
-            for h in hooks:
-                h.remove()
+    hooks = [blk.register_forward_pre_hook(
+        lambda m, a, kw: seen.__setitem__("input", (a[0] if a else kw["hidden_states"])), with_kwargs=True)]
+    for attr, _ in _PARTS:
+        hooks.append(getattr(blk, attr).register_forward_hook(
+            lambda m, i, o, attr=attr: seen.__setitem__(attr, arch.block_output(o))))
+    hooks.append(blk.register_forward_hook(stop))
+    try:
+        lm.model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False)
+    except _Stop:
+        pass
+    finally:
+        for h in hooks:
+            h.remove()
     x = seen["input"][0].float()  # [tokens, hidden]
     after_attn = x + seen["self_attn"][0].float()
     order = [("input (residual stream)", x), ("norm (RMSNorm)", seen["input_layernorm"][0]),

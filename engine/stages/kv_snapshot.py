@@ -31,11 +31,10 @@ class CacheSnapshot:
 def replay_cache(lm: LoadedModel, prompt_ids: list[int], generated_ids: list[int]):
     """Prefill ``prompt_ids`` then decode ``generated_ids[:-1]`` one by one; returns the live cache."""
     dev = lm.device
-    with lm.lock:
-        cache = new_cache(lm)
-        prefill(lm, torch.tensor([list(prompt_ids)], device=dev), cache)
-        for tok in list(generated_ids)[:-1]:
-            decode_step(lm, torch.tensor([[int(tok)]], device=dev), cache)
+    cache = new_cache(lm)
+    prefill(lm, torch.tensor([list(prompt_ids)], device=dev), cache)
+    for tok in list(generated_ids)[:-1]:
+        decode_step(lm, torch.tensor([[int(tok)]], device=dev), cache)
     return cache
 
 

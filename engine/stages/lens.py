@@ -44,20 +44,19 @@ def logit_lens(lm: LoadedModel, ids: list[int], max_positions: int = MAX_LENS_PO
     n = len(ids)
     p = max(1, min(int(max_positions), n))
     keep = slice(n - p, n)
-    with lm.lock:  # hooks live on the shared model only while this session holds it
-        with arch.residual_stream(model, lambda t: t[0, keep]) as captured:
-            model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
-        resid = torch.stack(captured)  # [L+1, P, d]
-        answer = arch.unembed(model, resid[-1]).argmax(-1)  # [P] the model's real top-1 at each position
-        top_ids, top_probs, final_prob = [], [], []
-        for start in range(0, resid.shape[0], chunk_layers):
-            probs = arch.unembed(model, resid[start:start + chunk_layers]).float().softmax(-1)  # [c, P, vocab]
-            top = torch.topk(probs, top_k, dim=-1)
-            top_ids.append(top.indices.cpu())
-            top_probs.append(top.values.cpu())
-            final_prob.append(probs.gather(-1, answer.view(1, -1, 1).expand(probs.shape[0], -1, 1))[..., 0].cpu())
-        ids_all = torch.cat(top_ids)  # [L+1, P, k]
-        probs_all = torch.cat(top_probs)
+    with arch.residual_stream(model, lambda t: t[0, keep]) as captured:
+        model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
+    resid = torch.stack(captured)  # [L+1, P, d]
+    answer = arch.unembed(model, resid[-1]).argmax(-1)  # [P] the model's real top-1 at each position
+    top_ids, top_probs, final_prob = [], [], []
+    for start in range(0, resid.shape[0], chunk_layers):
+        probs = arch.unembed(model, resid[start:start + chunk_layers]).float().softmax(-1)  # [c, P, vocab]
+        top = torch.topk(probs, top_k, dim=-1)
+        top_ids.append(top.indices.cpu())
+        top_probs.append(top.values.cpu())
+        final_prob.append(probs.gather(-1, answer.view(1, -1, 1).expand(probs.shape[0], -1, 1))[..., 0].cpu())
+    ids_all = torch.cat(top_ids)  # [L+1, P, k]
+    probs_all = torch.cat(top_probs)
     uniq = sorted(set(ids_all.flatten().tolist()))
     text = dict(zip(uniq, token_text(lm.tokenizer, uniq)))
     nested = tuple(tuple(tuple(text[i] for i in pos) for pos in layer) for layer in ids_all.tolist())

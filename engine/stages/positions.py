@@ -27,8 +27,7 @@ class PositionPredictions:
 def position_predictions(lm: LoadedModel, ids: list[int], top: int = TOP) -> PositionPredictions:
     """One forward pass over ``ids`` (no cache); the logits at position i predict token i + 1."""
     x = torch.tensor([list(ids)], device=lm.device)  # [1, n]
-    with lm.lock:
-        logits = lm.model(input_ids=x, use_cache=False).logits[0].float().cpu()  # [n, vocab]
+    logits = lm.model(input_ids=x, use_cache=False).logits[0].float().cpu()  # [n, vocab]
     logp = logits.log_softmax(-1)  # [n, vocab]
     probs = logp.exp()
     t = torch.topk(probs, min(top, probs.shape[-1]), dim=-1)
