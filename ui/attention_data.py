@@ -7,7 +7,7 @@ import streamlit as st
 
 from engine.stages.attention import CostPoint, measure_forward
 from engine.stages.lens import MAX_LENS_POSITIONS, LensGrid, logit_lens
-from ui import state
+from ui import state, work
 from ui.figures import caption
 from ui.models import get_model
 
@@ -17,12 +17,12 @@ OVERVIEW_KEY = "attention_overview"
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def lens_for(model: str, ids: tuple[int, ...], max_positions: int = MAX_LENS_POSITIONS) -> LensGrid:
-    return logit_lens(get_model(model), list(ids), max_positions)
+    return work.run(logit_lens, get_model(model), list(ids), max_positions)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def cost_point(model: str, tokens: int, repeats: int) -> CostPoint:
-    return measure_forward(get_model(model), tokens, repeats)
+    return work.run(measure_forward, get_model(model), tokens, repeats)
 
 
 def cost_sweep(model: str, lengths: Sequence[int], repeats: int) -> list[CostPoint]:

@@ -7,6 +7,7 @@ from collections import OrderedDict
 import streamlit as st
 
 from engine.experiments import batching as B
+from ui import work
 from ui.models import get_model
 
 
@@ -34,8 +35,8 @@ def _cached(key: tuple, label: str, fn):
             _STORE.move_to_end(key)
             return _STORE[key]
     bar, cb = _bar(label)
-    try:
-        value = fn(cb)
+    try:  # the run happens on the engine worker; its progress events are drawn here, on the script thread
+        value = work.run(fn, work.relay("progress"), key=key, events={"progress": cb})
     finally:
         bar.empty()
     with _LOCK:
@@ -47,12 +48,13 @@ def _cached(key: tuple, label: str, fn):
 
 def sweep(model: str, sizes, steps: int, warmup: int):
     return _cached(("sweep", model, tuple(sizes), steps, warmup), "Batched decode steps",
-                   lambda cb: B.decode_sweep(get_model(model), tuple(sizes), steps=steps, warmup=warmup, progress=cb))
+                   lambda cb, lm=get_model(model): B.decode_sweep(lm, tuple(sizes), steps=steps, warmup=warmup, progress=cb))
 
 
 def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float):
+    lm = get_model(model)
+
     def run(cb):
-        lm = get_model(model)
         return B.serve(lm, B.make_workload(lm.tokenizer, ws), policy, max_batch, timeout, progress=cb)
 
     return _cached(("serve", model, ws, policy, max_batch, timeout), f"Serving with {policy} batching", run)
@@ -61,7 +63,7 @@ def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeo
 def load(model: str, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int):
     return _cached(("load", model, ws, tuple(rates), probe_tokens, max_batch),
                    "Your request on a quiet and a busy server",
-                   lambda cb: B.load_sweep(get_model(model), ws, tuple(rates), probe_tokens, max_batch=max_batch,
+                   lambda cb, lm=get_model(model): B.load_sweep(lm, ws, tuple(rates), probe_tokens, max_batch=max_batch,
                                            progress=cb))
 
 

@@ -8,6 +8,7 @@ import streamlit as st
 
 from engine.stages import embeddings as E
 from engine.stages import tokens as T
+from ui import work
 from ui.models import get_model
 
 
@@ -20,39 +21,39 @@ def prompt_ids(model: str, prompt: str, chat: bool) -> tuple[tuple[int, ...], tu
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def embeddings_for(model: str, ids: tuple[int, ...]) -> E.PromptEmbeddings:
-    return E.prompt_embeddings(get_model(model), ids)
+    return work.run(E.prompt_embeddings, get_model(model), ids)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def map_for(model: str, ids: tuple[int, ...], sample_size: int, seed: int) -> E.EmbeddingMap:
-    return E.embedding_map(get_model(model), ids, sample_size, seed)
+    return work.run(E.embedding_map, get_model(model), ids, sample_size, seed)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def neighbours_for(model: str, token_id: int, k: int) -> E.Neighbours:
-    return E.nearest_tokens(get_model(model), token_id, k)
+    return work.run(E.nearest_tokens, get_model(model), token_id, k)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def rope_for(model: str, n_positions: int) -> E.RopeAngles:
-    return E.rope_angles(get_model(model), n_positions)
+    return work.run(E.rope_angles, get_model(model), n_positions)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def relative_for(model: str, q_token: int, k_token: int, head: int, n_positions: int) -> E.RelativeDemo:
-    return E.relative_demo(get_model(model), q_token, k_token, head, n_positions)
+    return work.run(E.relative_demo, get_model(model), q_token, k_token, head, n_positions)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def learned_for(model: str, n_positions: int) -> E.LearnedPositions:
-    return E.learned_positions(get_model(model), n_positions)
+    return work.run(E.learned_positions, get_model(model), n_positions)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def tied_for(model: str) -> E.TiedCheck:
-    return E.tied_check(get_model(model))
+    return work.run(E.tied_check, get_model(model))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def row_pair_for(model: str, token_id: int, n: int = 6):
-    return E.row_pair(get_model(model), token_id, n)
+    return work.run(E.row_pair, get_model(model), token_id, n)

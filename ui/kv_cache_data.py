@@ -4,10 +4,11 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.stages.kv_snapshot import CacheSnapshot, cache_snapshot
+from ui import work
 from ui.models import get_model
 
 
 @st.cache_data(max_entries=3, show_spinner=False)
 def snapshot_for(model: str, prompt_ids: tuple[int, ...], generated_ids: tuple[int, ...]) -> CacheSnapshot:
     """The real cache at the end of a run (prefill + decode replayed with the run's own tokens)."""
-    return cache_snapshot(get_model(model), list(prompt_ids), list(generated_ids))
+    return work.run(cache_snapshot, get_model(model), list(prompt_ids), list(generated_ids))

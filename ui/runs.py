@@ -6,7 +6,7 @@ import streamlit as st
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
 from engine.trace import Trace, run_trace
-from ui import state
+from ui import state, work
 from ui.models import current_model, get_model
 
 
@@ -14,7 +14,7 @@ from ui.models import current_model, get_model
 def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
               top_p: float, seed: int) -> Trace:
     lm = get_model(model)
-    return run_trace(lm, prompt, SamplingSettings(temperature, top_k, top_p), max_new_tokens, seed, chat)
+    return work.run(run_trace, lm, prompt, SamplingSettings(temperature, top_k, top_p), max_new_tokens, seed, chat)
 
 
 def current_trace() -> Trace:
@@ -34,4 +34,4 @@ def current_trace() -> Trace:
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
     from engine.stages.inspect import block_walk
 
-    return block_walk(get_model(model), list(ids), layer)
+    return work.run(block_walk, get_model(model), list(ids), layer)

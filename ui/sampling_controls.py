@@ -12,7 +12,7 @@ from engine.stages.positions import PositionPredictions, position_predictions
 from engine.prompt import token_text
 from engine.sampling import SamplingSettings
 from engine.experiments.stepper import Stepper
-from ui import state
+from ui import state, work
 from ui.html import visible
 from ui.models import get_model
 
@@ -77,7 +77,8 @@ def stepper(lm, trace) -> Stepper:
 def _append(lm, token_id: int, at_step: int) -> None:
     stp = st.session_state[P + "stepper"]
     if not stp.full:
-        stp.append(lm, token_id, at_step=at_step)  # ignored if a concurrent click already moved it on
+        # on the engine worker; a repeated click (same step) joins the running job, a stale one is ignored
+        work.run(stp.append, lm, token_id, at_step=at_step, key=("stepper", id(stp), at_step))
     st.session_state[P + "view_step"] = stp.step
     st.session_state[P + "view"] = stp.step
 
@@ -126,7 +127,7 @@ def token_strings(lm, ids) -> list[str]:
 def predictions_for(model: str, ids: tuple[int, ...]) -> tuple[PositionPredictions, list[str]]:
     """One forward pass over the prompt (cached): predictions at every position, and the top guesses' text."""
     lm = get_model(model)
-    pp = position_predictions(lm, list(ids))
+    pp = work.run(position_predictions, lm, list(ids))
     return pp, token_text(lm.tokenizer, pp.top_ids[:, 0])
 
 

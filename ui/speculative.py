@@ -10,6 +10,7 @@ from engine.experiments.drafters import make_drafter
 from engine.prompt import encode_prompt, token_text
 from engine.sampling import SamplingSettings
 from engine.experiments.speculative import SpecRun, race, sweep_k
+from ui import work
 from ui.models import get_model
 from ui.speculative_figures import clock_html, lane_html
 
@@ -82,8 +83,11 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
         shown = sum(1 for _, role in spec_pieces if role != "rejected")
         spec_clock.html(clock_html(clock["spec"], shown, clock["passes"]))
 
-    run = race(lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens, params.seed,
-               drafter=drafter, on_plain_step=on_step, on_round=on_round, on_prefill=on_prefill)
+    # The race runs on the engine worker; its steps come back as events drawn here, on the script thread.
+    run = work.run(race, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens, params.seed,
+                   drafter=drafter, on_plain_step=work.relay("plain"), on_round=work.relay("round"),
+                   on_prefill=work.relay("prefill"), key=("race", params),
+                   events={"plain": on_step, "round": on_round, "prefill": on_prefill})
     plain_lane.html(lane_html(plain_pieces))
     spec_lane.html(lane_html(lane_pieces(run)))
     _store(_RACES)[params] = run
@@ -118,6 +122,8 @@ def sweep(params: RaceParams, ks: tuple[int, ...], max_new_tokens: int, progress
     if key not in store and progress is not None:
         lm = get_model(params.model)
         ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
-        store[key] = sweep_k(lm, ids, params.drafter, ks, params.settings, max_new_tokens, params.seed,
-                             on_progress=progress, loader=get_model)
+        drafter = make_drafter(lm, params.drafter, loader=get_model)  # loads a draft model here, not on the worker
+        store[key] = work.run(sweep_k, lm, ids, params.drafter, ks, params.settings, max_new_tokens, params.seed,
+                              on_progress=work.relay("progress"), drafter=drafter,
+                              key=("sweep", key), events={"progress": progress})
     return store.get(key)

@@ -5,29 +5,30 @@ import streamlit as st
 
 from engine.experiments import timeline as T
 from engine.sampling import SamplingSettings
+from ui import work
 from ui.models import get_model
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int) -> T.SweepRow:
     """One prompt length of the sweep (its own warm-up, then the repeats); cached per length."""
-    return T.prompt_length_sweep(get_model(model), (length,), new_tokens, repeats).rows[0]
+    return work.run(T.prompt_length_sweep, get_model(model), (length,), new_tokens, repeats).rows[0]
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
 def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> T.CacheComparison:
-    return T.cache_comparison(get_model(model), list(ids), new_tokens)
+    return work.run(T.cache_comparison, get_model(model), list(ids), new_tokens)
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
 def breakdown_for(model: str, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
                   ) -> T.Breakdown:
-    return T.stage_breakdown(get_model(model), list(ids), repeats, SamplingSettings(temperature, top_k, top_p))
+    return work.run(T.stage_breakdown, get_model(model), list(ids), repeats, SamplingSettings(temperature, top_k, top_p))
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
 def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
-    return T.training_vs_inference_memory(get_model(model), list(ids))
+    return work.run(T.training_vs_inference_memory, get_model(model), list(ids))
 
 
 def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> T.Sweep:
@@ -51,7 +52,7 @@ def hardware_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
     key = f"timeline_probe_{device}"
     if remeasure or key not in st.session_state:
         with st.spinner("Measuring memory bandwidth and matmul throughput..."):
-            st.session_state[key] = T.hardware_probe(device)
+            st.session_state[key] = work.run(T.hardware_probe, device)
     return st.session_state[key]
 
 

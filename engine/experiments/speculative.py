@@ -328,11 +328,11 @@ class SweepPoint:
 
 def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: SamplingSettings = SamplingSettings(),
             max_new_tokens: int = 48, seed: int = 0, on_progress: Callable[[int, int], None] | None = None,
-            loader: Callable | None = None) -> tuple[SweepPoint, ...]:
+            loader: Callable | None = None, drafter=None) -> tuple[SweepPoint, ...]:
     """Speedup against k for one drafter. Plain decoding is re-measured before every k (interleaved), so a
     shared machine's drift hits both sides of each ratio alike."""
     ks = sorted({int(k) for k in ks if 1 <= int(k) <= MAX_K})
-    drafter = make_drafter(lm, drafter_spec, **({"loader": loader} if loader else {}))
+    drafter = drafter or make_drafter(lm, drafter_spec, **({"loader": loader} if loader else {}))
     points = []
     for i, k in enumerate(ks):
         r = race(lm, ids, drafter_spec, k, settings, max_new_tokens, seed, drafter=drafter)
