@@ -42,8 +42,15 @@ def block_output(out) -> torch.Tensor:
 @contextmanager
 def residual_stream(model, select: Callable[[torch.Tensor], torch.Tensor] = lambda t: t):
     """While active, every forward pass appends the embedding output, then each block's output (the residual
-    stream after that block), passed through ``select``, to the yielded list. Hold the model's lock: the
-    hooks are on the shared model."""
+    stream after that block), passed through ``select``, to the yielded list. A loaded model has these hooks
+    from load time (engine.instrument) and they are only switched on here; a bare model gets them for the
+    duration of the block."""
+    from engine import instrument
+
+    if instrument.installed(model):
+        with instrument.residual_stream(select) as captured:
+            yield captured
+        return
     captured: list[torch.Tensor] = []
     hooks = [model.get_input_embeddings().register_forward_hook(lambda m, i, o: captured.append(select(o)))]
     for blk in blocks(model):

@@ -211,9 +211,12 @@ def describe(name: str, source: str, model, tokenizer) -> ModelInfo:
 
 
 def _finish(name: str, source: str, model, tokenizer, device: torch.device) -> LoadedModel:
+    from engine import instrument
+
     model.eval()
     model.requires_grad_(False)
     model.to(device)
+    instrument.install(model)  # measuring attention and residual hooks: installed now, switched on per job
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(name, model, tokenizer, describe(name, source, model, tokenizer))

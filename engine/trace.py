@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine import arch
+from engine import arch, instrument
 from engine.kv import kv_bytes, kv_tokens
 from engine.loop import decode, eos_ids, new_cache, prefill, warm_up
 from engine.models import LoadedModel, ModelInfo
@@ -205,21 +205,13 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
 
 @torch.inference_mode()
 def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
-    """Untimed look inside one pass over the prompt: attention weights (eager attention, first ATTN_MAX
-    positions; causality makes them identical to the full pass), next-token predictions at every position,
+    """Untimed look inside one pass over the prompt: attention weights (first ATTN_MAX positions;
+    causality makes them identical to a pass over those alone), next-token predictions at every position,
     the residual stream's norm after each block, and the logit lens at the last position."""
     model, dev = lm.model, lm.device
     x = torch.tensor([ids], device=dev)  # [1, n]
     with arch.residual_stream(model) as captured:
-        m = min(len(ids), ATTN_MAX)
-        if m == len(ids):
-            logits, att = _eager(lm, x, attentions=True)
-        else:
-            logits, _ = _eager(lm, x, attentions=False)
-            resid = captured[:]
-            captured.clear()
-            _, att = _eager(lm, x[:, :m], attentions=True)
-            captured[:] = resid
+        logits, att = _analysis_pass(lm, x, min(len(ids), ATTN_MAX))
     resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
     probs = logits[0].float().softmax(-1)  # [n, vocab]
     top = torch.topk(probs, TOP_K_RECORD, dim=-1)
@@ -240,18 +232,17 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     )
 
 
-def _eager(lm: LoadedModel, x: torch.Tensor, attentions: bool):
-    """A plain forward pass; with ``attentions`` it switches to eager attention, which returns weights."""
+def _analysis_pass(lm: LoadedModel, x: torch.Tensor, m: int):
+    """One plain forward pass over the prompt that also records every layer's attention weights (first ``m``
+    positions). The measuring attention installed at load (engine.instrument) is switched on for this pass
+    only; the model itself is not changed. A model loaded without SDPA runs eager attention and returns them."""
     model = lm.model
-    before = model.config._attn_implementation
-    if attentions and before != "eager":
-        model.set_attn_implementation("eager")
-    try:
-        out = model(input_ids=x, use_cache=False, output_attentions=attentions)
-    finally:
-        if attentions and before != "eager":
-            model.set_attn_implementation(before)
-    return out.logits, out.attentions
+    if instrument.measured(model):
+        with instrument.attention_weights(limit=m) as att:
+            logits = model(input_ids=x, use_cache=False).logits
+        return logits, att
+    out = model(input_ids=x, use_cache=False, output_attentions=True)
+    return out.logits, [a[..., :m, :m] for a in out.attentions]
 
 
 def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(), max_new_tokens: int = 16,

@@ -23,6 +23,8 @@ from __future__ import annotations
 import collections
 import contextvars
 import itertools
+import json
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -185,6 +187,20 @@ class Worker:
                 **{k: int(v) for k, v in self._counts.items()},
             }
 
+    def _publish(self) -> None:
+        """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
+        browser test sees the server's worker go idle after a tab closes."""
+        path = os.environ.get("ILE_WORKER_STATS")
+        if not path:
+            return
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.stats(), f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
     def idle(self) -> bool:
         with self._cv:
             return self._running is None and not self._queue
@@ -208,6 +224,7 @@ class Worker:
         while True:
             job = self._next()
             job.state, job.started_at = "running", time.monotonic()
+            self._publish()
             token = _current.set(job)
             try:
                 value = job.fn(*job.args, **job.kwargs)
@@ -224,6 +241,7 @@ class Worker:
                 _current.reset(token)
                 with self._cv:
                     self._running = None
+                self._publish()
 
 
 _WORKER: Worker | None = None

@@ -38,18 +38,14 @@ def _time_engine(lm, ids, n, record):
 
 @torch.inference_mode()
 def _time_generate(lm, ids, n):
-    # generate() fills unset fields from the model's own generation_config, so EOS must be cleared there to
-    # never stop early; min_new_tokens is not used because it masks EOS out of the argmax (changing tokens).
-    cfg = GenerationConfig(max_new_tokens=n, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id)
+    # generate() fills fields left as None from the model's own generation_config (so EOS would come back); an
+    # empty EOS list is "set" and stops nothing, and the shared model's generation_config is never edited.
+    # min_new_tokens is not used because it masks EOS out of the argmax (changing tokens).
+    cfg = GenerationConfig(max_new_tokens=n, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=[])
     x = torch.tensor([ids], device=lm.device)
-    saved = lm.model.generation_config.eos_token_id
-    lm.model.generation_config.eos_token_id = None
-    try:
-        t0 = now(lm.device)
-        out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
-        seconds = now(lm.device) - t0
-    finally:
-        lm.model.generation_config.eos_token_id = saved
+    t0 = now(lm.device)
+    out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
+    seconds = now(lm.device) - t0
     out = out[0, len(ids):].tolist()
     assert len(out) == n, f"generate produced {len(out)} tokens, expected {n}"
     return seconds, out

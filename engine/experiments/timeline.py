@@ -538,9 +538,18 @@ def _tensors(out):
 
 
 def _measure_pass(lm: LoadedModel, x: torch.Tensor, training: bool) -> tuple[int, int, int, int, int]:
-    """(held bytes, peak bytes, saved bytes, saved count, logits bytes) for one forward pass."""
+    """(held bytes, peak bytes, saved bytes, saved count, logits bytes) for one forward pass.
+
+    For training the parameters must require grad. The shared model's are never toggled: the pass runs through
+    ``torch.func.functional_call`` with views of the same storage that require grad (no copy, no change to the
+    model another session might be using)."""
     model, dev = lm.model, lm.device
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    if training:
+        grad_params = {n: p.detach().requires_grad_(True) for n, p in model.named_parameters()}
+        run = lambda: torch.func.functional_call(model, grad_params, (), {"input_ids": x, "use_cache": False})  # noqa: E731
+    else:
+        run = lambda: model(input_ids=x, use_cache=False)  # noqa: E731
     saved: dict[int, int] = {}
 
     def pack(t):
@@ -557,14 +566,14 @@ def _measure_pass(lm: LoadedModel, x: torch.Tensor, training: bool) -> tuple[int
         torch.cuda.reset_peak_memory_stats(dev)
         base = torch.cuda.memory_allocated(dev)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ctx:
-            logits = model(input_ids=x, use_cache=False).logits  # [1, n, vocab], kept like a loss would
+            logits = run().logits  # [1, n, vocab], kept like a loss would
         torch.cuda.synchronize()
         held = torch.cuda.memory_allocated(dev) - base
         peak = torch.cuda.max_memory_allocated(dev) - base
     else:
         tracker = _LiveTensorBytes()
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ctx, tracker:
-            logits = model(input_ids=x, use_cache=False).logits  # [1, n, vocab], kept like a loss would
+            logits = run().logits  # [1, n, vocab], kept like a loss would
         held, peak = tracker.live, tracker.peak
     lbytes = logits.numel() * logits.element_size()
     del logits
@@ -581,16 +590,10 @@ def training_vs_inference_memory(lm: LoadedModel, ids: list[int]) -> MemoryCompa
     x = torch.tensor([ids], device=lm.device)  # [1, n]
     cuda = lm.device.type == "cuda"
     warm_up(lm)
-    was = [p.requires_grad for p in lm.model.parameters()]
-    try:
-        with torch.inference_mode():
-            lm.model(input_ids=x, use_cache=False)  # warm-up at this length
-        inf = _measure_pass(lm, x, training=False)
-        lm.model.requires_grad_(True)
-        tr = _measure_pass(lm, x, training=True)
-    finally:
-        for p, w in zip(lm.model.parameters(), was):
-            p.requires_grad_(w)
+    with torch.inference_mode():
+        lm.model(input_ids=x, use_cache=False)  # warm-up at this length
+    inf = _measure_pass(lm, x, training=False)
+    tr = _measure_pass(lm, x, training=True)
     method = ("torch.cuda.max_memory_allocated (peak) and memory_allocated (held) on the GPU"
               if cuda else "tensor bytes tracked op by op with a TorchDispatchMode (every storage a pass creates, "
                            "until it is freed; allocator slack not included)")

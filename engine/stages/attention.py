@@ -15,6 +15,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from engine import instrument
 from engine.kv import kv_bytes_formula
 from engine.models import LoadedModel, ModelInfo
 from engine.timing import now
@@ -127,19 +128,14 @@ def measure_forward(lm: LoadedModel, tokens: int, repeats: int = 3, warmup: int 
     model = lm.model
     x = torch.tensor([filler_ids(lm, tokens)], device=lm.device)  # [1, n]
     fwd, att = [], []
-    before = model.config._attn_implementation
-    model.set_attn_implementation(TIMED_IMPL)
-    try:
-        for i in range(warmup + repeats):
-            _clock["t"] = 0.0
+    for i in range(warmup + repeats):
+        with instrument.attention_timer() as clock:  # switched on for this pass; the model is not changed
             t0 = now(lm.device)
             model(input_ids=x, use_cache=False, logits_to_keep=1)
             seconds = now(lm.device) - t0
-            if i >= warmup:
-                fwd.append(seconds)
-                att.append(_clock["t"])
-    finally:
-        model.set_attn_implementation(before)
+        if i >= warmup:
+            fwd.append(seconds)
+            att.append(clock[0])
     return CostPoint(int(tokens), tuple(fwd), tuple(att))
 
 

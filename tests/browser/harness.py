@@ -28,8 +28,9 @@ class App:
     def __init__(self):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         SHOTS.mkdir(parents=True, exist_ok=True)
+        self.stats_path = SHOTS.parent / f"worker-{self.port}.json"  # the engine worker's stats (engine/worker.py)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path))
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -45,6 +46,14 @@ class App:
                 time.sleep(0.5)
         self.stop()
         raise RuntimeError("streamlit did not start")
+
+    def worker_stats(self) -> dict:
+        import json
+
+        try:
+            return json.loads(self.stats_path.read_text())
+        except (OSError, ValueError):
+            return {}
 
     def stop(self):
         self.proc.terminate()

@@ -1,0 +1,127 @@
+"""The engine worker: one thread runs every job; duplicates join, queues are bounded per session, a cancelled or
+abandoned job stops within one forward pass, and two races that use each other's models as drafts both finish."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from engine import worker
+from engine.worker import Cancelled, Worker
+
+
+def _slow_decode(lm, n, started=None):
+    """A decode of n steps on the tiny model: every pass checks for cancellation (engine.loop.forward)."""
+    import torch
+
+    from engine.loop import decode, new_cache, prefill
+
+    cache = new_cache(lm)
+    tok = int(prefill(lm, torch.tensor([[1, 2, 3]]), cache)[0].argmax())
+
+    def step(i, t, logits, s):
+        worker.relay("step")(i)
+        if started is not None:
+            started.set()
+        time.sleep(0.01)
+
+    return decode(lm, tok, cache, n, on_step=step)
+
+
+def test_one_thread_runs_every_job():
+    w = Worker()
+    names = {w.submit(lambda: threading.current_thread().name).result(5) for _ in range(5)}
+    assert names == {"ile-engine-worker"}
+
+
+def test_same_key_same_session_joins_the_running_job(tiny_lm):
+    w = Worker()
+    started = threading.Event()
+    a = w.submit(_slow_decode, tiny_lm, 40, started, key="k", session="s1")
+    started.wait(10)
+    b = w.submit(_slow_decode, tiny_lm, 40, started, key="k", session="s1")
+    c = w.submit(_slow_decode, tiny_lm, 2, key="k", session="s2")  # another session: its own job
+    assert b is a and c is not a
+    assert w.stats()["deduplicated"] == 1
+    a.result(30), c.result(30)
+
+
+def test_per_session_queue_is_bounded_newest_wins(tiny_lm):
+    w = Worker()
+    started = threading.Event()
+    running = w.submit(_slow_decode, tiny_lm, 30, started, key="run", session="s")
+    started.wait(10)
+    queued = [w.submit(_slow_decode, tiny_lm, 2, key=f"q{i}", session="s") for i in range(4)]
+    assert w.stats()["queued"] <= worker.MAX_QUEUED_PER_SESSION + 2  # cancelled ones leave when reached
+    assert [q.cancelled for q in queued] == [True, True, False, False]
+    for q in queued[:2]:
+        with pytest.raises(Cancelled):
+            q.result(30)
+    assert queued[-1].result(30)[1] == "max_new_tokens"
+    running.result(30)
+
+
+def test_cancel_stops_within_one_step(tiny_lm):
+    w = Worker()
+    started = threading.Event()
+    job = w.submit(_slow_decode, tiny_lm, 10_000, started)
+    started.wait(10)
+    t0 = time.monotonic()
+    job.cancel()
+    with pytest.raises(Cancelled):
+        job.result(10)
+    assert time.monotonic() - t0 < 1.0
+    steps = [e for e in job.events() if e[0] == "step"]
+    assert 0 < len(steps) < 10_000
+    assert w.idle()
+
+
+def test_abandoned_job_is_cancelled_after_the_grace(tiny_lm):
+    w = Worker()
+    started = threading.Event()
+    job = w.submit(_slow_decode, tiny_lm, 10_000, started, key="race", session="gone")
+    started.wait(10)
+    job.detach()  # the script run that waited for it was stopped (tab closed)
+    with pytest.raises(Cancelled):
+        job.result(worker.DETACH_GRACE_S + 5)
+    assert w.idle()
+
+
+def test_rerun_reattaches_instead_of_restarting(tiny_lm):
+    w = Worker()
+    started = threading.Event()
+    job = w.submit(_slow_decode, tiny_lm, 150, started, key="race", session="s")
+    started.wait(10)
+    job.detach()
+    again = w.submit(_slow_decode, tiny_lm, 150, key="race", session="s")  # the rerun, same inputs
+    assert again is job
+    time.sleep(worker.DETACH_GRACE_S + 0.3)
+    assert again.result(30)[1] == "max_new_tokens"
+
+
+def test_two_races_with_each_others_models_as_drafts_both_finish():
+    """Session 1 races target A with draft B while session 2 races target B with draft A (the lock-ordering
+    deadlock of per-model locks): on one worker both finish, with greedy output equal to plain decoding."""
+    from engine.experiments.drafters import make_drafter
+    from engine.experiments.speculative import race
+    from engine.models import load_model
+
+    a, b = load_model("tiny-random"), load_model("tiny-random")
+    ids = list(range(5, 20))
+    results, errors = {}, []
+
+    def session(name, target, draft):
+        try:
+            d = make_drafter(target, "model:other", loader=lambda _: draft)
+            job = worker.submit(race, target, ids, "model:other", 3, max_new_tokens=12, drafter=d, session=name,
+                                key="race")
+            results[name] = job.result(120)
+        except Exception as exc:  # pragma: no cover - shown by the assert
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=("s1", a, b)), threading.Thread(target=session, args=("s2", b, a))]
+    [t.start() for t in threads]
+    [t.join(180) for t in threads]
+    assert not errors and set(results) == {"s1", "s2"}
+    assert all(r.identical for r in results.values())
