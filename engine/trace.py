@@ -20,6 +20,8 @@ from engine.loop import decode, eos_ids, new_cache, prefill, warm_up
 from engine.models import LoadedModel, ModelInfo
 from engine.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
+from engine.stages.lens import MAX_LENS_POSITIONS
+from engine.stages.positions import PositionPredictions, predictions_from_logits
 from engine.timing import now
 
 TOP_K_RECORD = 10  # alternatives kept per position / step
@@ -54,6 +56,10 @@ class PromptAnalysis:
     lens_probs: np.ndarray  # [layers+1, 5]
     embedding_preview: np.ndarray  # [n, 8] first values of each token's embedding vector
     hidden_preview: np.ndarray  # [8] first values of the last position's final (normed) hidden state
+    # From the same pass, so no page runs a second one for this prompt:
+    positions: PositionPredictions | None = None  # predictions at every position (the sampling page)
+    lens_resid: np.ndarray | None = None  # [layers+1, P, d] residual stream at the last P <= MAX_LENS_POSITIONS
+    #                                       positions, read through the logit lens without a pass (attention page)
 
 
 @dataclass(frozen=True)
@@ -229,6 +235,9 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
         lens_probs=lens_top.values.cpu().numpy().astype(np.float32),
         embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
         hidden_preview=final_hidden[:8].float().cpu().numpy(),
+        positions=predictions_from_logits(ids, logits[0]),
+        lens_resid=torch.stack([c[0, -MAX_LENS_POSITIONS:] for c in captured[: len(arch.blocks(model)) + 1]])
+        .float().cpu().numpy(),  # [L+1, P, d]
     )
 
 

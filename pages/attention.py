@@ -3,10 +3,9 @@ import streamlit as st
 
 from engine.stages.attention import (fit_power, first_token_pull, growth_exponent, gqa_saving, head_entropy_bits,
                               head_mean_distance, kv_groups, kv_head_of)
-from engine.stages.lens import MAX_LENS_POSITIONS
 from engine.trace import ATTN_MAX
 from ui import nav, state
-from ui.attention_data import (HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_for, overview_chart)
+from ui.attention_data import (HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_of, overview_chart)
 from ui.attention_figures import (DRAW_MAX, LENS_DRAW_MAX, attention_map, cost_chart, final_prob_line,
                                   gqa_diagram, head_overview, kv_saving_bar, lens_grid, query_bar,
                                   residual_norms_chart)
@@ -167,7 +166,7 @@ st.markdown(
     "block as if it were the last: final norm, then the output head, then softmax. Early layers guess "
     "something shallow; the real answer forms in the later layers.")
 with st.spinner("Reading the residual stream through the output head at every layer..."):
-    lens = lens_for(lm.name, tr.prompt_ids, MAX_LENS_POSITIONS)
+    lens = lens_of(lm, tr)
 covered = len(lens.positions)
 cols = covered
 if covered > 2:

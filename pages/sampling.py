@@ -10,7 +10,7 @@ from ui.layout import chart, notes, try_this, what_you_see
 from ui.models import current_model
 from ui.runs import current_trace
 from ui.sampling_controls import (
-    actions, histogram_rows, local_settings, md_code, predictions_for, stepper, token_strings, view_step,
+    actions, histogram_rows, local_settings, md_code, predictions_of, stepper, token_strings, view_step,
 )
 from ui.sampling_figures import cumulative_curve, draws_vs_probs, position_probs, stage_bars, step_chart
 
@@ -130,7 +130,7 @@ st.header("6. A prediction at every position, from one pass", divider="gray")
 st.markdown("A forward pass over the prompt computes a next-token distribution at **every** position, not only "
             "the last: position i predicts token i + 1. Generation uses just the last one. Speculative decoding "
             "uses all of them to check several drafted tokens in one pass.")
-pp, guesses = predictions_for(lm.name, tuple(tr.prompt_ids))
+pp, guesses = predictions_of(lm, tr)
 toks = list(tr.prompt_tokens)
 chart(position_probs(toks[:-1], toks[1:], pp.actual_probs, pp.actual_ranks), "model",
       f"One forward pass over the {len(toks)} prompt tokens (temperature 1). The model's top guess was right at "

@@ -6,7 +6,7 @@ from typing import Sequence
 import streamlit as st
 
 from engine.stages.attention import CostPoint, measure_forward
-from engine.stages.lens import MAX_LENS_POSITIONS, LensGrid, logit_lens
+from engine.stages.lens import MAX_LENS_POSITIONS, LensGrid, lens_from_residual, logit_lens
 from ui import state, work
 from ui.figures import caption
 from ui.models import get_model
@@ -18,6 +18,19 @@ OVERVIEW_KEY = "attention_overview"
 @st.cache_data(max_entries=8, show_spinner=False)
 def lens_for(model: str, ids: tuple[int, ...], max_positions: int = MAX_LENS_POSITIONS) -> LensGrid:
     return work.run(logit_lens, get_model(model), list(ids), max_positions)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _lens_read(model: str, ids: tuple[int, ...], _resid) -> LensGrid:
+    return work.run(lens_from_residual, get_model(model), list(ids), _resid)
+
+
+def lens_of(lm, trace) -> LensGrid:
+    """The logit lens read from the residual stream the trace's one analysis pass recorded (no second pass)."""
+    a = trace.analysis
+    if a is None or a.lens_resid is None:
+        return lens_for(lm.name, tuple(trace.prompt_ids), MAX_LENS_POSITIONS)
+    return _lens_read(lm.name, tuple(trace.prompt_ids), a.lens_resid)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

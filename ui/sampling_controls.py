@@ -131,6 +131,14 @@ def predictions_for(model: str, ids: tuple[int, ...]) -> tuple[PositionPredictio
     return pp, token_text(lm.tokenizer, pp.top_ids[:, 0])
 
 
+def predictions_of(lm, trace) -> tuple[PositionPredictions, list[str]]:
+    """Predictions at every position, read from the trace's one analysis pass (no pass of its own)."""
+    pp = trace.analysis.positions if trace.analysis is not None else None
+    if pp is None:
+        return predictions_for(lm.name, tuple(trace.prompt_ids))
+    return pp, token_text(lm.tokenizer, pp.top_ids[:, 0])
+
+
 def histogram_rows(sg, draws, limit: int = 15) -> tuple[list[int], list[float], list[int]]:
     """Tokens for the histogram: the most likely possible ones, then any other token that was drawn."""
     possible = [int(i) for i, f in zip(sg.ids, sg.final) if f > 0][:12]

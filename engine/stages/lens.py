@@ -46,7 +46,17 @@ def logit_lens(lm: LoadedModel, ids: list[int], max_positions: int = MAX_LENS_PO
     keep = slice(n - p, n)
     with arch.residual_stream(model, lambda t: t[0, keep]) as captured:
         model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
-    resid = torch.stack(captured)  # [L+1, P, d]
+    return lens_from_residual(lm, ids, torch.stack(captured), top_k, chunk_layers)  # [L+1, P, d]
+
+
+@torch.inference_mode()
+def lens_from_residual(lm: LoadedModel, ids: list[int], resid, top_k: int = TOP_K, chunk_layers: int = 4) -> LensGrid:
+    """The lens read from a residual stream already recorded (``resid`` [L+1, P, d] for the last P prompt
+    positions, e.g. ``PromptAnalysis.lens_resid`` from the prompt's one analysis pass): no forward pass."""
+    model = lm.model
+    dtype = next(model.parameters()).dtype
+    resid = torch.as_tensor(resid).to(device=lm.device, dtype=dtype)  # [L+1, P, d]
+    n, p = len(ids), resid.shape[1]
     answer = arch.unembed(model, resid[-1]).argmax(-1)  # [P] the model's real top-1 at each position
     top_ids, top_probs, final_prob = [], [], []
     for start in range(0, resid.shape[0], chunk_layers):

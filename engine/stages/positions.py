@@ -27,7 +27,14 @@ class PositionPredictions:
 def position_predictions(lm: LoadedModel, ids: list[int], top: int = TOP) -> PositionPredictions:
     """One forward pass over ``ids`` (no cache); the logits at position i predict token i + 1."""
     x = torch.tensor([list(ids)], device=lm.device)  # [1, n]
-    logits = lm.model(input_ids=x, use_cache=False).logits[0].float().cpu()  # [n, vocab]
+    return predictions_from_logits(ids, lm.model(input_ids=x, use_cache=False).logits[0], top)
+
+
+@torch.inference_mode()
+def predictions_from_logits(ids: list[int], logits: torch.Tensor, top: int = TOP) -> PositionPredictions:
+    """Predictions at every position from the logits of a pass already made (``logits`` [n, vocab])."""
+    x = torch.tensor([list(ids)])  # [1, n]
+    logits = logits.float().cpu()  # [n, vocab]
     logp = logits.log_softmax(-1)  # [n, vocab]
     probs = logp.exp()
     t = torch.topk(probs, min(top, probs.shape[-1]), dim=-1)
