@@ -29,7 +29,7 @@ class App:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         SHOTS.mkdir(parents=True, exist_ok=True)
-X
+        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/worker.py)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path))
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
