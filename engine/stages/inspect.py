@@ -41,7 +41,8 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
         seen["output"] = arch.block_output(o)
         raise _Stop
 
-    # Hooks go on the shared model only while holding its lock: another session's pass must never see them.
+    # Hooks go on the shared model only for this job: every pass runs on the one engine worker, so no other
+    # session's pass can see them; they are removed before the job ends.
     hooks = [blk.register_forward_pre_hook(
         lambda m, a, kw: seen.__setitem__("input", (a[0] if a else kw["hidden_states"])), with_kwargs=True)]
     for attr, _ in _PARTS:
