@@ -332,28 +332,32 @@ def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, p
 
     samples: list[MetricsSample] = []
     results, errors = [], []
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="serve-bench") as pool:
-        futs = {pool.submit(one, i) for i in range(n)}
-        pending = set(futs)
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                for f in done:
-                    exc = f.exception()
-                    if exc is None:
-                        results.append(f.result())
-                    else:
-                        errors.append(str(exc) if isinstance(exc, C.ServingError) else f"{type(exc).__name__}: {exc}")
-                if poll:
-                    s = sample_metrics(cfg, cl, time.perf_counter() - t0)
-                    if s is not None:
-                        samples.append(s)
-                on_tick(len(results) + len(errors))  # may raise (the UI stops a left session this way)
-                if time.perf_counter() > deadline:
-                    cancel.set()
-        finally:
-            if pending:
-                cancel.set()  # close the streams still open: the server stops generating for them
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="serve-bench")
+    pending = {pool.submit(one, i) for i in range(n)}
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for f in done:
+                exc = f.exception()
+                if exc is None:
+                    results.append(f.result())
+                else:
+                    errors.append(str(exc) if isinstance(exc, C.ServingError) else f"{type(exc).__name__}: {exc}")
+            if poll:
+                s = sample_metrics(cfg, cl, time.perf_counter() - t0)
+                if s is not None:
+                    samples.append(s)
+            on_tick(len(results) + len(errors))  # may raise (the UI stops a left session this way)
+            if time.perf_counter() > deadline:
+                cancel.set()
+    finally:
+        if pending:
+            # Interrupted: close the open streams (the server stops generating for them) and do not wait for
+            # requests still queued on the server; their threads end at their next chunk or read timeout.
+            cancel.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            pool.shutdown(wait=True)
     return results, errors, samples, time.perf_counter() - t0
 
 
