@@ -52,3 +52,19 @@ def test_connected_shows_offers_and_keeps_key_out_of_link():
         params = {k: at.query_params[k] for k in at.query_params}
         assert params.get("serve_url") == [s.base_url] or params.get("serve_url") == s.base_url
         assert "sk-never-in-url" not in repr(params)
+
+
+def test_every_section_runs_against_a_vllm_like_server():
+    """The tiny server streams 5 tokens without logprobs and serves vLLM-named /metrics (written by
+    prometheus_client): every section renders, the missing logprobs get a clear message, the metrics panels fill."""
+    with OddServer("metrics") as s:
+        at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+        connect(at, s.base_url, "odd")
+        for key in ("serving_send", "serving_nt", "serving_sweep_run", "serving_cs_run"):
+            at.button(key=key).click()
+            at.run()
+            assert not errors(at), (key, errors(at))
+        shown = texts(at) + " ".join(m.value for m in at.markdown)
+        assert "**No logprobs.** The server streamed the token but no log" in shown  # explained
+        assert "drafted" in shown and "accepted" in shown  # spec-decode counters read from /metrics
+        assert len(at.get("plotly_chart")) >= 6  # timeline, gaps, prompt sweep, concurrency, gantt, KV usage
