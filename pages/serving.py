@@ -59,6 +59,8 @@ if isinstance(info, C.ServingError):
     st.error(f"**{literal(info.kind.capitalize())}.** {literal(info)}", icon=":material/error:")
     st.caption("The rest of the app does not depend on this server: the other pages keep working.")
     st.stop()
+st.success(f"Connected to **{literal(info.engine or 'an OpenAI-compatible server')}** at {literal(cfg.base_url)}, "
+           f"serving {literal(', '.join(info.models) or 'no listed model')}.", icon=":material/check_circle:")
 for note in info.notes:
     st.warning(literal(note), icon=":material/info:")
 nt_any = next((v for k, v in runs.results().items() if k[1] == "next" and k[0][0] == cfg.base_url), None)
