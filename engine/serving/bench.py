@@ -48,6 +48,7 @@ def run(args) -> dict:
     cfg = C.ServerConfig(args.base_url, args.model, key, read_timeout_s=float(args.timeout), api=args.api)
     info = probe(cfg)
     out: dict = {"server": cfg.to_dict(), "probe": info.to_dict()}
+    Me.measure_request(cfg, Me.unique_prompt(16, "warm-up"), 2)  # a first request can pay one-time costs
     one = Me.measure_request(cfg, Me.unique_prompt(args.prompt_tokens, "single"), args.new_tokens)
     out["timeline"] = one.to_dict()
     if args.top_logprobs > 0:
