@@ -70,14 +70,14 @@ def prompt_sweep_chart(sw: PromptSweep) -> go.Figure:
                    line=dict(color=COLORS["primary"], width=3)),
     ])
     counted = all(p.prompt_tokens is not None for p in sw.points)
-    style(fig, "Prompt length: time to first token grows, time per output token stays flat",
+    style(fig, "Prompt length against time to first token and time per output token",
           "prompt length (tokens" + (", counted by the server)" if counted else ", requested)"),
           "time to first token (ms)", height=420)
     fig.update_layout(yaxis=dict(rangemode="tozero"),
                       yaxis2=dict(title=dict(text="time per output token (ms)"), overlaying="y", side="right",
                                   rangemode="tozero", showgrid=False),
                       margin=dict(l=70, r=80, t=80, b=55))
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(type="log", tickvals=xs, ticktext=[str(x) for x in xs])  # only the measured lengths
     return fig
 
 
