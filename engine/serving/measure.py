@@ -272,6 +272,11 @@ def prompt_flags(points) -> list[str]:
         if a.prompt_tokens and b.prompt_tokens and b.prompt_tokens <= a.prompt_tokens:
             out.append("implausible: the server counted no more prompt tokens for the longest prompt than for the "
                        "shortest one")
+        tpots = [p.tpot_s.median for p in points if math.isfinite(p.tpot_s.median)]
+        if tpots and max(tpots) > 2 * min(tpots):
+            out.append(f"noisy: the time per output token ranged from {min(tpots) * 1000:.0f} to "
+                       f"{max(tpots) * 1000:.0f} ms across lengths. A decode step reads the same weights whatever the "
+                       "prompt, so this spread is the server or this machine being busy; run it again.")
     return out
 
 

@@ -189,6 +189,10 @@ def test_implausible_prompt_numbers_are_flagged():
     assert Me.prompt_flags([p(16, 20, 0.05), p(512, 520, 0.4)]) == []
     flags = Me.prompt_flags([p(16, 20, 0.5), p(512, 20, 0.1)])
     assert len(flags) == 2 and "shorter time to first token" in flags[0] and "no more prompt tokens" in flags[1]
+    q = lambda n, tpot: Me.PromptPoint(n, n, "usage", Me.Spread(n / 1e3, n / 1e3, n / 1e3, 1),  # noqa: E731
+                                       Me.Spread(tpot, tpot, tpot, 1), ())
+    noisy = Me.prompt_flags([q(16, 0.02), q(256, 0.06), q(1024, 0.03)])
+    assert len(noisy) == 1 and noisy[0].startswith("noisy: the time per output token ranged from 20 to 60 ms")
 
 
 def test_serve_bench_cli_json(llama_server, capsys):
