@@ -1,4 +1,4 @@
-"""Command line: python -m engine info | trace | race | bench NAME  (add --json for machine-readable output).
+"""Command line: python -m engine info | trace | race | bench NAME | serve-bench  (add --json for machine-readable output).
 
 Benchmarks live in the package ``engine/bench/`` (one module per name) with ``run(lm, args) -> dict`` and optional
 ``add_arguments(parser)`` and ``summary(result) -> str``; they are discovered by name.
@@ -67,10 +67,25 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"engine.bench.{name}")
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(bp)
+    sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, TGI, llama.cpp) over its OpenAI API; "
+                                            "loads no local model")
+    importlib.import_module("engine.serving.bench").add_arguments(sb)
     return ap
 
 
+def _serve_bench(argv) -> int:
+    """serve-bench parsed on its own: building the full parser imports every local benchmark (torch and more)."""
+    sb = argparse.ArgumentParser(prog="python -m engine serve-bench",
+                                 description="A serving engine measured over its OpenAI-compatible API.")
+    mod = importlib.import_module("engine.serving.bench")
+    mod.add_arguments(sb)
+    return mod.cli(sb.parse_args(argv), _emit)
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve-bench"]:
+        return _serve_bench(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         lm = load_model(args.model, device=args.device)

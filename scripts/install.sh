@@ -23,6 +23,40 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
   fi
 fi
+if [ "${1:-}" = "--test" ]; then
+  # llama-cpp-python (the serving tests' real llama.cpp server) has no binary wheel on PyPI: pip compiles
+  # llama.cpp from source, about 20 minutes on 2 busy cores. Build it once, keep the wheel, reuse it afterwards
+  # (a few seconds). The build uses -march=native, so the cache folder is keyed on this CPU's instruction set:
+  # a wheel built on another CPU is never installed here.
+  LLAMA_CPP_VERSION=0.3.36
+  if $PY -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null; then
+    echo "[install] llama-cpp-python $LLAMA_CPP_VERSION already installed"
+  else
+    cpu=$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null; uname -m; $PY -c 'import sys; print(sys.version_info[:2])') \
+          | sha256sum | cut -c1-12)
+    wheels="${ILE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ile-wheels}/$cpu"
+    whl=$(ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -n1 || true)
+    if [ -z "$whl" ]; then
+      if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq build-essential cmake >/dev/null
+      fi
+      echo "[install] building llama-cpp-python $LLAMA_CPP_VERSION from source (compiles llama.cpp; about 20 min"
+      echo "          on 2 cores, once per machine; the wheel is kept in $wheels)"
+      mkdir -p "$wheels"
+      t0=$(date +%s)
+      CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) $PY -m pip wheel -q --disable-pip-version-check --no-deps \
+        -w "$wheels" "llama-cpp-python==$LLAMA_CPP_VERSION"
+      echo "[install] llama-cpp-python built in $(( $(date +%s) - t0 )) s"
+      whl=$(ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -n1)
+    else
+      echo "[install] llama-cpp-python $LLAMA_CPP_VERSION from the cached wheel $whl"
+    fi
+    # --no-deps: its dependencies (and the [server] extra's) are pinned in requirements-dev.txt, so nothing
+    # here can replace an installed package (torch above all).
+    $PY -m pip install -q --disable-pip-version-check --no-deps "$whl"
+  fi
+fi
 # Convert the GGUF to a safetensors copy in the user cache once (about 30 s, progress printed); later loads are fast.
 $PY -c "from engine.models import embedded_is_converted, convert_embedded; embedded_is_converted() or convert_embedded()"
 echo "[install] done"

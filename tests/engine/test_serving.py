@@ -1,0 +1,214 @@
+"""The serving client and measurements against real HTTP servers on 127.0.0.1: llama-cpp-python's server running
+the embedded GGUF (session fixture ``llama_server``), and for the answers llama.cpp cannot give, a tiny real
+http.server (tests/serving_servers.OddServer). No mocks: every request crosses a socket."""
+import json
+import math
+
+import pytest
+
+from engine.serving import client as C
+from engine.serving import measure as Me
+from engine.serving import metrics as M
+from engine.serving.probe import probe
+from tests.serving_servers import OddServer, free_port
+
+
+def cfg_of(server, **kw):
+    return C.ServerConfig(server.base_url, getattr(server, "model", "odd"), **kw)
+
+
+# ------------------------------------------------------------------------------------------------ URLs
+@pytest.mark.parametrize("raw,want", [
+    ("127.0.0.1:8000", "http://127.0.0.1:8000"),
+    ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000"),
+    ("https://gpu.example.org/prefix/v1", "https://gpu.example.org/prefix"),
+    ("http://[::1]:30000/v1/completions", "http://[::1]:30000"),
+])
+def test_base_url_normalized(raw, want):
+    assert C.normalize_base_url(raw) == want
+
+
+@pytest.mark.parametrize("raw,words", [
+    ("", "base URL"), ("ftp://host", "http://"), ("http://user:secret@host:8000", "API key field"),
+    ("http://host:8000/?key=abc", "query"), ("http://host:99999", "not a valid URL"),
+])
+def test_bad_base_urls_explain_themselves(raw, words):
+    with pytest.raises(C.BadURL, match=words):
+        C.normalize_base_url(raw)
+
+
+def test_api_key_stays_out_of_repr_and_dict():
+    cfg = C.ServerConfig("http://127.0.0.1:1", "m", "sk-secret")
+    assert "sk-secret" not in repr(cfg) and "sk-secret" not in json.dumps(cfg.to_dict())
+    assert cfg.headers()["Authorization"] == "Bearer sk-secret"
+
+
+# ------------------------------------------------------------------------------------------------ bad answers
+def test_refused_connection_is_explained():
+    cfg = C.ServerConfig(f"http://127.0.0.1:{free_port()}", "m", connect_timeout_s=2)
+    with pytest.raises(C.ServerUnreachable, match="connection refused"):
+        probe(cfg)
+    with pytest.raises(C.ServerUnreachable, match="Is the server running"):
+        C.stream(cfg, "hi", 4)
+
+
+def test_unknown_model_gives_404_message():
+    with OddServer("plain") as s:
+        cfg = C.ServerConfig(s.base_url, "no-such-model")
+        info = probe(cfg)
+        assert not info.model_listed and any("not among the server's models" in n for n in info.notes)
+        with pytest.raises(C.ModelNotFound, match="no model named 'no-such-model'.*does not exist"):
+            C.stream(cfg, "hi", 4)
+
+
+def test_non_streaming_reply_is_refused_clearly():
+    with OddServer("json") as s:
+        with pytest.raises(C.NotStreaming, match="one whole reply.*cannot be measured"):
+            C.stream(cfg_of(s), "hi", 4)
+
+
+def test_server_without_logprobs():
+    with OddServer("plain") as s:
+        tl = Me.measure_request(cfg_of(s), "hi", 5, top_logprobs=5)
+        assert tl.completion_tokens == 5 and tl.token_source.startswith("chunks")
+        assert any("no" in n and "log-prob" in n for n in tl.notes)
+        with pytest.raises(C.NoLogprobs, match="no log-probabilities"):
+            Me.next_token(cfg_of(s), "The capital of France is", 5)
+
+
+def test_garbage_stream_is_unexpected_reply():
+    with OddServer("garbage") as s:
+        with pytest.raises(C.UnexpectedReply, match="not JSON"):
+            C.stream(cfg_of(s), "hi", 4)
+
+
+def test_silent_server_times_out():
+    with OddServer("slow") as s:
+        with pytest.raises(C.ServerTimeout, match="sent nothing for 0.5 s"):
+            C.stream(cfg_of(s, read_timeout_s=0.5), "hi", 4)
+
+
+def test_missing_api_key_is_explained():
+    with OddServer("auth") as s:
+        with pytest.raises(C.AuthFailed, match="wants an API key"):
+            probe(cfg_of(s))
+        assert probe(cfg_of(s, api_key="k")).models == ("odd",)
+
+
+def test_metrics_parsed_with_prometheus_parser():
+    with OddServer("metrics") as s:
+        cfg = cfg_of(s)
+        info = probe(cfg)
+        assert info.offer.kv_usage == "vllm:kv_cache_usage_perc" and info.engine == "vLLM"
+        assert set(info.offer.spec) >= {"vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens"}
+        a, b = M.sample_metrics(cfg), M.sample_metrics(cfg)
+        assert a.kv_usage == pytest.approx(0.25) and a.running == 3 and a.waiting == 1
+        d = M.spec_delta(a, b)  # the page's counters grow by 40 drafted, 30 accepted per scrape
+        assert d["drafted"] == 40 and d["accepted"] == 30 and d["acceptance"] == pytest.approx(0.75)
+
+
+def test_metrics_that_are_not_prometheus_text_are_refused():
+    with pytest.raises(C.UnexpectedReply, match="Prometheus"):
+        M.parse("this is { not metrics\n")
+
+
+def test_multi_token_chunks_use_the_servers_count():
+    res = C.StreamResult(10, 8, (C.Chunk(0.1, "a", 1, False), C.Chunk(0.2, "b", 1, False), C.Chunk(0.3, "c", 1, False)),
+                         0.31, "length", {"prompt_tokens": 7, "completion_tokens": 6}, None, 0.0)
+    tl = Me.timeline(res)
+    assert tl.completion_tokens == 6 and sum(tl.chunk_tokens) == 6 and tl.token_source == "usage"
+    assert tl.tpot_s == pytest.approx(0.2 / (6 - tl.chunk_tokens[0]))
+    assert any("more than one token" in n for n in tl.notes)
+
+
+# ------------------------------------------------------------------------------------------------ llama.cpp
+def test_llama_cpp_probe_says_what_it_lacks(llama_server):
+    info = probe(cfg_of(llama_server))
+    assert info.models == (llama_server.model,) and info.model_listed
+    assert not info.offer.has_metrics
+    assert any("no /metrics endpoint" in n for n in info.notes)
+
+
+def test_llama_cpp_timeline(llama_server):
+    tl = Me.measure_request(cfg_of(llama_server), Me.unique_prompt(40, "t1"), 12)
+    assert tl.completion_tokens == 12  # min_tokens = max_tokens: exactly as many as asked
+    assert 0 < tl.ttft_s <= tl.chunk_s[-1] <= tl.end_s
+    assert all(b >= a for a, b in zip(tl.chunk_s, tl.chunk_s[1:]))
+    assert tl.tpot_s > 0 and math.isfinite(tl.decode_tok_s) and tl.text
+    assert tl.prompt_tokens is None or tl.prompt_tokens > 20
+
+
+def test_llama_cpp_next_token_distribution(llama_server):
+    nt = Me.next_token(cfg_of(llama_server), "The capital of France is", 8)
+    assert 2 <= len(nt.tokens) <= 9
+    assert list(nt.probs) == sorted(nt.probs, reverse=True) and 0 < nt.covered <= 1 + 1e-6
+    assert nt.chosen == nt.tokens[0]  # greedy: the token sent is the most likely one
+
+
+def test_llama_cpp_prompt_sweep(llama_server):
+    sw = Me.prompt_sweep(cfg_of(llama_server), (16, 320), new_tokens=4, repeats=2)
+    short, long = sw.points
+    assert long.prompt_tokens > 3 * short.prompt_tokens  # counted by the server's tokenizer (/extras/tokenize)
+    assert long.prompt_source == "server tokenizer"
+    # prefill reads every prompt token: ~12x the tokens; the fastest of two runs each, so one stall cannot flip it
+    assert long.ttft_s.lo > short.ttft_s.lo
+
+
+def test_llama_cpp_concurrency_sweep_serializes(llama_server):
+    """llama-cpp-python's server runs one request at a time: of 4 requests sent together, each streams only after
+    the previous one has finished (checked on the arrival order of chunks, not on a speed)."""
+    cs = Me.concurrency_sweep(cfg_of(llama_server), (1, 4), new_tokens=6, prompt_tokens=24)
+    one, four = cs.levels
+    assert one.failed == four.failed == 0 and len(four.requests) == 4
+    assert all(r.completion_tokens == 6 for r in four.requests)
+    abs_first = sorted((r.start_s + r.chunk_s[0], r.start_s + r.chunk_s[-1]) for r in four.requests)
+    assert max(r.start_s for r in four.requests) < min(end for _, end in abs_first)  # all sent before any finished
+    for (_, prev_last), (next_first, _) in zip(abs_first, abs_first[1:]):
+        assert next_first >= prev_last - 0.05  # no two requests stream at the same time
+    assert "one after another" in Me.batching_verdict(cs.levels) or four.throughput_tok_s < 1.3 * one.throughput_tok_s
+    assert cs.metrics_before is None  # no /metrics: nothing sampled, nothing invented
+
+
+def _level(n, lat, thr):
+    sp = Me.Spread(lat, lat, lat, n)
+    return Me.ConcurrencyLevel(n, (), lat, thr, sp, sp, sp, 0, (), ())
+
+
+def test_implausible_concurrency_numbers_are_flagged():
+    assert Me.concurrency_flags([_level(1, 1.0, 30), _level(4, 1.1, 100)]) == []
+    faster = Me.concurrency_flags([_level(1, 1.0, 30), _level(4, 0.5, 100)])
+    assert len(faster) == 1 and faster[0].startswith("implausible: 4 parallel requests each took less time")
+    superlinear = Me.concurrency_flags([_level(1, 1.0, 30), _level(2, 1.0, 80)])
+    assert len(superlinear) == 1 and "more than 2" in superlinear[0]
+    assert "batches requests" in Me.batching_verdict([_level(1, 1.0, 30), _level(8, 1.5, 150)])
+    assert "one after another" in Me.batching_verdict([_level(1, 1.0, 30), _level(8, 8.0, 31)])
+
+
+def test_implausible_prompt_numbers_are_flagged():
+    p = lambda n, pt, t: Me.PromptPoint(n, pt, "usage", Me.Spread(t, t, t, 1), Me.Spread(.01, .01, .01, 1), ())  # noqa
+    assert Me.prompt_flags([p(16, 20, 0.05), p(512, 520, 0.4)]) == []
+    flags = Me.prompt_flags([p(16, 20, 0.5), p(512, 20, 0.1)])
+    assert len(flags) == 2 and "shorter time to first token" in flags[0] and "no more prompt tokens" in flags[1]
+    q = lambda n, tpot: Me.PromptPoint(n, n, "usage", Me.Spread(n / 1e3, n / 1e3, n / 1e3, 1),  # noqa: E731
+                                       Me.Spread(tpot, tpot, tpot, 1), ())
+    noisy = Me.prompt_flags([q(16, 0.02), q(256, 0.06), q(1024, 0.03)])
+    assert len(noisy) == 1 and noisy[0].startswith("noisy: the time per output token ranged from 20 to 60 ms")
+
+
+def test_serve_bench_cli_json(llama_server, capsys):
+    from engine.__main__ import main
+
+    rc = main(["serve-bench", "--base-url", llama_server.base_url, "--model", llama_server.model,
+               "--concurrency", "1,2", "--new-tokens", "4", "--prompt-tokens", "16", "--top-logprobs", "3", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert [lv["concurrency"] for lv in out["concurrency_sweep"]["levels"]] == [1, 2]
+    assert out["timeline"]["completion_tokens"] == 4 and len(out["next_token"]["tokens"]) >= 2
+    assert out["spec_decode"] is None and "no /metrics endpoint" in " ".join(out["probe"]["notes"])
+
+
+def test_serve_bench_cli_refused(capsys):
+    from engine.__main__ import main
+
+    assert main(["serve-bench", "--base-url", f"http://127.0.0.1:{free_port()}"]) == 2
+    assert "connection refused" in capsys.readouterr().err

@@ -1,0 +1,179 @@
+"""Real HTTP servers for the serving tests, all on 127.0.0.1 and stopped at the end:
+
+- ``LlamaServer``: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``) running the embedded
+  SmolLM2 GGUF, the reference server every serving test measures (scripts/install.sh --test installs it);
+- ``OddServer``: a tiny http.server that answers the way a misconfigured or different server does (a whole JSON
+  reply to a streaming request, a 404 for an unknown model, no logprobs, garbage, silence, a 401, and a Prometheus
+  /metrics page written by prometheus_client itself). It is a real server on a real socket, used for the answers
+  llama.cpp cannot be made to give.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "tests" / "browser" / "screenshots"
+MODEL_ALIAS = "smollm2"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llama_cpp_missing() -> str | None:
+    """Why the llama.cpp server cannot run here, or None if it can."""
+    for mod in ("llama_cpp", "fastapi", "sse_starlette", "starlette_context"):
+        if importlib.util.find_spec(mod) is None:
+            return f"{mod} is not installed (scripts/install.sh --test installs llama-cpp-python[server])"
+    return None
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` on a free port. Flags: 2 threads (the machine has 2 cores); logits_all (its
+    default) so logprobs work; interrupt_requests off, or a new request would cut the streaming one short (which
+    would break a concurrency sweep); a short model alias to name in requests."""
+
+    def __init__(self, gguf: Path, n_ctx: int = 4096, extra: tuple[str, ...] = ()):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.model = MODEL_ALIAS
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.log_path = LOGS / f"llama-server-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_ALIAS,
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_threads", "2", "--n_threads_batch", "2",
+               "--n_ctx", str(n_ctx), "--logits_all", "True", "--interrupt_requests", "False",
+               "--verbose", "False", *extra]
+        # OMP_WAIT_POLICY=passive: llama.cpp's OpenMP threads otherwise spin while they wait for each other; on a
+        # busy 2-core machine that made decoding 10-20x slower (1.5 vs 14-33 tokens/s measured side by side).
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.setdefault("OMP_WAIT_POLICY", "passive")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.log.flush()
+                raise RuntimeError(f"llama_cpp.server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/v1/models", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("llama_cpp.server did not start in 180 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def _metrics_text() -> bytes:
+    """A vLLM-like /metrics page, written by prometheus_client (not by hand)."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    g = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", ["model_name"], registry=reg)
+    g.labels("odd").set(0.25)
+    Gauge("vllm:num_requests_running", "Running requests", ["model_name"], registry=reg).labels("odd").set(3)
+    Gauge("vllm:num_requests_waiting", "Waiting requests", ["model_name"], registry=reg).labels("odd").set(1)
+    OddServer.metrics_calls += 1
+    k = OddServer.metrics_calls
+    Counter("vllm:spec_decode_num_drafts", "drafts", ["model_name"], registry=reg).labels("odd").inc(10 * k)
+    Counter("vllm:spec_decode_num_draft_tokens", "drafted", ["model_name"], registry=reg).labels("odd").inc(40 * k)
+    Counter("vllm:spec_decode_num_accepted_tokens", "accepted", ["model_name"], registry=reg).labels("odd").inc(30 * k)
+    return generate_latest(reg)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):  # quiet
+        pass
+
+    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _sse(self, events: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for e in events:
+            self.wfile.write(f"data: {e}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(0.01)
+        self.close_connection = True
+
+    def do_GET(self):
+        mode = self.server.mode
+        if self.path == "/v1/models":
+            if mode == "auth" and "Authorization" not in self.headers:
+                return self._send(401, b'{"error": {"message": "Invalid API key"}}')
+            return self._send(200, json.dumps({"object": "list", "data": [{"id": "odd", "owned_by": "vllm"}]}).encode())
+        if self.path == "/metrics" and mode == "metrics":
+            return self._send(200, _metrics_text(), "text/plain; version=0.0.4")
+        self._send(404, b'{"detail": "Not Found"}')
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(n) or b"{}")
+        mode = self.server.mode
+        if mode == "auth" and "Authorization" not in self.headers:
+            return self._send(401, b'{"error": {"message": "Invalid API key"}}')
+        if body.get("model") not in (None, "odd"):
+            msg = {"error": {"message": f"The model `{body.get('model')}` does not exist.", "type": "NotFoundError",
+                             "code": 404}}
+            return self._send(404, json.dumps(msg).encode())
+        if mode == "json":  # ignores stream=true
+            return self._send(200, json.dumps({"choices": [{"text": " Paris", "index": 0}]}).encode())
+        if mode == "garbage":
+            return self._sse(["this is not json", "[DONE]"])
+        if mode == "slow":
+            time.sleep(3)
+            return self._sse(["[DONE]"])
+        # "plain" and "metrics": a streamed answer with no logprobs, whatever was asked
+        words = [" Paris", ",", " of", " course", "."][: int(body.get("max_tokens", 5))]
+        events = [json.dumps({"choices": [{"text": w, "index": 0, "logprobs": None, "finish_reason": None}]})
+                  for w in words]
+        events.append(json.dumps({"choices": [{"text": "", "index": 0, "finish_reason": "length"}]}))
+        self._sse(events + ["[DONE]"])
+
+
+class OddServer:
+    metrics_calls = 0
+
+    def __init__(self, mode: str):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.mode = mode
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
