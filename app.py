@@ -21,5 +21,7 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
 sidebar.render()
-page.run()
-state.write_query_params()
+try:
+    page.run()
+finally:  # also when the page ends early with st.stop() (a StopException), so a copied link is never stale
+    state.write_query_params()
