@@ -81,15 +81,22 @@ def default_model(pol: ModelPolicy | None = None) -> str:
 
 
 def model_box() -> None:
-    """The sidebar's model chooser: a free text box for one person, the allow-list in class mode."""
+    """The sidebar's model chooser: a free text box for one person, the allow-list in class mode. The box shows
+    the canonical name of what the settings ask for (checked against the policy, nothing loaded here)."""
     pol = policy()
-    current = state.settings()["model"]
+    try:
+        shown = pol.resolve(state.settings()["model"])[0]
+    except ModelNotAllowed:  # current_model() refuses it just below and falls back
+        shown = st.session_state.get("last_good_model", default_model(pol))
+    if pol.class_mode and shown not in pol.labels:
+        shown = default_model(pol)
+    if st.session_state.get("w_model") != shown:
+        st.session_state["w_model"] = shown
     if pol.class_mode:
-        labels = pol.labels
-        st.selectbox("Model", labels, index=labels.index(current) if current in labels else 0, key="w_model",
-                     on_change=on_model_change, help="The models this server offers.")
+        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change,
+                     help="The models this server offers.")
         return
-    st.text_input("Model", value=current, key="w_model", on_change=on_model_change,
+    st.text_input("Model", key="w_model", on_change=on_model_change,
                   help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. 'tiny-random' is a tiny model "
                        "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
                        "safetensors weights.")
