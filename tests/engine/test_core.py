@@ -188,29 +188,45 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository (no ui import: engi
 
 
 def cli(*args, timeout=300):
+    import os
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1")  # an unknown name is refused at once, not after a network probe
     return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=str(ROOT))
+                          cwd=str(ROOT), env=env)
 
 
-def test_cli_info_and_trace_json():
-    info = json.loads(cli("info", "--json", "--model", "tiny-random").stdout)
-    assert info["n_layers"] == 2 and info["vocab_size"] == 320
-    out = cli("trace", "--model", "tiny-random", "--prompt", "hello", "--max-new-tokens", "3", "--json",
-              "--temperature", "0.8", "--top-k", "20", "--top-p", "0.9", "--seed", "1", "--no-chat-template")
-    rec = json.loads(out.stdout)
-    assert len(rec["generated_ids"]) == 3 and len(rec["steps"]) == 3 and rec["settings"]["top_k"] == 20
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """The command line's main() in this process (a subprocess re-imports torch and transformers: ~10 s each)."""
+    from engine.__main__ import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_info_and_trace_json(capsys):
+    code, out, _ = run_cli(capsys, "info", "--json", "--model", "tiny-random")
+    info = json.loads(out)
+    assert code == 0 and info["n_layers"] == 2 and info["vocab_size"] == 320
+    code, out, _ = run_cli(capsys, "trace", "--model", "tiny-random", "--prompt", "hello", "--max-new-tokens", "3",
+                           "--json", "--temperature", "0.8", "--top-k", "20", "--top-p", "0.9", "--seed", "1",
+                           "--no-chat-template")
+    rec = json.loads(out)
+    assert code == 0 and len(rec["generated_ids"]) == 3 and len(rec["steps"]) == 3 and rec["settings"]["top_k"] == 20
     assert len(rec["positions"]) == len(rec["prompt_ids"]) and "attentions" in rec
 
 
 def test_cli_unknown_model_is_a_clear_error():
+    """The real entry point (python -m engine): exit status 2 and one line, no traceback."""
     out = cli("info", "--model", "definitely/not-a-model-xyz")
     assert out.returncode == 2 and "error:" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_cli_bench_decode_runs():
-    out = cli("bench", "decode", "--model", "tiny-random", "--json", "--new-tokens", "8", "--repeats", "1")
-    r = json.loads(out.stdout)
-    assert r["ratio_engine_vs_generate"] > 0 and all(p["same_tokens"] for p in r["prompts"])
+def test_cli_bench_decode_runs(capsys):
+    code, out, _ = run_cli(capsys, "bench", "decode", "--model", "tiny-random", "--json", "--new-tokens", "8",
+                           "--repeats", "1")
+    r = json.loads(out)
+    assert code == 0 and r["ratio_engine_vs_generate"] > 0 and all(p["same_tokens"] for p in r["prompts"])
 
 
 def test_block_walk_adds_up(embedded_lm):
