@@ -58,6 +58,7 @@ def fresh_server(tmp_path):
 def visit_every_page(page, label: str) -> None:
     """Click through the sidebar's navigation (one session), checking each page for errors."""
     for spec in PAGES:
+        t0 = time.perf_counter()
         page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=spec.title).first.click()
         page.wait_for_timeout(500)
         wait_idle(page, timeout=240)
@@ -65,6 +66,7 @@ def visit_every_page(page, label: str) -> None:
         body = page.inner_text("body")
         assert "CacheReplayClosureError" not in body, f"{label}, {spec.url}"
         assert spec.title.split(" ")[0] in page.locator("h1").first.inner_text(), f"{label}, {spec.url}"
+        print(f"{label}: {spec.url} in {time.perf_counter() - t0:.1f} s")
 
 
 def test_first_start_converts_with_progress_then_every_page_renders(fresh_server, browser):
@@ -73,6 +75,7 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
     try:
         first = ctx.new_page()
         first.set_default_timeout(240_000)
+        t0 = time.perf_counter()
         first.goto(f"{url}/?max_new_tokens=2")
         # the conversion's progress is on screen while it runs
         first.get_by_text("converting the embedded model", exact=False).first.wait_for(timeout=60_000)
@@ -81,6 +84,7 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         wait_idle(first, timeout=300)
         assert_no_error(first)
         assert "Embedded model ready" in first.inner_text("body")
+        print(f"first visit (conversion, load, home page) in {time.perf_counter() - t0:.1f} s")
         visit_every_page(first, "first session")
 
         second = browser.new_context(viewport={"width": 1366, "height": 768}).new_page()
