@@ -21,5 +21,6 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
 sidebar.render()
+state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway
 page.run()
-state.write_query_params()
+state.write_query_params()  # the page's own values (e.g. the attention head on view); other pages' dropped

@@ -10,7 +10,7 @@ from ui.html import visible
 from ui.kv_cache_data import snapshot_for
 from ui.kv_figures import (cache_heatmap, context_sweep, fmt_bytes, growth_chart, memory_bar, paging_chart,
                            paging_totals, variants_bar)
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import chart, common_mistake, notes, try_this, what_you_see
 from ui.models import current_model
 from ui.runs import current_trace
 
@@ -146,13 +146,12 @@ chart(context_sweep(sweep, [kp.kv_bytes_total(p, t, int(batch), bits) for t in s
 
 llama70 = kp.preset("Llama-3-70B")
 right, wrong = kp.kv_bytes_per_token(llama70, 16), kp.kv_bytes_mistaken(llama70, 16)
-st.warning(
-    f"**A common mistake.** Llama-3-70B has {llama70.n_heads} query heads but only {llama70.n_kv_heads} KV heads. "
+common_mistake(
+    f"Llama-3-70B has {llama70.n_heads} query heads but only {llama70.n_kv_heads} KV heads. "
     f"Counting all query heads gives 2 \u00d7 80 \u00d7 64 \u00d7 128 \u00d7 2 bytes = {wrong:,} bytes = "
     f"**{fmt_bytes(wrong)} per token**, {wrong // right}\u00d7 too much. The cache stores only the KV heads: "
     f"2 \u00d7 80 \u00d7 8 \u00d7 128 \u00d7 2 bytes = {right:,} bytes = **{fmt_bytes(right)} per token** at 16 bits. "
-    f"At 128K tokens that is {fmt_bytes(right * 131072)}, not {fmt_bytes(wrong * 131072)}.",
-    icon=":material/error:")
+    f"At 128K tokens that is {fmt_bytes(right * 131072)}, not {fmt_bytes(wrong * 131072)}.")
 variants = kp.attention_variants(p, bits)
 vk = {v.kind: v for v in variants}
 own = next(v for v in variants if v.is_model)

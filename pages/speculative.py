@@ -10,7 +10,7 @@ from engine.experiments.speculative import MAX_K
 from ui import nav, state
 from ui.html import visible
 from ui.layout import chart, try_this, what_you_see
-from ui.models import current_model
+from ui.models import current_model, draft_model_box
 from ui.speculative import RaceParams, finished, lane_pieces, plain_pieces_of, run_live, sweep
 from ui.speculative_figures import (clock_html, lane_html, legend_html, progress_lines, round_pq_bar, round_times_bar,
                                     rounds_bar, sweep_figure)
@@ -64,9 +64,7 @@ if drafter_kind == "early-exit":
 elif drafter_kind == "model:random":
     drafter = "model:random:2"
 elif drafter_kind == "model:other":
-    other = st.text_input("Draft model (must share the target's tokenizer)", "", key="speculative_other",
-                          placeholder="a local folder or hub id")
-    drafter = f"model:{other.strip()}"
+    drafter = f"model:{draft_model_box('speculative_other')}"  # class mode: the allow-list only
 
 params = RaceParams(lm.name, prompt, bool(s["chat"]), drafter, int(k), float(temperature), int(s["top_k"]),
                     float(s["top_p"]), int(seed), int(max_new))

@@ -19,8 +19,8 @@ if [ "${1:-}" = "--test" ]; then
   done
   if [ -n "$missing" ]; then
     echo "[install] Debian packages for the browser tests:$missing"
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"  # -n: fail, never wait for a password
+    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   fi
 fi
 if [ "${1:-}" = "--test" ]; then

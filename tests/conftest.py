@@ -38,3 +38,27 @@ def llama_server():
     server = LlamaServer(gguf)
     yield server
     server.stop()
+
+# Test tiers (registered in pytest.ini): unit = engine and figure tests on the tiny random model (no real model,
+# no UI: `pytest -m unit` runs alone in under a minute); model = anything that needs the real embedded model;
+# app = AppTest of the pages; browser = a real Streamlit server and Chromium.
+_FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browser"}
+
+
+def _uses_embedded_model(item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    if "embedded_lm" in names or "llama_server" in names:  # the llama.cpp server runs the embedded GGUF
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "embedded_lm" in params.values()  # parametrized over fixture names, fetched with getfixturevalue
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
+        tier = _FOLDER_TIER.get(parts[0]) if len(parts) > 1 else None
+        model = _uses_embedded_model(item) or item.get_closest_marker("model") is not None
+        if model:
+            item.add_marker(pytest.mark.model)
+        if tier and not (tier == "unit" and model):  # a test on the real model is never in the fast tier
+            item.add_marker(getattr(pytest.mark, tier))

@@ -24,6 +24,13 @@ def try_this(question: str, answer: str, key: str) -> None:
             st.markdown(answer)
 
 
+def common_mistake(text: str) -> None:
+    """A frequent wrong answer, explained: a neutral teaching note (a red or yellow box reads as a failure of the
+    app; errors are for errors)."""
+    with st.container(border=True):
+        st.markdown(f":material/lightbulb: **A common mistake.** {text}")
+
+
 def notes(trace) -> None:
     for note in trace.encoded.notes:
         st.warning(note, icon=":material/info:")

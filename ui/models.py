@@ -1,42 +1,129 @@
-"""The loaded model (one per name per process, shared by every session) and the fall-back on failure."""
+"""The loaded model (one per model per process, shared by every session) and the fall-back on failure.
+
+Names go through the model policy (engine.model_names) before anything is loaded: every spelling of a model
+maps to one canonical name, so to one cache entry; in class mode only the allow-list's models can be chosen.
+"""
 from __future__ import annotations
+
+import os
+import threading
+from dataclasses import replace
 
 import streamlit as st
 
-from engine.models import EMBEDDED, LoadedModel, ModelLoadError, embedded_is_converted, load_model, log
+from engine.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
+from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedded, embedded_is_converted, load_model, log
 from ui import state
+
+_CONVERSION = threading.Lock()  # one conversion per process, however many sessions arrive first
+
+
+def policy() -> ModelPolicy:
+    """Open mode, or class mode with its allow-list (environment settings; see engine.model_names)."""
+    return policy_from_env(os.environ, st.get_option("server.address"))
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
-def _load(name: str, _progress=None) -> LoadedModel:
-    lm = load_model(name, progress=_progress or (lambda msg: None))
+def _load(name: str, target: str) -> LoadedModel:
+    """``name`` is canonical, so one entry per model. No st.* call may happen in here: Streamlit records the
+    elements a cached function draws and replays them on every later hit, into blocks that may no longer exist
+    (CacheReplayClosureError on every page of every session, as the first start's progress once did)."""
+    lm = load_model(target, progress=log)
+    if target != name:  # an allow-list label: show the label, never the folder or id behind it
+        lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
+    lm.name = name
     log(f"loaded model {name!r} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
 
 
+def _ensure_embedded_converted() -> None:
+    """The one-time conversion of the embedded model, with its progress drawn in this run's own status box,
+    outside the cached loader. A second session arriving meanwhile waits for the first one's conversion."""
+    if embedded_is_converted():
+        return
+    with st.status("First start: converting the embedded model (one time, about 30 s)...", expanded=True) as box:
+        if not _CONVERSION.acquire(blocking=False):
+            box.write("Another visitor's first start is converting it; waiting for that to finish...")
+            _CONVERSION.acquire()
+        try:
+            if not embedded_is_converted():
+                convert_embedded(progress=lambda msg: (log(msg), box.write(msg)))
+        except ModelLoadError:
+            box.update(label="The embedded model could not be prepared", state="error")
+            raise
+        finally:
+            _CONVERSION.release()
+        box.update(label="Embedded model ready", state="complete", expanded=False)
+
+
 def get_model(name: str) -> LoadedModel:
-    """Load ``name`` (cached); the first start converts the embedded model with visible progress."""
-    if name == EMBEDDED and not embedded_is_converted():
-        with st.status("First start: converting the embedded model (one time, about 30 s)...", expanded=True) as box:
-            lm = _load(name, _progress=lambda msg: box.write(msg))
-            box.update(label="Embedded model ready", state="complete", expanded=False)
-        return lm
-    with st.spinner(f"Loading model {name} ..."):
-        return _load(name)
+    """Load ``name`` (cached by its canonical name); the first start converts the embedded model with progress.
+
+    In class mode a name off the allow-list raises ModelNotAllowed, and a listed model that fails to load gives
+    a message without the server's details (those go to the server's log)."""
+    pol = policy()
+    canon, target = pol.resolve(name)
+    if target == EMBEDDED:
+        _ensure_embedded_converted()
+    try:
+        with st.spinner(f"Loading model {canon} ..."):
+            return _load(canon, target)
+    except ModelLoadError as exc:
+        if not pol.class_mode:
+            raise
+        log(f"class mode: model {canon!r} could not be loaded: {exc}")
+        raise ModelLoadError(f"The model '{canon}' could not be loaded on this server right now.") from None
+
+
+def default_model(pol: ModelPolicy | None = None) -> str:
+    pol = pol or policy()
+    return EMBEDDED if not pol.class_mode or EMBEDDED in pol.labels else pol.labels[0]
+
+
+def model_box() -> None:
+    """The sidebar's model chooser: a free text box for one person, the allow-list in class mode. The box shows
+    the canonical name of what the settings ask for (checked against the policy, nothing loaded here)."""
+    pol = policy()
+    try:
+        shown = pol.resolve(state.settings()["model"])[0]
+    except ModelNotAllowed:  # current_model() refuses it just below and falls back
+        shown = st.session_state.get("last_good_model", default_model(pol))
+    if pol.class_mode and shown not in pol.labels:
+        shown = default_model(pol)
+    if st.session_state.get("w_model") != shown:
+        st.session_state["w_model"] = shown
+    if pol.class_mode:
+        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change,
+                     help="The models this server offers.")
+        return
+    st.text_input("Model", key="w_model", on_change=on_model_change,
+                  help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. 'tiny-random' is a tiny model "
+                       "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
+                       "safetensors weights.")
+
+
+def draft_model_box(key: str) -> str:
+    """The race page's draft-model chooser, under the same policy as the sidebar's."""
+    pol = policy()
+    if pol.class_mode:
+        return st.selectbox("Draft model (must share the target's tokenizer)", pol.labels, key=key,
+                            help="The models this server offers.")
+    return st.text_input("Draft model (must share the target's tokenizer)", "", key=key,
+                         placeholder="a local folder or hub id").strip()
 
 
 def on_model_change() -> None:
     """Callback of the sidebar's model box: try the new name at once; on failure put the old one back in the
     box and keep a message for the sidebar (callbacks run before the script, so widget state may change)."""
     old = state.settings()["model"]
-    name = (st.session_state.get("w_model") or "").strip() or EMBEDDED
     try:
-        get_model(name)
+        lm = get_model(st.session_state.get("w_model") or "")
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using '{old}'."
         st.session_state["w_model"] = old
         return
-    state.set_value("model", name)
+    state.set_value("model", lm.name)
+    st.session_state["w_model"] = lm.name  # the canonical spelling, as the URL will have it
 
 
 def current_model() -> LoadedModel:
@@ -45,12 +132,16 @@ def current_model() -> LoadedModel:
     name = s["model"]
     try:
         lm = get_model(name)
-        st.session_state["last_good_model"] = name
+        if lm.name != name:
+            state.set_value("model", lm.name)
+        st.session_state["last_good_model"] = lm.name
         return lm
     except ModelLoadError as exc:
-        fallback = st.session_state.get("last_good_model", EMBEDDED)
+        pol = policy()
+        fallback = st.session_state.get("last_good_model", default_model(pol))
         if fallback == name:
-            fallback = EMBEDDED
-        st.session_state["model_error"] = f"{exc} Still using '{fallback}'."
+            fallback = default_model(pol)
+        if not (isinstance(exc, ModelNotAllowed) and name == EMBEDDED):  # the default, not a choice: no message
+            st.session_state["model_error"] = f"{exc} Still using '{fallback}'."
         state.set_value("model", fallback)
         return get_model(fallback)

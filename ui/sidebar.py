@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.models import EMBEDDED, TINY
 from ui import state
-from ui.models import current_model, on_model_change
+from ui.models import current_model, model_box
 
 
 def _widget(kind, label: str, name: str, on_change=None, **kw):
@@ -19,10 +18,7 @@ def render() -> None:
     s = state.settings()
     with st.sidebar:
         st.markdown("### Model and prompt")
-        _widget(st.text_input, "Model", "model", on_change=on_model_change,
-                help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. '{TINY}' is a tiny model "
-                     "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
-                     "safetensors weights.")
+        model_box()  # free text for one person; the allow-list in class mode
         lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:

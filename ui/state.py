@@ -86,17 +86,23 @@ def put_page_params(**values) -> None:
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
 
 
-def write_query_params() -> None:
+def write_query_params(before_page: bool = False) -> None:
     """Mirror the settings into the URL (only what differs from the defaults keeps links short), then the
-    current page's own values."""
+    current page's own values.
+
+    ``before_page``: called before the page runs, so a page that ends early with st.stop() still leaves a
+    current link (nothing can be written after st.stop(): every later st call raises StopException again, and a
+    query-string rewrite would stop half way, after clearing it). The page's own values are not known yet, so
+    every other value in the URL is kept (the page reads its own from there)."""
     s = settings()
-    want = {}
+    current = {k: st.query_params[k] for k in st.query_params}
+    want = {k: v for k, v in current.items() if k not in FIELDS} if before_page else {}
     for name, (typ, default, _, _) in FIELDS.items():
         val = s[name]
         if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)
-    want.update(st.session_state.get(PAGE_PARAMS, {}))
-    current = {k: st.query_params[k] for k in st.query_params}
+    if not before_page:
+        want.update(st.session_state.get(PAGE_PARAMS, {}))
     if current != want:
         st.query_params.from_dict(want)

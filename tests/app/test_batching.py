@@ -2,7 +2,7 @@
 from tests.app.test_pages import errors, run_page
 
 
-def test_batching_runs_on_demand_tiny():
+def test_batching_runs_on_demand_tiny(passes):
     at = run_page("pages/batching.py", model="tiny-random")
     assert not errors(at), errors(at)
     assert len(at.get("plotly_chart")) == 1  # only the generated workload before the button
@@ -17,6 +17,10 @@ def test_batching_runs_on_demand_tiny():
     assert list(table.columns) == ["static", "continuous"]
     assert table.loc["wasted decode rows", "continuous"].startswith("0 of")
     assert any("exactly the same tokens" in c.value for c in at.caption)
-    # a rerun with the same settings uses the cache and keeps the results without another click
+    # a rerun with the same settings keeps the results without another click and runs no forward pass
+    before = passes["n"]
+    assert before > 0  # the hook sees the experiment's passes
     at.run()
-    assert len(at.get("plotly_chart")) == 10
+    assert not errors(at), errors(at)
+    assert passes["n"] == before, f"a rerun ran {passes['n'] - before} forward passes"
+    assert len(at.get("plotly_chart")) == 10 and at.dataframe[0].value.equals(table)

@@ -15,7 +15,10 @@ def test_kv_page_on_tiny_model_and_calculator():
     assert agree == "5 of 5"
     assert _metric(at, "Measured after the last step") == _metric(at, "Formula at")
     assert any("agree exactly" in s.value for s in at.success)
-    assert any("320.0 KiB per token" in w.value and "2.50 MiB" in w.value for w in at.warning)
+    # the common-mistake lesson is a neutral teaching note, not an error or warning box
+    mistake = [m.value for m in at.markdown if "A common mistake" in m.value]
+    assert len(mistake) == 1 and "320.0 KiB per token" in mistake[0] and "2.50 MiB" in mistake[0], mistake
+    assert not any("common mistake" in b.value.lower() for b in [*at.warning, *at.error]), "drawn as a failure box"
 
     at.selectbox(key="kv_preset").set_value("Llama-3-70B").run()
     assert _metric(at, "KV per token") == "320.0 KiB"

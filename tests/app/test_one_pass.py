@@ -4,12 +4,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.test_pages import errors
-from tests.app.test_sampling import passes  # noqa: F401  (the forward-pass counter fixture)
 from ui import nav
 
 
 @pytest.mark.parametrize("page", ["pages/sampling.py", "pages/attention.py"])
-def test_page_runs_no_second_pass_for_the_prompt(passes, page):  # noqa: F811
+def test_page_runs_no_second_pass_for_the_prompt(passes, page):
     at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
     for k, v in {"model": "tiny-random", "max_new_tokens": "3", "temperature": "0",
                  "prompt": f"one pass only, please ({page})"}.items():

@@ -1,23 +1,8 @@
 """AppTest for the sampling page: page-local dice re-sample with no forward pass; stepping runs exactly one."""
 import pytest
 import torch
-from torch.nn.modules.module import register_module_forward_pre_hook
 
 from tests.app.test_pages import errors, run_page
-
-
-@pytest.fixture
-def passes():
-    """Counts top-level model forward passes (any *ForCausalLM module) anywhere in this process."""
-    count = {"n": 0}
-
-    def hook(module, args):
-        if type(module).__name__.endswith("ForCausalLM"):
-            count["n"] += 1
-
-    handle = register_module_forward_pre_hook(hook)
-    yield count
-    handle.remove()
 
 
 def metric(at, label: str) -> str:

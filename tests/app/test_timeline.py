@@ -10,7 +10,7 @@ def _click(at, label):
     assert not errors(at), errors(at)
 
 
-def test_timeline_page_measurements_on_tiny_model():
+def test_timeline_page_measurements_on_tiny_model(passes):
     at = run_page(PAGE, model="tiny-random", max_new_tokens="5")
     assert not errors(at), errors(at)
     assert at.title[0].value.startswith("Prefill vs decode")
@@ -30,7 +30,12 @@ def test_timeline_page_measurements_on_tiny_model():
     _click(at, "Measure the memory of one pass")
     labels = [m.label for m in at.metric]
     assert "Saved for backward" in labels and "Decode-step floor" in labels
-    # a rerun with nothing changed keeps every result on screen (cached, not recomputed)
-    n_captions = len(at.caption)
+    # a rerun with nothing changed keeps every result on screen and runs no forward pass (cached, not recomputed)
+    shown = ([c.value for c in at.caption], [(m.label, m.value) for m in at.metric], list(table["prompt tokens"]))
+    before = passes["n"]
+    assert before > 0  # the hook sees this page's passes
     at.run()
-    assert not errors(at) and len(at.caption) == n_captions
+    assert not errors(at), errors(at)
+    assert passes["n"] == before, f"a rerun ran {passes['n'] - before} forward passes"
+    assert ([c.value for c in at.caption], [(m.label, m.value) for m in at.metric],
+            list(at.dataframe[0].value["prompt tokens"])) == shown

@@ -1,0 +1,100 @@
+"""Real browser: the very first start of the app, the way most Streamlit users start one (plain
+`streamlit run app.py`, a fresh HOME, an empty model cache). The first visit converts the embedded model with
+visible progress; afterwards every page of that session and of a second session renders with no exception
+(the progress once lived inside the cached loader, and every later cache hit replayed it into a status box that
+no longer existed: CacheReplayClosureError on every page until the server restarted)."""
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.browser.harness import ROOT, SHOTS, assert_no_error, free_port, screenshot, wait_idle
+from ui import nav
+
+PAGES = nav.available()
+
+
+@pytest.fixture
+def fresh_server(tmp_path):
+    """`streamlit run app.py` with nothing but a port: no --server.headless, a HOME with no Streamlit
+    credentials (so an email prompt would stop it) and stdin closed, and a private, empty model cache."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    port = free_port()
+    env = dict(os.environ, HOME=str(home), ILE_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    log_path = SHOTS.parent / f"streamlit-first-start-{port}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+                                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.time() + 90
+            while True:
+                assert proc.poll() is None, f"streamlit exited:\n{log_path.read_text()}"
+                try:
+                    if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                        break
+                except OSError:
+                    assert time.time() < deadline, "streamlit did not start"
+                    time.sleep(0.5)
+            assert not any(cache.glob("*/converted.json")), "the private cache must start empty"
+            yield url, log_path
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    assert "Email" not in log_path.read_text()
+
+
+def visit_every_page(page, label: str) -> None:
+    """Click through the sidebar's navigation (one session), checking each page for errors."""
+    for spec in PAGES:
+        t0 = time.perf_counter()
+        page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=spec.title).first.click()
+        page.wait_for_timeout(500)
+        wait_idle(page, timeout=240)
+        assert_no_error(page)
+        body = page.inner_text("body")
+        assert "CacheReplayClosureError" not in body, f"{label}, {spec.url}"
+        assert spec.title.split(" ")[0] in page.locator("h1").first.inner_text(), f"{label}, {spec.url}"
+        print(f"{label}: {spec.url} in {time.perf_counter() - t0:.1f} s")
+
+
+def test_first_start_converts_with_progress_then_every_page_renders(fresh_server, browser):
+    url, log_path = fresh_server
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        first = ctx.new_page()
+        first.set_default_timeout(240_000)
+        t0 = time.perf_counter()
+        first.goto(f"{url}/?max_new_tokens=2")
+        # the conversion's progress is on screen while it runs
+        first.get_by_text("converting the embedded model", exact=False).first.wait_for(timeout=60_000)
+        first.get_by_text("Dequantizing", exact=False).first.wait_for(timeout=120_000)
+        screenshot(first, "first-start-converting")
+        wait_idle(first, timeout=300)
+        assert_no_error(first)
+        assert "Embedded model ready" in first.inner_text("body")
+        print(f"first visit (conversion, load, home page) in {time.perf_counter() - t0:.1f} s")
+        visit_every_page(first, "first session")
+
+        second = browser.new_context(viewport={"width": 1366, "height": 768}).new_page()
+        second.set_default_timeout(240_000)
+        second.goto(f"{url}/?max_new_tokens=2")
+        wait_idle(second, timeout=240)
+        assert_no_error(second)
+        assert "converting the embedded model" not in second.inner_text("body")
+        visit_every_page(second, "second session")
+        second.context.close()
+    finally:
+        ctx.close()
+    assert "CacheReplayClosureError" not in log_path.read_text()
