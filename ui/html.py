@@ -25,3 +25,14 @@ def chips(tokens, ids=None, highlight: set[int] | None = None, title_extra=None)
         )
     out.append("</div>")
     return "".join(out)
+
+
+_MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=\"'&@^%")
+
+
+def md_escape(text: str) -> str:
+    """User text made literal inside Streamlit markdown (st.markdown, st.error, st.caption, st.spinner...):
+    every ASCII punctuation mark is backslash-escaped (CommonMark allows that for any of them), so no link,
+    image, emphasis, heading, HTML, colour/icon directive (``:red[...]``, ``:material/x:``) or bare-URL
+    autolink can form; newlines become spaces so the text cannot start a block of its own."""
+    return "".join("\\" + c if c in _MD_SPECIAL else (" " if c in "\r\n" else c) for c in str(text))

@@ -5,6 +5,7 @@ import streamlit as st
 
 from engine.models import EMBEDDED, LoadedModel, ModelLoadError, embedded_is_converted, load_model, log
 from ui import state
+from ui.html import md_escape
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
@@ -21,7 +22,7 @@ def get_model(name: str) -> LoadedModel:
             lm = _load(name, _progress=lambda msg: box.write(msg))
             box.update(label="Embedded model ready", state="complete", expanded=False)
         return lm
-    with st.spinner(f"Loading model {name} ..."):
+    with st.spinner(f"Loading model {md_escape(name)} ..."):
         return _load(name)
 
 
