@@ -3,7 +3,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from engine.timing import restore_threads
-from ui import nav, sidebar, state
+from ui import errors, nav, sidebar, state
 
 # A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
 # navigation of its own built from the file names, which answers deep links with "Page not found" and can
@@ -21,5 +21,6 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
 sidebar.render()
-page.run()
+with errors.shown_briefly():  # a short message, not a traceback with server paths
+    page.run()
 state.write_query_params()
