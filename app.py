@@ -1,4 +1,5 @@
 """Inference Loop Explorer: router only (page config, shared sidebar, navigation)."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 

@@ -1,4 +1,5 @@
 """Speculative decoding: plain decoding and draft-and-verify race on the same prompt, for real."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 
