@@ -1,9 +1,10 @@
 """Inference Loop Explorer: router only (page config, shared sidebar, navigation)."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from engine.timing import restore_threads
-from ui import nav, sidebar, state
+from ui import errors, nav, sidebar, state
 
 # A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
 # navigation of its own built from the file names, which answers deep links with "Page not found" and can
@@ -22,5 +23,6 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
 page = st.navigation(pages)
 sidebar.render()
 state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway
-page.run()
+with errors.shown_briefly():  # a short message, not a traceback with server paths
+    page.run()
 state.write_query_params()  # the page's own values (e.g. the attention head on view); other pages' dropped

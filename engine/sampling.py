@@ -20,6 +20,14 @@ class SamplingSettings:
     top_p: float = 1.0  # 1 = off
     min_p: float = 0.0  # 0 = off
 
+    def __post_init__(self):
+        # NaN has no meaning for any of these and survives every min/max clamp; refuse it here, with a message,
+        # rather than as a RuntimeError from deep inside a draw.
+        for name in ("temperature", "top_p", "min_p"):
+            val = getattr(self, name)
+            if val != val:
+                raise ValueError(f"The sampling setting {name} is not a number (nan).")
+
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0

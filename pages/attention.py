@@ -1,4 +1,5 @@
 """Attention: which earlier tokens each token reads, head by head; what it costs; what the blocks make of it."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import streamlit as st
 
 from engine.stages.attention import (fit_power, first_token_pull, growth_exponent, gqa_saving, head_entropy_bits,

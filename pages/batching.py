@@ -1,5 +1,6 @@
 """Batching: many users share one model. Batched decode measured by batch size; a real scheduler, static vs
 continuous; one user's latency on a quiet and a busy server."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 

@@ -1,5 +1,6 @@
 """Embeddings & position: each token id becomes a row of the embedding table; position enters as RoPE rotations
 (or learned position vectors), read from the real model."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 

@@ -1,4 +1,5 @@
 """KV cache: what it holds, how big it grows on this run (measured = formula), and what it costs real models."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 

@@ -1,4 +1,5 @@
 """Home page: one token, end to end, with the real numbers at every stage."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import numpy as np
 import pandas as pd
 import streamlit as st

@@ -1,4 +1,5 @@
 """Logits & sampling: from the model's scores to one chosen token, stage by stage, and the loop one step at a time."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 

@@ -1,4 +1,5 @@
 """Speculative decoding: plain decoding and draft-and-verify race on the same prompt, for real."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 
@@ -8,7 +9,7 @@ from engine.models import ModelLoadError
 from engine.prompt import PromptError
 from engine.experiments.speculative import MAX_K
 from ui import nav, state
-from ui.html import visible
+from ui.html import md_escape, visible
 from ui.layout import chart, try_this, what_you_see
 from ui.models import current_model, draft_model_box
 from ui.speculative import RaceParams, finished, lane_pieces, plain_pieces_of, run_live, sweep
@@ -77,7 +78,7 @@ with left:
     st.markdown("#### Plain decoding")
     plain_clock, plain_lane = st.empty(), st.empty()
 with right:
-    st.markdown(f"#### Speculative: `{drafter}`, k = {k}")
+    st.markdown(f"#### Speculative: {md_escape(drafter)}, k = {k}")
     spec_clock, spec_lane = st.empty(), st.empty()
 
 run = finished(params)
@@ -88,7 +89,7 @@ if run is None or go_again:
         st.warning(str(exc), icon=":material/edit_note:")
         st.stop()
     except (DrafterError, ModelLoadError) as exc:
-        st.error(f"This drafter cannot be used: {exc}", icon=":material/block:")
+        st.error(f"This drafter cannot be used: {md_escape(exc)}", icon=":material/block:")
         st.stop()
 else:
     plain_clock.html(clock_html(run.plain_seconds, len(run.plain_ids), len(run.plain_ids)))
@@ -104,15 +105,23 @@ m = st.columns(6)
 m[0].metric("Acceptance rate a", f"{run.acceptance_rate:.0%}",
             help="accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)")
 m[1].metric("Tokens per target pass", f"{run.tokens_per_pass:.2f}", help="plain decoding: exactly 1")
-m[2].metric("Cost ratio c", f"{run.c:.3f}", help="draft seconds per drafted token / median plain decode step")
-m[3].metric("Measured speedup", f"{run.speedup:.2f}x", help="speculative tokens/s / plain tokens/s, this run")
-m[4].metric("Paper's formula", f"{run.expected_speedup:.2f}x",
+ok = run.measurable  # 1 token (or an answer that ends at once): nothing was decoded, so nothing to compare
+NA = "n/a"
+m[2].metric("Cost ratio c", f"{run.c:.3f}" if ok else NA,
+            help="draft seconds per drafted token / median plain decode step")
+m[3].metric("Measured speedup", f"{run.speedup:.2f}x" if ok else NA,
+            help="speculative tokens/s / plain tokens/s, this run")
+m[4].metric("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else NA,
             help="(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023)")
 m[5].metric("Identical output", "yes" if run.identical else "no",
             help="token for token; must be yes at temperature 0")
 st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; the machine may be shared, so repeat "
            "for the spread). Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
-if run.speedup < 1.0:
+if not ok:
+    st.info(f"**Not enough tokens to measure a speedup.** This race wrote {len(run.plain_ids)} token(s): the first "
+            "token comes from the prefill in both lanes, so no decode step and no draft were timed. Raise "
+            "*Tokens to generate* (8 or more shows the difference).", icon=":material/hourglass_empty:")
+elif run.speedup < 1.0:
     st.warning(f"**Speculation was slower here ({run.speedup:.2f}x).** Each round pays for drafting "
                f"(c = {run.c:.2f} of a target step per drafted token) and a verify pass, but only "
                f"{run.tokens_per_pass:.2f} tokens came out per target pass. A draft that is often wrong, or costs "
@@ -122,7 +131,7 @@ else:
     st.success(f"Speculation was **{run.speedup:.2f}x** as fast: {run.tokens_per_pass:.2f} tokens per target pass "
                f"at a cost of c = {run.c:.3f} per drafted token.", icon=":material/trending_up:")
 verify_ratio = run.verify_cost_ratio
-if verify_ratio == verify_ratio:  # not NaN: at least one round drafted something
+if ok and verify_ratio == verify_ratio:  # not NaN: at least one round drafted something
     st.markdown(
         f"**Why the formula and the clock differ.** The formula counts target passes and assumes a verify pass "
         f"costs one plain decode step. Here a verify pass that checked drafts took **{verify_ratio:.2f}x** a "

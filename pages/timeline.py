@@ -1,4 +1,5 @@
 """Prefill vs decode, and where the time goes: every number measured on this machine, or derived and said so."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 

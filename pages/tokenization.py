@@ -1,4 +1,5 @@
 """Tokenization: the text cut into the token ids the model really receives."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import pandas as pd
 import streamlit as st
 

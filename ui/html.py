@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 PALETTE = ["#dbeafe", "#fde68a", "#bbf7d0", "#fecaca", "#e9d5ff", "#fed7aa", "#a5f3fc", "#fbcfe8"]
 
@@ -25,3 +26,20 @@ def chips(tokens, ids=None, highlight: set[int] | None = None, title_extra=None)
         )
     out.append("</div>")
     return "".join(out)
+
+
+_MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=\"'&@^%")
+
+
+WJ = "\u2060"  # word joiner: invisible, and it breaks the bare-URL and e-mail patterns of GitHub markdown
+
+
+def md_escape(text: str) -> str:
+    """User text made literal inside Streamlit markdown (st.markdown, st.error, st.caption, st.spinner...):
+    every ASCII punctuation mark is backslash-escaped (CommonMark allows that for any of them), so no link,
+    image, emphasis, heading, HTML or colour/icon directive (``:red[...]``, ``:material/x:``) can form; newlines
+    become spaces so the text cannot start a block of its own. Bare URLs, www. names and e-mail addresses are
+    turned into links after escapes are resolved, so an invisible word joiner is put inside "://", "www." and
+    before "@" (the text reads the same; it is never a link)."""
+    text = re.sub(r"(?i)(www)(\.)", "\\1" + WJ + "\\2", str(text).replace("://", ":" + WJ + "//").replace("@", WJ + "@"))
+    return "".join("\\" + c if c in _MD_SPECIAL else (" " if c in "\r\n" else c) for c in text)

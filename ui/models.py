@@ -14,6 +14,7 @@ import streamlit as st
 from engine.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
 from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedded, embedded_is_converted, load_model, log
 from ui import state
+from ui.html import md_escape
 
 _CONVERSION = threading.Lock()  # one conversion per process, however many sessions arrive first
 
@@ -66,7 +67,7 @@ def get_model(name: str) -> LoadedModel:
     if target == EMBEDDED:
         _ensure_embedded_converted()
     try:
-        with st.spinner(f"Loading model {canon} ..."):
+        with st.spinner(f"Loading model {md_escape(canon)} ..."):
             return _load(canon, target)
     except ModelLoadError as exc:
         if not pol.class_mode:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import os
 import runpy
+import sys
 from pathlib import Path
 
 import streamlit as st
@@ -40,13 +42,30 @@ PAGES = [
 ]
 
 
+APP = str(ROOT / "app.py")
+
+
+def _inside_app() -> bool:
+    """Is app.py on this thread's call stack (so this page runs under its st.navigation)? Decided per run, from
+    the stack, not from Streamlit's process-wide legacy flag: when several sessions start at once after a server
+    start, each of their first runs may already be in the legacy router when the first of them turns the flag
+    off, and must still hand over to app.py."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name == APP or (name.endswith("app.py") and os.path.realpath(name) == APP):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def through_router() -> None:
-    """Call first in every page file. If Streamlit's legacy router ran this file directly (only the first run of
-    a server's first session), run app.py instead, which draws the sidebar and runs this page again through
+    """Call first in every page file. If Streamlit's legacy router ran this file directly (the first runs of a
+    server's first sessions), run app.py instead, which draws the sidebar and runs this page again through
     st.navigation, then end this run."""
-    if PagesManager.uses_pages_directory:
+    if not _inside_app():
         PagesManager.uses_pages_directory = False
-        runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+        runpy.run_path(APP, run_name="__main__")
         st.stop()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
+from ui.html import md_escape
 from ui.models import current_model, model_box
 
 
@@ -22,9 +23,9 @@ def render() -> None:
         lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:
-            st.error(err, icon=":material/error:")
+            st.error(md_escape(err), icon=":material/error:")
         i = lm.info
-        st.caption(f"{i.source}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({i.dtype})")
+        st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({i.dtype})")
         _widget(st.text_area, "Prompt", "prompt", height=110, max_chars=50_000,
                 help="Press Ctrl+Enter or click outside the box to apply.")
         _widget(st.toggle, "Use the chat template", "chat",

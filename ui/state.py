@@ -30,6 +30,8 @@ MAX_URL_PROMPT = 2000  # a longer prompt is kept in the session but not put in t
 def parse(name: str, raw):
     """A value from the URL (or anywhere) forced into its type and range; bad input gives the default."""
     typ, default, lo, hi = FIELDS[name]
+    if name != "prompt" and not isinstance(raw, (bool, int, float)) and not str(raw).strip():
+        return default  # "?chat=" or "?model=" (empty) means "not given", not "off" or no model
     try:
         if typ is bool:
             val = raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")

@@ -1,6 +1,9 @@
 """Cached measurements for the prefill-vs-decode page, keyed on plain values (model name, token ids, sizes)."""
 from __future__ import annotations
 
+import threading
+import time
+
 import streamlit as st
 
 from engine.experiments import timeline as T
@@ -47,12 +50,29 @@ def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings: dict) ->
         return breakdown_for(model, ids, repeats, settings["temperature"], settings["top_k"], settings["top_p"])
 
 
+_PROBE_LOCK = threading.Lock()
+_PROBES: dict[str, tuple[float, T.HardwareProbe]] = {}  # device -> (when measured, result), for every session
+
+
+def shared_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
+    """The machine's bandwidth and matmul throughput, measured once per process and device and shared by every
+    session: each measurement allocates about 512 MiB, so 16 tabs opening the page at once must not run 16.
+    One runs at a time; a re-measure asked for while another was running takes that one's fresh result."""
+    asked = time.monotonic()
+    with _PROBE_LOCK:
+        done = _PROBES.get(device)
+        if done is None or (remeasure and done[0] < asked):
+            done = (time.monotonic(), work.run(T.hardware_probe, device))  # on the engine worker
+            _PROBES[device] = done
+        return done[1]
+
+
 def hardware_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
-    """Measured once per browser session and device (a new session, or the button, measures again)."""
+    """This session's copy of the shared measurement (the button measures again, for everyone)."""
     key = f"timeline_probe_{device}"
     if remeasure or key not in st.session_state:
         with st.spinner("Measuring memory bandwidth and matmul throughput..."):
-            st.session_state[key] = work.run(T.hardware_probe, device)
+            st.session_state[key] = shared_probe(device, remeasure)
     return st.session_state[key]
 
 

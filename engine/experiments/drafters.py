@@ -17,6 +17,8 @@ Three kinds: a separate draft model that shares the target's tokenizer (``model:
 from __future__ import annotations
 
 import copy
+import threading
+from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
@@ -24,7 +26,7 @@ import torch
 
 from engine import arch
 from engine.loop import crop, forward, new_cache
-from engine.models import LoadedModel, load_model
+from engine.models import LoadedModel, ModelLoadError, check_size, estimate_params, load_model
 from engine.sampling import SamplingSettings, sampling_probs
 
 LOOKUP_MAX_NGRAM = 3
@@ -176,19 +178,55 @@ def early_exit_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
     return view
 
 
+_RANDOM_DRAFTS: OrderedDict = OrderedDict()  # (target name, dtype, device, layers, seed) -> (target, draft)
+_RANDOM_DRAFTS_MAX = 2  # each is at most the target's size (the layers are capped at the target's depth)
+_RANDOM_LOCK = threading.Lock()
+
+
+def random_draft_layers(lm: LoadedModel, arg: str) -> int:
+    """The L of ``model:random:L`` (default 2), refused unless 1 <= L <= the target's depth: a draft with
+    more blocks than the target is never cheaper, and a huge L would allocate without bound."""
+    try:
+        layers = int(arg or 2)
+    except ValueError:
+        raise DrafterError(f"model:random:L needs a number of layers L, not {arg[:40]!r}.") from None
+    if not 1 <= layers <= lm.info.n_layers:
+        raise DrafterError(f"model:random:L takes L from 1 to {lm.info.n_layers} (the target's own depth), not "
+                           f"{str(layers)[:40]}: a draft with more blocks than the target is never cheaper.")
+    return layers
+
+
 def random_draft_model(lm: LoadedModel, layers: int, seed: int = 0) -> torch.nn.Module:
     """A random-weight model built from the target's config with fewer blocks (same tokenizer): a draft
-    that is almost always wrong, for tests and for the lesson that a poor draft costs more than it saves."""
+    that is almost always wrong, for tests and for the lesson that a poor draft costs more than it saves.
+    Its size is estimated and checked against the free memory before it is built; it is built once per
+    process (the same target, L and seed return the same model)."""
     from transformers import AutoModelForCausalLM
 
     cfg = copy.deepcopy(lm.model.config)
-    cfg.num_hidden_layers = max(1, int(layers))
+    cfg.num_hidden_layers = int(layers)
+    if cfg.num_hidden_layers < 1:
+        raise DrafterError(f"A random draft needs at least 1 layer, not {layers}.")
     if getattr(cfg, "layer_types", None):
         cfg.layer_types = list(cfg.layer_types)[: cfg.num_hidden_layers]
-    torch.manual_seed(seed)
-    m = AutoModelForCausalLM.from_config(cfg)
     p = next(lm.model.parameters())
-    return m.to(device=p.device, dtype=p.dtype).eval().requires_grad_(False)
+    key = (lm.name, str(p.dtype), str(p.device), cfg.num_hidden_layers, seed)
+    with _RANDOM_LOCK:
+        hit = _RANDOM_DRAFTS.get(key)
+        if hit is not None and hit[0] is lm.model:
+            _RANDOM_DRAFTS.move_to_end(key)
+            return hit[1]
+        try:
+            check_size(estimate_params(cfg.to_dict()), p.element_size(), f"A random draft of {layers} layers")
+        except ModelLoadError as exc:
+            raise DrafterError(str(exc)) from None
+        torch.manual_seed(seed)
+        m = AutoModelForCausalLM.from_config(cfg)
+        m = m.to(device=p.device, dtype=p.dtype).eval().requires_grad_(False)
+        _RANDOM_DRAFTS[key] = (lm.model, m)
+        while len(_RANDOM_DRAFTS) > _RANDOM_DRAFTS_MAX:
+            _RANDOM_DRAFTS.popitem(last=False)
+        return m
 
 
 def same_vocabulary(tok_a, tok_b) -> bool:
@@ -221,11 +259,7 @@ def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel
         if name in ("self", "target", lm.name):
             return ModelDrafter(lm.model, f"model:{lm.name}")
         if name.startswith("random"):
-            _, _, n = name.partition(":")
-            try:
-                layers = int(n or 2)
-            except ValueError:
-                raise DrafterError(f"model:random:L needs a number of layers L, not {n!r}.") from None
+            layers = random_draft_layers(lm, name.partition(":")[2].strip())
             return ModelDrafter(random_draft_model(lm, layers), f"model:random:{layers}")
         draft = loader(name)
         if not same_vocabulary(draft.tokenizer, lm.tokenizer):

@@ -16,6 +16,7 @@ tokens that were kept (``DynamicCache.crop``). Expected speedup (paper, eq. 1 an
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -148,6 +149,13 @@ class SpecRun:
     @property
     def expected_speedup(self) -> float:
         return expected_speedup(self.acceptance_rate, self.k, self.c)
+
+    @property
+    def measurable(self) -> bool:
+        """Can this run's speed be compared at all? It needs at least one plain decode step (the first token
+        comes from the prefill in both lanes) and one drafted token, else c and the formula are 0/0 and a
+        "speedup" is the ratio of two prefills (noise)."""
+        return len(self.plain_step_seconds) >= 2 and self.drafted > 0 and math.isfinite(self.c)
 
     @property
     def verify_cost_ratio(self) -> float:

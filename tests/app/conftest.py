@@ -1,3 +1,4 @@
+"""Fixtures for the AppTests: a forward-pass counter, and full error details (the served config hides them)."""
 import pytest
 from torch.nn.modules.module import register_module_forward_pre_hook
 
@@ -15,3 +16,14 @@ def passes():
     handle = register_module_forward_pre_hook(hook)
     yield count
     handle.remove()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def full_error_details_in_tests():
+    """AppTest runs in this process: a failing AppTest should name its exception and traceback."""
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    config.set_option("client.showErrorDetails", "full")
+    yield
+    config.set_option("client.showErrorDetails", before)

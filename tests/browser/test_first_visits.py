@@ -1,0 +1,106 @@
+"""Real browser, fresh servers (issue 20): many first visits at once right after a start all render, with the
+shared sidebar and the app's own navigation, and the server's memory stays bounded."""
+import threading
+import time
+
+import psutil
+import pytest
+
+from tests.browser.harness import App, assert_no_error, wait_idle
+
+GB = 2**30
+DEEP_LINKS = ["timeline", "speculative", "batching", "attention", "tokenization"]
+# The server at rest holds Python, torch, transformers and the embedded model (about 1.1 GB); one session's
+# run adds little. The timeline page's hardware probe allocates 512 MiB while it runs: once per server now,
+# once per session before (16 tabs peaked at 7.5 GB). The bound allows the model, one probe and the sessions.
+RSS_BOUND = 3.5 * GB
+
+
+class PeakRss:
+    """Highest resident memory of the server (and any children) while the block runs, sampled every 100 ms."""
+
+    def __init__(self, app):
+        self.proc, self.peak, self._stop = psutil.Process(app.proc.pid), 0, threading.Event()
+
+    def _sample(self):
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, sum(p.memory_info().rss for p in [self.proc, *self.proc.children(True)]))
+            except psutil.Error:
+                pass
+            time.sleep(0.1)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def _open_at_once(browser, app, paths):
+    contexts = [browser.new_context(viewport={"width": 1366, "height": 768}) for _ in paths]
+    pages = [c.new_page() for c in contexts]
+    for pg, path in zip(pages, paths):  # fire every navigation before waiting for any
+        pg.set_default_timeout(300_000)
+        pg.goto(f"{app.url}/{path}?max_new_tokens=2&temperature=0", wait_until="commit")
+    return contexts, pages
+
+
+def _check(page, path):
+    wait_idle(page, timeout=400)
+    assert_no_error(page)
+    body = page.inner_text("body")
+    for bad in ("ImportError", "cannot import name", "Page not found", "does not seem to exist"):
+        assert bad not in body, f"/{path}: {bad}\n{body[:1500]}"
+    assert page.get_by_role("textbox", name="Prompt").is_visible(), f"/{path}: no shared sidebar"
+    # the app's own navigation (page titles), not Streamlit's legacy one built from file names
+    nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+    assert "Prefill vs decode" in nav and "Speculative decoding" in nav, f"/{path}: legacy navigation\n{nav}"
+
+
+@pytest.fixture
+def fresh_app(embedded_lm):  # embedded_lm: the model is converted before the server starts
+    app = App()
+    yield app
+    app.stop()
+
+
+def test_five_different_deep_links_at_once_after_a_start(fresh_app, browser):
+    contexts, pages = _open_at_once(browser, fresh_app, DEEP_LINKS)
+    try:
+        for pg, path in zip(pages, DEEP_LINKS):
+            _check(pg, path)
+    finally:
+        for c in contexts:
+            c.close()
+
+
+def test_six_tabs_on_one_deep_link_after_a_start(fresh_app, browser):
+    paths = ["attention"] * 6
+    contexts, pages = _open_at_once(browser, fresh_app, paths)
+    try:
+        for pg, path in zip(pages, paths):
+            _check(pg, path)
+    finally:
+        for c in contexts:
+            c.close()
+
+
+def test_sixteen_tabs_on_timeline_after_a_start_stay_under_the_memory_bound(fresh_app, browser):
+    paths = ["timeline"] * 16
+    with PeakRss(fresh_app) as rss:
+        contexts, pages = _open_at_once(browser, fresh_app, paths)
+        try:
+            for pg, path in zip(pages, paths):
+                _check(pg, path)
+                assert "Memory bandwidth (read)" in pg.inner_text('[data-testid="stMain"]')
+        finally:
+            for c in contexts:
+                c.close()
+    print(f"16 tabs on /timeline: server peak RSS {rss.peak / GB:.2f} GB (bound {RSS_BOUND / GB:.1f} GB)")
+    assert rss.peak < RSS_BOUND, f"server peaked at {rss.peak / GB:.2f} GB"
+    log = open(fresh_app.log.name).read()
+    assert "can't allocate memory" not in log.lower()

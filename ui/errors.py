@@ -1,0 +1,25 @@
+"""An unexpected error in a page: a short message for the person, the traceback for the server log.
+
+Streamlit's own error box is switched off for served use (.streamlit/config.toml: client.showErrorDetails =
+"none"): its traceback shows server paths and code. This is the short message a page shows instead."""
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+import traceback
+
+import streamlit as st
+
+
+@contextlib.contextmanager
+def shown_briefly():
+    """Run the block; an exception in it is logged with a reference and shown as one short line. Streamlit's
+    stop and rerun signals derive from BaseException, not Exception, so they pass through."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - anything the page did not expect
+        ref = secrets.token_hex(3)
+        print(f"[app] error {ref} while running a page:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        st.error(f"Something went wrong on this page (reference {ref}); the details are in the server log. Try "
+                 "other settings, or reload the page.", icon=":material/error:")
