@@ -54,6 +54,7 @@ class ModelInfo:
     has_chat_template: bool
     position_encoding: str  # "rope" | "learned" | "other"
     rope_theta: float | None
+    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.precision); "" = dtype's own
 
     @property
     def bytes_per_value(self) -> int:
@@ -266,10 +267,24 @@ def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
     return _finish(EMBEDDED, EMBEDDED_LABEL, model, tok, device)
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log) -> LoadedModel:
-    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id."""
-    name = (name or "").strip()
+def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None
+               ) -> LoadedModel:
+    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
+    (engine.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's). An unsupported
+    precision raises PrecisionError (a ModelLoadError) before anything is loaded."""
     device = torch.device(device) if device is not None else default_device()
+    if precision is not None:
+        from engine.precision import PrecisionError, to_precision, unsupported_reason
+
+        reason = unsupported_reason(precision, device)
+        if reason:
+            raise PrecisionError(reason)
+        return to_precision(_load_default(name, device, progress), precision)
+    return _load_default(name, device, progress)
+
+
+def _load_default(name: str, device: torch.device, progress: Progress) -> LoadedModel:
+    name = (name or "").strip()
     if name in ("", EMBEDDED):
         return load_embedded(device, progress)
     if name == TINY:
