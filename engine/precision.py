@@ -8,9 +8,11 @@ name is cached per (model, precision).
 int8 means 8-bit integer weights with a scale, activations quantized on the fly per token ("dynamic"), the
 matrix multiplies done in int8 with int32 accumulation (Jacob et al. 2018, arXiv:1712.05877):
 - on CUDA, torchao's ``Int8DynamicActivationInt8WeightConfig`` via ``quantize_`` (its current home);
-- on CPU, ``torch.ao.quantization.quantize_dynamic`` (FBGEMM/oneDNN VNNI kernels). torchao 0.18's int8 CPU path
-  with torch 2.13 ran decode 3-6x *slower* than float32 on this machine (it dequantizes in plain PyTorch ops),
-  so torch.ao, deprecated but still shipped and fast on CPU, is the documented fallback there.
+- on CPU, ``torch.ao.quantization.quantize_dynamic`` (FBGEMM/oneDNN VNNI kernels). Measured on this 2-core
+  machine in one alternating run (SmolLM2-135M, torch 2.13, torchao 0.18): torchao's int8 dynamic config decoded at
+  0.10x float32's tokens/s and its int8 weight-only config at 0.72x (no fast CPU int8 kernel behind them), while
+  torch.ao's quantize_dynamic ran 1.48x. So torch.ao, deprecated but still shipped with torch 2.13 and fast on
+  CPU, is the documented fallback there; torchao is not needed on a CPU machine.
 Only ``nn.Linear`` layers are quantized (the embedding table is looked up, not multiplied); the KV cache and
 activations between layers stay in the compute dtype (float32 on CPU).
 """
