@@ -22,7 +22,7 @@ def test_precision_section_in_browser(app_server, page):
     body = page.inner_text("body")
     assert "Decode step per precision vs the floor" in body or page.locator(
         '[data-testid="stPlotlyChart"]').count() >= 2
-    for word in ("float32: decode", "bfloat16: decode", "int8: decode", "What each one wrote"):
+    for word in ("float32: decode", "bfloat16: decode (", "int8: decode (", "What each one wrote"):
         assert word in body, word
     page.get_by_text("Made your prediction? Reveal what happens").last.scroll_into_view_if_needed()
     head = page.get_by_text("7. Fewer bytes, faster decode")

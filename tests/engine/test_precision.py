@@ -9,7 +9,7 @@ import torch
 from engine.experiments import precision as P
 from engine.kv import kv_bytes_for
 from engine.models import ModelLoadError, load_model
-from engine.precision import (PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
+from engine.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
                               to_precision, weight_bytes)
 from engine.sampling import SamplingSettings
 from engine.trace import run_trace
@@ -41,9 +41,10 @@ def test_weight_bytes_follow_the_precision(tiny_lm):
     assert f32 == sum(p.numel() * 4 for p in tiny_lm.model.parameters())
     assert weight_bytes(to_precision(tiny_lm, "bfloat16").model) * 2 == f32
     q = to_precision(tiny_lm, "int8")
-    lin = sum(m.weight.numel() for m in tiny_lm.model.modules() if isinstance(m, torch.nn.Linear))
-    # int8: each linear weight 1 byte instead of 4 (+ a scale and zero point per tensor, 8 bytes each)
-    n_lin = sum(1 for m in tiny_lm.model.modules() if isinstance(m, torch.nn.Linear))
+    quantized = [m for n, m in tiny_lm.model.named_modules() if isinstance(m, torch.nn.Linear)
+                 and not n.endswith(INT8_KEEP_FLOAT)]
+    lin, n_lin = sum(m.weight.numel() for m in quantized), len(quantized)
+    # int8: each quantized linear weight 1 byte instead of 4 (+ a scale and zero point per tensor, 8 bytes each)
     assert weight_bytes(q.model) == f32 - 3 * lin + 8 * n_lin
     # untied embedding table: a decode step reads one row of it, so its bytes are not counted per step
     emb = tiny_lm.model.get_input_embeddings().weight
@@ -59,6 +60,8 @@ def test_a_precision_is_a_copy_and_the_original_is_untouched(tiny_lm):
         dtype, ptr, val = before[n]
         assert (p.dtype, p.data_ptr()) == (dtype, ptr) and torch.equal(p, val)
     assert type(tiny_lm.model.lm_head) is torch.nn.Linear
+    q = to_precision(tiny_lm, "int8").model
+    assert type(q.lm_head) is not torch.nn.Linear and type(q.model.layers[0].mlp.down_proj) is torch.nn.Linear
 
 
 def test_rope_frequencies_stay_float32_in_bfloat16(tiny_lm):
