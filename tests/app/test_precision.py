@@ -56,6 +56,8 @@ def test_precision_section_measures_on_a_button():
     assert not errors(at), errors(at)
     tables = [d.value for d in at.dataframe if "speedup vs float32" in d.value.columns]
     assert tables and list(tables[0]["precision"]) == ["float32", "bfloat16", "int8"]
+    cost = [d.value for d in at.dataframe if "mean KL (nats)" in d.value.columns]
+    assert cost and cost[0]["mean KL (nats)"][0] == 0.0  # float32 against itself
     texts = [d.value for d in at.dataframe if list(d.value.columns) == ["precision", "text"]]
     assert texts and len(texts[0]) == 3
     assert any("tok/s" in m.value for m in at.metric)
