@@ -1,8 +1,9 @@
 """AppTest: the precision choice round-trips through the URL, an unsupported one gives a message, and the
 "Fewer bytes, faster decode" section measures on a button (tiny model)."""
+import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.test_pages import errors, run_page
+from tests.app.test_pages import PAGES, errors, run_page
 from ui import nav
 
 HOME = "pages/loop.py"
@@ -61,3 +62,11 @@ def test_precision_section_measures_on_a_button():
     texts = [d.value for d in at.dataframe if list(d.value.columns) == ["precision", "text"]]
     assert texts and len(texts[0]) == 3
     assert any("tok/s" in m.value for m in at.metric)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_renders_with_int8_weights(path):
+    """int8 layers have no .weight tensor (torch.ao packs it): no page may assume one."""
+    at = run_page(path, model="tiny-random", max_new_tokens="4", precision="int8")
+    assert not errors(at), errors(at)
+    assert at.session_state["settings"]["precision"] == "int8"
