@@ -63,6 +63,7 @@ class ModelInfo:
     has_chat_template: bool
     position_encoding: str  # "rope" | "learned" | "other"
     rope_theta: float | None
+    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.precision); "" = dtype's own
 
     @property
     def bytes_per_value(self) -> int:
@@ -506,13 +507,28 @@ def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
     check_size(n, bpv, f"'{short(name)}'")
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log) -> LoadedModel:
-    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id.
+def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None
+               ) -> LoadedModel:
+    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
+    (engine.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's). An unsupported
+    precision raises PrecisionError (a ModelLoadError) before anything is loaded.
 
     Names are checked before any file is touched, and a model's size is estimated from its configuration
     and refused before anything is allocated if it would not fit (see ``check_size``)."""
     name = check_name((name or "").strip())
     device = torch.device(device) if device is not None else default_device()
+    if precision is not None:
+        from engine.precision import PrecisionError, to_precision, unsupported_reason
+
+        reason = unsupported_reason(precision, device)
+        if reason:
+            raise PrecisionError(reason)
+        return to_precision(_load_default(name, device, progress), precision)
+    return _load_default(name, device, progress)
+
+
+def _load_default(name: str, device: torch.device, progress: Progress) -> LoadedModel:
+    name = (name or "").strip()
     if name in ("", EMBEDDED):
         return load_embedded(device, progress)
     if name == TINY:

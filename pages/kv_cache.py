@@ -13,6 +13,7 @@ from ui.kv_figures import (cache_heatmap, context_sweep, fmt_bytes, growth_chart
                            paging_totals, variants_bar)
 from ui.layout import chart, common_mistake, notes, try_this, what_you_see
 from ui.models import current_model
+from ui.precision_view import precision_note
 from ui.runs import current_trace
 
 nav.through_router()
@@ -35,6 +36,7 @@ what_you_see(
     f"**{info.source}** has {info.n_layers} layers, {info.n_heads} query heads and **{info.n_kv_heads} KV heads** "
     f"({design}). After your run the cache holds **{last.kv_tokens} tokens** and weighs "
     f"**{fmt_bytes(last.kv_bytes)}**, measured from the tensors themselves. Further down: the same arithmetic for 8B to 671B models.")
+st.caption(precision_note(lm))
 try_this(f"Each new token adds the same number of bytes to this model's cache. Using the numbers above and "
          f"{bpv} bytes per value ({info.dtype}), how many?",
          f"2 (a key and a value) \u00d7 {info.n_layers} layers \u00d7 {info.n_kv_heads} KV heads \u00d7 "
@@ -104,7 +106,9 @@ p = kp.preset(name)
 context = c2.number_input("Context (tokens)", 1, 10_000_000, 8192, step=1024, key="kv_context",
                           help=f"Tokens per sequence. {name}'s native window: {p.context_window:,}.")
 batch = c3.number_input("Batch (sequences)", 1, 4096, 1, key="kv_batch")
-kv_dtype = c4.selectbox("KV cache dtype", list(kp.DTYPE_BITS), index=1, key="kv_dtype")
+kv_dtype = c4.selectbox("KV cache dtype", list(kp.DTYPE_BITS), index=1, key="kv_dtype",
+                        help="fp8 and int8 caches store 1 byte per value (serving engines quantize keys and "
+                             "values with a scale per head or block; the scales are not counted here).")
 w_opts = list(kp.DTYPE_BITS)
 w_dtype = c5.selectbox("Weights dtype", w_opts, index=w_opts.index(p.weights_dtype), key=f"kv_wdtype_{name}",
                        help=f"Published: {p.weights_dtype}")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.experiments import timeline as T
-from ui import nav
+from ui import nav, precision_view
 from ui import timeline_runs as runs
 from ui.html import chips
 from ui.layout import chart, notes, try_this, what_you_see
@@ -190,6 +190,10 @@ if runs.on_demand("memory", "Measure the memory of one pass", "Two forward passe
     chart(memory_chart(mem), "measured",
           f"Method: {mem.method}. Both passes keep the logits ({mem.logits_bytes / MB:.1f} MiB), as a loss would need.",
           key="timeline_memory")
+
+# ------------------------------------------------------------------------------------------ precision
+st.header("7. Fewer bytes, faster decode", divider="gray")
+precision_view.render(lm, probe.read_gb_s.median)
 
 st.divider()
 cols = st.columns(3)

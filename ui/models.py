@@ -12,7 +12,9 @@ from dataclasses import replace
 import streamlit as st
 
 from engine.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
-from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedded, embedded_is_converted, load_model, log
+from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedded, default_device, \
+    embedded_is_converted, load_model, log
+from engine.precision import LABELS, model_key, split_key, to_precision, unsupported_reason
 from ui import state
 from ui.html import md_escape
 
@@ -24,15 +26,20 @@ def policy() -> ModelPolicy:
     return policy_from_env(os.environ, st.get_option("server.address"))
 
 
-@st.cache_resource(max_entries=3, show_spinner=False)
-def _load(name: str, target: str) -> LoadedModel:
-    """``name`` is canonical, so one entry per model. No st.* call may happen in here: Streamlit records the
-    elements a cached function draws and replays them on every later hit, into blocks that may no longer exist
-    (CacheReplayClosureError on every page of every session, as the first start's progress once did)."""
-    lm = load_model(target, progress=log)
-    if target != name:  # an allow-list label: show the label, never the folder or id behind it
-        lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
-    lm.name = name
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _load(name: str, target: str, precision: str | None = None) -> LoadedModel:
+    """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
+    any other is a copy of the default model cast or quantized once (engine.precision). No st.* call may happen
+    in here: Streamlit records the elements a cached function draws and replays them on every later hit, into
+    blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
+    start's progress once did)."""
+    if precision is not None:
+        lm = to_precision(_load(name, target), precision)
+    else:
+        lm = load_model(target, progress=log)
+        if target != name:  # an allow-list label: show the label, never the folder or id behind it
+            lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
+        lm.name = name
     log(f"loaded model {name!r} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
 
@@ -57,18 +64,26 @@ def _ensure_embedded_converted() -> None:
         box.update(label="Embedded model ready", state="complete", expanded=False)
 
 
+def key_for(name: str, precision: str) -> str:
+    return model_key(name, precision, default_device())
+
+
 def get_model(name: str) -> LoadedModel:
-    """Load ``name`` (cached by its canonical name); the first start converts the embedded model with progress.
+    """Load ``name``, a model key (engine.precision.model_key: a name, or "<name>@<precision>"), cached by its
+    canonical name and precision; the first start converts the embedded model with progress.
 
     In class mode a name off the allow-list raises ModelNotAllowed, and a listed model that fails to load gives
     a message without the server's details (those go to the server's log)."""
     pol = policy()
-    canon, target = pol.resolve(name)
+    base, precision = split_key(name)
+    canon, target = pol.resolve(base)
     if target == EMBEDDED:
         _ensure_embedded_converted()
+    label = f"Loading model {md_escape(canon)} ..." if precision is None else \
+        f"Preparing {md_escape(canon)} at {LABELS.get(precision, precision)}: a copy cast or quantized once..."
     try:
-        with st.spinner(f"Loading model {md_escape(canon)} ..."):
-            return _load(canon, target)
+        with st.spinner(label):
+            return _load(canon, target, precision)
     except ModelLoadError as exc:
         if not pol.class_mode:
             raise
@@ -116,33 +131,67 @@ def draft_model_box(key: str) -> str:
 def on_model_change() -> None:
     """Callback of the sidebar's model box: try the new name at once; on failure put the old one back in the
     box and keep a message for the sidebar (callbacks run before the script, so widget state may change)."""
-    old = state.settings()["model"]
+    s = state.settings()
+    old = s["model"]
     try:
-        lm = get_model(st.session_state.get("w_model") or "")
+        lm = get_model(key_for(st.session_state.get("w_model") or "", s["precision"]))
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using '{old}'."
         st.session_state["w_model"] = old
         return
-    state.set_value("model", lm.name)
-    st.session_state["w_model"] = lm.name  # the canonical spelling, as the URL will have it
+    canon = split_key(lm.name)[0]
+    state.set_value("model", canon)
+    st.session_state["w_model"] = canon  # the canonical spelling, as the URL will have it
+
+
+def on_precision_change() -> None:
+    """Callback of the sidebar's precision box: an unsupported precision or a failed conversion leaves a message
+    and puts the current precision back."""
+    s = state.settings()
+    old, new = s["precision"], st.session_state.get("w_precision") or s["precision"]
+    reason = unsupported_reason(new, default_device())
+    try:
+        if reason:
+            raise ModelLoadError(reason)
+        get_model(key_for(s["model"], new))
+    except ModelLoadError as exc:
+        st.session_state["model_error"] = f"{exc} Still using {old}."
+        st.session_state["w_precision"] = old
+        return
+    state.set_value("precision", new)
+
+
+def _checked_precision(s: dict) -> str:
+    """The settings' precision if this device runs it; else a message and the last one that worked."""
+    reason = unsupported_reason(s["precision"], default_device())
+    if reason:
+        good = st.session_state.get("last_good_precision", state.FIELDS["precision"][1])
+        st.session_state["model_error"] = f"{reason} Still using {good}."
+        state.set_value("precision", good)
+    return s["precision"]
 
 
 def current_model() -> LoadedModel:
-    """The model the settings ask for; if it cannot be loaded, say why and keep the previous one."""
+    """The model the settings ask for, at the settings' precision; if it cannot be loaded, say why and keep the
+    previous one (at the default precision if the precision was the problem)."""
     s = state.settings()
+    precision = _checked_precision(s)
     name = s["model"]
     try:
-        lm = get_model(name)
-        if lm.name != name:
-            state.set_value("model", lm.name)
-        st.session_state["last_good_model"] = lm.name
+        lm = get_model(key_for(name, precision))
+        canon = split_key(lm.name)[0]
+        if canon != name:
+            state.set_value("model", canon)
+        st.session_state["last_good_model"] = canon
+        st.session_state["last_good_precision"] = precision
         return lm
     except ModelLoadError as exc:
         pol = policy()
         fallback = st.session_state.get("last_good_model", default_model(pol))
-        if fallback == name:
+        if fallback == name and split_key(key_for(name, precision))[1] is None:
             fallback = default_model(pol)
         if not (isinstance(exc, ModelNotAllowed) and name == EMBEDDED):  # the default, not a choice: no message
             st.session_state["model_error"] = f"{exc} Still using '{fallback}'."
         state.set_value("model", fallback)
-        return get_model(fallback)
+        state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
+        return get_model(key_for(fallback, s["precision"]))

@@ -4,8 +4,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
+from engine.precision import LABELS, PRECISIONS, lm_precision
 from ui.html import md_escape
-from ui.models import current_model, model_box
+from ui.models import current_model, model_box, on_precision_change
 
 
 def _widget(kind, label: str, name: str, on_change=None, **kw):
@@ -24,8 +25,15 @@ def render() -> None:
         err = st.session_state.pop("model_error", None)
         if err:
             st.error(md_escape(err), icon=":material/error:")
+        st.selectbox("Precision", PRECISIONS, index=PRECISIONS.index(lm_precision(lm)), key="w_precision",
+                     format_func=LABELS.get, on_change=on_precision_change,
+                     help="Bytes per weight. Decode reads every weight once per token, so fewer bytes can mean "
+                          "faster decode, at some cost in accuracy. float16 needs a CUDA GPU. int8 quantizes the "
+                          "linear layers' weights (a scale per row) and their inputs on the fly. The prefill vs "
+                          "decode page measures each.")
         i = lm.info
-        st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({i.dtype})")
+        st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({LABELS.get(lm_precision(lm))}"
+                   + (f"; activations and KV cache in {i.dtype}" if lm_precision(lm) == "int8" else "") + ")")
         _widget(st.text_area, "Prompt", "prompt", height=110, max_chars=50_000,
                 help="Press Ctrl+Enter or click outside the box to apply.")
         _widget(st.toggle, "Use the chat template", "chat",

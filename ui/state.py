@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.models import EMBEDDED
+from engine.models import EMBEDDED, default_device
+from engine.precision import default_precision
 from engine.trace import MAX_NEW_TOKENS
 
 DEFAULT_PROMPT = "What is the capital of France?"
@@ -16,6 +17,7 @@ DEFAULT_PROMPT = "What is the capital of France?"
 # name -> (type, default, lower bound, upper bound)
 FIELDS: dict[str, tuple] = {
     "model": (str, EMBEDDED, None, None),
+    "precision": (str, default_precision(default_device()), None, None),  # checked when loaded (ui.models)
     "prompt": (str, DEFAULT_PROMPT, None, None),
     "chat": (bool, True, None, None),
     "max_new_tokens": (int, 24, 1, MAX_NEW_TOKENS),

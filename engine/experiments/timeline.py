@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from engine import arch
+from engine import arch, precision
 from engine.kv import kv_bytes_for
 from engine.models import LoadedModel
 from engine.prompt import token_text
@@ -436,21 +436,14 @@ def hardware_probe(device=None, buffer_mb: int = 256, matmul_n: int = 1024, repe
 
 
 def weight_bytes(lm: LoadedModel) -> int:
-    """Bytes of all parameters, a tied embedding/head matrix counted once."""
-    seen, total = set(), 0
-    for p in lm.model.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
-    return total
+    """Bytes of all weights as stored, a tied embedding/head matrix counted once (int8: values + scales)."""
+    return precision.weight_bytes(lm.model)
 
 
 def decode_weight_bytes(lm: LoadedModel) -> int:
     """Weight bytes one decode step must read: every matrix, except an untied input embedding table, of
     which only one row per token is looked up (a tied table is read in full as the output projection)."""
-    emb = lm.model.get_input_embeddings().weight
-    total = weight_bytes(lm)
-    return total if lm.info.tied_embeddings else total - emb.numel() * emb.element_size()
+    return precision.decode_weight_bytes(lm.model)
 
 
 @dataclass(frozen=True)
@@ -472,7 +465,7 @@ def roofline_point(lm: LoadedModel, label: str, tokens: int, context: int, measu
                    ) -> RooflinePoint:
     """Arithmetic intensity of one pass: FLOPs ~ 2 x parameters x tokens (attention scores ignored, small at
     these lengths); bytes ~ weights read once + the KV cache read (context) and written (tokens)."""
-    params = weight_bytes(lm) / lm.info.bytes_per_value
+    params = lm.info.n_params  # at any precision (int8 bytes / 4 would not be the parameter count)
     flops = 2.0 * params * tokens
     nbytes = decode_weight_bytes(lm) + kv_bytes_for(lm.info, context + tokens)
     return RooflinePoint(label, int(tokens), int(context), flops, float(nbytes), flops / nbytes, float(measured_ms))

@@ -287,12 +287,18 @@ def learned_positions(lm: LoadedModel, n_positions: int = 64) -> LearnedPosition
                             int(w.shape[0]))
 
 
+def _head_weight(lm: LoadedModel):
+    """The output head's weight matrix; an int8-quantized head (engine.precision) gives its dequantized copy,
+    a separate tensor from the embedding table, so the check reports it untied, with the rounding as the gap."""
+    w = getattr(lm.model.get_output_embeddings(), "weight", None)
+    return w().dequantize() if callable(w) else w
+
+
 @torch.inference_mode()
 def tied_check(lm: LoadedModel) -> TiedCheck:
     """Is the output head (hidden -> vocabulary logits) the input embedding table itself?"""
     win = lm.model.get_input_embeddings().weight
-    head = lm.model.get_output_embeddings()
-    wout = getattr(head, "weight", None)
+    wout = _head_weight(lm)
     if wout is None:
         return TiedCheck(False, False, None, tuple(win.shape), None)
     same = wout.data_ptr() == win.data_ptr() and wout.shape == win.shape
@@ -304,5 +310,5 @@ def tied_check(lm: LoadedModel) -> TiedCheck:
 def row_pair(lm: LoadedModel, token_id: int, n: int = 6) -> tuple[np.ndarray, np.ndarray | None]:
     """First values of one token's row in the input embedding table and in the output head's weight."""
     a = table(lm)[int(token_id), :n].float().cpu().numpy()
-    head = getattr(lm.model.get_output_embeddings(), "weight", None)
+    head = _head_weight(lm)
     return a, (head[int(token_id), :n].float().cpu().numpy() if head is not None else None)

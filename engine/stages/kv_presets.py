@@ -6,8 +6,8 @@ Multi-head latent attention (MLA; DeepSeek-V2, arXiv:2405.04434, and DeepSeek-V3
 compressed latent of ``kv_lora_rank`` values plus one shared RoPE key of ``qk_rope_head_dim`` values per
 layer and token, from which every head's keys and values are re-created:
     bytes = layers x (kv_lora_rank + qk_rope_head_dim) x tokens x batch x bytes_per_value
-Sizes are integers: bits are used throughout so 4-bit values stay exact (scale factors of fp8/int4
-formats are not counted).
+Sizes are integers: bits are used throughout so 4-bit values stay exact (scale factors of fp8/int8/int4
+formats are not counted: e.g. one scale per head and token adds 2/head_dim bytes per value at 16-bit scales).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 PRESETS_PATH = Path(__file__).resolve().parents[2] / "assets" / "model_presets.json"
 
-DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int4": 4}
+DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 GPU_MEMORY_GB = (24, 40, 80, 141)  # common accelerator memory sizes (e.g. RTX 4090, A100 40/80 GB, H200)
 GB = 10**9  # GPU memory is sold in decimal gigabytes
 

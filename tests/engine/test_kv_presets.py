@@ -83,3 +83,10 @@ def test_attention_variants_order_and_own_design():
     ds = {x.kind: x for x in kp.attention_variants(kp.preset("DeepSeek-V3"), 16)}
     assert ds["MLA"].values_per_token_layer == 576
     assert ds["MHA"].values_per_token_layer == 128 * (192 + 128)  # per-head keys 128+64 RoPE, values 128
+
+
+def test_int8_kv_cache_is_one_byte_per_value():
+    p = kp.preset("Llama-3-70B")
+    assert kp.kv_bytes_per_token(p, kp.DTYPE_BITS["int8"]) == 2 * 80 * 8 * 128 * 1 == 163_840
+    int8, bf16 = kp.budget(p, 4096, 2, "int8"), kp.budget(p, 4096, 2, "bf16")
+    assert int8.kv_total * 2 == bf16.kv_total and int8.kv_total == kp.budget(p, 4096, 2, "fp8").kv_total
