@@ -10,6 +10,7 @@ from engine.models import LoadedModel, ModelLoadError, default_device
 from engine.precision import LABELS, lm_precision, split_key, supported
 from engine.prompt import encode_prompt
 from ui.layout import chart, try_this
+from ui import work
 from ui.models import get_model, key_for
 from ui.precision_figures import bytes_vs_speed, decode_vs_floor
 
@@ -25,8 +26,9 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
             models.append(get_model(key_for(base, p)))
         ids = list(encode_prompt(models[0].tokenizer, P.PROMPT, use_chat_template=True).ids)
         bar = st.progress(0.0, text="Warming up")
-        cmp = P.compare_precisions(models, ids, new_tokens, repeats, read_gb_s,
-                                   progress=lambda f, msg: bar.progress(min(1.0, f), text=msg))
+        cmp = work.run(P.compare_precisions, models, ids, new_tokens, repeats, read_gb_s,
+                       progress=work.relay("progress"),
+                       events={"progress": lambda f, msg: bar.progress(min(1.0, f), text=msg)})
         bar.empty()
         box.update(label="Precisions compared", state="complete", expanded=False)
     return cmp

@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from engine.experiments.timeline import Spread
-from engine.loop import decode_step, new_cache, prefill, warm_up
+from engine.loop import decode_step, forward, new_cache, prefill, warm_up
 from engine.models import LoadedModel
 from engine.precision import decode_weight_bytes, lm_precision
 from engine.timing import now
@@ -70,25 +70,23 @@ def same_prefix(a, b) -> int:
 @torch.inference_mode()
 def text_logits(lm: LoadedModel, ids: list[int]) -> torch.Tensor:
     """One forward pass over ``ids``: next-token logits at every position, [positions, vocab] float32."""
-    x = torch.tensor([ids], device=lm.device)
-    with lm.lock:
-        return lm.model(input_ids=x).logits[0].float().cpu()
+    x = torch.tensor([ids], device=lm.device)  # [1, n]
+    return forward(lm, x, new_cache(lm), keep=len(ids))[0].float().cpu()  # [n, vocab]
 
 
 def _greedy_timed(lm: LoadedModel, ids: list[int], n: int) -> tuple[float, list[float], list[int]]:
     """Greedy decode of ``n`` tokens (EOS ignored): (prefill s, decode step seconds, token ids)."""
-    x = torch.tensor([ids], device=lm.device)
-    with lm.lock:
-        cache = new_cache(lm)
+    x = torch.tensor([ids], device=lm.device)  # [1, n]
+    cache = new_cache(lm)
+    t0 = now(lm.device)
+    tok = prefill(lm, x, cache).argmax(-1, keepdim=True)  # [1, 1]
+    t_prefill = now(lm.device) - t0
+    out, steps = [int(tok)], []
+    for _ in range(n - 1):
         t0 = now(lm.device)
-        tok = prefill(lm, x, cache).argmax(-1, keepdim=True)  # [1, 1]
-        t_prefill = now(lm.device) - t0
-        out, steps = [int(tok)], []
-        for _ in range(n - 1):
-            t0 = now(lm.device)
-            tok = decode_step(lm, tok, cache).argmax(-1, keepdim=True)
-            steps.append(now(lm.device) - t0)
-            out.append(int(tok))
+        tok = decode_step(lm, tok, cache).argmax(-1, keepdim=True)  # [1, 1]
+        steps.append(now(lm.device) - t0)
+        out.append(int(tok))
     return t_prefill, steps, out
 
 

@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui.models
 from ui import nav
-from tests.app.test_pages import errors, run_page
+from tests.app.test_pages import errors, run_page, shown
 
 HOME = "pages/loop.py"
 
@@ -37,7 +37,7 @@ def tiny_folder(tmp_path_factory, tiny_lm):
 
 
 def sidebar_text(at) -> str:
-    return " ".join(str(e.value) for e in [*at.sidebar.error, *at.sidebar.caption, *at.sidebar.markdown])
+    return " ".join(shown(e.value) for e in [*at.sidebar.error, *at.sidebar.caption, *at.sidebar.markdown])
 
 
 def test_spellings_of_one_model_load_one_copy(loads, tiny_folder):
@@ -79,7 +79,7 @@ def test_class_mode_refuses_free_paths_and_hub_ids_neutrally(class_mode, asked, 
     at.query_params.update(model=asked, max_new_tokens="2")  # a student edits the link
     at.run()  # the message belongs to the run that refused the name
     assert not errors(at), errors(at)
-    assert [e.value for e in at.sidebar.error] == [NEUTRAL]
+    assert [shown(e.value) for e in at.sidebar.error] == [NEUTRAL]
     assert at.session_state["settings"]["model"] == "tiny-random"
     assert loads == ["tiny-random"]  # nothing else was even tried
 

@@ -1,8 +1,11 @@
 """AppTest: every registered page renders without an exception, on the embedded and the tiny model."""
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui import nav
+from ui.html import WJ
 
 PAGES = [p.path for p in nav.available()]
 
@@ -19,6 +22,11 @@ def run_page(path: str, model: str = "embedded", timeout: int = 240, **query) ->
     at.switch_page(path)
     at.run()
     return at
+
+
+def shown(markdown: str) -> str:
+    """The text a reader sees of markdown written with ui.html.md_escape: escapes resolved, word joiners gone."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(markdown)).replace(WJ, "")
 
 
 def errors(at: AppTest) -> list[str]:
