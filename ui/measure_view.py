@@ -20,3 +20,11 @@ def busy_warning(calibration: noise.Calibration | None, key: str) -> bool:
 
 def measured_when(calibration: noise.Calibration | None) -> str:
     return calibration.describe() if calibration is not None else "measured earlier in this server"
+
+
+def thread_policy_line() -> str:
+    """The CPU thread policy in force (engine/threads.py), for a hardware section."""
+    from engine.threads import describe_policy
+
+    d = describe_policy()
+    return f"{d} - {d.source}"
