@@ -20,3 +20,25 @@ def test_batching_runs_on_demand_tiny():
     # a rerun with the same settings uses the cache and keeps the results without another click
     at.run()
     assert len(at.get("plotly_chart")) == 10
+
+
+def test_batching_measure_again_measures_again(monkeypatch):
+    from engine.experiments import batching as B
+
+    calls = []
+    real = B.decode_sweep
+    monkeypatch.setattr(B, "decode_sweep", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    at = run_page("pages/batching.py", model="tiny-random")
+    at.slider(key="batching_n").set_value(3)
+    at.slider(key="batching_len").set_value((2, 3))
+    at.multiselect(key="batching_sizes").set_value([1, 2])
+    at.run()
+    at.button(key="batching_run").click().run()
+    assert not errors(at), errors(at)
+    n = len(calls)
+    at.run()
+    assert len(calls) == n  # kept on a plain rerun
+    at.button(key="batching_again").click().run()
+    assert not errors(at), errors(at)
+    assert len(calls) == n + 1 and calls[-1] == (1, 2)
+    assert any("Measured at" in c.value for c in at.caption)
