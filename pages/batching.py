@@ -89,6 +89,8 @@ st.caption("On a GPU the step time stays almost flat up to large batches; a CPU 
            "so its step time rises sooner. The machine may be shared, so compare ratios within this run.")
 for flag in runs.sweep_flags(sweep):
     st.warning(flag, icon=":material/report:")
+if lesson := runs.sweep_lesson_note(sweep):
+    st.info(lesson, icon=":material/psychology:")
 
 # ------------------------------------------------------------------------------------------------ policies
 st.header("3. Static vs continuous batching", divider="gray")

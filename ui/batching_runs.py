@@ -73,3 +73,19 @@ def has_run(key: tuple) -> bool:
 
 def mark_run(key: tuple) -> None:
     st.session_state.setdefault("batching_ran", set()).add(key)
+
+
+def sweep_lesson_note(points) -> str | None:
+    """The 'Try this' answer says a batch of 8 costs much less than 8 single steps; when this run's chart says
+    otherwise, say so and why (None when the run agrees)."""
+    one = next((p for p in points if p.batch == 1), None)
+    big = max(points, key=lambda p: p.batch)
+    if one is None or big.batch == 1:
+        return None
+    ratio = big.median_s / one.median_s
+    if ratio < 0.75 * big.batch:
+        return None
+    return (f"**This run differs from the answer above:** batch {big.batch} took {ratio:.1f}x as long per step as "
+            f"batch 1, close to {big.batch}x. On a CPU with little spare arithmetic, or when another program was "
+            "using the cores during the measurement, extra rows stop being nearly free. Measure again on a "
+            "quieter machine, or look at the smaller batches.")

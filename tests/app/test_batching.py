@@ -42,3 +42,16 @@ def test_batching_measure_again_measures_again(monkeypatch):
     assert not errors(at), errors(at)
     assert len(calls) == n + 1 and calls[-1] == (1, 2)
     assert any("Measured at" in c.value for c in at.caption)
+
+
+def test_lesson_note_follows_the_sweep():
+    import numpy as np
+
+    from engine.experiments.batching import SweepPoint
+    from ui.batching_runs import sweep_lesson_note
+
+    def pts(t8):
+        return [SweepPoint(1, np.array([0.04] * 4), 10, 0, 4), SweepPoint(8, np.array([t8] * 4), 10, 0, 4)]
+
+    assert sweep_lesson_note(pts(0.08)) is None  # 2x for 8 rows: agrees with "much less than 8 T"
+    assert "This run differs" in sweep_lesson_note(pts(0.30))
