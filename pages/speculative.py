@@ -11,7 +11,7 @@ from ui import nav, state
 from ui.html import visible
 from ui.layout import chart, try_this, what_you_see
 from ui.models import current_model
-from ui.measure_view import busy_warning
+from ui.measured import busy_warning
 from ui.race_view import formula_note, self_draft_answer, sweep_flags
 from ui.speculative import RaceParams, again_requested, finished, run_live, show_final, sweep
 from ui.speculative_figures import (lane_html, legend_html, progress_lines, round_pq_bar, round_times_bar,

@@ -7,8 +7,7 @@ from ui import nav
 from ui import timeline_runs as runs
 from ui.html import chips
 from ui.layout import chart, notes, try_this, what_you_see
-from ui.measured import measure_again_bar
-from ui.measure_view import thread_policy_line
+from ui.measured import measure_again_bar, thread_policy_line
 from ui.models import current_model
 from ui.runs import current_trace
 from ui.state import settings

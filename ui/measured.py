@@ -1,4 +1,5 @@
-"""Measurements belong to the run that made them.
+"""Measurements belong to the run that made them; and how a page shows the conditions of a measurement (the
+busy warning with its "Measure again" button, when and under what load it was taken, the thread policy).
 
 A measured result is kept with its calibration (when, and under what load, it was taken: engine/noise.py).
 A quiet measurement is shared with every session (keyed on plain values, bounded, like st.cache_data); a
@@ -96,3 +97,22 @@ def measure_again_bar(calibrations, key: str, what: str = "these results") -> No
     if cals:
         c2.caption("Measured " + "; ".join(dict.fromkeys(c.describe().removeprefix("measured ") for c in cals[:3]))
                    + ("; ..." if len(cals) > 3 else ""))
+
+
+def busy_warning(calibration: noise.Calibration | None, key: str) -> bool:
+    """Warn when the machine was busy during the measurement and offer to measure again. Returns True when
+    the button was pressed (the caller re-measures; the button's key can also be read on the next run)."""
+    if calibration is None or not calibration.disturbed:
+        return False
+    with st.container(border=True):
+        st.warning(f"**{noise.BUSY_MESSAGE}** " + " ".join(calibration.flags), icon=":material/speed:")
+        return st.button("Measure again", key=key, icon=":material/refresh:",
+                         help="Runs the measurement again now; close other programs first for steadier numbers.")
+
+
+def thread_policy_line() -> str:
+    """The CPU thread policy in force (engine/threads.py), for a hardware section."""
+    from engine.threads import describe_policy
+
+    d = describe_policy()
+    return f"{d} - {d.source}"
