@@ -50,7 +50,7 @@ def candidates(cores: int) -> list[dict]:
 
 def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, default=16, help="decode steps per phase")
-    p.add_argument("--rounds", type=int, default=2, help="quiet/busy alternations per load per candidate")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the candidates (one quiet/busy pair per load each)")
     p.add_argument("--loads", default=",".join(LOADS), help="comma-separated: spin, torch")
 
 
@@ -91,11 +91,15 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str]) 
             finally:
                 stop_load(proc)
             time.sleep(0.2)
-        q, b = statistics.median(quiet), statistics.median(busy)
-        out[kind] = {"quiet_ms": q * 1000, "busy_ms": b * 1000, "ratio": b / q,
-                     "quiet_range_ms": [min(quiet) * 1000, max(quiet) * 1000],
-                     "busy_range_ms": [min(busy) * 1000, max(busy) * 1000]}
+        out[kind] = {"quiet_s": quiet, "busy_s": busy}
     return {"threads": torch.get_num_threads(), "wait": os.environ.get("OMP_WAIT_POLICY", "").lower(), **out}
+
+
+def _figures(quiet: list[float], busy: list[float]) -> dict:
+    q, b = statistics.median(quiet), statistics.median(busy)
+    return {"quiet_ms": q * 1000, "busy_ms": b * 1000, "ratio": b / q,
+            "quiet_range_ms": [min(quiet) * 1000, max(quiet) * 1000],
+            "busy_range_ms": [min(busy) * 1000, max(busy) * 1000], "steps": [len(quiet), len(busy)]}
 
 
 def measure_candidate(cand: dict, model: str, steps: int, rounds: int, loads: list[str]) -> dict:
@@ -111,22 +115,38 @@ def measure_candidate(cand: dict, model: str, steps: int, rounds: int, loads: li
 
 
 def run(lm, args) -> dict:
+    """Round robin over the candidates (one subprocess per candidate per round), so a shared machine's slow
+    drift spreads over all of them instead of falling on whichever ran last."""
     loads = [x.strip() for x in args.loads.split(",") if x.strip() in LOADS]
     cores = os.cpu_count() or 1
-    rows = [measure_candidate(c, lm.name, args.steps, args.rounds, loads) for c in candidates(cores)]
+    cands = candidates(cores)
+    raw = [{k: ([], []) for k in loads} for _ in cands]
+    loadavg = []
+    for _ in range(args.rounds):
+        for i, c in enumerate(cands):
+            loadavg.append(os.getloadavg()[0])
+            got = measure_candidate(c, lm.name, args.steps, 1, loads)
+            for k in loads:
+                raw[i][k][0].extend(got[k]["quiet_s"])
+                raw[i][k][1].extend(got[k]["busy_s"])
+    rows = [{"threads": c["threads"], "wait": c["wait"], **{k: _figures(*raw[i][k]) for k in loads}}
+            for i, c in enumerate(cands)]
     for r in rows:
         r["worst_ratio"] = max(r[k]["ratio"] for k in loads)
         r["worst_busy_ms"] = max(r[k]["busy_ms"] for k in loads)
     best = min(rows, key=lambda r: r["worst_busy_ms"])
     return {"benchmark": "threads", "model": lm.info.name, "cores": cores, "loads": loads, "steps": args.steps,
             "rounds": args.rounds, "candidates": rows,
+            "load_average_1min": {"min": min(loadavg), "max": max(loadavg)},
             "best": {"threads": best["threads"], "wait": best["wait"]},
             "note": "median decode step of the model per candidate, quiet vs under a background load, alternating "
                     "in one subprocess per candidate; best = lowest worst-case busy step"}
 
 
 def summary(r: dict) -> str:
-    lines = [f"{r['cores']} cores, loads: {', '.join(r['loads'])}"]
+    la = r.get("load_average_1min", {})
+    lines = [f"{r['cores']} cores, loads: {', '.join(r['loads'])}; 1-min load average during the run "
+             f"{la.get('min', float('nan')):.1f}-{la.get('max', float('nan')):.1f}"]
     for c in r["candidates"]:
         parts = [f"{k}: quiet {c[k]['quiet_ms']:.1f} ms, busy {c[k]['busy_ms']:.1f} ms (x{c[k]['ratio']:.2f})"
                  for k in r["loads"]]
