@@ -1,11 +1,10 @@
 """The CPU thread policy of the engine: how many intra-op threads torch uses, and whether OpenMP's idle threads
 spin or sleep. Chosen by measurement (``python -m engine bench threads``), not by habit.
 
-Why it matters: with torch on every core and one other busy program (a browser drawing, a video call, a second
-student's run), a decode step that takes ~40 ms went to 765-1769 ms: OpenMP splits each op across all threads
-and waits for the slowest one, and a thread that lost its core to the other program holds every op up. One core
-fewer for torch leaves room for that program; passive waiting stops idle threads spinning on a core the other
-program needs.
+Why it matters: with torch's defaults and one other busy program (a browser drawing, a video call, a second
+student's run), a decode step that takes ~40 ms went to 765-1769 ms: OpenMP splits each op across all threads,
+and threads that spin while they wait fight the other program for the cores. Passive waiting (idle threads
+sleep) removed that; see the measured candidates below.
 
 ``OMP_WAIT_POLICY`` is read once, when torch loads its OpenMP runtime: ``engine/__init__.py`` calls
 ``set_wait_policy_env()`` before anything imports torch. The thread count is per OpenMP thread, so
@@ -18,11 +17,17 @@ import os
 import sys
 from dataclasses import dataclass
 
-# The policy, as chosen by `python -m engine bench threads` on the 2-core reference machine (see README,
-# "Thread policy under load"): cores - 1 intra-op threads and passive waiting held a decode step within
-# about 1.5x of its quiet time under a one-core busy loop or a second torch process, where threads = cores
-# went several times slower.
-THREADS = "cores-1"  # "cores" | "cores-1" | an integer
+# The policy, as chosen by `python -m engine bench threads` on the 2-core reference machine (README, "Honest
+# numbers on a busy machine"; docs/benchmarks/threads-2026-11-23.json). Round robin over the candidates, 36
+# decode steps per phase, median ms quiet -> beside a one-core busy loop / beside a second torch process:
+#   2 threads, passive:  74 -> 136 (x1.8) /  76 ->  81 (x1.1)   <- lowest worst case, and fastest quiet
+#   2 threads, active:  324 -> 212        /  91 -> 445 (x4.9)
+#   1 thread,  active:   89 -> 181 (x2.0) /  86 -> 197 (x2.3)
+#   1 thread,  passive:  88 -> 216 (x2.5) / 126 -> 187 (x1.5)
+# The wait policy is what matters: spinning threads fight the other program for the cores (the 20-40x
+# slowdowns seen with torch's defaults). With passive waiting, every core for torch beat one core fewer, both
+# quiet and busy, so the count stays at the number of cores.
+THREADS = "cores"  # "cores" | "cores-1" | an integer
 WAIT = "passive"  # "passive" | "active" (OMP_WAIT_POLICY)
 
 _ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
