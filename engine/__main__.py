@@ -17,6 +17,7 @@ from engine.cli_args import add_run_arguments
 from engine.models import EMBEDDED, ModelLoadError, load_model
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
+from engine.threads import apply_policy
 
 
 def _benches() -> list[str]:
@@ -87,6 +88,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["serve-bench"]:
         return _serve_bench(argv[1:])
     args = build_parser().parse_args(argv)
+    apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:
         lm = load_model(args.model, device=args.device)
     except ModelLoadError as exc:

@@ -7,16 +7,17 @@ from contextlib import contextmanager
 
 import torch
 
-# The process's CPU thread count for PyTorch, read when the engine is first imported (before any code here
-# changes it). OpenMP gives a new thread the count in force when it starts, and a Streamlit server runs every
-# script run in a new thread: one started while another session is inside ``one_thread`` would do all its
-# forward passes on one thread. ``restore_threads`` at the start of a run undoes that.
-DEFAULT_THREADS = torch.get_num_threads()
+from engine.threads import apply_policy, policy_threads
+
+# The engine's CPU thread count for PyTorch: the thread policy's (engine/threads.py, chosen by measurement under
+# load). OpenMP gives a new thread the count in force when it starts, and a Streamlit server runs every script
+# run in a new thread: one started while another session is inside ``one_thread`` would do all its forward
+# passes on one thread. ``restore_threads`` at the start of a run undoes that and applies the policy.
+DEFAULT_THREADS = policy_threads()
 
 
 def restore_threads() -> None:
-    if torch.get_num_threads() != DEFAULT_THREADS:
-        torch.set_num_threads(DEFAULT_THREADS)
+    apply_policy()
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from ui import nav
 from ui.batching_figures import (gantt, kv_over_time, latency_bars, load_chart, occupancy_chart, sweep_step_time,
                                  sweep_throughput_bar, workload_chart)
 from ui.layout import chart, try_this, what_you_see
+from ui.measured import measure_again_bar
 from ui.models import current_model
 
 nav.through_router()
@@ -65,9 +66,10 @@ if not runs.has_run(key):
         st.stop()
 
 # ------------------------------------------------------------------------------------------------ sweep
-sweep = runs.sweep(lm.name, sizes, 6, 2)
-results = [runs.serve(lm.name, ws, p, max_batch, timeout) for p in POLICIES]
-load = runs.load(lm.name, ws, rates, 12, max_batch)
+measured = [runs.sweep(lm.name, sizes, 6, 2), *(runs.serve(lm.name, ws, p, max_batch, timeout) for p in POLICIES),
+            runs.load(lm.name, ws, rates, 12, max_batch)]
+sweep, results, load = measured[0].value, [m.value for m in measured[1:-1]], measured[-1].value
+measure_again_bar([m.calibration for m in measured], runs.AGAIN, "every batching measurement")
 
 st.header("2. One user leaves the hardware idle", divider="gray")
 b1, last = sweep[0], sweep[-1]
@@ -86,6 +88,10 @@ with c[1]:
           f"Every row has the same {sweep[0].context_tokens}-token context.", key="batching_step")
 st.caption("On a GPU the step time stays almost flat up to large batches; a CPU has far less spare arithmetic, "
            "so its step time rises sooner. The machine may be shared, so compare ratios within this run.")
+for flag in runs.sweep_flags(sweep):
+    st.warning(flag, icon=":material/report:")
+if lesson := runs.sweep_lesson_note(sweep):
+    st.info(lesson, icon=":material/psychology:")
 
 # ------------------------------------------------------------------------------------------------ policies
 st.header("3. Static vs continuous batching", divider="gray")
@@ -153,6 +159,8 @@ chart(load_chart(load), "measured",
       "rows in the decode steps you were part of. " + ("Your tokens were identical in every run."
       if len({p.probe.token_ids for p in load}) == 1 else "Your tokens differed between runs."),
       key="batching_load")
+for flag in runs.load_flags(load):
+    st.warning(flag, icon=":material/report:")
 c = st.columns(2)
 with c[0]:
     nav.link("pages/timeline.py")

@@ -11,9 +11,11 @@ from engine.experiments.speculative import MAX_K
 from ui import nav, state
 from ui.html import md_escape, visible
 from ui.layout import chart, try_this, what_you_see
+from ui.measured import busy_warning
 from ui.models import current_model, draft_model_box
-from ui.speculative import RaceParams, finished, lane_pieces, plain_pieces_of, run_live, sweep
-from ui.speculative_figures import (clock_html, lane_html, legend_html, progress_lines, round_pq_bar, round_times_bar,
+from ui.race_view import formula_note, self_draft_answer, sweep_flags
+from ui.speculative import RaceParams, again_requested, finished, run_live, show_final, sweep
+from ui.speculative_figures import (lane_html, legend_html, progress_lines, round_pq_bar, round_times_bar,
                                     rounds_bar, sweep_figure)
 
 nav.through_router()
@@ -72,7 +74,7 @@ params = RaceParams(lm.name, prompt, bool(s["chat"]), drafter, int(k), float(tem
 
 # ---- the race -------------------------------------------------------------------------------------------
 st.html(legend_html())
-go_again = st.button("Start the race", type="primary", icon=":material/sprint:", key="speculative_go")
+go = st.button("Start the race", type="primary", icon=":material/sprint:", key="speculative_go")
 left, right = st.columns(2)
 with left:
     st.markdown("#### Plain decoding")
@@ -81,87 +83,105 @@ with right:
     st.markdown(f"#### Speculative: {md_escape(drafter)}, k = {k}")
     spec_clock, spec_lane = st.empty(), st.empty()
 
-run = finished(params)
-if run is None or go_again:
+result = finished(params)
+if go or again_requested():
     try:
-        run = run_live(params, plain_lane, plain_clock, spec_lane, spec_clock)
+        result = run_live(params, plain_lane, plain_clock, spec_lane, spec_clock)
     except PromptError as exc:
         st.warning(str(exc), icon=":material/edit_note:")
         st.stop()
     except (DrafterError, ModelLoadError) as exc:
         st.error(f"This drafter cannot be used: {md_escape(exc)}", icon=":material/block:")
         st.stop()
+elif result is not None:
+    show_final(result.run, plain_lane, plain_clock, spec_lane, spec_clock)
 else:
-    plain_clock.html(clock_html(run.plain_seconds, len(run.plain_ids), len(run.plain_ids)))
-    plain_lane.html(lane_html(plain_pieces_of(run)))
-    spec_clock.html(clock_html(run.spec_seconds, len(run.spec_ids), run.target_passes))
-    spec_lane.html(lane_html(lane_pieces(run)))
+    for lane in (plain_lane, spec_lane):
+        lane.html(lane_html([]))
+    st.info("Choose the prompt, drafter and k, predict which lane wins, then press **Start the race**. Nothing "
+            "runs until you do.", icon=":material/sprint:")
 st.caption("Clocks: engine-measured seconds per forward pass (plus drafting and the accept/reject step for the "
-           "speculative lane), after a warm-up; drawing the page is not counted. Press the button for a fresh run.")
+           "speculative lane), after a warm-up. Both lanes are measured with the page quiet, then replayed at the "
+           "measured pace, so drawing costs neither lane anything. Press the button for a fresh run.")
 
 # ---- summary --------------------------------------------------------------------------------------------
-st.header("Who won, and why", divider="gray")
-m = st.columns(6)
-m[0].metric("Acceptance rate a", f"{run.acceptance_rate:.0%}",
-            help="accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)")
-m[1].metric("Tokens per target pass", f"{run.tokens_per_pass:.2f}", help="plain decoding: exactly 1")
-ok = run.measurable  # 1 token (or an answer that ends at once): nothing was decoded, so nothing to compare
-NA = "n/a"
-m[2].metric("Cost ratio c", f"{run.c:.3f}" if ok else NA,
-            help="draft seconds per drafted token / median plain decode step")
-m[3].metric("Measured speedup", f"{run.speedup:.2f}x" if ok else NA,
-            help="speculative tokens/s / plain tokens/s, this run")
-m[4].metric("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else NA,
-            help="(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023)")
-m[5].metric("Identical output", "yes" if run.identical else "no",
-            help="token for token; must be yes at temperature 0")
-st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; the machine may be shared, so repeat "
-           "for the spread). Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
-if not ok:
-    st.info(f"**Not enough tokens to measure a speedup.** This race wrote {len(run.plain_ids)} token(s): the first "
-            "token comes from the prefill in both lanes, so no decode step and no draft were timed. Raise "
-            "*Tokens to generate* (8 or more shows the difference).", icon=":material/hourglass_empty:")
-elif run.speedup < 1.0:
-    st.warning(f"**Speculation was slower here ({run.speedup:.2f}x).** Each round pays for drafting "
-               f"(c = {run.c:.2f} of a target step per drafted token) and a verify pass, but only "
-               f"{run.tokens_per_pass:.2f} tokens came out per target pass. A draft that is often wrong, or costs "
-               "nearly as much as the target, loses the race. Try prompt lookup on an extractive prompt, or a "
-               "smaller k.", icon=":material/trending_down:")
-else:
-    st.success(f"Speculation was **{run.speedup:.2f}x** as fast: {run.tokens_per_pass:.2f} tokens per target pass "
-               f"at a cost of c = {run.c:.3f} per drafted token.", icon=":material/trending_up:")
-verify_ratio = run.verify_cost_ratio
-if ok and verify_ratio == verify_ratio:  # not NaN: at least one round drafted something
-    st.markdown(
-        f"**Why the formula and the clock differ.** The formula counts target passes and assumes a verify pass "
-        f"costs one plain decode step. Here a verify pass that checked drafts took **{verify_ratio:.2f}x** a "
-        "plain step (median): a pass over k + 1 tokens does more arithmetic, which a CPU notices and a GPU "
-        f"mostly hides. Put that cost in the formula's denominator, k c + {verify_ratio:.2f} instead of k c + 1, "
-        f"and it predicts **{run.expected_speedup_measured_verify:.2f}x**.")
-if params.temperature == 0 and not run.identical:
-    st.error("At temperature 0 the outputs should be identical; they differ here (see the rounds below).")
-elif params.temperature > 0:
-    st.info("At temperature > 0 the two lanes draw different random numbers, so their texts differ; the rule "
-            "accept with min(1, p/q), else draw from norm(max(0, p - q)) makes each speculative token follow the "
-            "target's sampling distribution exactly.", icon=":material/casino:")
+if result is not None:
+    run, check = result.run, result.check
+    st.header("Who won, and why", divider="gray")
+    busy_warning(result.calibration, "speculative_again")
+    m = st.columns(6)
+    m[0].metric("Acceptance rate a", f"{run.acceptance_rate:.0%}",
+                help="accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not "
+                     "judged)")
+    m[1].metric("Tokens per target pass", f"{run.tokens_per_pass:.2f}", help="plain decoding: exactly 1")
+    ok = run.measurable  # 1 token (or an answer that ends at once): nothing was decoded, so nothing to compare
+    NA = "n/a"
+    m[2].metric("Cost ratio c", f"{run.c:.3f}" if ok else NA,
+                help="draft seconds per drafted token / median plain decode step")
+    m[3].metric("Measured speedup", check.shown if ok else NA,
+                help=f"speculative tokens/s / plain tokens/s, this run: {run.speedup:.2f}x")
+    m[4].metric("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else NA,
+                help="(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023)")
+    m[5].metric("Identical output", "yes" if run.identical else "no",
+                help="token for token; must be yes at temperature 0")
+    for flag in (check.flags if ok else ()):
+        st.warning(flag, icon=":material/report:")
+    st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; {result.calibration.describe()}). "
+               "Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
+    if not ok:
+        st.info(f"**Not enough tokens to measure a speedup.** This race wrote {len(run.plain_ids)} token(s): the "
+                "first token comes from the prefill in both lanes, so no decode step and no draft were timed. Raise "
+                "*Tokens to generate* (8 or more shows the difference).", icon=":material/hourglass_empty:")
+    elif check.no_gain:
+        st.info(f"**No gain.** {run.accepted} drafted token(s) accepted, {run.tokens_per_pass:.2f} tokens per "
+                f"target pass: the measured {run.speedup:.2f}x is within the noise of the plain steps. Speculation "
+                "only pays when drafts are accepted.", icon=":material/trending_flat:")
+    elif run.speedup < 1.0:
+        st.warning(f"**Speculation was slower here ({run.speedup:.2f}x).** Each round pays for drafting "
+                   f"(c = {run.c:.2f} of a target step per drafted token) and a verify pass, but only "
+                   f"{run.tokens_per_pass:.2f} tokens came out per target pass. A draft that is often wrong, or "
+                   "costs nearly as much as the target, loses the race. Try prompt lookup on an extractive prompt, "
+                   "or a smaller k.", icon=":material/trending_down:")
+    elif not check.flags:
+        st.success(f"Speculation was **{run.speedup:.2f}x** as fast: {run.tokens_per_pass:.2f} tokens per target "
+                   f"pass at a cost of c = {run.c:.3f} per drafted token.", icon=":material/trending_up:")
+    note = formula_note(run) if ok else None
+    if note:
+        st.markdown(note)
+    verify_ratio = run.verify_cost_ratio
+    if ok and verify_ratio == verify_ratio and not note:  # not NaN: at least one round drafted something
+        st.markdown(
+            f"**Why the formula and the clock differ.** The formula counts target passes and assumes a verify pass "
+            f"costs one plain decode step. Here a verify pass that checked drafts took **{verify_ratio:.2f}x** a "
+            "plain step (median): a pass over k + 1 tokens does more arithmetic, which a CPU notices and a GPU "
+            f"mostly hides. Put that cost in the formula's denominator, k c + {verify_ratio:.2f} instead of k c + 1, "
+            f"and it predicts **{run.expected_speedup_measured_verify:.2f}x**.")
+    if params.temperature == 0 and not run.identical:
+        st.error("At temperature 0 the outputs should be identical; they differ here (see the rounds below).")
+    elif params.temperature > 0:
+        st.info("At temperature > 0 the two lanes draw different random numbers, so their texts differ; the rule "
+                "accept with min(1, p/q), else draw from norm(max(0, p - q)) makes each speculative token follow "
+                "the target's sampling distribution exactly.", icon=":material/casino:")
 
-chart(progress_lines(run), "measured",
-      "Tokens written against engine-measured time; each speculative step is one round (draft + one verify pass).")
-c1, c2 = st.columns(2)
-with c1:
-    chart(rounds_bar(run), "model", "Per round: green accepted drafts, red rejected drafts (below 0), then the "
-                                    "target's own token (yellow correction, blue bonus).")
-with c2:
-    chart(round_times_bar(run), "measured", "Draft and verify wall time per round; the dashed line is one plain "
-                                            "decode step. Verifying k tokens costs somewhat more than one "
-                                            "step on a CPU, far less than k steps.")
+    chart(progress_lines(run), "measured",
+          "Tokens written against engine-measured time; each speculative step is one round (draft + one verify "
+          "pass).")
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(rounds_bar(run), "model", "Per round: green accepted drafts, red rejected drafts (below 0), then the "
+                                        "target's own token (yellow correction, blue bonus).")
+    with c2:
+        chart(round_times_bar(run), "measured", "Draft and verify wall time per round; the dashed line is one "
+                                                "plain decode step. Verifying k tokens costs somewhat more than one "
+                                                "step on a CPU, far less than k steps.")
 
 try_this("Switch the drafter to **model:self** (the target drafts for itself) at temperature 0. Every draft is "
-         "accepted. Will it be faster than plain decoding?",
-         "No. Acceptance is 100%, but drafting k tokens costs k full target steps (c = 1), plus the verify pass: "
-         "the formula gives (k + 1) / (k + 1) = 1x at best, and the overheads make it slower. A good drafter must "
-         "be both **right often** (a high) and **cheap** (c near 0); prompt lookup is nearly free.",
-         key="speculative_try")
+         "accepted. Will it be faster than plain decoding?", self_draft_answer(result), key="speculative_try")
+
+if result is None:
+    nav.link("pages/timeline.py")
+    st.stop()
+run = result.run
 
 # ---- rounds on demand -----------------------------------------------------------------------------------
 with st.expander(f"Every round: q, p and min(1, p/q) ({len(run.rounds)} rounds)"):
@@ -207,8 +227,11 @@ if pts is None and st.button(f"Run the k sweep (k = {', '.join(map(str, ks))}; {
 if pts:
     best = max(pts, key=lambda p: p.measured_speedup)
     chart(sweep_figure(pts, drafter), "measured",
-          "Measured speedup per k (one race each, plain re-measured) next to the paper's formula with that k's "
-          "measured a and c.")
+          f"Measured speedup per k (one race each, plain re-measured) next to the paper's formula with that k's "
+          f"measured a, c and draft lengths: with {sweep_tokens} tokens requested, a draft is cut to the tokens "
+          "still wanted, so a large k cannot draft k every round.")
+    for flag in sweep_flags(pts):
+        st.warning(flag, icon=":material/report:")
     verdict = (f"Best k for `{drafter}` on this machine: **{best.k}** ({best.measured_speedup:.2f}x)."
                if best.measured_speedup >= 1 else
                f"No k made `{drafter}` faster than plain decoding here (best {best.measured_speedup:.2f}x at k = "

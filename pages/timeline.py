@@ -8,6 +8,7 @@ from ui import nav, precision_view
 from ui import timeline_runs as runs
 from ui.html import chips
 from ui.layout import chart, notes, try_this, what_you_see
+from ui.measured import measure_again_bar, thread_policy_line
 from ui.models import current_model
 from ui.runs import current_trace
 from ui.state import settings
@@ -72,7 +73,8 @@ n_cmp = st.slider("Tokens to generate (both ways)", 2, 48, min(12, max(2, s["max
                   key="timeline_cmp_tokens")
 if runs.on_demand("cache", "Run with and without the cache", "Runs the model twice, greedy, on your prompt."):
     with st.spinner("Generating twice: with the cache, then recomputing everything every step..."):
-        cc = runs.cache_comparison_for(lm.name, ids, n_cmp)
+        cc_m = runs.cache_comparison_for(lm.name, ids, n_cmp)
+    cc = cc_m.value
     chart(cache_chart(cc), "measured",
           f"Per-step wall time after a device sync, greedy, {cc.prompt_tokens} prompt tokens. Without a cache, step k "
           f"recomputes {cc.prompt_tokens} + k - 1 tokens; with it, each decode step feeds 1.", key="timeline_cache")
@@ -87,6 +89,7 @@ if runs.on_demand("cache", "Run with and without the cache", "Runs the model twi
     if last >= 1:
         st.markdown(f"Last step: **{cc.recompute_ms[last]:.0f} ms** recomputing {cc.prompt_tokens + last} tokens vs "
                     f"**{cc.cached_ms[last]:.0f} ms** with the cache (measured, one run each).")
+    measure_again_bar([cc_m.calibration], runs.again_key("cache"), "both generations")
 
 # ------------------------------------------------------------------------------------------ prompt sweep
 st.header("3. Prompt length: time to first token vs time per token", divider="gray")
@@ -100,7 +103,7 @@ sweep_rep = cols[2].slider("Repeats", 1, 5, 3, key="timeline_sweep_repeats")
 if not lengths:
     st.info("Pick at least one prompt length.")
 elif runs.on_demand("sweep", "Run the sweep", "Each length is warmed up once, then measured 'Repeats' times."):
-    sw = runs.sweep(lm.name, tuple(sorted(lengths)), sweep_new, sweep_rep)
+    sw, sw_cals = runs.sweep(lm.name, tuple(sorted(lengths)), sweep_new, sweep_rep)
     chart(sweep_chart(sw), "measured",
           f"Each length: a warm-up, then medians over {sw.repeats} repeat(s); whiskers span min to max. TPOT is the median of "
           f"{sw.new_tokens - 1} decode steps in each repeat.", key="timeline_sweep")
@@ -108,6 +111,7 @@ elif runs.on_demand("sweep", "Run the sweep", "Each length is warmed up once, th
         "prompt tokens": r.prompt_tokens, "TTFT median (ms)": round(r.ttft_ms.median, 1),
         "TTFT range (ms)": f"{r.ttft_ms.lo:.1f} to {r.ttft_ms.hi:.1f}", "TPOT median (ms)": round(r.tpot_ms.median, 1),
         "TPOT range (ms)": f"{r.tpot_ms.lo:.1f} to {r.tpot_ms.hi:.1f}"} for r in sw.rows]), hide_index=True)
+    measure_again_bar(sw_cals, runs.again_key("sweep"), "every length of the sweep")
 
 # ------------------------------------------------------------------------------------------ breakdown
 st.header("4. Where one forward pass spends its time", divider="gray")
@@ -116,7 +120,8 @@ st.markdown("Each stage module (embedding, every block's attention, MLP and norm
             "*Other* is what no hook covers: position tables, masks, residual adds, Python glue.")
 bd_rep = st.slider("Repeats", 1, 7, 3, key="timeline_bd_repeats")
 if runs.on_demand("breakdown", "Measure the stages", "A prefill pass over your prompt and one decode pass."):
-    bd = runs.breakdown(lm.name, ids, bd_rep, s)
+    bd_m = runs.breakdown(lm.name, ids, bd_rep, s)
+    bd = bd_m.value
     chart(breakdown_chart(bd), "measured",
           f"Share of each stage's median time over {bd.repeats} repeat(s), your prompt ({bd.prefill.tokens_in} tokens) "
           f"and the decode step after it; sampling with your sidebar settings.", key="timeline_breakdown")
@@ -133,6 +138,7 @@ if runs.on_demand("breakdown", "Measure the stages", "A prefill pass over your p
                f"{sum(bd.module_counts.values())} modules): the whole pass took {rng(bd.prefill.hooked_total_ms)} with "
                f"hooks vs {rng(bd.prefill.plain_total_ms)} without (prefill), and {rng(bd.decode.hooked_total_ms, nd=2)} vs "
                f"{rng(bd.decode.plain_total_ms, nd=2)} (decode).")
+    measure_again_bar([bd_m.calibration], runs.again_key("breakdown"), "the stage timing")
 
 # ------------------------------------------------------------------------------------------ roofline
 st.header("5. Why decode is memory-bound", divider="gray")
@@ -154,6 +160,7 @@ c[2].metric("Decode-step floor", f"{floor:.1f} ms",
             help=f"Derived: {wbytes / 1e6:.0f} MB of weights read per step / {probe.read_gb_s.median:.1f} GB/s.")
 st.caption(f"Measured on {probe.device} with {probe.threads} threads: read {rng(probe.read_gb_s, 'GB/s')}; "
            f"copy {rng(probe.copy_gb_s, 'GB/s')}; matmul {rng(probe.matmul_gflop_s, 'GFLOP/s', 0)}.")
+st.caption(f"CPU thread policy in force: {thread_policy_line()}.")
 if tl.tpot_ms.n:
     util = floor / tl.tpot_ms.median
     chart(floor_chart(floor, tl.tpot_ms, probe), "derived",

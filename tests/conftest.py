@@ -7,6 +7,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/threads.py)
+
 
 @pytest.fixture(scope="session")
 def tiny_lm():

@@ -1,13 +1,12 @@
 """Cached runs for the batching page, keyed on plain values; the page runs them on demand with progress bars."""
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import streamlit as st
 
+from engine import noise
 from engine.experiments import batching as B
-from ui import work
+from ui import measured, work
+from ui.measured import Measured
 from ui.models import get_model
 
 
@@ -21,37 +20,29 @@ def workload_for(model: str, ws: B.WorkloadSettings) -> tuple[B.Request, ...]:
     return B.make_workload(get_model(model).tokenizer, ws)
 
 
-# The measured runs take a progress callback that draws a bar created outside them. st.cache_data records
-# such element calls and cannot replay them on a cache hit (CacheReplayClosureError), so these runs use a
-# small process-wide store instead: bounded, keyed on plain values, shared by every session like st.cache_data.
-_STORE: OrderedDict = OrderedDict()
-_LOCK = threading.Lock()
-MAX_ENTRIES = 24
+# The measured runs draw a progress bar created outside them, which st.cache_data cannot replay on a hit
+# (CacheReplayClosureError); ui.measured keeps them instead: shared with every session when measured quietly,
+# kept to the measuring session when the machine was busy, and measured again on "Measure again".
+AGAIN = "batching_again"
 
 
-def _cached(key: tuple, label: str, fn):
-    with _LOCK:
-        if key in _STORE:
-            _STORE.move_to_end(key)
-            return _STORE[key]
-    bar, cb = _bar(label)
-    try:  # the run happens on the engine worker; its progress events are drawn here, on the script thread
-        value = work.run(fn, work.relay("progress"), key=key, events={"progress": cb})
-    finally:
-        bar.empty()
-    with _LOCK:
-        _STORE[key] = value
-        while len(_STORE) > MAX_ENTRIES:
-            _STORE.popitem(last=False)
-    return value
+def _cached(key: tuple, label: str, fn) -> Measured:
+    def run():
+        bar, cb = _bar(label)
+        try:  # the run happens on the engine worker; its progress events are drawn here, on the script thread
+            return work.run(fn, work.relay("progress"), key=key, events={"progress": cb})
+        finally:
+            bar.empty()
+
+    return measured.measure(key, run, again=measured.again_pressed(AGAIN))
 
 
-def sweep(model: str, sizes, steps: int, warmup: int):
+def sweep(model: str, sizes, steps: int, warmup: int) -> Measured:
     return _cached(("sweep", model, tuple(sizes), steps, warmup), "Batched decode steps",
                    lambda cb, lm=get_model(model): B.decode_sweep(lm, tuple(sizes), steps=steps, warmup=warmup, progress=cb))
 
 
-def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float):
+def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float) -> Measured:
     lm = get_model(model)
 
     def run(cb):
@@ -60,11 +51,21 @@ def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeo
     return _cached(("serve", model, ws, policy, max_batch, timeout), f"Serving with {policy} batching", run)
 
 
-def load(model: str, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int):
+def load(model: str, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int) -> Measured:
     return _cached(("load", model, ws, tuple(rates), probe_tokens, max_batch),
                    "Your request on a quiet and a busy server",
                    lambda cb, lm=get_model(model): B.load_sweep(lm, ws, tuple(rates), probe_tokens, max_batch=max_batch,
                                            progress=cb))
+
+
+def sweep_flags(points) -> tuple[str, ...]:
+    """A bigger batch measured faster per step than a smaller one (engine/noise)."""
+    return noise.check_batch_steps([(p.batch, noise.summarize(p.step_seconds)) for p in points]).flags
+
+
+def load_flags(points) -> tuple[str, ...]:
+    """A busier server answered the same request faster (engine/noise)."""
+    return noise.check_busier_slower([(p.rate_per_s, p.probe.latency_s) for p in points]).flags
 
 
 def has_run(key: tuple) -> bool:
@@ -73,3 +74,19 @@ def has_run(key: tuple) -> bool:
 
 def mark_run(key: tuple) -> None:
     st.session_state.setdefault("batching_ran", set()).add(key)
+
+
+def sweep_lesson_note(points) -> str | None:
+    """The 'Try this' answer says a batch of 8 costs much less than 8 single steps; when this run's chart says
+    otherwise, say so and why (None when the run agrees)."""
+    one = next((p for p in points if p.batch == 1), None)
+    big = max(points, key=lambda p: p.batch)
+    if one is None or big.batch == 1:
+        return None
+    ratio = big.median_s / one.median_s
+    if ratio < 0.75 * big.batch:
+        return None
+    return (f"**This run differs from the answer above:** batch {big.batch} took {ratio:.1f}x as long per step as "
+            f"batch 1, close to {big.batch}x. On a CPU with little spare arithmetic, or when another program was "
+            "using the cores during the measurement, extra rows stop being nearly free. Measure again on a "
+            "quieter machine, or look at the smaller batches.")

@@ -1,5 +1,5 @@
-"""The speculative race for the page: live streaming into placeholders, and results kept per session so
-nothing reruns when its inputs did not change (a new race only on request)."""
+"""The speculative race for the page: measured with the page quiet, replayed into placeholders, and kept per
+session so nothing reruns when its inputs did not change (a race runs only when Start is pressed)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +10,9 @@ from engine.experiments.drafters import make_drafter
 from engine.prompt import encode_prompt, token_text
 from engine.sampling import SamplingSettings
 from engine.experiments.speculative import SpecRun, race, sweep_k
-from ui import work
+from ui import measured, race_view, work
 from ui.models import get_model
+from ui.race_view import RaceResult
 from ui.speculative_figures import clock_html, lane_html
 
 _RACES = "speculative_races"
@@ -41,57 +42,45 @@ def _store(name: str) -> dict:
     return st.session_state.setdefault(name, {})
 
 
-def finished(params: RaceParams) -> SpecRun | None:
+def finished(params: RaceParams) -> RaceResult | None:
+    """This session's last race for exactly these settings (None: not raced yet; the page waits for Start)."""
     return _store(_RACES).get(params)
 
 
-def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock) -> SpecRun:
-    """Run plain then speculative decoding, streaming each lane's text and clock as tokens arrive (the clocks
-    show engine-measured seconds: drawing the page is not counted). Raises PromptError / DrafterError /
+def again_requested() -> bool:
+    """The busy warning's "Measure again" button was pressed (read before the race's own button is drawn)."""
+    return bool(st.session_state.get("speculative_again"))
+
+
+def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock) -> RaceResult:
+    """Race plain against speculative decoding with the page quiet (nothing is drawn while either lane is
+    measured, so neither pays for drawing), then replay both lanes at the engine-measured pace. The
+    measurement carries its calibration (when, under what load). Raises PromptError / DrafterError /
     ModelLoadError for the page to show."""
     lm = get_model(params.model)
     ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
     drafter = make_drafter(lm, params.drafter, loader=get_model)
-    tok = lm.tokenizer
-    plain_pieces: list[tuple[str, str]] = []
-    spec_pieces: list[tuple[str, str]] = []
-    clock = {"plain": 0.0, "spec": 0.0, "passes": 0}
-    spec_lane.html(lane_html([]))
-    spec_clock.html(clock_html(0.0, 0, 0))
+    for lane, clock in ((plain_lane, plain_clock), (spec_lane, spec_clock)):
+        lane.html(lane_html([], cursor=True))
+        clock.html(clock_html(0.0, 0, 0))
+    with st.spinner("Racing on the engine: both lanes run first with the page quiet, then replay at the measured "
+                    "pace..."):
+        with measured.calibrated() as cal:
+            # on the engine worker, with this page quiet: no UI work inside either lane's clock
+            run = work.run(race, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens,
+                           params.seed, drafter=drafter, key=("race", params))
+    result = race_view.judge(run, cal.result)
+    _store(_RACES)[params] = result
+    race_view.replay(run, plain_pieces_of(run), lane_pieces(run), plain_lane, plain_clock, spec_lane, spec_clock)
+    show_final(run, plain_lane, plain_clock, spec_lane, spec_clock)
+    return result
 
-    def on_step(step):
-        clock["plain"] += step.seconds
-        plain_pieces.append((step.token, "prefill" if step.index == 0 else "plain"))
-        plain_lane.html(lane_html(plain_pieces, cursor=True))
-        plain_clock.html(clock_html(clock["plain"], len(plain_pieces), step.index + 1))
 
-    def on_prefill(token: int, seconds: float):
-        plain_lane.html(lane_html(plain_pieces))
-        clock["spec"], clock["passes"] = seconds, 1
-        spec_pieces.append((token_text(tok, [token])[0], "prefill"))
-        spec_lane.html(lane_html(spec_pieces, cursor=True))
-        spec_clock.html(clock_html(seconds, 1, 1))
-
-    def on_round(rnd):
-        clock["spec"] += rnd.draft_seconds + rnd.verify_seconds
-        clock["passes"] += 1
-        words = token_text(tok, list(rnd.drafted) + [rnd.token])
-        spec_pieces.extend((w, "accepted") for w in words[: rnd.accepted])
-        spec_pieces.extend((w, "rejected") for w in words[rnd.accepted:-1])
-        spec_pieces.append((words[-1], rnd.kind))
-        spec_lane.html(lane_html(spec_pieces, cursor=True))
-        shown = sum(1 for _, role in spec_pieces if role != "rejected")
-        spec_clock.html(clock_html(clock["spec"], shown, clock["passes"]))
-
-    # The race runs on the engine worker; its steps come back as events drawn here, on the script thread.
-    run = work.run(race, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens, params.seed,
-                   drafter=drafter, on_plain_step=work.relay("plain"), on_round=work.relay("round"),
-                   on_prefill=work.relay("prefill"), key=("race", params),
-                   events={"plain": on_step, "round": on_round, "prefill": on_prefill})
-    plain_lane.html(lane_html(plain_pieces))
+def show_final(run: SpecRun, plain_lane, plain_clock, spec_lane, spec_clock) -> None:
+    plain_clock.html(clock_html(run.plain_seconds, len(run.plain_ids), len(run.plain_ids)))
+    plain_lane.html(lane_html(plain_pieces_of(run)))
+    spec_clock.html(clock_html(run.spec_seconds, len(run.spec_ids), run.target_passes))
     spec_lane.html(lane_html(lane_pieces(run)))
-    _store(_RACES)[params] = run
-    return run
 
 
 def lane_pieces(run: SpecRun) -> list[tuple[str, str]]:

@@ -64,8 +64,15 @@ def progress_lines(run) -> go.Figure:
                              y=np.r_[0, 1, np.minimum(s_tokens, len(run.spec_ids))], mode="lines+markers",
                              name=f"speculative ({run.drafter}, k={run.k})",
                              line=dict(color=COLORS["good"], width=3, shape="hv"), marker=dict(size=6)))
-    return style(fig, "The race: tokens written against time", "time since start (s)", "tokens generated",
-                 height=380)
+    return _legend_below(style(fig, "The race: tokens written against time", "time since start (s)",
+                               "tokens generated", height=380))
+
+
+def _legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:
+    """Legend under the plot, so it never sits on the title (in a half-width column it wraps to 2-3 lines)."""
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0),
+                      margin=dict(b=80 + 22 * rows))
+    return fig
 
 
 def rounds_bar(run) -> go.Figure:
@@ -81,8 +88,8 @@ def rounds_bar(run) -> go.Figure:
                          marker_color=["#f59e0b" if k == "correction" else "#3b82f6" for k in kinds]))
     fig.add_trace(go.Bar(x=idx, y=rej, name="rejected drafts (below zero)", marker_color="#ef4444"))
     fig.update_layout(barmode="relative")
-    return style(fig, "What each verify pass kept", "round (one target forward pass each)",
-                 "tokens (rejected shown below 0)", height=360)
+    return _legend_below(style(fig, "What each verify pass kept", "round (one target forward pass each)",
+                               "tokens (rejected shown below 0)", height=400), rows=2)
 
 
 def round_times_bar(run) -> go.Figure:
@@ -93,10 +100,13 @@ def round_times_bar(run) -> go.Figure:
     fig.add_trace(go.Bar(x=idx, y=[r.verify_seconds * 1000 for r in run.rounds], name="verify (target pass)",
                          marker_color=COLORS["primary"]))
     med = run.target_step_seconds * 1000
-    fig.add_hline(y=med, line_dash="dash", line_color=COLORS["muted"],
-                  annotation_text=f"median plain decode step {med:.0f} ms", annotation_position="top left")
+    # the line's label goes in the legend: an annotation on the line sat on top of the bars
+    fig.add_trace(go.Scatter(x=[min(idx, default=1) - 0.5, max(idx, default=1) + 0.5], y=[med, med], mode="lines",
+                             name=f"median plain decode step ({med:.0f} ms)",
+                             line=dict(color="#475569", dash="dash", width=2)))
     fig.update_layout(barmode="stack")
-    return style(fig, "Time per round: drafting, then one verify pass", "round", "wall time (ms)", height=340)
+    return _legend_below(style(fig, "Time per round: drafting, then one verify pass", "round", "wall time (ms)",
+                               height=400), rows=2)
 
 
 def round_pq_bar(rnd, labels: list[str]) -> go.Figure:
@@ -119,11 +129,11 @@ def sweep_figure(points, drafter: str) -> go.Figure:
     fig.add_trace(go.Scatter(x=ks, y=[p.measured_speedup for p in points], mode="lines+markers",
                              name="measured speedup", line=dict(color=COLORS["good"], width=3)))
     fig.add_trace(go.Scatter(x=ks, y=[p.expected_speedup for p in points], mode="lines+markers",
-                             name="paper's formula with measured a and c",
+                             name="paper's formula, round by round (measured a, c, draft lengths)",
                              line=dict(color=COLORS["primary"], dash="dot", width=2)))
     fig.add_hline(y=1.0, line_color=COLORS["accent"], line_dash="dash",
                   annotation_text="1x = as fast as plain decoding", annotation_position="bottom right")
     best = max(points, key=lambda p: p.measured_speedup)
     fig.add_annotation(x=best.k, y=best.measured_speedup, text=f"best k = {best.k}", showarrow=True, arrowhead=2)
-    return style(fig, f"Speedup against draft length k ({drafter})", "draft length k (tokens per round)",
-                 "speedup over plain decoding (x)", height=380)
+    return _legend_below(style(fig, f"Speedup against draft length k ({drafter})",
+                               "draft length k (tokens per round)", "speedup over plain decoding (x)", height=420))

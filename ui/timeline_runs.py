@@ -1,4 +1,6 @@
-"""Cached measurements for the prefill-vs-decode page, keyed on plain values (model name, token ids, sizes)."""
+"""Measurements for the prefill-vs-decode page, keyed on plain values (model name, token ids, sizes). Timed
+results live in ui.measured: each carries its calibration, a disturbed one is not shared, and "Measure again"
+(key ``timeline_again_<name>``) measures again."""
 from __future__ import annotations
 
 import threading
@@ -8,25 +10,34 @@ import streamlit as st
 
 from engine.experiments import timeline as T
 from engine.sampling import SamplingSettings
-from ui import work
+from ui import measured, work
+from ui.measured import Measured
 from ui.models import get_model
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int) -> T.SweepRow:
-    """One prompt length of the sweep (its own warm-up, then the repeats); cached per length."""
-    return work.run(T.prompt_length_sweep, get_model(model), (length,), new_tokens, repeats).rows[0]
+def again_key(name: str) -> str:
+    return f"timeline_again_{name}"
 
 
-@st.cache_data(max_entries=12, show_spinner=False)
-def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> T.CacheComparison:
-    return work.run(T.cache_comparison, get_model(model), list(ids), new_tokens)
+def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int) -> Measured:
+    """One prompt length of the sweep (its own warm-up, then the repeats); kept per length."""
+    return measured.measure(("timeline_sweep", model, length, new_tokens, repeats),
+                            lambda: work.run(T.prompt_length_sweep, get_model(model), (length,), new_tokens, repeats).rows[0],
+                            again=measured.again_pressed(again_key("sweep")))
 
 
-@st.cache_data(max_entries=12, show_spinner=False)
+def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> Measured:
+    return measured.measure(("timeline_cache", model, ids, new_tokens),
+                            lambda: work.run(T.cache_comparison, get_model(model), list(ids), new_tokens),
+                            again=measured.again_pressed(again_key("cache")))
+
+
 def breakdown_for(model: str, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
-                  ) -> T.Breakdown:
-    return work.run(T.stage_breakdown, get_model(model), list(ids), repeats, SamplingSettings(temperature, top_k, top_p))
+                  ) -> Measured:
+    return measured.measure(("timeline_breakdown", model, ids, repeats, temperature, top_k, top_p),
+                            lambda: T.stage_breakdown(get_model(model), list(ids), repeats,
+                                                      SamplingSettings(temperature, top_k, top_p)),
+                            again=measured.again_pressed(again_key("breakdown")))
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
@@ -34,18 +45,19 @@ def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
     return work.run(T.training_vs_inference_memory, get_model(model), list(ids))
 
 
-def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> T.Sweep:
-    """The sweep, one cached length at a time, with a progress bar (cached lengths return at once)."""
+def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list]:
+    """The sweep, one kept length at a time, with a progress bar (kept lengths return at once); also the
+    calibrations of the rows (when and under what load each was measured)."""
     bar = st.progress(0.0, text="Prompt-length sweep")
     rows = []
     for i, n in enumerate(lengths):
         bar.progress(i / len(lengths), text=f"Prompt-length sweep: {n} prompt tokens ({i + 1} of {len(lengths)})")
         rows.append(sweep_row_for(model, n, new_tokens, repeats))
     bar.empty()
-    return T.Sweep(tuple(rows), max(2, new_tokens), max(1, repeats))
+    return T.Sweep(tuple(r.value for r in rows), max(2, new_tokens), max(1, repeats)), [r.calibration for r in rows]
 
 
-def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings: dict) -> T.Breakdown:
+def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings: dict) -> Measured:
     with st.spinner(f"Timing each stage: a prefill and a decode pass, {repeats} repeat(s) with and without hooks..."):
         return breakdown_for(model, ids, repeats, settings["temperature"], settings["top_k"], settings["top_p"])
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 
+from engine import noise
 from engine.cli_args import add_run_arguments
 from engine.experiments.drafters import DrafterError, make_drafter
 from engine.models import ModelLoadError
@@ -29,8 +31,12 @@ def cli(lm, args, emit) -> int:
         print(f"error: --k must be between 1 and {MAX_K}", file=sys.stderr)
         return 2
     s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
-    r = race(lm, list(enc.ids), args.drafter, args.k, s, max(1, args.max_new_tokens), args.seed, drafter=drafter)
+    with noise.calibrated() as cal:
+        r = race(lm, list(enc.ids), args.drafter, args.k, s, max(1, args.max_new_tokens), args.seed, drafter=drafter)
+    check = noise.check_speedup(r.speedup, r.k, r.accepted, r.tokens_per_pass)
     d = r.to_dict()
+    d["calibration"] = asdict(cal.result)
+    d["flags"] = list(check.flags + cal.result.flags)
     d["plain"]["text"] = lm.tokenizer.decode(list(r.plain_ids))
     d["speculative"]["text"] = lm.tokenizer.decode(list(r.spec_ids))
     text = (f"plain       {len(r.plain_ids)} tokens in {r.plain_seconds:.2f} s ({r.plain_tokens_per_second:.1f} tok/s)\n"
@@ -38,6 +44,7 @@ def cli(lm, args, emit) -> int:
             f"{r.drafter}, k={r.k}\n"
             f"acceptance rate {r.acceptance_rate:.2f}, {r.tokens_per_pass:.2f} tokens per target pass, "
             f"c = {r.c:.3f}\nmeasured speedup x{r.speedup:.2f} (paper's formula: x{r.expected_speedup:.2f}); "
-            f"identical output: {r.identical}\n\n{d['speculative']['text']}")
+            f"identical output: {r.identical}\n{cal.result.describe()}\n"
+            + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
     emit(args, d, text)
     return 0

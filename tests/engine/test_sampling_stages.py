@@ -131,15 +131,15 @@ def test_position_predictions_from_one_pass(tiny_lm):
         assert int((lg > lg[ids[i + 1]]).sum()) + 1 == int(pp.actual_ranks[i])
 
 
-def test_a_thread_started_inside_one_thread_gets_its_count_back():
+def test_a_thread_started_inside_one_thread_gets_its_count_back(monkeypatch):
     """Streamlit starts each script run in a new thread, which inherits the OpenMP thread count in force at that
-    moment; app.py calls restore_threads so such a run does not do its forward passes on one thread."""
+    moment; app.py calls restore_threads so such a run gets the thread policy's count (engine/threads.py), not
+    one thread. The policy asks for 2 here (ILE_THREADS) so that the two cases differ on any machine."""
     import threading
 
-    from engine.timing import DEFAULT_THREADS, one_thread, restore_threads
+    from engine.timing import one_thread, restore_threads
 
-    if DEFAULT_THREADS == 1:
-        pytest.skip("this machine runs PyTorch on one thread anyway")
+    monkeypatch.setenv("ILE_THREADS", "2")
     seen = {}
 
     def run():
@@ -147,9 +147,14 @@ def test_a_thread_started_inside_one_thread_gets_its_count_back():
         restore_threads()
         seen["restored"] = torch.get_num_threads()
 
-    with one_thread():
-        t = threading.Thread(target=run)
-        t.start()
-        t.join()
-    assert seen == {"inherited": 1, "restored": DEFAULT_THREADS}
-    assert torch.get_num_threads() == DEFAULT_THREADS
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with one_thread():
+            t = threading.Thread(target=run)
+            t.start()
+            t.join()
+        assert torch.get_num_threads() == 2  # one_thread gave the caller its count back
+    finally:
+        torch.set_num_threads(before)
+    assert seen == {"inherited": 1, "restored": 2}

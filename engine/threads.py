@@ -1,0 +1,113 @@
+"""The CPU thread policy of the engine: how many intra-op threads torch uses, and whether OpenMP's idle threads
+spin or sleep. Chosen by measurement (``python -m engine bench threads``), not by habit.
+
+Why it matters: with torch's defaults and one other busy program (a browser drawing, a video call, a second
+student's run), a decode step that takes ~40 ms went to 765-1769 ms: OpenMP splits each op across all threads,
+and threads that spin while they wait fight the other program for the cores. Passive waiting (idle threads
+sleep) removed that; see the measured candidates below.
+
+``OMP_WAIT_POLICY`` is read once, when torch loads its OpenMP runtime: ``engine/__init__.py`` calls
+``set_wait_policy_env()`` before anything imports torch. The thread count is per OpenMP thread, so
+``apply_policy()`` is called by the thread that runs forward passes (today: at the start of every script run
+and every CLI command; the engine worker calls it once when it starts).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+# The policy, as chosen by `python -m engine bench threads` on the 2-core reference machine (README, "Honest
+# numbers on a busy machine"; docs/benchmarks/threads-2026-11-23.json). Round robin over the candidates, 36
+# decode steps per phase, median ms quiet -> beside a one-core busy loop / beside a second torch process:
+#   2 threads, passive:  74 -> 136 (x1.8) /  76 ->  81 (x1.1)   <- lowest worst case, and fastest quiet
+#   2 threads, active:  324 -> 212        /  91 -> 445 (x4.9)
+#   1 thread,  active:   89 -> 181 (x2.0) /  86 -> 197 (x2.3)
+#   1 thread,  passive:  88 -> 216 (x2.5) / 126 -> 187 (x1.5)
+# The wait policy is what matters: spinning threads fight the other program for the cores (the 20-40x
+# slowdowns seen with torch's defaults). With passive waiting, every core for torch beat one core fewer, both
+# quiet and busy, so the count stays at the number of cores.
+THREADS = "cores"  # "cores" | "cores-1" | an integer
+WAIT = "passive"  # "passive" | "active" (OMP_WAIT_POLICY)
+
+_ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
+_TORCH_LOADED_FIRST: bool | None = None  # was torch imported before set_wait_policy_env ran?
+
+
+def enabled() -> bool:
+    """ILE_THREAD_POLICY=off leaves torch's defaults alone (the benchmark of candidates uses it)."""
+    return os.environ.get("ILE_THREAD_POLICY", "on").lower() not in ("off", "0", "no")
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def policy_threads(n_cores: int | None = None) -> int:
+    """The intra-op thread count the policy asks for on this machine (ILE_THREADS=N overrides)."""
+    n = cores() if n_cores is None else n_cores
+    override = os.environ.get("ILE_THREADS", "").strip()
+    spec = override or THREADS
+    if spec == "cores":
+        return max(1, n)
+    if spec == "cores-1":
+        return max(1, n - 1)
+    try:
+        return max(1, int(spec))
+    except ValueError:
+        return max(1, n - 1)
+
+
+def set_wait_policy_env() -> None:
+    """Set OMP_WAIT_POLICY before torch loads OpenMP (a value the user set wins)."""
+    global _TORCH_LOADED_FIRST
+    if _TORCH_LOADED_FIRST is None:
+        _TORCH_LOADED_FIRST = "torch" in sys.modules
+    if enabled() and _ENV_WAIT_BEFORE is None:
+        os.environ.setdefault("OMP_WAIT_POLICY", WAIT.upper())
+
+
+def apply_policy() -> int:
+    """Set torch's intra-op thread count for the calling thread to the policy's; returns it. Cheap and
+    idempotent: call it at the start of every thread that runs forward passes."""
+    import torch
+
+    if not enabled():
+        return torch.get_num_threads()
+    n = policy_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    threads: int
+    cores: int
+    wait: str  # what OpenMP's idle threads do: "passive", "active" or "default"
+    wait_note: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.threads} of {self.cores} cores for torch; OpenMP idle threads: {self.wait} ({self.wait_note})"
+
+
+def describe_policy() -> PolicyInForce:
+    """What is in force now in this process (for the hardware section of the timeline page)."""
+    import torch
+
+    env = os.environ.get("OMP_WAIT_POLICY")
+    if _TORCH_LOADED_FIRST and _ENV_WAIT_BEFORE is None:
+        wait, note = "default", "torch was loaded before the engine could set the wait policy"
+    elif env:
+        wait = env.lower()
+        note = "set by the user" if _ENV_WAIT_BEFORE is not None else "set by the engine before torch loaded"
+    else:
+        wait, note = "default", "spin a while, then sleep"
+    source = ("ILE_THREAD_POLICY=off: torch's defaults" if not enabled() else
+              "ILE_THREADS override" if os.environ.get("ILE_THREADS") else
+              f"policy {THREADS}, {WAIT} (chosen by python -m engine bench threads)")
+    return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source)

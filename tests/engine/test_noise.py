@@ -1,0 +1,89 @@
+"""The noise guard: spreads, calibration verdicts and every bound check, each shown to pass and to fail."""
+import subprocess
+import sys
+import time
+
+from engine import noise
+
+
+def test_summarize_median_quartiles_and_wide_spread():
+    r = noise.summarize([1.0, 2.0, 3.0, 4.0, 100.0], "x")
+    assert (r.median, r.lo, r.hi, r.n) == (3.0, 1.0, 100.0, 5)
+    assert r.q1 == 2.0 and r.q3 == 4.0
+    assert r.flags and "67%" in r.flags[0]  # IQR 2 of median 3 is wide
+    # a tight set is not flagged, a wide one is
+    assert noise.summarize([10, 10.1, 9.9, 10.05]).flags == ()
+    assert noise.summarize([10, 20, 5, 30, 12]).flags
+
+
+def test_summarize_empty_is_flagged():
+    assert noise.summarize([]).flags and noise.summarize([]).n == 0
+
+
+def test_speedup_above_k_plus_one_is_impossible():
+    bad = noise.check_speedup(17.5, k=4, accepted=30, tokens_per_pass=4.0)
+    assert any("Impossible" in f and "k + 1 = 5" in f for f in bad.flags)
+    ok = noise.check_speedup(2.4, k=4, accepted=30, tokens_per_pass=3.0)
+    assert ok.flags == () and ok.shown == "2.40x" and not ok.no_gain
+
+
+def test_speedup_with_nothing_accepted_is_no_gain():
+    r = noise.check_speedup(1.32, k=4, accepted=0, tokens_per_pass=1.0)
+    assert r.no_gain and r.shown == "no gain"
+    assert any("no gain, within noise" in f for f in r.flags)
+    # a real loss at 0% acceptance is not a gain either, but not an impossible figure
+    loss = noise.check_speedup(0.8, k=4, accepted=0, tokens_per_pass=1.0)
+    assert loss.no_gain and loss.flags == ()
+
+
+def test_speedup_beyond_tokens_per_pass_is_noise():
+    r = noise.check_speedup(3.0, k=4, accepted=10, tokens_per_pass=1.5, noise=0.1)
+    assert any("tokens per target pass" in f for f in r.flags)
+    assert noise.check_speedup(1.5, k=4, accepted=10, tokens_per_pass=1.5).flags == ()
+
+
+def test_speedup_near_one_reads_as_no_gain_only_when_few_tokens_per_pass():
+    assert noise.check_speedup(1.04, 4, 3, 1.05).no_gain  # hardly more than one token per pass
+    assert not noise.check_speedup(1.4, 4, 8, 1.6).no_gain
+    assert not noise.check_speedup(1.08, 4, 24, 4.0).no_gain  # 4 tokens per pass: a real (if small) gain
+
+
+def test_bigger_batch_faster_per_step_is_flagged():
+    s = noise.summarize
+    ok = noise.check_batch_steps([(1, s([0.040, 0.041, 0.042])), (8, s([0.060, 0.061, 0.065]))])
+    assert ok.flags == ()
+    overlap = noise.check_batch_steps([(8, s([0.050, 0.060, 0.070])), (16, s([0.045, 0.055, 0.071]))])
+    assert len(overlap.flags) == 1 and "noise" in overlap.flags[0]
+    apart = noise.check_batch_steps([(8, s([0.090, 0.095, 0.1])), (16, s([0.050, 0.055, 0.06]))])
+    assert "busy" in apart.flags[0]
+
+
+def test_busier_server_faster_is_flagged():
+    assert noise.check_busier_slower([(0, 1.0), (4, 1.5), (12, 2.0)]).flags == ()
+    f = noise.check_busier_slower([(0, 1.0), (4, 1.5), (12, 1.45)]).flags
+    assert len(f) == 1 and "within noise" in f[0]
+    f = noise.check_busier_slower([(0, 1.0), (4, 2.5), (12, 1.2)]).flags
+    assert "probably busy" in f[0]
+
+
+def test_judge_thresholds():
+    assert noise.judge(0.01, 0.0105, 0.01, 0.1) == ()
+    assert noise.judge(0.01, 0.01, 0.01, 0.9)  # other programs on most of a core
+    assert noise.judge(0.01, 0.02, 0.01, None)  # probe twice as slow after
+    assert noise.judge(0.03, 0.03, 0.01, 0.0)  # both probes 3x the quietest seen
+
+
+def test_calibration_flags_a_busy_neighbour():
+    """A real busy process beside the measurement: its CPU time shows up as other programs' cores."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nend=time.time()+20\nwhile time.time()<end: pass"])
+    try:
+        time.sleep(0.3)
+        with noise.calibrated() as cal:
+            time.sleep(1.0)  # the measured work: idle here, so only the neighbour's CPU is counted
+    finally:
+        proc.kill()
+        proc.wait()
+    c = cal.result
+    assert c.other_cores is not None and c.other_cores >= 0.5, c
+    assert c.disturbed and noise.BUSY_MESSAGE
+    assert "measured at" in c.describe()

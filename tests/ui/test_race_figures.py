@@ -1,0 +1,49 @@
+"""Race figures and replay: legends below the plot (never on the title), the verify-time line labelled in the
+legend (not over the bars), and a replay that follows the engine's clocks and draws both lanes every frame."""
+from tests.engine.test_race_bounds import _run
+from ui import race_view
+from ui.speculative_figures import progress_lines, round_times_bar, rounds_bar
+
+
+def test_race_legends_sit_below_the_plot():
+    run = _run([(4, 2, 0.004)] * 6)
+    for fig in (progress_lines(run), rounds_bar(run), round_times_bar(run)):
+        assert fig.layout.legend.y < 0 and fig.layout.legend.yanchor == "top"
+        assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+
+
+def test_verify_time_line_is_a_legend_entry_not_a_label_on_the_bars():
+    fig = round_times_bar(_run([(4, 2, 0.004)] * 6))
+    assert not fig.layout.annotations
+    assert any("median plain decode step" in (t.name or "") for t in fig.data)
+
+
+class _Slot:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def html(self, text):
+        self.log.append((self.name, text))
+
+
+def test_replay_draws_both_lanes_each_frame_at_the_measured_pace():
+    run = _run([(4, 2, 0.004)] * 6, step=0.04)
+    plain = [(str(i), "plain") for i in range(len(run.plain_ids))]
+    spec = [(str(i), "accepted") for i in range(len(run.spec_ids) + 12)]
+    log, sleeps = [], []
+    factor = race_view.replay(run, plain, spec, *(_Slot(log, n) for n in ("pl", "pc", "sl", "sc")),
+                              sleep=sleeps.append)
+    assert factor == 1.0  # a short race replays in real time
+    frames = len(sleeps) + 1
+    assert len(log) == 4 * frames and [n for n, _ in log[:4]] == ["pl", "pc", "sl", "sc"]
+    end = max(run.plain_seconds, run.spec_seconds)
+    assert abs(sum(sleeps) - end) < 2 / race_view.FPS  # the replay lasts as long as the race was measured
+    assert "\u258c" not in log[-4][1]  # the last frame shows the finished plain lane
+    plain_t, spec_t = race_view.schedule(run, spec)
+    assert plain_t[-1] == run.plain_seconds and abs(spec_t[-1] - run.spec_seconds) < 1e-9
+
+
+def test_formula_note_only_when_the_drafter_drafts_little():
+    assert race_view.formula_note(_run([(4, 2, 0.004)] * 6)) is None
+    note = race_view.formula_note(_run([(0, 0, 0.0005)] * 18 + [(2, 0, 0.0005)] * 2))
+    assert "2 of 20" in note and "Counting each round as it happened" in note

@@ -1,0 +1,135 @@
+"""The race as the page shows it: measured first with the page quiet, then replayed at the measured pace, and
+read through the noise guard. No st.* here except in ``replay`` (which only fills the placeholders it is given).
+
+Why a replay: streaming one page update per token made the browser and the server draw while the plain lane
+decoded (one update per token) but far less while the speculative lane did (one per round), so the plain lane
+paid more and the page showed 3.3-3.8x where the command line measured 2.1-2.6x. Now neither lane draws
+anything while it is measured; the clocks are the engine's, and the replay moves both lanes on the same frames.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import noise
+from engine.experiments.speculative import SpecRun
+from ui.speculative_figures import clock_html, lane_html
+
+FPS = 12
+MAX_REPLAY_S = 12.0  # a long race is replayed faster, both lanes by the same factor
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """One race with the conditions it was measured under and its speedup judged against its bounds."""
+
+    run: SpecRun
+    calibration: noise.Calibration
+    check: noise.SpeedupCheck
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return self.check.flags + self.calibration.flags
+
+
+def plain_noise(run: SpecRun) -> float:
+    """Relative spread (IQR / median) of the plain decode steps: how far a speedup may be noise."""
+    r = noise.summarize(run.plain_step_seconds[1:])
+    spread = r.relative_spread if r.n >= 4 else 0.1
+    return float(min(max(spread, 0.05), 0.5)) if spread == spread else 0.1
+
+
+def judge(run: SpecRun, calibration: noise.Calibration) -> RaceResult:
+    return RaceResult(run, calibration,
+                      noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass, plain_noise(run)))
+
+
+def schedule(run: SpecRun, spec_pieces: list[tuple[str, str]]):
+    """When each piece of each lane appears, on the engine's clocks: (plain times, spec times) in seconds.
+    A speculative round's pieces (accepted, rejected, the target's token) all appear when its verify ends."""
+    plain_t = np.cumsum(run.plain_step_seconds).tolist()
+    spec_t = [run.spec_prefill_seconds] if spec_pieces else []
+    t = run.spec_prefill_seconds
+    for rnd in run.rounds:
+        t += rnd.draft_seconds + rnd.verify_seconds
+        spec_t += [t] * (rnd.accepted + len(rnd.rejected) + 1)
+    spec_t = (spec_t + [t] * len(spec_pieces))[: len(spec_pieces)]
+    return plain_t, spec_t
+
+
+def replay(run: SpecRun, plain_pieces, spec_pieces, plain_lane, plain_clock, spec_lane, spec_clock,
+           sleep=time.sleep) -> float:
+    """Both lanes drawn frame by frame at the measured pace (sped up alike when the race was long); every frame
+    updates both lanes, so drawing costs them the same. Returns the speed-up factor of the replay."""
+    plain_t, spec_t = schedule(run, spec_pieces)
+    end = max(plain_t[-1] if plain_t else 0.0, spec_t[-1] if spec_t else 0.0)
+    factor = max(1.0, end / MAX_REPLAY_S)
+    frames = max(1, int(np.ceil(end / factor * FPS)))
+    for f in range(1, frames + 1):
+        now = min(end, f / FPS * factor)
+        n_plain = int(np.searchsorted(plain_t, now, side="right"))
+        n_spec = int(np.searchsorted(spec_t, now, side="right"))
+        shown_spec = spec_pieces[:n_spec]
+        plain_lane.html(lane_html(plain_pieces[:n_plain], cursor=n_plain < len(plain_pieces)))
+        plain_clock.html(clock_html(min(now, plain_t[-1]) if plain_t else 0.0, n_plain, n_plain))
+        spec_lane.html(lane_html(shown_spec, cursor=n_spec < len(spec_pieces)))
+        passes = 1 + sum(1 for i, _ in enumerate(run.rounds) if _round_end(run, i) <= now) if n_spec else 0
+        spec_clock.html(clock_html(min(now, spec_t[-1]) if spec_t else 0.0,
+                                   sum(1 for _, role in shown_spec if role != "rejected"), passes))
+        if f < frames:
+            sleep(1.0 / FPS)
+    return factor
+
+
+def _round_end(run: SpecRun, i: int) -> float:
+    return run.spec_prefill_seconds + sum(r.draft_seconds + r.verify_seconds for r in run.rounds[: i + 1])
+
+
+# ---------------------------------------------------------------------------------------------- lesson text
+
+
+def drafts_little(run: SpecRun) -> bool:
+    """The drafter proposed far fewer than k tokens per round (prompt lookup on an open prompt)."""
+    return bool(run.rounds) and run.drafted_per_round < 0.5 * run.k
+
+
+def formula_note(run: SpecRun) -> str | None:
+    """Why the paper's formula and the clock disagree when the drafter drafts little; None otherwise."""
+    if not drafts_little(run):
+        return None
+    return (f"**Why the paper's formula says {run.expected_speedup:.2f}x here.** The formula assumes the drafter "
+            f"proposes k = {run.k} tokens every round, each costing c. This drafter proposed something in only "
+            f"**{run.rounds_with_drafts} of {len(run.rounds)}** rounds ({run.drafted_per_round:.1f} tokens per round "
+            "on average): the other rounds were ordinary decode steps, neither faster nor slower than plain "
+            f"decoding. And c divides all the drafting time (searching in every round) by only {run.drafted} "
+            f"drafted token(s), so it looks large (c = {run.c:.3f}). Counting each round as it happened, its own "
+            "draft length and its measured drafting time, the same formula predicts "
+            f"**{run.expected_speedup_drafted:.2f}x**, next to the measured {run.speedup:.2f}x.")
+
+
+def self_draft_answer(result: RaceResult | None) -> str:
+    """The 'Try this' answer about model:self, checked against this session's own run of it when there is one."""
+    answer = ("No. Acceptance is 100%, but drafting k tokens costs k full target steps (c = 1), plus the verify "
+              "pass: the formula gives (k + 1) / (k + 1) = 1x at best, and the overheads make it slower. A good "
+              "drafter must be both **right often** (a high) and **cheap** (c near 0); prompt lookup is nearly free.")
+    if result is None or result.run.drafter != f"model:{result.run.model}":  # model:self is named after the target
+        return answer
+    run, check = result.run, result.check
+    if run.speedup < 1.0:
+        return answer + f"\n\nYour run agrees: model:self measured **{run.speedup:.2f}x**."
+    why = ("the machine was busy during the measurement" if result.calibration.disturbed else
+           "the difference is within the noise of the plain steps" if check.no_gain else
+           "one lane was disturbed more than the other")
+    return answer + (f"\n\n**This run differs:** model:self measured {run.speedup:.2f}x, not slower. That cannot be a "
+                     f"real gain (every draft costs a full target step): {why}. Press *Start the race* again.")
+
+
+def sweep_flags(points) -> list[str]:
+    """Bound checks for every k of a sweep (an impossible speedup, a gain with nothing accepted)."""
+    out = []
+    for p in points:
+        check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
+        out += [f"k = {p.k}: {f}" for f in check.flags]
+    return out
