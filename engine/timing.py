@@ -48,5 +48,5 @@ def now(device=None) -> float:
 
 def configure_worker_threads() -> None:
     """Called once, on the engine worker's thread, when it starts: every forward pass of the process runs there
-    with this thread count and nothing changes it later. (Issue 15 replaces this with a measured policy.)"""
-    torch.set_num_threads(DEFAULT_THREADS)
+    under the measured thread policy (engine/threads.py), and nothing changes it later."""
+    apply_policy()
