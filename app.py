@@ -3,7 +3,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from engine.timing import restore_threads
-from ui import nav, sidebar, state
+from ui import layout, nav, sidebar, state, style
 
 # A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
 # navigation of its own built from the file names, which answers deep links with "Page not found" and can
@@ -14,12 +14,16 @@ from ui import nav, sidebar, state
 PagesManager.uses_pages_directory = False
 
 restore_threads()  # this run's thread may have started inside another session's one-thread section
-st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide")
-state.settings()
+present = bool(state.settings()["present"])
+st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide",
+                   initial_sidebar_state="collapsed" if present else "auto")
 state.start_run()
+style.inject(present)
 pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i == 0))
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
 sidebar.render()
+layout.begin_page(page.url_path)
 page.run()
+layout.presenter_nav()
 state.write_query_params()

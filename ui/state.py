@@ -23,6 +23,7 @@ FIELDS: dict[str, tuple] = {
     "top_k": (int, 50, 0, 1000),
     "top_p": (float, 0.95, 0.0, 1.0),
     "seed": (int, 0, 0, 2**31 - 1),
+    "present": (bool, False, None, None),  # presenter view: larger type, sidebar collapsed, one section at a time
 }
 MAX_URL_PROMPT = 2000  # a longer prompt is kept in the session but not put in the URL
 
@@ -86,9 +87,8 @@ def put_page_params(**values) -> None:
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
 
 
-def write_query_params() -> None:
-    """Mirror the settings into the URL (only what differs from the defaults keeps links short), then the
-    current page's own values."""
+def share_params() -> dict[str, str]:
+    """The shared settings as URL values (only what differs from the defaults keeps links short)."""
     s = settings()
     want = {}
     for name, (typ, default, _, _) in FIELDS.items():
@@ -96,6 +96,12 @@ def write_query_params() -> None:
         if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)
+    return want
+
+
+def write_query_params() -> None:
+    """Mirror the settings into the URL, then the current page's own values."""
+    want = share_params()
     want.update(st.session_state.get(PAGE_PARAMS, {}))
     current = {k: st.query_params[k] for k in st.query_params}
     if current != want:
