@@ -6,6 +6,8 @@ drop the state of a widget declared in app.py), and the query string lets a copi
 """
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 from engine.models import EMBEDDED
@@ -69,9 +71,15 @@ def from_widget(name: str) -> None:
 PAGE_PARAMS = "_page_params"  # this run's page-specific URL values (e.g. the attention head on view)
 
 
+RUN_LOG = "ILE_RUN_LOG"  # tests set it to a file path: each full script run appends one line (fragments do not)
+
+
 def start_run() -> None:
     """Called by app.py before the page runs: page-specific URL values belong to one page only."""
     st.session_state[PAGE_PARAMS] = {}
+    if os.environ.get(RUN_LOG):
+        with open(os.environ[RUN_LOG], "a", encoding="utf-8") as f:
+            f.write("run\n")
 
 
 def page_param(name: str, default: int, lo: int, hi: int) -> int:

@@ -28,7 +28,9 @@ class App:
     def __init__(self):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.run_log = SHOTS.parent / f"runs-{self.port}.log"  # one line per full script run (ui.state.start_run)
+        self.run_log.write_text("")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_RUN_LOG=str(self.run_log))
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
@@ -45,6 +47,10 @@ class App:
                 time.sleep(0.5)
         self.stop()
         raise RuntimeError("streamlit did not start")
+
+    def runs(self) -> int:
+        """Full script runs so far, over every session (fragment reruns are not counted)."""
+        return len(self.run_log.read_text().splitlines())
 
     def stop(self):
         self.proc.terminate()
