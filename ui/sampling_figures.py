@@ -69,7 +69,7 @@ def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
                              marker=dict(color="rgba(255,255,255,0)", line=dict(color=color, width=2.5),
                                          pattern=dict(shape="/", fgcolor=color, size=6)),
                              hovertemplate="%{y}: p %{customdata:.4f} before the filter, then removed<extra></extra>",
-                             name=f"removed by {name} (outlined)"))
+                             name=f"removed by {name}"))
     colors = [COLORS["accent"] if int(i) == int(chosen_id) else (COLORS["primary"] if f > 0 else COLORS["muted"])
               for i, f in zip(ids, final)]
     data.append(dict(bar, x=final, xaxis="x4", marker_color=colors, showlegend=False, name="final",
@@ -92,7 +92,7 @@ def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
                 x_titles[0], "token", height=max(440, 34 * len(ys) + 180))
     return fig.update_layout(margin=dict(l=110, r=20, t=95, b=115),
                              legend=dict(orientation="h", yanchor="top", y=-0.14, xanchor="right", x=1.0,
-                                         title=dict(text="panel 3:")))
+                                         title=dict(text="panel 3 (removed = outlined):")))
 
 
 def cumulative_curve(st) -> go.Figure:
