@@ -4,7 +4,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from engine.timing import restore_threads
-from ui import errors, nav, sidebar, state
+from ui import errors, layout, nav, sidebar, state, style
 
 # A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
 # navigation of its own built from the file names, which answers deep links with "Page not found" and can
@@ -15,14 +15,18 @@ from ui import errors, nav, sidebar, state
 PagesManager.uses_pages_directory = False
 
 restore_threads()  # this run's thread may have started inside another session's one-thread section
-st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide")
-state.settings()
+present = bool(state.settings()["present"])
+st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide",
+                   initial_sidebar_state="collapsed" if present else "auto")
 state.start_run()
+style.inject(present)
 pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i == 0))
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
 sidebar.render()
+layout.begin_page(page.url_path)
 state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway
 with errors.shown_briefly():  # a short message, not a traceback with server paths
     page.run()
+layout.presenter_nav()
 state.write_query_params()  # the page's own values (e.g. the attention head on view); other pages' dropped

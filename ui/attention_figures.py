@@ -97,11 +97,11 @@ def attention_map(head: np.ndarray, tokens: Sequence[str], title: str, start: in
         fig.add_shape(type="rect", x0=-0.5, x1=r + 0.5, y0=r - 0.5, y1=r + 0.5, line=dict(color=COLORS["accent"], width=2))
     style(fig, title, "key position: the token being looked at", "query position: the token looking",
           height=min(900, max(420, 16 * m + 200)))
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=12 if m <= 40 else 10), showgrid=False)
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=12 if m <= 40 else 10), showgrid=False)
-    fig.update_layout(plot_bgcolor="white", margin=dict(l=140, b=140), showlegend=True,
-                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.02, yanchor="top"))
-    fig.update_layout(margin=dict(b=170))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=14), showgrid=False)
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=14), showgrid=False)
+    # The legend sits at the very bottom of the figure, below the rotated key labels, never over them.
+    fig.update_layout(plot_bgcolor="white", margin=dict(l=150, b=200), showlegend=True,
+                      legend=dict(orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom"))
     return fig
 
 
@@ -115,7 +115,7 @@ def query_bar(head: np.ndarray, tokens: Sequence[str], query: int, where: str = 
     fig = go.Figure(go.Bar(x=lab, y=w, marker_color=colors,
                            hovertemplate="key %{x}<br>weight %{y:.3f}<extra></extra>"))
     style(fig, title, "key position (earlier tokens; later ones are masked)", "attention weight (0 to 1)", height=380)
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=11 if len(w) <= 48 else 9))
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=14))
     fig.update_yaxes(range=[0, max(1e-6, float(w.max())) * 1.12])
     fig.update_layout(margin=dict(b=130))
     return fig
@@ -157,10 +157,10 @@ def kv_saving_bar(contexts: Sequence[int], bytes_gqa: Sequence[int], bytes_mha: 
     fig = go.Figure([
         go.Bar(x=x, y=[b / 2**20 for b in bytes_mha], name=f"if every head had its own K/V ({n_heads} KV heads)",
                marker_color=COLORS["muted"], texttemplate="%{y:.1f} MiB", textposition="outside",
-               textfont=dict(size=13)),
+               textfont=dict(size=14)),
         go.Bar(x=x, y=[b / 2**20 for b in bytes_gqa], name=f"this model ({n_kv} KV heads)",
                marker_color=COLORS["primary"], texttemplate="%{y:.1f} MiB", textposition="outside",
-               textfont=dict(size=13)),
+               textfont=dict(size=14)),
     ])
     style(fig, "KV-cache size for one sequence", "context length", "KV cache (MiB)", height=360)
     fig.update_layout(barmode="group", legend=dict(orientation="v", x=0.01, xanchor="left", y=0.98,

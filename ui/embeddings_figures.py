@@ -13,17 +13,23 @@ def _tick_labels(tokens) -> list[str]:
     return [f"#{i} {label(t)}" for i, t in enumerate(tokens)]
 
 
-def embedding_heatmap(vectors: np.ndarray, tokens, max_tokens: int = 96) -> go.Figure:
+def embedding_heatmap(vectors: np.ndarray, tokens, max_tokens: int = 96, dims: int = 64) -> go.Figure:
     """Each prompt token's embedding row: tokens down, dimensions across, colour = value."""
     v = vectors[:max_tokens]
-    lim = float(np.quantile(np.abs(v), 0.99)) or 1.0
-    fig = go.Figure(go.Heatmap(z=v, y=_tick_labels(tokens[:max_tokens]), x=list(range(v.shape[1])),
+    # All d dimensions side by side look like noise; the ones that differ most between these tokens, sorted
+    # by that spread, show which tokens share a pattern (a repeated token repeats its row exactly).
+    keep = np.argsort(-v.std(axis=0))[:min(dims, v.shape[1])]
+    z = v[:, keep]
+    lim = float(np.quantile(np.abs(z), 0.98)) or 1.0
+    fig = go.Figure(go.Heatmap(z=z, y=_tick_labels(tokens[:max_tokens]), x=[f"d{i}" for i in keep],
                                colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
                                colorbar=dict(title="value"),
                                hovertemplate="%{y}<br>dimension %{x}<br>value %{z:.4f}<extra></extra>"))
-    style(fig, f"Embedding vectors: {v.shape[0]} tokens \u00d7 {v.shape[1]} dimensions", "dimension (index)",
-          "prompt token", height=max(320, 110 + 18 * v.shape[0]))
-    fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=12))
+    style(fig, f"Embedding vectors: {v.shape[0]} tokens \u00d7 the {z.shape[1]} of {v.shape[1]} dimensions that "
+          "vary most across them", "dimension (sorted by spread across these tokens)",
+          "prompt token", height=max(340, 130 + 20 * v.shape[0]))
+    fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=14))
+    fig.update_xaxes(showticklabels=False)
     return fig
 
 
@@ -37,7 +43,7 @@ def norms_bar(norms: np.ndarray, tokens, quantiles, max_tokens: int = 96) -> go.
                   annotation_text=f"median of all vocabulary rows {mid:.2f}")
     style(fig, "Length (L2 norm) of each token's embedding; grey band: 5 %-95 % of all vocabulary rows",
           "prompt token", "L2 norm (unitless)", height=340)
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=11))
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=14))
     return fig
 
 
@@ -48,8 +54,8 @@ def cosine_heatmap(cos: np.ndarray, tokens, title: str, axis: str = "prompt toke
                                colorbar=dict(title="cosine"),
                                hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>"))
     style(fig, title, axis, axis, height=max(420, 120 + 16 * c.shape[0]))
-    fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=11))
-    fig.update_xaxes(tickangle=-60, automargin=True, tickfont=dict(size=11))
+    fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=14))
+    fig.update_xaxes(tickangle=-60, automargin=True, tickfont=dict(size=14))
     return fig
 
 
@@ -61,7 +67,8 @@ def pca_scatter(m) -> go.Figure:
                                hovertext=[f"{label(t)!r} (id {i})" for t, i in zip(m.sample_tokens, m.sample_ids)],
                                hoverinfo="text"))
     seen: dict[int, int] = {}
-    xs, ys, texts = [], [], []
+    xs, ys, texts, shown = [], [], [], []
+    span = np.ptp(np.vstack([m.sample_xy, m.prompt_xy]), axis=0) + 1e-9  # [2] axis ranges
     for (x, y), t, i in zip(m.prompt_xy, m.prompt_tokens, m.prompt_ids):
         if i in seen:  # a repeated token sits on the same point; label it once
             continue
@@ -69,10 +76,16 @@ def pca_scatter(m) -> go.Figure:
         xs.append(float(x))
         ys.append(float(y))
         texts.append(label(t))
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name="prompt tokens", text=texts,
-                             textposition="top center", textfont=dict(size=13, color=COLORS["accent"]),
+        # label widths ~ 1.2 % of the x range per character at this size; keep a clear gap on both axes
+        free = all(abs(x - sx) / span[0] > 0.012 * max(len(texts[-1]), len(st)) + 0.02 or abs(y - sy) / span[1] > 0.05
+                   for sx, sy, st in shown)
+        if free:
+            shown.append((float(x), float(y), texts[-1]))
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name="prompt tokens (crowded labels: hover)",
+                             text=[t if any(t == s[2] and x == s[0] for s in shown) else "" for t, x in zip(texts, xs)],
+                             hovertext=texts, textposition="top center", textfont=dict(size=15, color=COLORS["accent"]),
                              marker=dict(size=10, color=COLORS["accent"], line=dict(color="white", width=1)),
-                             hovertemplate="%{text}<extra></extra>"))
+                             hovertemplate="%{hovertext}<extra></extra>"))
     e1, e2 = m.explained
     return style(fig, f"Embedding space flattened to 2-D by PCA (the two axes keep {e1 + e2:.1%} of the variance)",
                  f"principal component 1 ({e1:.1%} of variance)", f"principal component 2 ({e2:.1%} of variance)",

@@ -72,11 +72,16 @@ def memory_bar(weights: int, kv_total: int, gpus, weights_label: str, kv_label: 
     fig.add_trace(go.Bar(y=["memory"], x=[kv_total / GB], orientation="h", name=kv_label,
                          marker_color=COLORS["accent"], text=[f"KV {kv_total / GB:,.1f} GB" if wide(kv_total) else ""],
                          textposition="inside", insidetextanchor="middle"))
-    for g in gpus:
-        fig.add_vline(x=g, line_dash="dot", line_color="#334155", line_width=2,
-                      annotation_text=f"{g} GB", annotation_position="top")
+    last_at: dict[int, float] = {}
+    for g in sorted(gpus):
+        fig.add_vline(x=g, line_dash="dot", line_color="#334155", line_width=2)
+        # a label goes one row higher while the row below still holds a label too close to it
+        row = next((r for r in range(3) if g - last_at.get(r, -1e18) > 0.09 * top), 2)
+        last_at[row] = g
+        fig.add_annotation(x=g, y=1.0, yref="paper", yshift=4 + 20 * row, yanchor="bottom", showarrow=False,
+                           text=f"{g} GB", font=dict(size=14))
     style(fig, "Weights + KV cache against one GPU's memory", "memory (GB, 10\u2079 bytes)", "", height=300)
-    fig.update_layout(barmode="stack", margin=dict(t=80, b=40),
+    fig.update_layout(barmode="stack", margin=dict(t=120, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.45, xanchor="left", x=0))
     fig.update_yaxes(showticklabels=False)
     fig.update_xaxes(range=[0, top])

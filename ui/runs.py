@@ -35,3 +35,11 @@ def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
     from engine.stages.inspect import block_walk
 
     return work.run(block_walk, get_model(model), list(ids), layer)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def last_position_for(model: str, ids: tuple[int, ...]):
+    """Embedding row, final hidden state and top logits at the last of ``ids`` (one untimed pass, cached)."""
+    from engine.stages.glance import last_position
+
+    return work.run(last_position, get_model(model), list(ids))

@@ -55,12 +55,21 @@ def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
         dict(bar, x=rev(st.scaled), xaxis="x2", marker_color=COLORS["primary"], showlegend=False,
              text=[f"{v:.2f}" for v in rev(st.scaled)], name="logit / T"),
     ]
+    floor = 0.04 * max(1e-9, float(np.max(st.probs_scaled)))  # a removed token never shrinks to nothing
     for name, color in [("kept", COLORS["primary"]), *REMOVED.items()]:
         want = "" if name == "kept" else name
         xs = [p if w == want else None for p, w in zip(probs, why)]
-        if any(x is not None for x in xs):
-            data.append(dict(bar, x=xs, xaxis="x3", marker_color=color, textposition="none",
-                             name="kept" if name == "kept" else f"removed by {name}"))
+        if not any(x is not None for x in xs):
+            continue
+        if name == "kept":
+            data.append(dict(bar, x=xs, xaxis="x3", marker_color=color, textposition="none", name="kept"))
+        else:  # outlined and hatched at its probability before the filter (at least a visible stub)
+            data.append(dict(bar, x=[None if x is None else max(x, floor) for x in xs], xaxis="x3",
+                             customdata=[0.0 if x is None else x for x in xs], textposition="none",
+                             marker=dict(color="rgba(255,255,255,0)", line=dict(color=color, width=2.5),
+                                         pattern=dict(shape="/", fgcolor=color, size=6)),
+                             hovertemplate="%{y}: p %{customdata:.4f} before the filter, then removed<extra></extra>",
+                             name=f"removed by {name}"))
     colors = [COLORS["accent"] if int(i) == int(chosen_id) else (COLORS["primary"] if f > 0 else COLORS["muted"])
               for i, f in zip(ids, final)]
     data.append(dict(bar, x=final, xaxis="x4", marker_color=colors, showlegend=False, name="final",
@@ -83,7 +92,7 @@ def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
                 x_titles[0], "token", height=max(440, 34 * len(ys) + 180))
     return fig.update_layout(margin=dict(l=110, r=20, t=95, b=115),
                              legend=dict(orientation="h", yanchor="top", y=-0.14, xanchor="right", x=1.0,
-                                         title=dict(text="panel 3:")))
+                                         title=dict(text="panel 3 (removed = outlined):")))
 
 
 def cumulative_curve(st) -> go.Figure:
@@ -150,7 +159,7 @@ def position_probs(tokens_in, tokens_next, probs, ranks) -> go.Figure:
     fig.update_yaxes(type="log", exponentformat="power")
     fig.add_annotation(text="green: the model's top guess \u00b7 blue: in its top 10 \u00b7 orange: further down",
                        xref="paper", yref="paper", x=0, y=1.02, showarrow=False, xanchor="left", yanchor="bottom",
-                       font=dict(size=13))
+                       font=dict(size=14))
     return fig
 
 

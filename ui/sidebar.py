@@ -45,5 +45,9 @@ def render() -> None:
         _widget(st.number_input, "Top-k (0 = off)", "top_k", min_value=0, max_value=1000, step=1)
         _widget(st.slider, "Top-p (1 = off)", "top_p", min_value=0.0, max_value=1.0, step=0.01)
         _widget(st.number_input, "Seed", "seed", min_value=0, max_value=2**31 - 1, step=1)
+        _widget(st.toggle, "Presenter view", "present",
+                help="For projecting: larger type, sidebar collapsed, one section at a time with Next, and each "
+                     "'Try this' answer behind a button. Kept in the page address.")
         st.caption(":material/link: The page address holds these settings: copy it to share this exact view.")
     s["chat"] = bool(s["chat"])
+    s["present"] = bool(s["present"])

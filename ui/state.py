@@ -6,6 +6,8 @@ drop the state of a widget declared in app.py), and the query string lets a copi
 """
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 from engine.models import EMBEDDED, default_device
@@ -25,6 +27,7 @@ FIELDS: dict[str, tuple] = {
     "top_k": (int, 50, 0, 1000),
     "top_p": (float, 0.95, 0.0, 1.0),
     "seed": (int, 0, 0, 2**31 - 1),
+    "present": (bool, False, None, None),  # presenter view: larger type, sidebar collapsed, one section at a time
 }
 MAX_URL_PROMPT = 2000  # a longer prompt is kept in the session but not put in the URL
 
@@ -72,9 +75,15 @@ def from_widget(name: str) -> None:
 PAGE_PARAMS = "_page_params"  # this run's page-specific URL values (e.g. the attention head on view)
 
 
+RUN_LOG = "ILE_RUN_LOG"  # tests set it to a file path: each full script run appends one line (fragments do not)
+
+
 def start_run() -> None:
     """Called by app.py before the page runs: page-specific URL values belong to one page only."""
     st.session_state[PAGE_PARAMS] = {}
+    if os.environ.get(RUN_LOG):
+        with open(os.environ[RUN_LOG], "a", encoding="utf-8") as f:
+            f.write("run\n")
 
 
 def page_param(name: str, default: int, lo: int, hi: int) -> int:
@@ -90,14 +99,9 @@ def put_page_params(**values) -> None:
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
 
 
-def write_query_params(before_page: bool = False) -> None:
-    """Mirror the settings into the URL (only what differs from the defaults keeps links short), then the
-    current page's own values.
-
-    ``before_page``: called before the page runs, so a page that ends early with st.stop() still leaves a
-    current link (nothing can be written after st.stop(): every later st call raises StopException again, and a
-    query-string rewrite would stop half way, after clearing it). The page's own values are not known yet, so
-    every other value in the URL is kept (the page reads its own from there)."""
+def share_params(before_page: bool = False) -> dict[str, str]:
+    """The shared settings as URL values (only what differs from the defaults keeps links short); with
+    ``before_page`` every other value already in the URL is kept too (see ``write_query_params``)."""
     s = settings()
     current = {k: st.query_params[k] for k in st.query_params}
     want = {k: v for k, v in current.items() if k not in FIELDS} if before_page else {}
@@ -106,7 +110,19 @@ def write_query_params(before_page: bool = False) -> None:
         if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)
+    return want
+
+
+def write_query_params(before_page: bool = False) -> None:
+    """Mirror the settings into the URL, then the current page's own values.
+
+    ``before_page``: called before the page runs, so a page that ends early with st.stop() still leaves a
+    current link (nothing can be written after st.stop(): every later st call raises StopException again, and a
+    query-string rewrite would stop half way, after clearing it). The page's own values are not known yet, so
+    every other value in the URL is kept (the page reads its own from there)."""
+    want = share_params(before_page)
     if not before_page:
         want.update(st.session_state.get(PAGE_PARAMS, {}))
+    current = {k: st.query_params[k] for k in st.query_params}
     if current != want:
         st.query_params.from_dict(want)

@@ -32,8 +32,9 @@ def gantt(tl: Timeline) -> go.Figure:
         ))
     if tl.bars:
         first = tl.bars[0]
-        fig.add_annotation(x=first.start_ms + first.ms / 2, y="prefill pass", showarrow=False,
-                           text=f"{first.tokens_in} prompt tokens in one pass", font=dict(color="white", size=15))
+        fig.add_annotation(x=first.start_ms, y="prefill pass", showarrow=False, xanchor="left",
+                           text=f" {first.tokens_in} prompt tokens in one pass", font=dict(color="#111827", size=15),
+                           bgcolor="rgba(255,255,255,0.75)")
         fig.add_vline(x=tl.ttft_ms, line_dash="dash", line_color=COLORS["accent"])
         fig.add_annotation(x=tl.ttft_ms, y=1.02, yref="paper", showarrow=False, xanchor="left",
                            text=f" first token at {tl.ttft_ms:.0f} ms", font=dict(color=COLORS["accent"]))

@@ -37,6 +37,7 @@ def sources(current: str) -> list[T.TokenizerSource]:
     out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(TINY, None)]
     if current not in (EMBEDDED, TINY):
         out.append(T.TokenizerSource(current, None))
+    out += T.packaged_tokenizers()
     names = {s.name for s in out}
     out += [s for s in _cached_sources() if s.name not in names]
     return out

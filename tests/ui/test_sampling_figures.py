@@ -29,6 +29,10 @@ def test_stage_bars_four_panels_with_units_and_the_chosen_token_in_red():
     reasons = {r for r in removed_by(st) if r}
     assert {t.name for t in panel3} == {"kept"} | {f"removed by {r}" for r in reasons}
     assert sum(x is not None for t in panel3 for x in t.x) == len(tokens)
+    # A removed token stays visible: an outlined bar with a length above zero, its real p in the hover data.
+    for t in panel3:
+        if t.name != "kept":
+            assert t.marker.line.width > 0 and all(x > 0 for x in t.x if x is not None)
     assert "greedy" in stage_bars(stages(LOGITS, SamplingSettings(0.0)), tokens[:15], chosen).layout.annotations[1].text
 
 

@@ -1,0 +1,60 @@
+"""Real browser: the home page's loop picture shows the current prompt's real chosen token and steps it round
+the loop; stepping is fragment-scoped (no full script run); the presenter view round-trips through the URL."""
+from engine.sampling import SamplingSettings
+from engine.trace import run_trace
+from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from ui.html import visible
+from ui.state import DEFAULT_PROMPT
+
+
+def _loop(page):
+    return page.locator('[data-testid="ile-loop"]')
+
+
+def test_loop_picture_shows_real_token_and_steps_without_rerunning_page(app_server, browser, embedded_lm):
+    want = run_trace(embedded_lm, DEFAULT_PROMPT, SamplingSettings(0.0, 50, 0.95), 6, 0, True)  # greedy
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = ctx.new_page()
+    page.set_default_timeout(180_000)
+    try:
+        page.goto(f"{app_server.url}/?temperature=0&max_new_tokens=6")
+        wait_idle(page)
+        assert_no_error(page)
+        loop = _loop(page)
+        assert loop.get_attribute("data-token") == "0"
+        assert page.locator('[data-testid="ile-chosen"]').inner_text() == visible(want.steps[0].token)
+        softmax = page.locator('.ile-box[data-stage="softmax"]').inner_text()
+        assert visible(want.steps[0].top_tokens[0]) in softmax
+        assert page.locator('.ile-box[data-stage="ids"]').get_attribute("href").startswith("tokenization?")
+        screenshot(page, "loop-glance", max_height=768)
+
+        before = app_server.runs()
+        page.get_by_role("button", name="Next stage").click()  # appended -> the new token's id enters pass 2
+        page.wait_for_selector('[data-testid="ile-loop"][data-token="1"][data-stage="ids"]')
+        ids_box = page.locator('.ile-box[data-stage="ids"]').inner_text()
+        assert str(want.generated_ids[0]) in ids_box and "reads 1" in ids_box
+        page.get_by_role("button", name="Next token").click()
+        page.wait_for_selector('[data-testid="ile-loop"][data-token="2"][data-stage="appended"]')
+        wait_idle(page)
+        assert page.locator('[data-testid="ile-chosen"]').inner_text() == visible(want.steps[2].token)
+        assert app_server.runs() == before, "stepping the loop reran the whole page script"
+        assert_no_error(page)
+    finally:
+        ctx.close()
+
+
+def test_presenter_view_round_trips_through_url(app_server, page):
+    page.goto(f"{app_server.url}/?present=1&max_new_tokens=4")
+    wait_idle(page)
+    assert_no_error(page)
+    assert page.locator('[data-testid="stSidebar"][data-collapsed="true"]').count() == 1, "sidebar not collapsed"
+    assert "present=1" in page.url
+    assert page.locator("h2").filter(has_text="1. Text").count() == 0  # one section at a time
+    page.get_by_role("button", name="Next").last.click()
+    wait_idle(page)
+    assert page.locator("h2").filter(has_text="1. Text").count() == 1
+    assert page.locator('[data-testid="ile-loop"]').count() == 0
+    page.reload()  # a shared link opens in presenter view again
+    wait_idle(page)
+    assert "present=1" in page.url
+    assert page.locator('[data-testid="stSidebar"][data-collapsed="true"]').count() == 1

@@ -1,0 +1,25 @@
+"""Page-wide CSS: readable captions everywhere, and the presenter view's larger type."""
+from __future__ import annotations
+
+import streamlit as st
+
+# Streamlit's captions are 14 px light grey; on a projector they need contrast and size.
+BASE = """
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 15px !important;
+  color: #334155 !important; }
+[data-testid="stMetricLabel"] p { white-space: normal !important; overflow: visible !important; }
+[data-testid="stMetricLabel"] > div { overflow: visible !important; }
+"""
+PRESENTER = """
+html { font-size: 20px; }
+[data-testid="stMain"] p, [data-testid="stMain"] li { font-size: 1.15rem; line-height: 1.5; }
+[data-testid="stMain"] h1 { font-size: 2.6rem; }
+[data-testid="stMain"] h2 { font-size: 2.0rem; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 18px !important; }
+[data-testid="stMetricValue"] { font-size: 2.6rem; }
+"""
+
+
+def inject(presenter: bool) -> None:
+    css = BASE + (PRESENTER if presenter else "")
+    st.html(f"<style>{css}</style>")
