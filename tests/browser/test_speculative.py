@@ -1,9 +1,13 @@
-"""Real browser: the race streams (screenshot mid-race), then finishes with a summary (screenshot)."""
+"""Real browser: a race runs only on Start; it is measured with the page quiet, then replayed (screenshot
+mid-race), and finishes with a summary (screenshot)."""
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
 
 
 def test_race_in_progress_and_finished(app_server, page):
     page.goto(f"{app_server.url}/speculative?temperature=0&max_new_tokens=64")
+    wait_idle(page)
+    assert "Measured speedup" not in page.inner_text("body")  # opening the page starts no race
+    page.get_by_role("button", name="Start the race").click()
     # mid-race: a lane shows the streaming cursor while tokens arrive
     # Either the streaming cursor shows (mid-race) or, on a fast machine, the race has already finished.
     page.wait_for_function(

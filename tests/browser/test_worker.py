@@ -44,6 +44,7 @@ def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, browser):
     page = ctx.new_page()
     page.goto(f"{app_server.url}/speculative?temperature=0&max_new_tokens=256")
     start = page.get_by_role("button", name="Start the race")
+    start.click()  # a race runs only when asked
     page.wait_for_function("() => document.body.innerText.includes('\u258c')", timeout=300_000)  # lanes streaming
     running = _wait_worker(app_server, lambda s: s.get("busy") and "race" in (s.get("running") or {}).get("key", ""),
                            30)
