@@ -36,6 +36,7 @@ from engine.sampling import SamplingSettings, make_generator, sample
 from engine.timing import now
 from engine.trace import Trace
 from engine.loop import decode_step, new_cache, prefill, warm_up
+from engine.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
 
@@ -51,24 +52,6 @@ def _noop(frac: float, msg: str) -> None:
     pass
 
 
-@dataclass(frozen=True)
-class Spread:
-    """A median with the range it came from (min..max over repeats), in the unit its name says."""
-
-    median: float
-    lo: float
-    hi: float
-    n: int
-
-    @staticmethod
-    def of(values) -> "Spread":
-        v = [float(x) for x in values]
-        if not v:
-            return Spread(float("nan"), float("nan"), float("nan"), 0)
-        return Spread(statistics.median(v), min(v), max(v), len(v))
-
-    def scaled(self, k: float) -> "Spread":
-        return Spread(self.median * k, self.lo * k, self.hi * k, self.n)
 
 
 # ---------------------------------------------------------------------------------------------- timeline

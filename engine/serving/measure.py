@@ -17,10 +17,11 @@ import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait, FIRST_COMPLETED
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from engine.serving import client as C
 from engine.serving.metrics import MetricsSample, sample_metrics
+from engine.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 MAX_CONCURRENCY = 32  # parallel requests in one round
 MAX_REQUESTS = 160  # requests in one sweep, all rounds together
@@ -32,21 +33,6 @@ FILLER = ("The river carried the boat past quiet villages, old bridges and green
           "talked about the weather, the harvest, and the long road that still lay ahead of them. ")
 
 
-@dataclass(frozen=True)
-class Spread:
-    """A median with its range (min..max) over n values."""
-
-    median: float
-    lo: float
-    hi: float
-    n: int
-
-    @staticmethod
-    def of(values) -> "Spread":
-        v = [float(x) for x in values if x is not None and math.isfinite(float(x))]
-        if not v:
-            return Spread(math.nan, math.nan, math.nan, 0)
-        return Spread(statistics.median(v), min(v), max(v), len(v))
 
 
 # ------------------------------------------------------------------------------------------------ one request
