@@ -80,10 +80,8 @@ prompt = c[0].text_area("Prompt", "Explain in two sentences why the sky is blue.
 new_tokens = c[1].slider("New tokens", 4, 128, 32, key="serving_new_tokens")
 if st.button("Send one request", icon=":material/send:", key="serving_send") and prompt.strip():
     runs.single(cfg, prompt, new_tokens)
-tl = runs.stored(cfg, "single", (prompt, new_tokens))
-if isinstance(tl, C.ServingError):
-    st.error(f"**{literal(tl.kind.capitalize())}.** {literal(tl)}", icon=":material/error:")
-elif tl is not None:
+tl = runs.shown(runs.stored(cfg, "single", (prompt, new_tokens)))
+if tl is not None:
     cols = st.columns(4)
     for col, (lab, val, how) in zip(cols, timeline_rows(tl)):
         col.metric(lab, val, help=how)
@@ -109,10 +107,8 @@ nt_prompt = c[0].text_input("Text to continue", "The capital of France is", max_
 k = c[1].slider("Top tokens", 2, C.MAX_TOP_LOGPROBS, 10, key="serving_nt_k")
 if st.button("Ask for the next token", icon=":material/casino:", key="serving_nt") and nt_prompt.strip():
     runs.next_token(cfg, nt_prompt, k)
-nt = runs.stored(cfg, "next", (nt_prompt, k))
-if isinstance(nt, C.ServingError):
-    st.error(f"**{literal(nt.kind.capitalize())}.** {literal(nt)}", icon=":material/error:")
-elif nt is not None:
+nt = runs.shown(runs.stored(cfg, "next", (nt_prompt, k)))
+if nt is not None:
     chart(next_token_bars(nt), "measured",
           f"p = exp(logprob) as the server returned them for one greedy token; the top {len(nt.tokens)} cover "
           f"{nt.covered:.1%} of the probability.", key="serving_nt_bars")
@@ -131,12 +127,8 @@ b = st.columns([1, 1, 4])
 if b[0].button("Run the sweep", icon=":material/play_arrow:", key="serving_sweep_run") and lengths:
     b[1].button("Cancel", key="serving_sweep_cancel", help="Stops the sweep; its partial results are dropped.")
     runs.prompt_sweep(cfg, tuple(sorted(lengths)), sw_new, sw_rep)
-sw = runs.stored(cfg, "prompt_sweep", (tuple(sorted(lengths)), sw_new, sw_rep))
-if isinstance(sw, C.ServingError):
-    st.error(f"**{literal(sw.kind.capitalize())}.** {literal(sw)}", icon=":material/error:")
-elif sw is not None:
-    for f in sw.flags:
-        st.warning(literal(f), icon=":material/warning:")
+sw = runs.shown(runs.stored(cfg, "prompt_sweep", (tuple(sorted(lengths)), sw_new, sw_rep)))
+if sw is not None:
     chart(prompt_sweep_chart(sw), "measured",
           f"Medians over {sw.repeats} request(s) per length after a warm-up, whiskers min to max; each asks for "
           f"{sw.new_tokens} tokens. Prompt tokens: {sw.points[0].prompt_source}.", key="serving_prompt_sweep")
@@ -155,12 +147,8 @@ b = st.columns([1, 1, 4])
 if b[0].button("Run the sweep", icon=":material/play_arrow:", key="serving_cs_run") and levels:
     b[1].button("Cancel", key="serving_cs_cancel", help="Stops the sweep and closes the open requests.")
     runs.concurrency_sweep(cfg, tuple(sorted(levels)), cs_new, cs_prompt)
-cs = runs.stored(cfg, "concurrency", (tuple(sorted(levels)), cs_new, cs_prompt))
-if isinstance(cs, C.ServingError):
-    st.error(f"**{literal(cs.kind.capitalize())}.** {literal(cs)}", icon=":material/error:")
-elif cs is not None:
-    for f in cs.flags:
-        st.warning(literal(f), icon=":material/warning:")
+cs = runs.shown(runs.stored(cfg, "concurrency", (tuple(sorted(levels)), cs_new, cs_prompt)))
+if cs is not None:
     st.markdown(Me.batching_verdict(cs.levels))
     chart(concurrency_chart(cs), "measured",
           "Throughput = all tokens / (first request sent \u2192 last token); latency = one request, sent \u2192 "

@@ -16,6 +16,7 @@ from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
 from ui import state
+from ui.serving_view import literal
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 _CONN = "serving_conn"
@@ -131,3 +132,14 @@ def prompt_sweep(cfg, lengths: tuple, new_tokens: int, repeats: int):
 def concurrency_sweep(cfg, levels: tuple, new_tokens: int, prompt_tokens: int):
     return run(cfg, "concurrency", (levels, new_tokens, prompt_tokens), "Concurrency sweep",
                lambda p, c: Me.concurrency_sweep(cfg, levels, new_tokens, prompt_tokens, progress=p, cancel=c))
+
+
+def shown(result):
+    """A stored result made ready to draw: a server error is shown as an error box (None returned), and a
+    measurement's own warnings (implausible numbers) are shown above it before it is returned."""
+    if isinstance(result, C.ServingError):
+        st.error(f"**{literal(result.kind.capitalize())}.** {literal(result)}", icon=":material/error:")
+        return None
+    for f in getattr(result, "flags", ()) if result is not None else ():
+        st.warning(literal(f), icon=":material/warning:")
+    return result
