@@ -10,17 +10,18 @@ from engine.stages.lens import MAX_LENS_POSITIONS, LensGrid, lens_from_residual,
 from ui import state, work
 from ui.figures import caption
 from ui.models import get_model
+from ui.cache import memo
 
 LAYER_KEY, HEAD_KEY = "attention_layer", "attention_head"
 OVERVIEW_KEY = "attention_overview"
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@memo(8)
 def lens_for(model: str, ids: tuple[int, ...], max_positions: int = MAX_LENS_POSITIONS) -> LensGrid:
     return work.run(logit_lens, get_model(model), list(ids), max_positions)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@memo(8)
 def _lens_read(model: str, ids: tuple[int, ...], _resid) -> LensGrid:
     return work.run(lens_from_residual, get_model(model), list(ids), _resid)
 
@@ -33,7 +34,7 @@ def lens_of(lm, trace) -> LensGrid:
     return _lens_read(lm.name, tuple(trace.prompt_ids), a.lens_resid)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(64)
 def cost_point(model: str, tokens: int, repeats: int) -> CostPoint:
     return work.run(measure_forward, get_model(model), tokens, repeats)
 

@@ -8,6 +8,7 @@ from engine.experiments import batching as B
 from ui import measured, work
 from ui.measured import Measured
 from ui.models import get_model
+from ui.cache import memo
 
 
 def _bar(label: str):
@@ -15,7 +16,7 @@ def _bar(label: str):
     return bar, lambda frac, msg: bar.progress(min(max(float(frac), 0.0), 1.0), text=f"{label}: {msg}")
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@memo(16)
 def workload_for(model: str, ws: B.WorkloadSettings) -> tuple[B.Request, ...]:
     return B.make_workload(get_model(model).tokenizer, ws)
 

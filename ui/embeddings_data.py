@@ -10,50 +10,51 @@ from engine.stages import embeddings as E
 from engine.stages import tokens as T
 from ui import work
 from ui.models import get_model
+from ui.cache import memo
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@memo(32)
 def prompt_ids(model: str, prompt: str, chat: bool) -> tuple[tuple[int, ...], tuple[str, ...], bool]:
     """(ids, tokens as decoded text, chat applied) for exactly what the model receives."""
     table = T.prompt_table(get_model(model).tokenizer, prompt, chat)
     return table.ids, tuple(r.text for r in table.rows), table.chat_applied
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@memo(32)
 def embeddings_for(model: str, ids: tuple[int, ...]) -> E.PromptEmbeddings:
     return work.run(E.prompt_embeddings, get_model(model), ids)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@memo(16)
 def map_for(model: str, ids: tuple[int, ...], sample_size: int, seed: int) -> E.EmbeddingMap:
     return work.run(E.embedding_map, get_model(model), ids, sample_size, seed)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(64)
 def neighbours_for(model: str, token_id: int, k: int) -> E.Neighbours:
     return work.run(E.nearest_tokens, get_model(model), token_id, k)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@memo(16)
 def rope_for(model: str, n_positions: int) -> E.RopeAngles:
     return work.run(E.rope_angles, get_model(model), n_positions)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@memo(32)
 def relative_for(model: str, q_token: int, k_token: int, head: int, n_positions: int) -> E.RelativeDemo:
     return work.run(E.relative_demo, get_model(model), q_token, k_token, head, n_positions)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@memo(8)
 def learned_for(model: str, n_positions: int) -> E.LearnedPositions:
     return work.run(E.learned_positions, get_model(model), n_positions)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@memo(8)
 def tied_for(model: str) -> E.TiedCheck:
     return work.run(E.tied_check, get_model(model))
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@memo(8)
 def row_pair_for(model: str, token_id: int, n: int = 6):
     return work.run(E.row_pair, get_model(model), token_id, n)

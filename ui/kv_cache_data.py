@@ -6,9 +6,10 @@ import streamlit as st
 from engine.stages.kv_snapshot import CacheSnapshot, cache_snapshot
 from ui import work
 from ui.models import get_model
+from ui.cache import memo
 
 
-@st.cache_data(max_entries=3, show_spinner=False)
+@memo(3)
 def snapshot_for(model: str, prompt_ids: tuple[int, ...], generated_ids: tuple[int, ...]) -> CacheSnapshot:
     """The real cache at the end of a run (prefill + decode replayed with the run's own tokens)."""
     return work.run(cache_snapshot, get_model(model), list(prompt_ids), list(generated_ids))

@@ -17,6 +17,7 @@ from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedde
 from engine.precision import LABELS, model_key, split_key, to_precision, unsupported_reason
 from ui import state
 from ui.html import md_escape
+from ui.cache import shared
 
 _CONVERSION = threading.Lock()  # one conversion per process, however many sessions arrive first
 
@@ -26,7 +27,7 @@ def policy() -> ModelPolicy:
     return policy_from_env(os.environ, st.get_option("server.address"))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@shared(4)
 def _load(name: str, target: str, precision: str | None = None) -> LoadedModel:
     """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
     any other is a copy of the default model cast or quantized once (engine.precision). No st.* call may happen

@@ -8,9 +8,10 @@ from engine.sampling import SamplingSettings
 from engine.trace import Trace, run_trace
 from ui import state, work
 from ui.models import current_model, get_model
+from ui.cache import memo
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@memo(24)
 def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
               top_p: float, seed: int) -> Trace:
     lm = get_model(model)
@@ -30,14 +31,14 @@ def current_trace() -> Trace:
         st.stop()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@memo(16)
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
     from engine.stages.inspect import block_walk
 
     return work.run(block_walk, get_model(model), list(ids), layer)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(64)
 def last_position_for(model: str, ids: tuple[int, ...]):
     """Embedding row, final hidden state and top logits at the last of ``ids`` (one untimed pass, cached)."""
     from engine.stages.glance import last_position

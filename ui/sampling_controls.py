@@ -15,6 +15,7 @@ from engine.experiments.stepper import Stepper
 from ui import state, work
 from ui.html import visible
 from ui.models import get_model
+from ui.cache import memo
 
 NAMES = ("temperature", "top_k", "top_p", "min_p", "seed")
 P = "sampling_"
@@ -123,7 +124,7 @@ def token_strings(lm, ids) -> list[str]:
     return token_text(lm.tokenizer, [int(i) for i in ids])
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@memo(8)
 def predictions_for(model: str, ids: tuple[int, ...]) -> tuple[PositionPredictions, list[str]]:
     """One forward pass over the prompt (cached): predictions at every position, and the top guesses' text."""
     lm = get_model(model)

@@ -13,6 +13,7 @@ from engine.sampling import SamplingSettings
 from ui import measured, work
 from ui.measured import Measured
 from ui.models import get_model
+from ui.cache import memo
 
 
 def again_key(name: str) -> str:
@@ -40,7 +41,7 @@ def breakdown_for(model: str, ids: tuple[int, ...], repeats: int, temperature: f
                             again=measured.again_pressed(again_key("breakdown")))
 
 
-@st.cache_data(max_entries=12, show_spinner=False)
+@memo(12)
 def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
     return work.run(T.training_vs_inference_memory, get_model(model), list(ids))
 

@@ -6,26 +6,27 @@ import streamlit as st
 from engine.stages import tokens as T
 from engine.models import EMBEDDED, TINY
 from ui.models import get_model
+from ui.cache import memo, shared
 
 
-@st.cache_data(max_entries=48, show_spinner=False)
+@memo(48)
 def table_for(model: str, text: str, chat: bool) -> T.TokenTable:
     """What the model receives for ``text`` (raises PromptError for an empty text)."""
     return T.prompt_table(get_model(model).tokenizer, text, chat)
 
 
-@st.cache_data(max_entries=48, show_spinner=False)
+@memo(48)
 def segments_for(model: str, ids: tuple[int, ...]) -> list[T.Segment]:
     return T.segments(get_model(model).tokenizer, ids)
 
 
-@st.cache_data(max_entries=48, show_spinner=False)
+@memo(48)
 def ids_for(model: str, text: str) -> tuple[int, ...]:
     tok = get_model(model).tokenizer
     return tuple(int(i) for i in tok(text, add_special_tokens=False)["input_ids"])
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+@shared(8)
 def _tokenizer(name: str, path: str | None):
     if path:
         return T.load_tokenizer(path)
@@ -43,12 +44,12 @@ def sources(current: str) -> list[T.TokenizerSource]:
     return out
 
 
-@st.cache_data(ttl=300, show_spinner=False)
+@memo(8, ttl=300)
 def _cached_sources() -> list[T.TokenizerSource]:
     return T.cached_tokenizers()
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@memo(24)
 def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) -> tuple[list, list[str]]:
     """(counts, problems): ``text`` through every source; one that cannot be loaded is reported, not fatal."""
     counts, problems = [], []
