@@ -68,18 +68,10 @@ def fresh_app(embedded_lm):  # embedded_lm: the model is converted before the se
     app.stop()
 
 
-def test_five_different_deep_links_at_once_after_a_start(fresh_app, browser):
-    contexts, pages = _open_at_once(browser, fresh_app, DEEP_LINKS)
-    try:
-        for pg, path in zip(pages, DEEP_LINKS):
-            _check(pg, path)
-    finally:
-        for c in contexts:
-            c.close()
-
-
-def test_six_tabs_on_one_deep_link_after_a_start(fresh_app, browser):
-    paths = ["attention"] * 6
+def test_five_deep_links_and_six_tabs_on_one_at_once_after_a_start(fresh_app, browser):
+    """Right after a start: five different deep links and six tabs on /attention, all opened at once (the two
+    first-visit failures seen: ImportErrors in 4 of 5 tabs, and 5 of 6 tabs without the sidebar)."""
+    paths = DEEP_LINKS + ["attention"] * 6
     contexts, pages = _open_at_once(browser, fresh_app, paths)
     try:
         for pg, path in zip(pages, paths):
