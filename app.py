@@ -25,6 +25,7 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
 page = st.navigation(pages)
 sidebar.render()
 layout.begin_page(page.url_path)
+state.log_run(page.url_path or "loop")
 state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway
 with errors.shown_briefly():  # a short message, not a traceback with server paths
     page.run()

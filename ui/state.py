@@ -81,9 +81,13 @@ RUN_LOG = "ILE_RUN_LOG"  # tests set it to a file path: each full script run app
 def start_run() -> None:
     """Called by app.py before the page runs: page-specific URL values belong to one page only."""
     st.session_state[PAGE_PARAMS] = {}
+
+
+def log_run(page: str) -> None:
+    """Tests (ILE_RUN_LOG): one line per full script run, naming the page it ran."""
     if os.environ.get(RUN_LOG):
         with open(os.environ[RUN_LOG], "a", encoding="utf-8") as f:
-            f.write("run\n")
+            f.write(f"run {page}\n")
 
 
 def page_param(name: str, default: int, lo: int, hi: int) -> int:

@@ -62,6 +62,10 @@ class App:
         """Full script runs so far, over every session (fragment reruns are not counted)."""
         return len(self.run_log.read_text().splitlines())
 
+    def pages_run(self) -> set[str]:
+        """The pages (URL paths) that have had a full script run on this server, in any session."""
+        return {line.split(" ", 1)[1] for line in self.run_log.read_text().splitlines() if " " in line}
+
     def stop(self):
         self.proc.terminate()
         try:
