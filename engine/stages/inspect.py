@@ -18,10 +18,6 @@ class BlockStage:
     preview: tuple[float, ...]  # first values of this position's vector
 
 
-class _Stop(Exception):
-    """Raised by a hook to end a forward pass early: nothing after the inspected block is needed."""
-
-
 _PARTS = (("input_layernorm", "norm (RMSNorm)"), ("self_attn", "attention"),
           ("post_attention_layernorm", "norm (RMSNorm)"), ("mlp", "MLP"))
 
@@ -30,32 +26,34 @@ _PARTS = (("input_layernorm", "norm (RMSNorm)"), ("self_attn", "attention"),
 def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = -1, n_preview: int = 6):
     """Values inside block ``layer`` at ``position``: input, norm, attention, add, norm, MLP, add.
 
-    Works for Llama-style blocks (pre-norm, two residual adds); returns None for other architectures.
+    One pass records the residual stream (the switch installed at load: no hook is added for this job), then the
+    block's own modules are applied to its input in the order a Llama-style block runs them. The result must
+    land on the block output the pass recorded, or the walk is refused (None): it only shows what the model
+    really computes. Returns None for architectures without these parts.
     """
-    blk = arch.blocks(lm.model)[layer]
-    if not all(hasattr(blk, a) for a, _ in _PARTS):
+    model = lm.model
+    blk = arch.blocks(model)[layer]
+    rotary = getattr(arch.body(model), "rotary_emb", None)
+    if rotary is None or not all(hasattr(blk, a) for a, _ in _PARTS):
         return None
-    seen: dict[str, torch.Tensor] = {}
-
-    def stop(m, i, o):
-        seen["output"] = arch.block_output(o)
-        raise _Stop
-
-    # Hooks go on the shared model only for this job: every pass runs on the one engine worker, so no other
-    # session's pass can see them; they are removed before the job ends.
-    hooks = [blk.register_forward_pre_hook(
-        lambda m, a, kw: seen.__setitem__("input", (a[0] if a else kw["hidden_states"])), with_kwargs=True)]
-    for attr, _ in _PARTS:
-        hooks.append(getattr(blk, attr).register_forward_hook(
-            lambda m, i, o, attr=attr: seen.__setitem__(attr, arch.block_output(o))))
-    hooks.append(blk.register_forward_hook(stop))
-    try:
-        lm.model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False)
-    except _Stop:
-        pass
-    finally:
-        for h in hooks:
-            h.remove()
+    x_ids = torch.tensor([ids], device=lm.device)  # [1, n]
+    with arch.residual_stream(model) as stream:
+        model(input_ids=x_ids, use_cache=False)
+    x, recorded = stream[layer], stream[layer + 1]  # [1, n, hidden]: the block's input and output
+    n = x.shape[1]
+    causal = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[None, None]  # [1, 1, n, n]
+    cos_sin = rotary(x, torch.arange(n, device=x.device)[None])
+    seen = {"input": x, "input_layernorm": blk.input_layernorm(x)}
+    seen["self_attn"] = arch.block_output(blk.self_attn(hidden_states=seen["input_layernorm"],
+                                                        position_embeddings=cos_sin, attention_mask=causal))
+    after_attn = x + seen["self_attn"]
+    seen["post_attention_layernorm"] = blk.post_attention_layernorm(after_attn)
+    seen["mlp"] = blk.mlp(seen["post_attention_layernorm"])
+    seen["output"] = after_attn + seen["mlp"]
+    scale = float(recorded.float().abs().max()) or 1.0
+    tol = 1e-3 if x.dtype == torch.float32 else 3e-2  # half precisions round the same sums differently
+    if not torch.allclose(seen["output"].float(), recorded.float(), atol=tol * scale, rtol=0):
+        return None  # this block is not the pre-norm Llama block the walk assumes
     x = seen["input"][0].float()  # [tokens, hidden]
     after_attn = x + seen["self_attn"][0].float()
     order = [("input (residual stream)", x), ("norm (RMSNorm)", seen["input_layernorm"][0]),

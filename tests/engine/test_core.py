@@ -244,3 +244,26 @@ def test_block_walk_adds_up(embedded_lm):
     with torch.inference_mode():
         hs = embedded_lm.model(torch.tensor([ids]), output_hidden_states=True).hidden_states
     np.testing.assert_allclose(hs[4][0, -1, :6].numpy(), add2, atol=2e-3)
+
+
+def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(tiny_lm, monkeypatch):
+    """The walk re-applies the block's own modules to the recorded input and must land on the recorded output;
+    when the recorded output differs from what those modules give (here: shifted after the pass), it refuses."""
+    from contextlib import contextmanager
+
+    from engine import arch
+    from engine.stages.inspect import block_walk
+
+    ids = [1, 2, 3, 4, 5, 6]
+    walk = block_walk(tiny_lm, ids, layer=1)
+    assert walk is not None and len(walk) == 7
+    real = arch.residual_stream
+
+    @contextmanager
+    def shifted(model, select=lambda t: t):
+        with real(model, select) as stream:
+            yield stream
+            stream[2] = stream[2] + 1.0  # block 1's recorded output, moved off what the block computes
+
+    monkeypatch.setattr(arch, "residual_stream", shifted)
+    assert block_walk(tiny_lm, ids, layer=1) is None
