@@ -1,0 +1,97 @@
+"""The embeddings page's position and tied-embedding sections, drawn whole (the page lays them out in order),
+and the choice of default tokens for its pickers."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ui.embeddings_data import learned_for, relative_for, rope_for, row_pair_for, tied_for
+from ui.embeddings_figures import (cosine_heatmap, learned_heatmap, relative_heatmap, relative_lines,
+                                   rope_angle_heatmap, rope_wavelength_line)
+from ui.layout import chart, try_this
+from ui.lessons import lesson
+from ui.tokenization_figures import label
+
+
+def token_choices(ids, tokens, prompt: str):
+    """Distinct prompt tokens in order (id -> text), the default for the neighbour and query pickers (a word the
+    person typed, not a template role word) and the default key token."""
+    choices = sorted({i: t for i, t in zip(ids, tokens)}.items(), key=lambda kv: ids.index(kv[0]))
+    text_like = [i for i, t in choices if t.strip().isalnum() and t.strip() in prompt] or \
+        [i for i, t in choices if t.strip().isalnum()]
+    default = text_like[-1] if text_like else choices[-1][0]
+    key_default = text_like[0] if len(text_like) > 1 else choices[0][0]
+    return dict(choices), default, key_default
+
+
+def position(lm, info, names: dict, default: int, key_default: int) -> None:
+    """Section 3: RoPE (or a learned position table), from the real model."""
+    choices = list(names.items())
+    if info.position_encoding == "rope" and info.head_dim:
+        n_pos = st.slider("Positions to show", 16, 256, 64, step=16, key="embeddings_positions")
+        ra = rope_for(lm.name, int(n_pos))
+        st.markdown(lesson("embeddings", "rope", head_dim=info.head_dim, pairs=ra.rotary_dim // 2, base=ra.base,
+                           d=ra.rotary_dim))
+        chart(rope_angle_heatmap(ra), "derived",
+              f"The formula above with this model's config; it matches the cos values the model's own rotary module "
+              f"produces to {ra.module_max_diff:.1e}. Pairing: {ra.pairing}.")
+        chart(rope_wavelength_line(ra), "derived", "Wavelength 2\u03c0 / base^(-2i/d) of each pair, from the config.")
+
+        st.subheader("The score depends only on the distance")
+        st.markdown(lesson("embeddings", "distance"))
+        c1, c2, c3 = st.columns(3)
+        ids_list = [i for i, _ in choices]
+        qt = c1.selectbox("Query from token", ids_list, index=ids_list.index(default), key="embeddings_q",
+                          format_func=lambda i: f"{label(names[i])!r} (id {i})")
+        kt = c2.selectbox("Key from token", ids_list, index=ids_list.index(key_default), key="embeddings_kt",
+                          format_func=lambda i: f"{label(names[i])!r} (id {i})")
+        head = c3.selectbox("Query head", list(range(info.n_heads)), key="embeddings_head")
+        demo = relative_for(lm.name, int(qt), int(kt), int(head), min(int(n_pos), 64))
+        st.caption(f"Vectors: {demo.source}.")
+        chart(relative_heatmap(demo), "measured",
+              f"q\u00b7k/\u221ad after rotation, computed on this machine (above the diagonal the key comes after the "
+              "query, which causal attention masks; the maths is the same). Along any diagonal (same m \u2212 n) the "
+              f"largest difference is {demo.max_spread:.1e}, while scores range over {demo.value_range:.3f}: "
+              "only the distance matters (the rest is float rounding).")
+        chart(relative_lines(demo), "measured",
+              "Each line starts the key at a different absolute position; they overlap exactly. At distance 0 the "
+              "score equals the un-rotated q\u00b7k.")
+        if demo.scores.shape[0] > 13:
+            a, b = demo.scores[3, 0], demo.scores[13, 10]
+            try_this(lesson("embeddings", "try rope"), lesson("embeddings", "answer rope", a=a, b=b),
+                     key="embeddings_try")
+    elif info.position_encoding == "learned":
+        n_pos = st.slider("Positions to show", 16, 256, 64, step=16, key="embeddings_positions")
+        lp = learned_for(lm.name, int(n_pos))
+        st.markdown(f"This model has a second table of {lp.table_size:,} learned vectors, one per position, "
+                    "added to the token's embedding before the first block. It cannot read past its last position.")
+        chart(learned_heatmap(lp), "model", "Rows of the model's learned position table.")
+        chart(cosine_heatmap(lp.cosine, [str(p) for p in range(lp.vectors.shape[0])],
+                             "Cosine similarity between position vectors", axis="position", max_tokens=256), "model",
+              "Nearby positions have similar vectors: order was learned, not given by a formula.")
+        if lp.vectors.shape[0] > 1:
+            try_this("Are the vectors of positions 0 and 1 more alike than 0 and the last one shown?",
+                     f"Measured cosine: positions 0 and 1: **{lp.cosine[0, 1]:.3f}**; 0 and {lp.vectors.shape[0] - 1}: "
+                     f"**{lp.cosine[0, -1]:.3f}**.", key="embeddings_try")
+    else:
+        st.info("This model's position scheme is not one this page can show (neither RoPE nor a learned table).")
+
+
+def tied(lm, info, names: dict, q_id: int) -> None:
+    """Section 4: the input embedding and the output head, one matrix or two."""
+    tied = tied_for(lm.name)
+    a, b = row_pair_for(lm.name, int(q_id))
+    if tied.tied:
+        st.success(f"**Tied embeddings.** The output head that turns the last hidden state into {info.vocab_size:,} "
+                   f"logits uses the very same [{tied.input_shape[0]:,} \u00d7 {tied.input_shape[1]}] tensor as the "
+                   "input embedding (same memory; largest difference 0). A token's logit is the dot product of the "
+                   "hidden state with that token's own embedding.", icon=":material/link:")
+    else:
+        diff = f"; largest difference {tied.max_abs_diff:.3g}" if tied.max_abs_diff is not None else ""
+        st.info(f"**Untied.** The output head is a separate matrix of shape {tied.output_shape} "
+                f"(input table {tied.input_shape}{diff}).", icon=":material/link_off:")
+    rows = {"input embedding row": a}
+    if b is not None:
+        rows["output head row"] = b
+    st.dataframe(pd.DataFrame(rows, index=[f"dim {i}" for i in range(len(a))]).T.round(5), width="stretch")
+    st.caption(f"First values of token {label(names[q_id])!r} (id {q_id}) in both matrices, read from the model.")
