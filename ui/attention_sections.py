@@ -1,0 +1,84 @@
+"""The attention page's blocks that hold widgets, drawn whole (the page lays them out in order): the clickable
+overview with its layer/head pickers, the window and query pickers, the on-demand cost measurement, the logit lens."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.stages.attention import fit_power, kv_groups
+from ui import attention_view as V
+from ui import kept, state
+from ui.attention_data import HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_of, overview_chart
+from ui.attention_figures import DRAW_MAX, LENS_DRAW_MAX, cost_chart, final_prob_line, head_overview, lens_grid
+from ui.html import visible
+from ui.layout import chart
+from ui.lessons import lesson
+
+COST_RUN = "attention_cost_run"  # kept: the model whose cost sweep was asked for (the sweep then follows the slider)
+REPEATS = 3  # timed passes per length
+
+
+def overview(p: V.Prompt, info) -> tuple[int, int]:
+    """Section 1: every head's summary, clickable, beside the layer and head pickers; returns the head on view."""
+    metric = st.radio("Summary per head", V.METRICS, horizontal=True, key="attention_metric")
+    s = V.summary(p, metric)
+    clamp_selection(info.n_layers, info.n_heads)  # a shared link's head, or the last one, kept in this model's range
+    left, right = st.columns([3, 1])
+    with right:
+        layer = st.selectbox("Layer", list(range(info.n_layers)), key=LAYER_KEY)
+        head = st.selectbox("Head", list(range(info.n_heads)), key=HEAD_KEY)
+        state.put_page_params(layer=layer, head=head)  # a copied link opens this head
+        st.metric(f"{s.name}, layer {layer} head {head}", s.at(layer, head))
+        st.caption(lesson("attention", "pick a head"))
+    with left:
+        overview_chart(head_overview(s.values, s.name, s.unit, (layer, head),
+                                     kv_groups(info.n_heads, info.n_kv_heads)), "model", s.explain)
+    return layer, head
+
+
+def query_pick(p: V.Prompt) -> tuple[int, int]:
+    """Section 2's pickers: the window of positions drawn (long prompts only) and the query token; (start, query)."""
+    start = 0
+    if p.m > DRAW_MAX:
+        start = st.slider(f"Window of positions drawn (at most {DRAW_MAX} at a time)", 0, p.m - DRAW_MAX,
+                          p.m - DRAW_MAX, key="attention_window")
+        st.caption(V.window_caption(start, DRAW_MAX, p.m))
+    stop = min(p.m, start + DRAW_MAX)
+    query = st.selectbox("Query token (the one doing the looking)", list(range(start, stop)), index=stop - 1 - start,
+                         format_func=lambda i: f"{i}: {visible(p.toks[i])}", key="attention_query")
+    return start, query
+
+
+def cost(lm) -> None:
+    """Section 4's measurement: prefill timed at each length, on a button press (then kept for this model)."""
+    max_len = st.select_slider("Longest prompt to measure (tokens)", [128, 256, 512, 1024], value=128,
+                               key="attention_cost_max")
+    lengths = [L for L in (16, 32, 64, 128, 256, 512, 1024) if L <= max_len]
+    if st.button("Measure on this machine", icon=":material/timer:", key="attention_cost_go"):
+        kept.put(COST_RUN, lm.name)
+    if kept.get(COST_RUN) != lm.name:
+        st.caption(lesson("attention", "cost not run", lengths=", ".join(map(str, lengths)), passes=REPEATS + 1))
+        return
+    pts = cost_sweep(lm.name, lengths, REPEATS)
+    ns = [p.tokens for p in pts]
+    chart(cost_chart(ns, [p.forward_s for p in pts], [p.attention_s for p in pts],
+                     fit_power(ns, [p.attention_median for p in pts], 2)),
+          "measured", lesson("attention", "cost caption", repeats=REPEATS), key="attention_cost")
+    st.markdown(V.cost_result(pts))
+
+
+def lens(lm, tr, info) -> None:
+    """Section 5's lens: the prediction after every block at the last prompt positions, and at the last one."""
+    with st.spinner("Reading the residual stream through the output head at every layer..."):
+        ln = lens_of(lm, tr)
+    covered = n_cols = len(ln.positions)
+    if covered > 2:
+        n_cols = st.slider("Positions shown (the last ones of the prompt)", 2, covered, min(covered, LENS_DRAW_MAX),
+                           key="attention_lens_cols")
+    n = len(tr.prompt_ids)
+    if n > covered:
+        st.caption(lesson("attention", "lens covers", covered=covered, n=n, vocab=info.vocab_size))
+    chart(lens_grid(ln.top_tokens, ln.top_probs, ln.input_tokens, ln.positions, n_cols), "model",
+          lesson("attention", "lens caption"), key="attention_lens")
+    answer = ln.top_tokens[-1][-1][0]
+    chart(final_prob_line(ln.final_prob[:, -1], answer), "model",
+          lesson("attention", "lens line caption", answer=visible(answer)), key="attention_lens_line")
