@@ -45,7 +45,8 @@ def main(names: list[str]) -> None:
             page.set_default_timeout(300_000)
             for spec in specs:
                 name = spec.url or "loop"
-                page.goto(f"{app.url}/{spec.url}?temperature=0&max_new_tokens=8")
+                path = "" if spec == nav.PAGES[0] else spec.url  # the home page lives at "/" ("/loop" is not a page)
+                page.goto(f"{app.url}/{path}?temperature=0&max_new_tokens=8")
                 wait_idle(page, timeout=300)
                 if name == "speculative":
                     page.get_by_role("button", name="Start the race").click()
