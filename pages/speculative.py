@@ -11,6 +11,7 @@ from engine.experiments.speculative import MAX_K
 from ui import nav, state
 from ui.html import md_escape, visible
 from ui.layout import chart, try_this, what_you_see
+from ui.lessons import lesson
 from ui.measured import busy_warning
 from ui.models import current_model, draft_model_box
 from ui.race_view import formula_note, self_draft_answer, sweep_flags
@@ -20,16 +21,10 @@ from ui.speculative_figures import (lane_html, legend_html, progress_lines, roun
 
 nav.through_router()
 st.title("Speculative decoding: the race")
-st.markdown("Decoding is serial: one full pass of the model per token. Speculative decoding lets a cheap "
-            "**drafter** guess the next *k* tokens, then the real model (the **target**) checks all of them in "
-            "**one** forward pass. Below, both run for real on this machine, on the same prompt.")
+st.markdown(lesson("speculative", "intro"))
 lm = current_model()
 s = state.settings()
-what_you_see(
-    "Two lanes write the same answer. **Plain**: one target pass per token. **Speculative**: each round the "
-    "drafter proposes k tokens, one target pass verifies them; green drafts were accepted, struck-out red ones "
-    "rejected, yellow is the target's own correction, blue a bonus token when every draft was right. "
-    "At temperature 0 both lanes must write exactly the same text: speculation changes speed, never the output.")
+what_you_see(lesson("speculative", "what you see"))
 
 # ---- controls -------------------------------------------------------------------------------------------
 presets = {f"{name} ({kind}): {text[:60]}...": text for name, kind, text in PROMPTS}
@@ -98,11 +93,8 @@ elif result is not None:
 else:
     for lane in (plain_lane, spec_lane):
         lane.html(lane_html([]))
-    st.info("Choose the prompt, drafter and k, predict which lane wins, then press **Start the race**. Nothing "
-            "runs until you do.", icon=":material/sprint:")
-st.caption("Clocks: engine-measured seconds per forward pass (plus drafting and the accept/reject step for the "
-           "speculative lane), after a warm-up. Both lanes are measured with the page quiet, then replayed at the "
-           "measured pace, so drawing costs neither lane anything. Press the button for a fresh run.")
+    st.info(lesson("speculative", "press start"), icon=":material/sprint:")
+st.caption(lesson("speculative", "clocks"))
 
 # ---- summary --------------------------------------------------------------------------------------------
 if result is not None:
@@ -129,39 +121,28 @@ if result is not None:
     st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; {result.calibration.describe()}). "
                "Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
     if not ok:
-        st.info(f"**Not enough tokens to measure a speedup.** This race wrote {len(run.plain_ids)} token(s): the "
-                "first token comes from the prefill in both lanes, so no decode step and no draft were timed. Raise "
-                "*Tokens to generate* (8 or more shows the difference).", icon=":material/hourglass_empty:")
+        st.info(lesson("speculative", "not enough tokens", tokens=len(run.plain_ids)),
+                icon=":material/hourglass_empty:")
     elif check.no_gain:
-        st.info(f"**No gain.** {run.accepted} drafted token(s) accepted, {run.tokens_per_pass:.2f} tokens per "
-                f"target pass: the measured {run.speedup:.2f}x is within the noise of the plain steps. Speculation "
-                "only pays when drafts are accepted.", icon=":material/trending_flat:")
+        st.info(lesson("speculative", "no gain", accepted=run.accepted, per_pass=run.tokens_per_pass,
+                       speedup=run.speedup), icon=":material/trending_flat:")
     elif run.speedup < 1.0:
-        st.warning(f"**Speculation was slower here ({run.speedup:.2f}x).** Each round pays for drafting "
-                   f"(c = {run.c:.2f} of a target step per drafted token) and a verify pass, but only "
-                   f"{run.tokens_per_pass:.2f} tokens came out per target pass. A draft that is often wrong, or "
-                   "costs nearly as much as the target, loses the race. Try prompt lookup on an extractive prompt, "
-                   "or a smaller k.", icon=":material/trending_down:")
+        st.warning(lesson("speculative", "slower", speedup=run.speedup, c=run.c, per_pass=run.tokens_per_pass),
+                   icon=":material/trending_down:")
     elif not check.flags:
-        st.success(f"Speculation was **{run.speedup:.2f}x** as fast: {run.tokens_per_pass:.2f} tokens per target "
-                   f"pass at a cost of c = {run.c:.3f} per drafted token.", icon=":material/trending_up:")
+        st.success(lesson("speculative", "faster", speedup=run.speedup, per_pass=run.tokens_per_pass, c=run.c),
+                   icon=":material/trending_up:")
     note = formula_note(run) if ok else None
     if note:
         st.markdown(note)
     verify_ratio = run.verify_cost_ratio
     if ok and verify_ratio == verify_ratio and not note:  # not NaN: at least one round drafted something
-        st.markdown(
-            f"**Why the formula and the clock differ.** The formula counts target passes and assumes a verify pass "
-            f"costs one plain decode step. Here a verify pass that checked drafts took **{verify_ratio:.2f}x** a "
-            "plain step (median): a pass over k + 1 tokens does more arithmetic, which a CPU notices and a GPU "
-            f"mostly hides. Put that cost in the formula's denominator, k c + {verify_ratio:.2f} instead of k c + 1, "
-            f"and it predicts **{run.expected_speedup_measured_verify:.2f}x**.")
+        st.markdown(lesson("speculative", "verify cost", ratio=verify_ratio,
+                           expected=run.expected_speedup_measured_verify))
     if params.temperature == 0 and not run.identical:
-        st.error("At temperature 0 the outputs should be identical; they differ here (see the rounds below).")
+        st.error(lesson("speculative", "outputs differ"))
     elif params.temperature > 0:
-        st.info("At temperature > 0 the two lanes draw different random numbers, so their texts differ; the rule "
-                "accept with min(1, p/q), else draw from norm(max(0, p - q)) makes each speculative token follow "
-                "the target's sampling distribution exactly.", icon=":material/casino:")
+        st.info(lesson("speculative", "sampled"), icon=":material/casino:")
 
     chart(progress_lines(run), "measured",
           "Tokens written against engine-measured time; each speculative step is one round (draft + one verify "
@@ -175,8 +156,7 @@ if result is not None:
                                                 "plain decode step. Verifying k tokens costs somewhat more than one "
                                                 "step on a CPU, far less than k steps.")
 
-try_this("Switch the drafter to **model:self** (the target drafts for itself) at temperature 0. Every draft is "
-         "accepted. Will it be faster than plain decoding?", self_draft_answer(result), key="speculative_try")
+try_this(lesson("speculative", "try self"), self_draft_answer(result), key="speculative_try")
 
 if result is None:
     nav.link("pages/timeline.py")
@@ -213,8 +193,7 @@ with st.expander(f"Every round: q, p and min(1, p/q) ({len(run.rounds)} rounds)"
 
 # ---- k sweep on demand ----------------------------------------------------------------------------------
 st.header("Where is the best k?", divider="gray")
-st.markdown("Longer drafts win more per round when they are right, but cost more drafting and waste more when "
-            "they are wrong. The sweep races plain against speculative for several k (plain re-measured each time).")
+st.markdown(lesson("speculative", "sweep"))
 ks = (1, 2, 3, 4, 6, 8, 12)
 sweep_tokens = min(48, int(max_new))
 pts = sweep(params, ks, sweep_tokens)
@@ -232,10 +211,8 @@ if pts:
           "still wanted, so a large k cannot draft k every round.")
     for flag in sweep_flags(pts):
         st.warning(flag, icon=":material/report:")
-    verdict = (f"Best k for `{drafter}` on this machine: **{best.k}** ({best.measured_speedup:.2f}x)."
-               if best.measured_speedup >= 1 else
-               f"No k made `{drafter}` faster than plain decoding here (best {best.measured_speedup:.2f}x at k = "
-               f"{best.k}): this drafter costs more than it saves.")
+    verdict = lesson("speculative", "best k" if best.measured_speedup >= 1 else "no k", drafter=drafter, k=best.k,
+                     speedup=best.measured_speedup)
     st.markdown(verdict)
 
 nav.link("pages/timeline.py")

@@ -15,6 +15,7 @@ import numpy as np
 
 from engine import noise
 from engine.experiments.speculative import SpecRun
+from ui.lessons import lesson
 from ui.speculative_figures import clock_html, lane_html
 
 FPS = 12
@@ -87,7 +88,7 @@ def _round_end(run: SpecRun, i: int) -> float:
     return run.spec_prefill_seconds + sum(r.draft_seconds + r.verify_seconds for r in run.rounds[: i + 1])
 
 
-# ---------------------------------------------------------------------------------------------- lesson text
+# ------------------------------------------- lesson text (from assets/lessons/speculative.md)
 
 
 def drafts_little(run: SpecRun) -> bool:
@@ -99,31 +100,22 @@ def formula_note(run: SpecRun) -> str | None:
     """Why the paper's formula and the clock disagree when the drafter drafts little; None otherwise."""
     if not drafts_little(run):
         return None
-    return (f"**Why the paper's formula says {run.expected_speedup:.2f}x here.** The formula assumes the drafter "
-            f"proposes k = {run.k} tokens every round, each costing c. This drafter proposed something in only "
-            f"**{run.rounds_with_drafts} of {len(run.rounds)}** rounds ({run.drafted_per_round:.1f} tokens per round "
-            "on average): the other rounds were ordinary decode steps, neither faster nor slower than plain "
-            f"decoding. And c divides all the drafting time (searching in every round) by only {run.drafted} "
-            f"drafted token(s), so it looks large (c = {run.c:.3f}). Counting each round as it happened, its own "
-            "draft length and its measured drafting time, the same formula predicts "
-            f"**{run.expected_speedup_drafted:.2f}x**, next to the measured {run.speedup:.2f}x.")
+    return lesson("speculative", "formula note", expected=run.expected_speedup, k=run.k,
+                  drafting_rounds=run.rounds_with_drafts, rounds=len(run.rounds), per_round=run.drafted_per_round,
+                  drafted=run.drafted, c=run.c, expected_drafted=run.expected_speedup_drafted, speedup=run.speedup)
 
 
 def self_draft_answer(result: RaceResult | None) -> str:
     """The 'Try this' answer about model:self, checked against this session's own run of it when there is one."""
-    answer = ("No. Acceptance is 100%, but drafting k tokens costs k full target steps (c = 1), plus the verify "
-              "pass: the formula gives (k + 1) / (k + 1) = 1x at best, and the overheads make it slower. A good "
-              "drafter must be both **right often** (a high) and **cheap** (c near 0); prompt lookup is nearly free.")
+    answer = lesson("speculative", "answer self")
     if result is None or result.run.drafter != f"model:{result.run.model}":  # model:self is named after the target
         return answer
     run, check = result.run, result.check
     if run.speedup < 1.0:
-        return answer + f"\n\nYour run agrees: model:self measured **{run.speedup:.2f}x**."
-    why = ("the machine was busy during the measurement" if result.calibration.disturbed else
-           "the difference is within the noise of the plain steps" if check.no_gain else
-           "one lane was disturbed more than the other")
-    return answer + (f"\n\n**This run differs:** model:self measured {run.speedup:.2f}x, not slower. That cannot be a "
-                     f"real gain (every draft costs a full target step): {why}. Press *Start the race* again.")
+        return answer + "\n\n" + lesson("speculative", "answer self agrees", speedup=run.speedup)
+    why = lesson("speculative", "why busy" if result.calibration.disturbed else
+                 "why noise" if check.no_gain else "why one lane")
+    return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=run.speedup, why=why)
 
 
 def sweep_flags(points) -> list[str]:
