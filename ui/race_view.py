@@ -1,5 +1,6 @@
 """The race as the page shows it: measured first with the page quiet, then replayed at the measured pace, and
-read through the noise guard. No st.* here except in ``replay`` (which only fills the placeholders it is given).
+read through the noise guard; then the display values of its summary, rounds and k sweep (texts from
+assets/lessons/speculative.md). No st.* here except in ``replay`` (which only fills the placeholders it is given).
 
 Why a replay: streaming one page update per token made the browser and the server draw while the plain lane
 decoded (one update per token) but far less while the speculative lane did (one per round), so the plain lane
@@ -12,9 +13,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from engine import noise
 from engine.experiments.speculative import SpecRun
+from ui.html import visible
+from ui.lessons import lesson
 from ui.speculative_figures import clock_html, lane_html
 
 FPS = 12
@@ -87,7 +91,7 @@ def _round_end(run: SpecRun, i: int) -> float:
     return run.spec_prefill_seconds + sum(r.draft_seconds + r.verify_seconds for r in run.rounds[: i + 1])
 
 
-# ---------------------------------------------------------------------------------------------- lesson text
+# ------------------------------------------------------------------------------------------ display values
 
 
 def drafts_little(run: SpecRun) -> bool:
@@ -99,31 +103,92 @@ def formula_note(run: SpecRun) -> str | None:
     """Why the paper's formula and the clock disagree when the drafter drafts little; None otherwise."""
     if not drafts_little(run):
         return None
-    return (f"**Why the paper's formula says {run.expected_speedup:.2f}x here.** The formula assumes the drafter "
-            f"proposes k = {run.k} tokens every round, each costing c. This drafter proposed something in only "
-            f"**{run.rounds_with_drafts} of {len(run.rounds)}** rounds ({run.drafted_per_round:.1f} tokens per round "
-            "on average): the other rounds were ordinary decode steps, neither faster nor slower than plain "
-            f"decoding. And c divides all the drafting time (searching in every round) by only {run.drafted} "
-            f"drafted token(s), so it looks large (c = {run.c:.3f}). Counting each round as it happened, its own "
-            "draft length and its measured drafting time, the same formula predicts "
-            f"**{run.expected_speedup_drafted:.2f}x**, next to the measured {run.speedup:.2f}x.")
+    return lesson("speculative", "formula note", expected=run.expected_speedup, k=run.k,
+                  drafting_rounds=run.rounds_with_drafts, rounds=len(run.rounds), per_round=run.drafted_per_round,
+                  drafted=run.drafted, c=run.c, expected_drafted=run.expected_speedup_drafted, speedup=run.speedup)
 
 
 def self_draft_answer(result: RaceResult | None) -> str:
     """The 'Try this' answer about model:self, checked against this session's own run of it when there is one."""
-    answer = ("No. Acceptance is 100%, but drafting k tokens costs k full target steps (c = 1), plus the verify "
-              "pass: the formula gives (k + 1) / (k + 1) = 1x at best, and the overheads make it slower. A good "
-              "drafter must be both **right often** (a high) and **cheap** (c near 0); prompt lookup is nearly free.")
+    answer = lesson("speculative", "answer self")
     if result is None or result.run.drafter != f"model:{result.run.model}":  # model:self is named after the target
         return answer
     run, check = result.run, result.check
     if run.speedup < 1.0:
-        return answer + f"\n\nYour run agrees: model:self measured **{run.speedup:.2f}x**."
-    why = ("the machine was busy during the measurement" if result.calibration.disturbed else
-           "the difference is within the noise of the plain steps" if check.no_gain else
-           "one lane was disturbed more than the other")
-    return answer + (f"\n\n**This run differs:** model:self measured {run.speedup:.2f}x, not slower. That cannot be a "
-                     f"real gain (every draft costs a full target step): {why}. Press *Start the race* again.")
+        return answer + "\n\n" + lesson("speculative", "answer self agrees", speedup=run.speedup)
+    why = lesson("speculative", "why busy" if result.calibration.disturbed else
+                 "why noise" if check.no_gain else "why one lane")
+    return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=run.speedup, why=why)
+
+
+def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
+    """(label, value, help) of the six summary numbers; n/a where a one-token race timed nothing."""
+    run, ok, na = result.run, result.run.measurable, "n/a"
+    return [("Acceptance rate a", f"{run.acceptance_rate:.0%}",
+             "accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)"),
+            ("Tokens per target pass", f"{run.tokens_per_pass:.2f}", "plain decoding: exactly 1"),
+            ("Cost ratio c", f"{run.c:.3f}" if ok else na,
+             "draft seconds per drafted token / median plain decode step"),
+            ("Measured speedup", result.check.shown if ok else na,
+             f"speculative tokens/s / plain tokens/s, this run: {run.speedup:.2f}x"),
+            ("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else na,
+             "(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023)"),
+            ("Identical output", "yes" if run.identical else "no", "token for token; must be yes at temperature 0")]
+
+
+def verdict(result: RaceResult) -> tuple[str, str, str] | None:
+    """(box kind: info / warning / success, text, icon) saying what this race's speedup means; None when its
+    bound checks already said it (their warnings stand alone)."""
+    run, check = result.run, result.check
+    if not run.measurable:
+        return "info", lesson("speculative", "not enough tokens", tokens=len(run.plain_ids)), \
+            ":material/hourglass_empty:"
+    if check.no_gain:
+        return "info", lesson("speculative", "no gain", accepted=run.accepted, per_pass=run.tokens_per_pass,
+                              speedup=run.speedup), ":material/trending_flat:"
+    if run.speedup < 1.0:
+        return "warning", lesson("speculative", "slower", speedup=run.speedup, c=run.c, per_pass=run.tokens_per_pass), \
+            ":material/trending_down:"
+    if not check.flags:
+        return "success", lesson("speculative", "faster", speedup=run.speedup, per_pass=run.tokens_per_pass, c=run.c), \
+            ":material/trending_up:"
+    return None
+
+
+def verify_note(run: SpecRun) -> str | None:
+    """Why the formula and the clock differ when a verify pass costs more than a plain step; None when the run
+    timed nothing or no round drafted (the ratio is NaN)."""
+    ratio = run.verify_cost_ratio
+    if not run.measurable or ratio != ratio:
+        return None
+    return lesson("speculative", "verify cost", ratio=ratio, expected=run.expected_speedup_measured_verify)
+
+
+def token_namer(run: SpecRun, tokenizer):
+    """id -> the token as the lane showed it (decoded for a rejected draft the lane never kept), made visible."""
+    tok_text = dict(zip(run.spec_ids, run.spec_tokens))
+    return lambda i: visible(tok_text.get(i) or tokenizer.decode([i]))
+
+
+def rounds_table(run: SpecRun, t) -> pd.DataFrame:
+    """One row per round: drafted, accepted, rejected, the target's token, and the round's draft/verify ms."""
+    return pd.DataFrame([{"round": r.index + 1, "drafted": " | ".join(t(i) for i in r.drafted) or "(nothing)",
+                          "accepted": r.accepted, "rejected": " | ".join(t(i) for i in r.rejected),
+                          "target's token": t(r.token), "kind": r.kind, "from": r.source,
+                          "draft ms": round(r.draft_seconds * 1000, 1), "verify ms": round(r.verify_seconds * 1000, 1)}
+                         for r in run.rounds])
+
+
+def round_detail(rnd, t) -> tuple[list[str], pd.DataFrame, str]:
+    """One judged round: its drafts' labels, their q, p and min(1, p/q) with the verdict, and what the target
+    added (with its top choices there)."""
+    labels = [t(i) for i in rnd.drafted[: len(rnd.p)]]
+    table = pd.DataFrame({"drafted token": labels, "q (draft)": rnd.q, "p (target)": rnd.p,
+                          "min(1, p/q)": rnd.accept_probs,
+                          "verdict": ["accepted" if i < rnd.accepted else "rejected" for i in range(len(rnd.p))]})
+    added = (f"The target then added **{t(rnd.token)!r}** ({rnd.kind}), {rnd.source}. Its top choices there: "
+             + ", ".join(f"{t(i)!r} {pr:.2f}" for i, pr in zip(rnd.target_top_ids, rnd.target_top_probs)))
+    return labels, table.round(4), added
 
 
 def sweep_flags(points) -> list[str]:
@@ -133,3 +198,10 @@ def sweep_flags(points) -> list[str]:
         check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
         out += [f"k = {p.k}: {f}" for f in check.flags]
     return out
+
+
+def sweep_verdict(points, drafter: str) -> str:
+    """The best k of a sweep, or that no k beat plain decoding."""
+    best = max(points, key=lambda p: p.measured_speedup)
+    return lesson("speculative", "best k" if best.measured_speedup >= 1 else "no k", drafter=drafter, k=best.k,
+                  speedup=best.measured_speedup)

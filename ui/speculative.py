@@ -49,7 +49,7 @@ def finished(params: RaceParams) -> RaceResult | None:
 
 def again_requested() -> bool:
     """The busy warning's "Measure again" button was pressed (read before the race's own button is drawn)."""
-    return bool(st.session_state.get("speculative_again"))
+    return measured.again_pressed("speculative_again")
 
 
 def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock) -> RaceResult:
