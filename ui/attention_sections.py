@@ -9,7 +9,7 @@ from ui import attention_view as V
 from ui import kept, state
 from ui.attention_data import HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_of, overview_chart
 from ui.attention_figures import DRAW_MAX, LENS_DRAW_MAX, cost_chart, final_prob_line, head_overview, lens_grid
-from ui.html import visible
+from ui.html import md_escape, visible
 from ui.layout import chart
 from ui.lessons import lesson
 
@@ -81,4 +81,5 @@ def lens(lm, tr, info) -> None:
           lesson("attention", "lens caption"), key="attention_lens")
     answer = ln.top_tokens[-1][-1][0]
     chart(final_prob_line(ln.final_prob[:, -1], answer), "model",
-          lesson("attention", "lens line caption", answer=visible(answer)), key="attention_lens_line")
+          lesson("attention", "lens line caption", answer=md_escape(repr(visible(answer)))),
+          key="attention_lens_line")

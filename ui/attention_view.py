@@ -8,7 +8,7 @@ import numpy as np
 
 from engine.stages.attention import (FirstTokenPull, first_token_pull, gqa_saving, growth_exponent,
                                      head_entropy_bits, head_mean_distance, kv_groups, kv_head_of)
-from ui.html import visible
+from ui.html import md_escape, visible
 from ui.lessons import lesson
 
 METRICS = ["entropy (bits)", "mean distance (tokens)"]
@@ -37,8 +37,8 @@ def sink_answer(p: Prompt) -> str:
     """The reveal of the 'which token does the last one read' question: a sink when a third of the heads or more
     read position 0 most."""
     pull = p.pull
-    values = dict(mostly=pull.heads_mostly_first, total=pull.heads_total, first=visible(p.toks[0]),
-                  weight=pull.mean_weight_first)
+    first = md_escape(repr(visible(p.toks[0])))  # a token's text is user text: literal in markdown
+    values = dict(mostly=pull.heads_mostly_first, total=pull.heads_total, first=first, weight=pull.mean_weight_first)
     if pull.heads_mostly_first * 3 >= pull.heads_total:
         return lesson("attention", "answer sink", **values)
     return lesson("attention", "answer no sink", **values)

@@ -1,4 +1,5 @@
 """View builders of the attention page: the numbers and sentences it lays out."""
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,7 +24,7 @@ def _prompt(first: float):
 def test_sink_answer_follows_the_first_token_pull():
     sink, _ = _prompt(0.9)
     assert "Mostly not" in AV.sink_answer(sink) and "**8 of 8 heads**" in AV.sink_answer(sink)
-    assert "'·a'" in AV.sink_answer(sink)  # the first token, its space made visible
+    assert "\\'·a\\'" in AV.sink_answer(sink)  # the first token, its space made visible, quotes escaped
     spread, _ = _prompt(0.1)
     assert AV.sink_answer(spread).startswith("In this run, 0 of 8 heads")
 
@@ -37,3 +38,11 @@ def test_gqa_names_the_shared_kv_head_and_mha_shares_nothing():
     mha = AV.gqa(SimpleNamespace(**{**vars(INFO), "n_kv_heads": 4}), tr, 3)
     assert not mha.shared and "nothing is shared" in mha.text
 
+
+
+def test_sink_answer_shows_a_markdown_token_literally():
+    """A token's text is user text: in the sink answer it cannot become a link or emphasis."""
+    sink, _ = _prompt(0.9)
+    sink = dataclasses.replace(sink, toks=["[x](https://e.invalid)**"] + sink.toks[1:])
+    text = AV.sink_answer(sink)
+    assert "[x](" not in text and "\\[x\\]\\(" in text and "\\*\\*" in text
