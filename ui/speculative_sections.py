@@ -56,8 +56,13 @@ def controls(lm) -> RaceParams:
                                         "better.")
     drafter = kind
     if kind == "early-exit":
-        layers = st.slider("Early exit after L blocks", 1, lm.info.n_layers - 1, max(1, lm.info.n_layers // 4),
-                           key="speculative_layers")
+        most = lm.info.n_layers - 1  # the draft must stop before the target's last block
+        if most > 1:
+            layers = st.slider("Early exit after L blocks", 1, most, max(1, lm.info.n_layers // 4),
+                               key="speculative_layers")
+        else:  # a 2-block model leaves one choice (a slider from 1 to 1 is refused by Streamlit)
+            layers = 1
+            st.caption(f"Early exit after L = 1 block: this model has only {lm.info.n_layers} blocks.")
         drafter = f"early-exit:{layers}"
     elif kind == "model:random":
         drafter = "model:random:2"

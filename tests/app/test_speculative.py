@@ -108,3 +108,13 @@ def test_k_sweep_on_demand():
     next(b for b in at.button if b.key == "speculative_sweep").click().run()
     assert not errors(at), errors(at)
     assert any("Best k" in m.value or "No k made" in m.value for m in at.markdown)
+
+
+def test_early_exit_on_a_two_block_model_races_without_a_slider():
+    """tiny-random has 2 blocks, so early exit can only stop after block 1: a slider from 1 to 1 was an exception."""
+    at = run_page(PAGE, model="tiny-random")
+    at.radio(key="speculative_drafter").set_value("early-exit").run()
+    assert not errors(at), errors(at)
+    assert any("L = 1 block" in c.value for c in at.caption)
+    _start(at)
+    assert any(m.label == "Measured speedup" for m in at.metric)
