@@ -9,6 +9,7 @@ from ui import measured, work
 from ui.measured import Measured
 from ui.models import get_model
 from ui.cache import memo
+from ui.lessons import lesson
 
 
 def _bar(label: str):
@@ -87,7 +88,4 @@ def sweep_lesson_note(points) -> str | None:
     ratio = big.median_s / one.median_s
     if ratio < 0.75 * big.batch:
         return None
-    return (f"**This run differs from the answer above:** batch {big.batch} took {ratio:.1f}x as long per step as "
-            f"batch 1, close to {big.batch}x. On a CPU with little spare arithmetic, or when another program was "
-            "using the cores during the measurement, extra rows stop being nearly free. Measure again on a "
-            "quieter machine, or look at the smaller batches.")
+    return lesson("batching", "sweep differs", batch=big.batch, ratio=ratio)

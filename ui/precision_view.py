@@ -10,6 +10,7 @@ from engine.models import LoadedModel, ModelLoadError, default_device
 from engine.precision import LABELS, lm_precision, split_key, supported
 from engine.prompt import encode_prompt
 from ui.layout import chart, try_this
+from ui.lessons import lesson
 from ui import work
 from ui.models import get_model, key_for
 from ui.precision_figures import bytes_vs_speed, decode_vs_floor
@@ -46,12 +47,7 @@ def _reveal(cmp: P.PrecisionComparison) -> str:
                    "faster, but less than the bytes promise" if s > 1.05 else "no faster: the bytes are not the limit")
         parts.append(f"**{r.precision}** reads {b:.2f}\u00d7 fewer bytes per step and decoded **{s:.2f}\u00d7** as fast "
                      f"as float32: {verdict}.")
-    return (" ".join(parts) + "\n\nWhere the prediction holds: the bytes themselves (half for bfloat16, about a "
-            "quarter for int8, plus scales and the float32 embedding table). Where it breaks: a decode step is not "
-            "only reading weights. bfloat16 matrix multiplies on a CPU may convert to float32 inside the kernel, "
-            "int8 quantizes every activation on the fly, and each step also pays for dozens of small kernels, "
-            "Python and thread wake-ups that do not shrink with the bytes. Compare each measured bar with its floor "
-            "in the first chart: the gap is those overheads.")
+    return lesson("timeline", "precision answer", verdicts=" ".join(parts))
 
 
 def precision_note(lm: LoadedModel) -> str:
@@ -69,18 +65,11 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     """The section; ``read_gb_s``: the bandwidth the page measured (for the floors)."""
     base = split_key(lm.name)[0]
     options = list(supported(default_device()))
-    st.markdown(
-        "Decode reads every weight once per token, so the bytes per weight set the floor of each step. Store the "
-        "same model in **bfloat16** (2 bytes) or **int8** (1 byte plus a scale per row) instead of float32 (4 "
-        "bytes) and there is less to read. Here the same model runs at each precision, **alternating in one run** "
-        "so the machine's load hits all alike, and is compared with float32 on what it wrote and on its "
-        "next-token probabilities.")
+    st.markdown(lesson("timeline", "precision"))
     res = st.session_state.get(RESULT)
     res = res if res and res[0] == base else None
-    try_this("bfloat16 halves the bytes of every weight, int8 quarters them. Half the bytes: twice as fast?",
-             _reveal(res[1]) if res else "Run the comparison below, then open this again: the answer is written "
-                                              "from your measurements.",
-             key="precision_try")
+    try_this(lesson("timeline", "precision try this"),
+             _reveal(res[1]) if res else lesson("timeline", "precision answer first"), key="precision_try")
     c = st.columns(3)
     chosen = c[0].multiselect("Precisions (float32 is always the reference)", options,
                               default=options, key="precision_choice")
@@ -98,8 +87,7 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
         except ModelLoadError as exc:
             st.error(f"{exc}", icon=":material/error:")
     if not res:
-        st.caption("Nothing measured yet: the comparison runs only when you press the button (about a minute on 2 "
-                   "CPU cores).")
+        st.caption(lesson("timeline", "precision nothing yet"))
         return
     _show(res[1])
 

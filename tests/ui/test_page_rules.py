@@ -16,14 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "app.py", *(ROOT / "pages").glob("*.py")])
 MAX_LINES = 110
-# Pages still to be made thin (issue 17 is open for them). Strict: a page that starts keeping the rules fails here
-# until it is taken off this list, so the list cannot go stale.
-NOT_YET_THIN = {"batching.py", "timeline.py"}
-
-
-def _page_param(paths):
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="not yet thin (issue 17)"))
-            if p.name in NOT_YET_THIN else p for p in paths]
 
 
 def _imports(tree: ast.AST) -> set[str]:
@@ -36,7 +28,7 @@ def _imports(tree: ast.AST) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("path", _page_param(PAGES), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
 def test_a_page_only_lays_out_views(path):
     text = path.read_text(encoding="utf-8")
     lines = len(text.splitlines())
@@ -45,7 +37,7 @@ def test_a_page_only_lays_out_views(path):
     assert "session_state" not in text, f"{path.name} uses st.session_state: keep it in a ui/ helper"
 
 
-@pytest.mark.parametrize("path", _page_param(sorted((ROOT / "pages").glob("*.py"))), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "pages").glob("*.py")), ids=lambda p: p.name)
 def test_every_page_has_a_lesson_file(path):
     assert (ROOT / "assets" / "lessons" / f"{path.stem}.md").is_file(), f"no assets/lessons/{path.stem}.md"
 
