@@ -41,7 +41,8 @@ def _load(name: str, target: str, precision: str | None = None) -> LoadedModel:
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
         lm.name = name
-    log(f"loaded model {name!r} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
+    copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
+    log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
 
 

@@ -56,6 +56,7 @@ def _check(page, path):
     for bad in ("ImportError", "cannot import name", "Page not found", "does not seem to exist"):
         assert bad not in body, f"/{path}: {bad}\n{body[:1500]}"
     assert page.get_by_role("textbox", name="Prompt").is_visible(), f"/{path}: no shared sidebar"
+    assert page.url.split("?")[0].endswith(f"/{path}"), f"/{path}: the address changed to {page.url}"
     # the app's own navigation (page titles), not Streamlit's legacy one built from file names
     nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
     assert "Prefill vs decode" in nav and "Speculative decoding" in nav, f"/{path}: legacy navigation\n{nav}"
@@ -70,7 +71,9 @@ def fresh_app(embedded_lm):  # embedded_lm: the model is converted before the se
 
 def test_five_deep_links_and_six_tabs_on_one_at_once_after_a_start(fresh_app, browser):
     """Right after a start: five different deep links and six tabs on /attention, all opened at once (the two
-    first-visit failures seen: ImportErrors in 4 of 5 tabs, and 5 of 6 tabs without the sidebar)."""
+    first-visit failures seen: ImportErrors in 4 of 5 tabs, and 5 of 6 tabs without the sidebar). Every tab's
+    first visit is a deep link that Streamlit's legacy pages/ router answers: each must keep its address and
+    show the shared sidebar with no "Page not found" dialog."""
     paths = DEEP_LINKS + ["attention"] * 6
     contexts, pages = _open_at_once(browser, fresh_app, paths)
     try:

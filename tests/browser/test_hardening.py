@@ -60,15 +60,17 @@ def _server_rss(app_server) -> int:
     return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
 
 
+@pytest.mark.skipif(os.environ.get("ILE_FULL_CLASS_TEST") != "1",
+                    reason="the suite's class test (test_worker.py: sessions at once, each its own answer, one model "
+                           "load, memory settles) covers this; ILE_FULL_CLASS_TEST=1 runs it for a minute")
 def test_eight_sessions_at_once(app_server, browser):
-    """8 browser sessions use the app at once on different prompts; every page shows its own right answer.
-    One round by default (test_worker.py's class test covers the same ground); ILE_FULL_CLASS_TEST=1 keeps
-    them at it for a minute."""
+    """8 browser sessions keep using the app at once for a minute on different prompts; every page shows its own
+    right answer, memory stays bounded and the model is loaded once (ILE_FULL_CLASS_TEST=1 only)."""
     prompts = [f"Repeat this number exactly: {n}" for n in range(100, 108)]
     contexts = [browser.new_context(viewport={"width": 1200, "height": 800}) for _ in prompts]
     pages = [c.new_page() for c in contexts]
     rss_before = _server_rss(app_server)
-    seconds = 60 if os.environ.get("ILE_FULL_CLASS_TEST") == "1" else 0
+    seconds = 60
     deadline = time.time() + seconds
     rounds = 0
     try:
@@ -97,4 +99,4 @@ def test_eight_sessions_at_once(app_server, browser):
     assert rounds >= 1
     assert rss_after - rss_before < 1.5 * 2**30, report  # run caches are bounded (max_entries)
     log = (SHOTS.parent / f"streamlit-{app_server.port}.log").read_text()
-    assert log.count("loaded model 'embedded'") == 1, "the model must be loaded once for all sessions"
+    assert log.count("loaded model 'embedded' for the app") == 1, "the model must be loaded once for all sessions"

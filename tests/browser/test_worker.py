@@ -97,6 +97,8 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
     print(f"{n} sessions: last answer after {last:.1f} s; server RSS {rss0 / 1024:.0f} MiB before, "
           f"{rss_open / 1024:.0f} MiB open, {rss_a / 1024:.0f} -> {rss_b / 1024:.0f} MiB after closing")
     assert rss_b <= rss_a * 1.03, "memory kept growing after every session closed"
+    log = open(app_server.log.name).read()
+    assert log.count("loaded model 'embedded' for the app") == 1, "the model must be loaded once for all sessions"
     return last
 
 
