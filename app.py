@@ -15,7 +15,7 @@ from ui import errors, layout, nav, sidebar, state, style
 PagesManager.uses_pages_directory = False
 
 restore_threads()  # this run's thread may have started inside another session's one-thread section
-present = bool(state.settings()["present"])
+present = state.settings().present
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")
 state.start_run()

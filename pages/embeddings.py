@@ -26,7 +26,7 @@ info = lm.info
 s = settings()
 try:
     with st.spinner("Looking up the embedding rows..."):
-        ids, tokens, chat = prompt_ids(lm.name, s["prompt"], bool(s["chat"]))
+        ids, tokens, chat = prompt_ids(lm.name, s.prompt, s.chat)
         emb = embeddings_for(lm.name, ids)
 except PromptError as exc:
     st.warning(str(exc), icon=":material/edit_note:")
@@ -58,7 +58,7 @@ chart(pca_scatter(emap), "model",
       "tokens are projected onto the same two axes. Two axes keep only a small part of the picture: "
       "closeness here is a hint, the cosine numbers are the truth.")
 
-names, default, key_default = sections.token_choices(ids, tokens, s["prompt"])
+names, default, key_default = sections.token_choices(ids, tokens, s.prompt)
 q_id = st.selectbox("Nearest tokens to", list(names), index=list(names).index(default),
                     format_func=lambda i: f"{label(names[i])!r} (id {i})", key="embeddings_neighbour")
 k = st.slider("How many neighbours", 5, 30, 12, key="embeddings_k")

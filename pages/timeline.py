@@ -33,7 +33,7 @@ chart(gantt(tl), "measured", V.gantt_caption(tl), key="timeline_gantt")
 st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
 st.header("2. With and without the KV cache", divider="gray")
-sections.cache(lm, ids, s["max_new_tokens"])
+sections.cache(lm, ids, s.max_new_tokens)
 
 st.header("3. Prompt length: time to first token vs time per token", divider="gray")
 sections.sweep(lm)

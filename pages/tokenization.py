@@ -19,12 +19,12 @@ info = lm.info
 s = settings()
 
 choice = st.segmented_control("Text to tokenize", list(V.EXAMPLES), default=V.YOUR_PROMPT, key="tokenization_source")
-text = V.text_for(choice, s["prompt"])
+text = V.text_for(choice, s.prompt)
 if V.is_example(choice):
     st.caption(lesson("tokenization", "example note"))
 try:
     with st.spinner("Tokenizing..."):
-        table = table_for(lm.name, text, bool(s["chat"]))
+        table = table_for(lm.name, text, s.chat)
 except PromptError as exc:
     st.warning(str(exc), icon=":material/edit_note:")
     st.stop()

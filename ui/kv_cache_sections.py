@@ -66,7 +66,7 @@ def paging(c: V.Calc) -> None:
     c1, c2 = st.columns(2)
     n_req = c1.slider("Requests", 2, 32, 12, key="kv_requests")
     max_len = c2.select_slider("Maximum length (tokens)", [512, 1024, 2048, 4096, 8192], 2048, key="kv_maxlen")
-    seed = state.settings()["seed"]
+    seed = state.settings().seed
     alloc = allocate(request_lengths(int(n_req), int(max_len), int(seed)), int(max_len), VLLM_BLOCK_SIZE)
     chart(paging_chart(alloc), "illustrative", lesson("kv_cache", "paging caption", seed=seed), key="kv_paging")
     m1, m2, m3 = st.columns(3)

@@ -15,7 +15,7 @@ _RUN = "_sections"  # this run's page key and the number of sections declared so
 
 
 def presenting() -> bool:
-    return bool(state.settings().get("present"))
+    return state.settings().present
 
 
 def begin_page(key: str) -> None:

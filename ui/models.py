@@ -103,7 +103,7 @@ def model_box() -> None:
     the canonical name of what the settings ask for (checked against the policy, nothing loaded here)."""
     pol = policy()
     try:
-        shown = pol.resolve(state.settings()["model"])[0]
+        shown = pol.resolve(state.settings().model)[0]
     except ModelNotAllowed:  # current_model() refuses it just below and falls back
         shown = st.session_state.get("last_good_model", default_model(pol))
     if pol.class_mode and shown not in pol.labels:
@@ -134,9 +134,9 @@ def on_model_change() -> None:
     """Callback of the sidebar's model box: try the new name at once; on failure put the old one back in the
     box and keep a message for the sidebar (callbacks run before the script, so widget state may change)."""
     s = state.settings()
-    old = s["model"]
+    old = s.model
     try:
-        lm = get_model(key_for(st.session_state.get("w_model") or "", s["precision"]))
+        lm = get_model(key_for(st.session_state.get("w_model") or "", s.precision))
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using '{old}'."
         st.session_state["w_model"] = old
@@ -150,12 +150,12 @@ def on_precision_change() -> None:
     """Callback of the sidebar's precision box: an unsupported precision or a failed conversion leaves a message
     and puts the current precision back."""
     s = state.settings()
-    old, new = s["precision"], st.session_state.get("w_precision") or s["precision"]
+    old, new = s.precision, st.session_state.get("w_precision") or s.precision
     reason = unsupported_reason(new, default_device())
     try:
         if reason:
             raise ModelLoadError(reason)
-        get_model(key_for(s["model"], new))
+        get_model(key_for(s.model, new))
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using {old}."
         st.session_state["w_precision"] = old
@@ -163,14 +163,14 @@ def on_precision_change() -> None:
     state.set_value("precision", new)
 
 
-def _checked_precision(s: dict) -> str:
+def _checked_precision(s: state.Settings) -> str:
     """The settings' precision if this device runs it; else a message and the last one that worked."""
-    reason = unsupported_reason(s["precision"], default_device())
+    reason = unsupported_reason(s.precision, default_device())
     if reason:
         good = st.session_state.get("last_good_precision", state.FIELDS["precision"][1])
         st.session_state["model_error"] = f"{reason} Still using {good}."
         state.set_value("precision", good)
-    return s["precision"]
+    return state.settings().precision
 
 
 def current_model() -> LoadedModel:
@@ -178,7 +178,7 @@ def current_model() -> LoadedModel:
     previous one (at the default precision if the precision was the problem)."""
     s = state.settings()
     precision = _checked_precision(s)
-    name = s["model"]
+    name = s.model
     try:
         lm = get_model(key_for(name, precision))
         canon = split_key(lm.name)[0]
@@ -196,4 +196,4 @@ def current_model() -> LoadedModel:
             st.session_state["model_error"] = f"{exc} Still using '{fallback}'."
         state.set_value("model", fallback)
         state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
-        return get_model(key_for(fallback, s["precision"]))
+        return get_model(key_for(fallback, state.settings().precision))

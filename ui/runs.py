@@ -24,8 +24,7 @@ def current_trace() -> Trace:
     s = state.settings()
     try:
         with st.spinner("Running the model on your prompt..."):
-            return trace_for(lm.name, s["prompt"], s["chat"], s["max_new_tokens"], s["temperature"], s["top_k"],
-                             s["top_p"], s["seed"])
+            return trace_for(lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
     except PromptError as exc:
         st.warning(str(exc), icon=":material/edit_note:")
         st.stop()

@@ -23,8 +23,7 @@ P = "sampling_"
 
 def _sidebar() -> dict:
     s = state.settings()
-    return {"temperature": float(s["temperature"]), "top_k": int(s["top_k"]), "top_p": float(s["top_p"]),
-            "min_p": 0.0, "seed": int(s["seed"])}
+    return {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": 0.0, "seed": s.seed}
 
 
 def _reset() -> None:

@@ -13,11 +13,10 @@ def _widget(kind, label: str, name: str, on_change=None, **kw):
     """A widget whose value lives in the shared settings (see ui.state)."""
     if on_change is None:
         on_change, kw["args"] = state.from_widget, (name,)
-    return kind(label, value=state.settings()[name], key=f"w_{name}", on_change=on_change, **kw)
+    return kind(label, value=getattr(state.settings(), name), key=f"w_{name}", on_change=on_change, **kw)
 
 
 def render() -> None:
-    s = state.settings()
     with st.sidebar:
         st.markdown("### Model and prompt")
         model_box()  # free text for one person; the allow-list in class mode
@@ -49,5 +48,3 @@ def render() -> None:
                 help="For projecting: larger type, sidebar collapsed, one section at a time with Next, and each "
                      "'Try this' answer behind a button. Kept in the page address.")
         st.caption(":material/link: The page address holds these settings: copy it to share this exact view.")
-    s["chat"] = bool(s["chat"])
-    s["present"] = bool(s["present"])

@@ -37,7 +37,7 @@ def controls(lm) -> RaceParams:
         choice = st.selectbox("Race prompt", [*PRESETS, SIDEBAR], index=1, key="speculative_prompt",
                               help="Extractive tasks (rewrite, quote, summarise a passage) copy from the prompt, so "
                                    "prompt lookup guesses well; open-ended ones give it little to copy.")
-        prompt = s["prompt"] if choice == SIDEBAR else PRESETS[choice]
+        prompt = s.prompt if choice == SIDEBAR else PRESETS[choice]
         kind = st.radio(
             "Drafter", list(DRAFTERS), horizontal=True, key="speculative_drafter", captions=list(DRAFTERS.values()),
             help="lookup: find the last 3 (or 2) tokens earlier in the text and propose what followed them "
@@ -50,8 +50,8 @@ def controls(lm) -> RaceParams:
         temperature = st.slider("Temperature", 0.0, 1.5, 0.0, 0.05, key="speculative_temperature",
                                 help="0 = greedy. Above 0, top-k and top-p come from the sidebar.")
         cc1, cc2 = st.columns(2)
-        seed = cc1.number_input("Seed", 0, 2**31 - 1, int(s["seed"]), key="speculative_seed")
-        max_new = cc2.number_input("Tokens to generate", 1, 256, int(s["max_new_tokens"]), 8, key="speculative_tokens",
+        seed = cc1.number_input("Seed", 0, 2**31 - 1, s.seed, key="speculative_seed")
+        max_new = cc2.number_input("Tokens to generate", 1, 256, s.max_new_tokens, 8, key="speculative_tokens",
                                    help="Starts at the sidebar's max new tokens; longer races show the difference "
                                         "better.")
     drafter = kind
@@ -68,8 +68,8 @@ def controls(lm) -> RaceParams:
         drafter = "model:random:2"
     elif kind == "model:other":
         drafter = f"model:{draft_model_box('speculative_other')}"  # class mode: the allow-list only
-    return RaceParams(lm.name, prompt, bool(s["chat"]), drafter, int(k), float(temperature), int(s["top_k"]),
-                      float(s["top_p"]), int(seed), int(max_new))
+    return RaceParams(lm.name, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
+                      s.top_p, int(seed), int(max_new))
 
 
 def race(params: RaceParams) -> RaceResult | None:

@@ -1,16 +1,19 @@
-"""Shared settings: one dict in st.session_state, written by widget callbacks, mirrored to the URL.
+"""Shared settings: one frozen Settings value in st.session_state, replaced by widget callbacks, mirrored to the URL.
 
-Widgets never own the value (their keys are "w_<name>"); each widget's on_change copies its value into
-st.session_state["settings"]. That keeps a typed value across reruns and page switches (Streamlit can
+Widgets never own the value (their keys are "w_<name>"); each widget's on_change puts a new Settings with its
+value into st.session_state["settings"]. That keeps a typed value across reruns and page switches (Streamlit can
 drop the state of a widget declared in app.py), and the query string lets a copied link reproduce the view.
+Pages read the value (``settings().prompt``, ``settings().sampling``); only this module replaces it.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, fields, replace
 
 import streamlit as st
 
 from engine.models import EMBEDDED, default_device
+from engine.sampling import SamplingSettings
 from engine.precision import default_precision
 from engine.trace import MAX_NEW_TOKENS
 
@@ -53,18 +56,39 @@ def parse(name: str, raw):
     return val
 
 
-def settings() -> dict:
+@dataclass(frozen=True)
+class Settings:
+    """The sidebar's settings for one run (FIELDS gives each one's type, default and range)."""
+    model: str
+    precision: str
+    prompt: str
+    chat: bool
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    present: bool  # presenter view
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings(self.temperature, self.top_k, self.top_p)
+
+
+assert [f.name for f in fields(Settings)] == list(FIELDS), "Settings and FIELDS name the same values in order"
+
+
+def settings() -> Settings:
     """The current settings, initialised from the URL on a session's first run."""
     if "settings" not in st.session_state:
         params = st.query_params
-        st.session_state["settings"] = {
-            name: parse(name, params[name]) if name in params else spec[1] for name, spec in FIELDS.items()
-        }
+        st.session_state["settings"] = Settings(
+            **{name: parse(name, params[name]) if name in params else spec[1] for name, spec in FIELDS.items()})
     return st.session_state["settings"]
 
 
 def set_value(name: str, value) -> None:
-    settings()[name] = parse(name, value)
+    st.session_state["settings"] = replace(settings(), **{name: parse(name, value)})
 
 
 def from_widget(name: str) -> None:
@@ -110,7 +134,7 @@ def share_params(before_page: bool = False) -> dict[str, str]:
     current = {k: st.query_params[k] for k in st.query_params}
     want = {k: v for k, v in current.items() if k not in FIELDS} if before_page else {}
     for name, (typ, default, _, _) in FIELDS.items():
-        val = s[name]
+        val = getattr(s, name)
         if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)

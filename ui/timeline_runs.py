@@ -58,9 +58,10 @@ def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -
     return T.Sweep(tuple(r.value for r in rows), max(2, new_tokens), max(1, repeats)), [r.calibration for r in rows]
 
 
-def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings: dict) -> Measured:
+def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings) -> Measured:
+    """``settings``: the sidebar's (ui.state.Settings); the breakdown samples with its temperature, top-k, top-p."""
     with st.spinner(f"Timing each stage: a prefill and a decode pass, {repeats} repeat(s) with and without hooks..."):
-        return breakdown_for(model, ids, repeats, settings["temperature"], settings["top_k"], settings["top_p"])
+        return breakdown_for(model, ids, repeats, settings.temperature, settings.top_k, settings.top_p)
 
 
 _PROBE_LOCK = threading.Lock()

@@ -43,16 +43,16 @@ def sidebar_text(at) -> str:
 def test_spellings_of_one_model_load_one_copy(loads, tiny_folder):
     at = run_page(HOME, model=" tiny-random", max_new_tokens="2")
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["model"] == "tiny-random"  # the URL gets the canonical name
+    assert at.session_state["settings"].model == "tiny-random"  # the URL gets the canonical name
     for typed in ("tiny-random ", "TINY-random", "\u200btiny-random"):
         at.sidebar.text_input(key="w_model").set_value(typed).run()
         assert not errors(at), errors(at)
-        assert at.session_state["settings"]["model"] == "tiny-random"
+        assert at.session_state["settings"].model == "tiny-random"
     assert loads == ["tiny-random"]
     for typed in (str(tiny_folder), f"{tiny_folder}/", f" {tiny_folder}/./ "):
         at.sidebar.text_input(key="w_model").set_value(typed).run()
         assert not errors(at), errors(at)
-        assert at.session_state["settings"]["model"] == str(tiny_folder.resolve())
+        assert at.session_state["settings"].model == str(tiny_folder.resolve())
     assert loads == ["tiny-random", str(tiny_folder.resolve())]
 
 
@@ -80,7 +80,7 @@ def test_class_mode_refuses_free_paths_and_hub_ids_neutrally(class_mode, asked, 
     at.run()  # the message belongs to the run that refused the name
     assert not errors(at), errors(at)
     assert [shown(e.value) for e in at.sidebar.error] == [NEUTRAL]
-    assert at.session_state["settings"]["model"] == "tiny-random"
+    assert at.session_state["settings"].model == "tiny-random"
     assert loads == ["tiny-random"]  # nothing else was even tried
 
 
@@ -89,13 +89,13 @@ def test_class_server_without_the_embedded_model_opens_on_its_first_model(class_
     at.query_params["max_new_tokens"] = "2"
     at.run()  # no model asked for: the default (embedded) is not offered, so the first listed one, quietly
     assert not errors(at) and not at.sidebar.error, [e.value for e in at.sidebar.error]
-    assert at.session_state["settings"]["model"] == "tiny-random"
+    assert at.session_state["settings"].model == "tiny-random"
 
 
 def test_class_mode_offers_the_allow_list_and_hides_the_folder(class_mode, loads):
     at = run_page(HOME, model=" tiny COPY ", max_new_tokens="2")
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["model"] == "Tiny copy"
+    assert at.session_state["settings"].model == "Tiny copy"
     assert not [t for t in at.sidebar.text_input if t.key == "w_model"], "class mode must not offer a free text box"
     box = at.sidebar.selectbox(key="w_model")
     assert box.options == ["tiny-random", "Tiny copy"] and box.value == "Tiny copy"
@@ -103,7 +103,7 @@ def test_class_mode_offers_the_allow_list_and_hides_the_folder(class_mode, loads
     assert str(class_mode) not in sidebar_text(at) and "teacher-models" not in sidebar_text(at)
     box.set_value("tiny-random").run()
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["model"] == "tiny-random" and not at.sidebar.error
+    assert at.session_state["settings"].model == "tiny-random" and not at.sidebar.error
     assert loads == [str(class_mode), "tiny-random"]
 
 

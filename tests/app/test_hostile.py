@@ -25,7 +25,7 @@ def test_a_model_name_over_255_bytes_gives_a_short_message():
     msgs = _sidebar_errors(at)
     assert any("too long" in m for m in msgs), msgs
     assert all("/" not in m and "a" * 100 not in m for m in msgs), msgs  # no server paths, no wall of text
-    assert at.session_state["settings"]["model"] == "embedded"  # the page itself runs on the default model
+    assert at.session_state["settings"].model == "embedded"  # the page itself runs on the default model
 
 
 def test_markdown_in_a_model_name_stays_literal_text():
@@ -41,9 +41,9 @@ def test_markdown_in_a_model_name_stays_literal_text():
 def test_an_empty_chat_parameter_means_the_default_not_off():
     at = run_page(HOME, model="tiny-random", max_new_tokens="2", chat="")
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["chat"] is True
+    assert at.session_state["settings"].chat is True
     at = run_page(HOME, model="tiny-random", max_new_tokens="2", chat="0")
-    assert at.session_state["settings"]["chat"] is False
+    assert at.session_state["settings"].chat is False
 
 
 def test_a_one_token_race_shows_no_nan_beside_a_speedup():

@@ -16,14 +16,14 @@ def _url(at: AppTest) -> dict:
 def test_precision_comes_from_the_url_and_goes_back_to_it():
     at = run_page(HOME, model="tiny-random", precision="int8", max_new_tokens="3")
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["precision"] == "int8"
+    assert at.session_state["settings"].precision == "int8"
     box = at.sidebar.selectbox(key="w_precision")
     assert box.value == "int8"
     assert any("int8 weights" in c.value for c in at.sidebar.caption)
     assert _url(at).get("precision") in ("int8", ["int8"])
     box.set_value("bfloat16").run()
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["precision"] == "bfloat16"
+    assert at.session_state["settings"].precision == "bfloat16"
     assert _url(at).get("precision") in ("bfloat16", ["bfloat16"])
     at.sidebar.selectbox(key="w_precision").set_value("float32").run()
     assert "precision" not in _url(at)  # the default is left out of the link
@@ -35,14 +35,14 @@ def test_unsupported_precision_says_why_and_keeps_the_current_one():
     at.run()  # the first run reads the link: the message shows there, then the page goes on in float32
     assert not errors(at), errors(at)
     assert any("CUDA" in e.value and "Still using float32" in e.value for e in at.sidebar.error)
-    assert at.session_state["settings"]["precision"] == "float32"
+    assert at.session_state["settings"].precision == "float32"
     at.switch_page(HOME)
     at.run()
     at.sidebar.selectbox(key="w_precision").set_value("bfloat16").run()
     at.sidebar.selectbox(key="w_precision").set_value("float16").run()
     assert not errors(at), errors(at)
     assert any("CUDA" in e.value and "Still using bfloat16" in e.value for e in at.sidebar.error)
-    assert at.session_state["settings"]["precision"] == "bfloat16"
+    assert at.session_state["settings"].precision == "bfloat16"
 
 
 def test_precision_section_measures_on_a_button():
@@ -69,4 +69,4 @@ def test_every_page_renders_with_int8_weights(path):
     """int8 layers have no .weight tensor (torch.ao packs it): no page may assume one."""
     at = run_page(path, model="tiny-random", max_new_tokens="4", precision="int8")
     assert not errors(at), errors(at)
-    assert at.session_state["settings"]["precision"] == "int8"
+    assert at.session_state["settings"].precision == "int8"

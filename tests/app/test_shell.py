@@ -1,4 +1,5 @@
 """The app shell: settings round-trip through the URL, bad input gives messages, never a traceback."""
+from engine.sampling import SamplingSettings
 from tests.app.test_pages import errors, run_page
 
 HOME = "pages/loop.py"
@@ -9,13 +10,14 @@ def test_settings_come_from_the_url_and_go_back_to_it():
                   top_p="0.8", seed="11", max_new_tokens="5", chat="0")
     assert not errors(at)
     s = at.session_state["settings"]
-    assert (s["prompt"], s["temperature"], s["top_k"], s["top_p"], s["seed"], s["max_new_tokens"], s["chat"]) == (
+    assert (s.prompt, s.temperature, s.top_k, s.top_p, s.seed, s.max_new_tokens, s.chat) == (
         "Hello <b>world</b>", 0.3, 7, 0.8, 11, 5, False)
+    assert s.sampling == SamplingSettings(0.3, 7, 0.8)
     assert at.sidebar.text_area[0].value == "Hello <b>world</b>"
     assert at.sidebar.slider(key="w_temperature").value == 0.3
     # Change a widget like a user would: the new value lands in the settings (the browser test checks the URL).
     at.sidebar.slider(key="w_temperature").set_value(1.2).run()
-    assert at.session_state["settings"]["temperature"] == 1.2
+    assert at.session_state["settings"].temperature == 1.2 and s.temperature == 0.3  # a new value, not an edit
 
 
 def test_extreme_url_values_are_clamped():
@@ -23,8 +25,7 @@ def test_extreme_url_values_are_clamped():
                   seed="-3")
     assert not errors(at)
     s = at.session_state["settings"]
-    assert s["temperature"] == 0.7 and s["top_k"] == 0 and s["top_p"] == 1.0 and s["max_new_tokens"] == 256
-    assert s["seed"] == 0
+    assert s.temperature == 0.7 and s.top_k == 0 and s.top_p == 1.0 and s.max_new_tokens == 256 and s.seed == 0
 
 
 def test_unknown_model_keeps_the_current_model_and_says_why():
@@ -33,7 +34,7 @@ def test_unknown_model_keeps_the_current_model_and_says_why():
     assert not errors(at)
     # the message is markdown-escaped (user text stays literal): compare the text it shows
     assert any("Could not load 'no-such-org/no-such-model'" in e.value.replace("\\", "") for e in at.sidebar.error)
-    assert at.session_state["settings"]["model"] == "tiny-random"
+    assert at.session_state["settings"].model == "tiny-random"
     assert at.title[0].value.startswith("The loop")
 
 
