@@ -35,7 +35,9 @@ def _load(name: str, target: str, precision: str | None = None) -> LoadedModel:
     blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
     start's progress once did)."""
     if precision is not None:
-        lm = to_precision(_load(name, target), precision)
+        # the same three arguments as get_model's call: Streamlit keys the cache on the arguments as passed, and
+        # _load(name, target) missed the entry of _load(name, target, None), loading a second float32 copy
+        lm = to_precision(_load(name, target, None), precision)
     else:
         lm = load_model(target, progress=log)
         if target != name:  # an allow-list label: show the label, never the folder or id behind it

@@ -70,3 +70,20 @@ def test_every_page_renders_with_int8_weights(path):
     at = run_page(path, model="tiny-random", max_new_tokens="4", precision="int8")
     assert not errors(at), errors(at)
     assert at.session_state["settings"].precision == "int8"
+
+
+def test_a_precision_copy_is_made_from_the_loaded_model_not_a_second_load(monkeypatch):
+    """One model in memory per name: the bfloat16 copy is cast from the float32 model already loaded. The copy's
+    inner cache lookup once passed its arguments differently, missed, and loaded the model a second time."""
+    from ui import models as M
+
+    M._load.clear()
+    loads = []
+    real = M.load_model
+    monkeypatch.setattr(M, "load_model", lambda target, **kw: loads.append(target) or real(target, **kw))
+    at = run_page(HOME, model="tiny-random", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    at.sidebar.selectbox(key="w_precision").set_value("bfloat16").run()
+    assert not errors(at), errors(at)
+    assert at.session_state["settings"].precision == "bfloat16"
+    assert loads == ["tiny-random"], loads
