@@ -107,10 +107,19 @@ def assert_no_error(page) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text('[data-testid="stException"]')
 
 
+def screenshots_wanted() -> bool:
+    """Pictures are for a person to look at, never asserted: taken by default, skipped in CI (each whole-page
+    picture costs seconds of Chromium drawing on 2 cores) unless ILE_SCREENSHOTS=1; ILE_SCREENSHOTS=0 skips them."""
+    flag = os.environ.get("ILE_SCREENSHOTS")
+    return flag == "1" if flag in ("0", "1") else not os.environ.get("CI")
+
+
 def screenshot(page, name: str, max_height: int = 7000) -> Path:
     """Whole-page picture: Streamlit scrolls an inner container, so grow the viewport to its content first."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{name}.png"
+    if not screenshots_wanted():
+        return path
     size = page.viewport_size
     height = page.evaluate(
         "() => { const m = document.querySelector('[data-testid=\"stMain\"]') || document.body;"

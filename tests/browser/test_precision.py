@@ -1,5 +1,6 @@
 """Real browser: "Fewer bytes, faster decode" on the embedded model, run by clicking, at 1366x768."""
-from tests.browser.harness import SHOTS, assert_no_error, close_dialogs, screenshot, wait_idle
+from tests.browser.harness import (SHOTS, assert_no_error, close_dialogs, screenshot, screenshots_wanted,
+                                   wait_idle)
 from ui import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/timeline.py")
@@ -24,6 +25,8 @@ def test_precision_section_in_browser(app_server, page):
         '[data-testid="stPlotlyChart"]').count() >= 2
     for word in ("float32: decode", "bfloat16: decode (", "int8: decode (", "What each one wrote"):
         assert word in body, word
+    if not screenshots_wanted():
+        return
     page.get_by_text("Made your prediction? Reveal what happens").last.scroll_into_view_if_needed()
     head = page.get_by_text("7. Fewer bytes, faster decode")
     head.scroll_into_view_if_needed()
