@@ -1,0 +1,48 @@
+"""Real browser: page-local controls rerun only their own part of the page (st.fragment, issue 17). Each test
+moves a control with the keyboard, as a person on a projector laptop does, checks the section followed, and
+counts full script runs through the run log (app_server.runs()): a fragment rerun is not one."""
+import re
+
+from tests.browser.harness import assert_no_error, wait_idle
+from ui import nav
+
+
+def _url(path: str) -> str:
+    return next(p.url for p in nav.PAGES if p.path == path)
+
+
+def _metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+def _arrows(page, slider_name, presses: int = 3, key: str = "ArrowRight") -> None:
+    thumb = page.get_by_role("slider", name=slider_name).last
+    thumb.focus()
+    for _ in range(presses):
+        thumb.press(key)
+        page.wait_for_timeout(300)
+    wait_idle(page)
+
+
+def test_sampling_dice_rerun_only_their_sections(app_server, page):
+    page.goto(f"{app_server.url}/{_url('pages/sampling.py')}?temperature=0.7&max_new_tokens=2")
+    wait_idle(page)
+    assert_no_error(page)
+    before = app_server.runs()
+    entropy = _metric(page, "Entropy drawn from")
+    _arrows(page, re.compile("Temperature"))
+    assert_no_error(page)
+    assert _metric(page, "Entropy drawn from") != entropy, "section 2 did not follow the temperature"
+    cut = re.search(r"Top-p = ([\d.]+) keeps", page.inner_text("body")).group(1)
+    _arrows(page, re.compile("Top-p"), key="ArrowLeft")
+    assert re.search(r"Top-p = ([\d.]+) keeps", page.inner_text("body")).group(1) != cut, "section 3 did not follow"
+    _arrows(page, "Number of draws", presses=2)
+    assert "5,000 independent draws" in page.inner_text("body"), "section 4 did not follow the number of draws"
+    # appending a token changes the position strip (section 1) and the steps (section 5): both in the fragment
+    page.get_by_role("button", name=re.compile(r"^Append")).click()
+    wait_idle(page)
+    body = page.inner_text("body")
+    assert "Text generated here so far" in body and "forward passes taken here: 1" in body
+    assert_no_error(page)
+    assert app_server.runs() == before, "a page-local sampling control reran the whole page script"
