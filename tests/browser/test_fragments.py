@@ -46,3 +46,46 @@ def test_sampling_dice_rerun_only_their_sections(app_server, page):
     assert "Text generated here so far" in body and "forward passes taken here: 1" in body
     assert_no_error(page)
     assert app_server.runs() == before, "a page-local sampling control reran the whole page script"
+
+
+def _pick(page, label, typed: str, option) -> None:
+    """Open a selectbox, type to narrow its options and click one, as a person does (a long list only draws
+    the options near the one selected)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).first
+    box.locator("input").click()
+    page.keyboard.type(typed)
+    page.get_by_role("option", name=option).first.click(timeout=20_000)
+    page.wait_for_timeout(300)
+    wait_idle(page)
+
+
+def _titles(page) -> str:
+    return " | ".join(page.locator("text.gtitle").all_text_contents())
+
+
+def _lens_columns(page) -> int:
+    lens = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator("text.gtitle", has_text="Logit lens"))
+    return lens.first.locator(".xtick").count()
+
+
+def test_attention_pickers_rerun_only_their_sections(app_server, page):
+    page.goto(f"{app_server.url}/{_url('pages/attention.py')}?max_new_tokens=2")
+    wait_idle(page)
+    assert_no_error(page)
+    before = app_server.runs()
+    _pick(page, "Head", "2", re.compile(r"^2$"))
+    header = page.locator("h2", has_text="who looks at whom").first.inner_text()
+    assert re.match(r"2\. Layer \d+, head 2", header), header  # section 2 follows the head
+    assert "Head 2 reads K/V head" in page.inner_text("body")  # and section 3
+    assert "head=2" in page.url, page.url  # the share link follows the head on view, with no full run
+    _pick(page, "Layer", "3", re.compile(r"^3$"))
+    header = page.locator("h2", has_text="who looks at whom").first.inner_text()
+    assert header.startswith("2. Layer 3, head 2"), (header, page.url)
+    assert "layer=3" in page.url and "head=2" in page.url, page.url
+    _pick(page, "Query token (the one doing the looking)", "1: ", re.compile(r"^1: "))
+    assert "(position 1) looks, layer 3, head 2" in _titles(page), _titles(page)
+    cols = _lens_columns(page)
+    _arrows(page, re.compile("Positions shown"), key="ArrowLeft")
+    assert _lens_columns(page) == cols - 3, (cols, _lens_columns(page))
+    assert_no_error(page)
+    assert app_server.runs() == before, "an attention picker reran the whole page script"
