@@ -89,3 +89,25 @@ def test_attention_pickers_rerun_only_their_sections(app_server, page):
     assert _lens_columns(page) == cols - 3, (cols, _lens_columns(page))
     assert_no_error(page)
     assert app_server.runs() == before, "an attention picker reran the whole page script"
+
+
+def test_kv_cache_controls_rerun_only_their_sections(app_server, page):
+    page.goto(f"{app_server.url}/{_url('pages/kv_cache.py')}?max_new_tokens=2")
+    wait_idle(page)
+    assert_no_error(page)
+    before = app_server.runs()
+    layer = re.search(r"Layer (\d+), KV head", _titles(page)).group(1)
+    _arrows(page, "Layer", key="ArrowLeft")
+    assert f"Layer {int(layer) - 3}, KV head" in _titles(page), _titles(page)  # section 1's heatmap follows
+    per_token = _metric(page, "KV per token")
+    page.get_by_label("Model (published config)").click()
+    page.keyboard.type("Llama-3-70B")
+    page.keyboard.press("Enter")
+    wait_idle(page)
+    assert _metric(page, "KV per token") != per_token and "320.0 KiB" in _metric(page, "KV per token")
+    assert "Llama-3-70B" in page.inner_text("body")  # the paging totals (section 4) name the calculator's model
+    held = _metric(page, "Tokens held")
+    _arrows(page, "Requests")
+    assert _metric(page, "Tokens held") != held, "section 4 did not follow the number of requests"
+    assert_no_error(page)
+    assert app_server.runs() == before, "a KV-cache control reran the whole page script"
