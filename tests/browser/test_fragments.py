@@ -111,3 +111,27 @@ def test_kv_cache_controls_rerun_only_their_sections(app_server, page):
     assert _metric(page, "Tokens held") != held, "section 4 did not follow the number of requests"
     assert_no_error(page)
     assert app_server.runs() == before, "a KV-cache control reran the whole page script"
+
+
+def _chart_ticks(page, title: str, axis: str) -> list[str]:
+    box = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator("text.gtitle", has_text=title))
+    return box.first.locator(f".{axis}tick text").all_text_contents()
+
+
+def test_embeddings_pickers_rerun_only_their_sections(app_server, page):
+    page.goto(f"{app_server.url}/{_url('pages/embeddings.py')}?max_new_tokens=2")
+    wait_idle(page)
+    assert_no_error(page)
+    before = app_server.runs()
+    _pick(page, "Nearest tokens to", "capital", re.compile("capital"))
+    titles = [t for t in _titles(page).split(" | ") if t.startswith("Nearest tokens to")]
+    assert titles and "capital" in titles[0], titles  # the neighbours follow the pick
+    assert re.search(r"First values of token '[^']*capital'", page.inner_text("body"))  # and section 4
+    n = len(_chart_ticks(page, "Nearest tokens to", "y"))
+    _arrows(page, "How many neighbours")
+    assert len(_chart_ticks(page, "Nearest tokens to", "y")) == n + 3
+    ticks = _chart_ticks(page, "RoPE rotation angle", "y")  # positions run down the y axis
+    _arrows(page, "Positions to show")
+    assert _chart_ticks(page, "RoPE rotation angle", "y") != ticks, "section 3 did not follow the positions slider"
+    assert_no_error(page)
+    assert app_server.runs() == before, "an embeddings picker reran the whole page script"
