@@ -5,7 +5,7 @@ import streamlit as st
 from ui import attention_sections as sections
 from ui import attention_view as V
 from ui import nav
-from ui.attention_figures import DRAW_MAX, attention_map, gqa_diagram, kv_saving_bar, query_bar, residual_norms_chart
+from ui.attention_figures import residual_norms_chart
 from ui.layout import chart, notes, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
@@ -25,27 +25,8 @@ if p.n > p.m:
 what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
 try_this(lesson("attention", "try sink"), V.sink_answer(p), key="attention_try")
 
-# ---------------------------------------------------------------- 1. overview
-st.header("1. Every head at a glance", divider="gray")
-layer, head = sections.overview(p, info)
-
-# ---------------------------------------------------------------- 2. one head
-st.header(f"2. Layer {layer}, head {head}: who looks at whom", divider="gray")
-start, query = sections.query_pick(p)
-weights = p.head(layer, head)  # [m, m]
-chart(attention_map(weights, p.toks, f"Attention weights, layer {layer}, head {head}", start, DRAW_MAX, query),
-      "model", lesson("attention", "map caption"), key="attention_map")
-chart(query_bar(weights, p.toks, query, f"layer {layer}, head {head}"), "model", lesson("attention", "bar caption"),
-      key="attention_bar")
-
-# ---------------------------------------------------------------- 3. grouped-query attention
-st.header("3. Grouped-query attention: heads share keys and values", divider="gray")
-g = V.gqa(info, tr, head)
-st.markdown(g.text)
-chart(gqa_diagram(g.groups, head), "model", lesson("attention", "gqa caption", group=g.group), key="attention_gqa")
-if g.shared:
-    chart(kv_saving_bar(g.contexts, g.bytes_gqa, g.bytes_mha, info.n_heads, info.n_kv_heads), "derived",
-          V.saving_caption(info, g), key="attention_kv")
+# ---------------------------------------------------------------- 1-3. the heads (one fragment: see the module)
+sections.heads(p, info, tr)
 nav.link("pages/kv_cache.py")
 
 # ---------------------------------------------------------------- 4. cost

@@ -7,13 +7,12 @@ from engine.stages.embeddings import PCA_METHOD
 from engine.prompt import PromptError
 from ui import embeddings_sections as sections
 from ui import nav
-from ui.embeddings_data import embeddings_for, map_for, neighbours_for, prompt_ids
-from ui.embeddings_figures import cosine_heatmap, embedding_heatmap, neighbours_bar, norms_bar, pca_scatter
+from ui.embeddings_data import embeddings_for, map_for, prompt_ids
+from ui.embeddings_figures import cosine_heatmap, embedding_heatmap, norms_bar, pca_scatter
 from ui.layout import chart, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.state import settings
-from ui.tokenization_figures import label
 
 SAMPLE_SIZE = 2000
 SAMPLE_SEED = 0
@@ -59,16 +58,6 @@ chart(pca_scatter(emap), "model",
       "closeness here is a hint, the cosine numbers are the truth.")
 
 names, default, key_default = sections.token_choices(ids, tokens, s.prompt)
-q_id = st.selectbox("Nearest tokens to", list(names), index=list(names).index(default),
-                    format_func=lambda i: f"{label(names[i])!r} (id {i})", key="embeddings_neighbour")
-k = st.slider("How many neighbours", 5, 30, 12, key="embeddings_k")
-nb = neighbours_for(lm.name, int(q_id), int(k))
-chart(neighbours_bar(nb), "model", f"Cosine similarity against all {info.vocab_size:,} rows of the table.")
-
-st.header("3. Position: how the model knows the order", divider="gray")
-sections.position(lm, info, names, default, key_default)
-
-st.header("4. The same table at the other end", divider="gray")
-sections.tied(lm, info, names, q_id)
+sections.neighbours_to_tied(lm, info, names, default, key_default)  # a fragment: see ui/embeddings_sections
 
 nav.link("pages/attention.py", "Next: attention, where these vectors meet")

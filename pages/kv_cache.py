@@ -2,12 +2,11 @@
 import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import streamlit as st
 
-from engine.stages.paging import VLLM_BLOCK_SIZE
 from ui import kv_cache_sections as sections
 from ui import kv_cache_view as V
 from ui import nav
-from ui.kv_figures import growth_chart, variants_bar
-from ui.layout import chart, common_mistake, notes, try_this, what_you_see
+from ui.kv_figures import growth_chart
+from ui.layout import chart, notes, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.precision_view import precision_note
@@ -45,22 +44,8 @@ chart(growth_chart(tr.steps, rc.per_token, rc.formula_bytes), "measured",
 with st.expander("Every step, in bytes"):
     st.dataframe(V.steps_table(tr, rc), hide_index=True)
 
-# 3 -------------------------------------------------------------------------------------------------------------
-st.header("3. Calculator: real models, real contexts", divider="gray")
-calc = sections.calculator()
-common_mistake(V.mistake())
-var = V.variants(calc)
-try_this(var.question, var.answer, key="kv_try_variants")
-chart(variants_bar(var.rows, calc.name), "derived", var.caption, key="kv_variants")
-with st.expander("All presets: published configs and KV bytes per token at 16 bits"):
-    st.dataframe(V.presets_table(), hide_index=True)
-    if calc.p.note:
-        st.caption(f"{calc.name}: {calc.p.note}")
-
-# 4 -------------------------------------------------------------------------------------------------------------
-st.header("4. Paged allocation", divider="gray")
-st.markdown(lesson("kv_cache", "paging", block=VLLM_BLOCK_SIZE))
-sections.paging(calc)
+# 3-4 (one fragment: the calculator drives both) ---------------------------------------------------------------
+sections.calculator_and_paging()
 
 # 5 -------------------------------------------------------------------------------------------------------------
 st.header("5. The cost of not caching", divider="gray")

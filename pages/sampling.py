@@ -2,16 +2,13 @@
 import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import streamlit as st
 
-from engine.experiments.stepper import MAX_STEPS
-from engine.stages.sampling_stages import draw_counts, total_variation
 from ui import nav
 from ui import sampling_view as SV
 from ui.layout import chart, notes, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.runs import current_trace
-from ui.sampling_controls import actions, histogram_rows, local_settings, md_code, stepper, token_strings, view_step
-from ui.sampling_figures import cumulative_curve, draws_vs_probs, stage_bars
+from ui.sampling_sections import dice_and_sections
 
 nav.through_router()
 st.title("Logits & sampling: rolling the model's dice")
@@ -23,60 +20,7 @@ what_you_see(lesson("sampling", "what you see", source=lm.info.source))
 try_this(lesson("sampling", "try temperature"), lesson("sampling", "answer temperature"),
          key="sampling_try_temperature")
 
-settings, seed = local_settings()
-stp = stepper(lm, tr)
-
-st.header("1. The position", divider="gray")
-strip, strip_caption = SV.position_strip(lm, tr, stp)
-st.html(strip)
-st.caption(strip_caption)
-step = view_step(stp)
-logits = stp.logits[step]
-
-st.header("2. From logits to a choice", divider="gray")
-ch = SV.choice(lm, logits, settings, seed, step)
-sg = ch.sg
-if settings.greedy:
-    st.warning(lesson("sampling", "greedy"), icon=":material/target:")
-for col, (label, value, help_, delta) in zip(st.columns(4), SV.metrics(sg, lm.info.vocab_size)):
-    col.metric(label, value, help=help_, delta=delta, delta_color="off")
-chart(stage_bars(sg, ch.top_texts, ch.token), "model",
-      f"The {SV.SHOW} tokens with the highest raw logits at step {step}. Panel 3 colours a bar by the first filter "
-      f"that removed it; panel 4 renormalises the survivors. These {SV.SHOW} tokens hold "
-      f"{sg.final_mass_shown:.1%} of the final distribution.", key="sampling_stage_chart")
-st.markdown(ch.sentence)
-if step < stp.step:
-    st.caption(f"At this step you appended {md_code(token_strings(lm, [stp.tokens[step]])[0])}. Go back to "
-               "re-draw from here with other settings.")
-actions(lm, stp, step, ch.token, ch.text)
-if stp.full:
-    st.caption(f"This page steps at most {MAX_STEPS} tokens.")
-
-st.header("3. Where top-p cuts", divider="gray")
-st.markdown(lesson("sampling", "top-p"))
-chart(cumulative_curve(sg), "model",
-      f"Running total of the probabilities after temperature and top-k, most likely token first. Top-p "
-      f"= {settings.top_p:g} keeps {sg.top_p_keep:,} token(s).", key="sampling_cum_chart")
-
-st.header("4. Roll the dice many times", divider="gray")
-n = st.select_slider("Number of draws", options=[10, 50, 100, 500, 1000, 2000, 5000], value=1000, key="sampling_n")
-draws = draw_counts(logits, settings, n, seed)
-shown, shown_probs, shown_counts = histogram_rows(sg, draws)
-chart(draws_vs_probs(token_strings(lm, shown), shown_probs, shown_counts, n), "model",
-      f"{n:,} independent draws (one vectorised torch.multinomial call, seed {seed}) from the real distribution. "
-      f"Total variation distance between shares and probabilities: {total_variation(draws):.3f} "
-      "(0 = identical; shrinks roughly as 1/\u221aN).", key="sampling_draws_chart")
-try_this(lesson("sampling", "try draws"), lesson("sampling", "answer draws"), key="sampling_try_draws")
-
-st.header("5. Step through generation", divider="gray")
-if stp.step == 0:
-    st.markdown(lesson("sampling", "step first"))
-else:
-    st.markdown("**Text generated here so far:** " + md_code(lm.tokenizer.decode(stp.tokens)))
-    fig, df, height = SV.steps(lm, stp)
-    chart(fig, "model", "Probabilities of each step's temperature-1 distribution. Pick any step with the slider in "
-          "section 1 to see its full path, then go back and take a different branch.", key="sampling_steps_chart")
-    st.dataframe(df, hide_index=True, height=height)
+dice_and_sections(lm, tr)  # a fragment: the dice rerun sections 1-5, not the page
 
 st.header("6. A prediction at every position, from one pass", divider="gray")
 st.markdown(lesson("sampling", "every position"))

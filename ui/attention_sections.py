@@ -1,5 +1,9 @@
 """The attention page's blocks that hold widgets, drawn whole (the page lays them out in order): the clickable
-overview with its layer/head pickers, the window and query pickers, the on-demand cost measurement, the logit lens."""
+overview with its layer/head pickers, the window and query pickers, the on-demand cost measurement, the logit lens.
+
+Each block is a fragment, so its widgets rerun only their part of the page, not the whole script (issue 17):
+sections 1-3 are one (the layer and head on view drive all three), section 2's pickers a nested one, the cost
+measurement one, the lens another."""
 from __future__ import annotations
 
 import streamlit as st
@@ -8,13 +12,41 @@ from engine.stages.attention import fit_power, kv_groups
 from ui import attention_view as V
 from ui import kept, state
 from ui.attention_data import HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_of, overview_chart
-from ui.attention_figures import DRAW_MAX, LENS_DRAW_MAX, cost_chart, final_prob_line, head_overview, lens_grid
+from ui.attention_figures import (DRAW_MAX, LENS_DRAW_MAX, attention_map, cost_chart, final_prob_line, gqa_diagram,
+                                  head_overview, kv_saving_bar, lens_grid, query_bar)
 from ui.html import md_escape, visible
 from ui.layout import chart
 from ui.lessons import lesson
 
 COST_RUN = "attention_cost_run"  # kept: the model whose cost sweep was asked for (the sweep then follows the slider)
 REPEATS = 3  # timed passes per length
+
+
+@st.fragment
+def heads(p: V.Prompt, info, tr) -> None:
+    """Sections 1-3: every head at a glance with the layer/head pickers, the head on view, its K/V group."""
+    st.header("1. Every head at a glance", divider="gray")
+    layer, head = overview(p, info)
+    st.header(f"2. Layer {layer}, head {head}: who looks at whom", divider="gray")
+    one_head(p, layer, head)
+    st.header("3. Grouped-query attention: heads share keys and values", divider="gray")
+    g = V.gqa(info, tr, head)
+    st.markdown(g.text)
+    chart(gqa_diagram(g.groups, head), "model", lesson("attention", "gqa caption", group=g.group), key="attention_gqa")
+    if g.shared:
+        chart(kv_saving_bar(g.contexts, g.bytes_gqa, g.bytes_mha, info.n_heads, info.n_kv_heads), "derived",
+              V.saving_caption(info, g), key="attention_kv")
+
+
+@st.fragment
+def one_head(p: V.Prompt, layer: int, head: int) -> None:
+    """Section 2: the head's map and one query's row; the window and query pickers rerun only this."""
+    start, query = query_pick(p)
+    weights = p.head(layer, head)  # [m, m]
+    chart(attention_map(weights, p.toks, f"Attention weights, layer {layer}, head {head}", start, DRAW_MAX, query),
+          "model", lesson("attention", "map caption"), key="attention_map")
+    chart(query_bar(weights, p.toks, query, f"layer {layer}, head {head}"), "model", lesson("attention", "bar caption"),
+          key="attention_bar")
 
 
 def overview(p: V.Prompt, info) -> tuple[int, int]:
@@ -27,6 +59,7 @@ def overview(p: V.Prompt, info) -> tuple[int, int]:
         layer = st.selectbox("Layer", list(range(info.n_layers)), key=LAYER_KEY)
         head = st.selectbox("Head", list(range(info.n_heads)), key=HEAD_KEY)
         state.put_page_params(layer=layer, head=head)  # a copied link opens this head
+        state.write_query_params()  # a fragment rerun does not reach app.py's write: the link follows the head here
         st.metric(f"{s.name}, layer {layer} head {head}", s.at(layer, head))
         st.caption(lesson("attention", "pick a head"))
     with left:
@@ -48,6 +81,7 @@ def query_pick(p: V.Prompt) -> tuple[int, int]:
     return start, query
 
 
+@st.fragment
 def cost(lm) -> None:
     """Section 4's measurement: prefill timed at each length, on a button press (then kept for this model)."""
     max_len = st.select_slider("Longest prompt to measure (tokens)", [128, 256, 512, 1024], value=128,
@@ -66,6 +100,7 @@ def cost(lm) -> None:
     st.markdown(V.cost_result(pts))
 
 
+@st.fragment
 def lens(lm, tr, info) -> None:
     """Section 5's lens: the prediction after every block at the last prompt positions, and at the last one."""
     with st.spinner("Reading the residual stream through the output head at every layer..."):

@@ -1,12 +1,16 @@
 """The embeddings page's position and tied-embedding sections, drawn whole (the page lays them out in order),
-and the choice of default tokens for its pickers."""
+and the choice of default tokens for its pickers.
+
+The pickers rerun only their part of the page (fragments, issue 17): the neighbour picker drives the neighbours
+and section 4's rows, so it and sections 3-4 are one fragment; the number of neighbours and section 3's pickers
+are nested ones."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from ui.embeddings_data import learned_for, relative_for, rope_for, row_pair_for, tied_for
-from ui.embeddings_figures import (cosine_heatmap, learned_heatmap, relative_heatmap, relative_lines,
+from ui.embeddings_data import learned_for, neighbours_for, relative_for, rope_for, row_pair_for, tied_for
+from ui.embeddings_figures import (cosine_heatmap, learned_heatmap, neighbours_bar, relative_heatmap, relative_lines,
                                    rope_angle_heatmap, rope_wavelength_line)
 from ui.layout import chart, try_this
 from ui.lessons import lesson
@@ -24,6 +28,26 @@ def token_choices(ids, tokens, prompt: str):
     return dict(choices), default, key_default
 
 
+@st.fragment
+def neighbours_to_tied(lm, info, names: dict, default: int, key_default: int) -> None:
+    """The end of section 2 (a token's nearest neighbours), then sections 3 and 4; the picked token drives 2 and 4."""
+    q_id = st.selectbox("Nearest tokens to", list(names), index=list(names).index(default),
+                        format_func=lambda i: f"{label(names[i])!r} (id {i})", key="embeddings_neighbour")
+    neighbours(lm, info, int(q_id))
+    st.header("3. Position: how the model knows the order", divider="gray")
+    position(lm, info, names, default, key_default)
+    st.header("4. The same table at the other end", divider="gray")
+    tied(lm, info, names, q_id)
+
+
+@st.fragment
+def neighbours(lm, info, q_id: int) -> None:
+    k = st.slider("How many neighbours", 5, 30, 12, key="embeddings_k")
+    nb = neighbours_for(lm.name, q_id, int(k))
+    chart(neighbours_bar(nb), "model", f"Cosine similarity against all {info.vocab_size:,} rows of the table.")
+
+
+@st.fragment
 def position(lm, info, names: dict, default: int, key_default: int) -> None:
     """Section 3: RoPE (or a learned position table), from the real model."""
     choices = list(names.items())

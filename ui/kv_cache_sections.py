@@ -1,5 +1,8 @@
 """The KV-cache page's blocks that hold widgets, drawn whole (the page lays them out in order): the real cache
-tensors, the calculator for published models, and paged allocation."""
+tensors, the calculator for published models, and paged allocation.
+
+Each is a fragment, so its widgets rerun only their part of the page (issue 17): the cache tensors' pickers,
+sections 3-4 together (the calculator's model and dtypes drive section 4's bytes), the paging sliders."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,11 +12,12 @@ from engine.stages.paging import VLLM_BLOCK_SIZE, allocate, request_lengths
 from ui import kv_cache_view as V
 from ui import state
 from ui.kv_cache_data import snapshot_for
-from ui.kv_figures import cache_heatmap, context_sweep, memory_bar, paging_chart, paging_totals
-from ui.layout import chart
+from ui.kv_figures import cache_heatmap, context_sweep, memory_bar, paging_chart, paging_totals, variants_bar
+from ui.layout import chart, common_mistake, try_this
 from ui.lessons import lesson
 
 
+@st.fragment
 def cache_tensors(lm, tr, rc: V.RunCache) -> None:
     """Section 1's heatmap: one layer's cached keys or values for one KV head, read from a replay of the run."""
     info = lm.info
@@ -28,6 +32,25 @@ def cache_tensors(lm, tr, rc: V.RunCache) -> None:
     chart(cache_heatmap(arr, labels, len(tr.prompt_ids),
                         f"Layer {layer}, KV head {head}: cached {which}, one column per token"), "model",
           V.heatmap_caption(info, which, snap, rc), key="kv_heatmap")
+
+
+@st.fragment
+def calculator_and_paging() -> None:
+    """Sections 3 and 4: the calculator, the variants and presets it leads to, and paged allocation in its bytes."""
+    st.header("3. Calculator: real models, real contexts", divider="gray")
+    calc = calculator()
+    common_mistake(V.mistake())
+    var = V.variants(calc)
+    try_this(var.question, var.answer, key="kv_try_variants")
+    chart(variants_bar(var.rows, calc.name), "derived", var.caption, key="kv_variants")
+    with st.expander("All presets: published configs and KV bytes per token at 16 bits"):
+        st.dataframe(V.presets_table(), hide_index=True)
+        if calc.p.note:
+            st.caption(f"{calc.name}: {calc.p.note}")
+
+    st.header("4. Paged allocation", divider="gray")
+    st.markdown(lesson("kv_cache", "paging", block=VLLM_BLOCK_SIZE))
+    paging(calc)
 
 
 def calculator() -> V.Calc:
@@ -61,6 +84,7 @@ def calculator() -> V.Calc:
     return c
 
 
+@st.fragment
 def paging(c: V.Calc) -> None:
     """Section 4: seeded request lengths, their slots paged vs contiguous, and those slots in bytes for ``c``."""
     c1, c2 = st.columns(2)
