@@ -15,6 +15,8 @@ from tests.browser.harness import ROOT, SHOTS, assert_no_error, free_port, scree
 from ui import nav
 
 PAGES = nav.available()
+# The race runs only on Start, and the serving page measures a server you name: neither draws a chart before that.
+NO_CHART_BEFORE_A_CLICK = {"speculative", "serving"}
 
 
 @pytest.fixture
@@ -66,6 +68,8 @@ def visit_every_page(page, label: str, pages=PAGES) -> None:
         body = page.inner_text("body")
         assert "CacheReplayClosureError" not in body, f"{label}, {spec.url}"
         assert spec.title.split(" ")[0] in page.locator("h1").first.inner_text(), f"{label}, {spec.url}"
+        if spec.url not in NO_CHART_BEFORE_A_CLICK:  # Plotly is a lazily loaded chunk: wait for it to mount
+            page.locator('[data-testid="stPlotlyChart"]').first.wait_for(state="attached", timeout=60_000)
         print(f"{label}: {spec.url} in {time.perf_counter() - t0:.1f} s")
 
 
@@ -93,8 +97,9 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         wait_idle(second, timeout=240)
         assert_no_error(second)
         assert "converting the embedded model" not in second.inner_text("body")
-        # the cached loader's hits in another session: three pages are enough (the first session saw them all)
-        visit_every_page(second, "second session", PAGES[:3])
+        # the cached loader's hits in another session: its home page and one more are enough (the first session saw
+        # them all)
+        visit_every_page(second, "second session", PAGES[1:2])
         second.context.close()
     finally:
         ctx.close()

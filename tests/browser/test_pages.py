@@ -1,31 +1,7 @@
-"""Real browser: every page renders on the embedded model with no error, shows its chart; a screenshot each."""
-import pytest
-
+"""Real browser: typing into the sidebar like a person. Every page is visited in a real browser by its own test
+(test_<page>.py, test_fragments.py) and, one after another in one session, by test_first_start.py, which checks each
+shows its chart."""
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
-from ui import nav
-
-PAGES = nav.available()
-
-
-@pytest.mark.parametrize("spec", PAGES, ids=[p.url for p in PAGES])
-def test_page_in_browser(spec, app_server, page):
-    page.goto(f"{app_server.url}/{spec.url if spec != PAGES[0] else ''}")
-    wait_idle(page)
-    assert_no_error(page)
-    if spec.url == "serving":  # measures a server you connect to: no chart before that (tests/browser/test_serving.py)
-        assert "Press Connect" in page.inner_text("body")
-        screenshot(page, spec.url)
-        return
-    if spec.url == "speculative":  # a race runs only when asked: nothing is measured before Start
-        assert "Nothing runs until you do" in page.inner_text("body")
-        page.get_by_role("button", name="Start the race").click()
-        page.wait_for_function("() => document.body.innerText.includes('Measured speedup')", timeout=300_000)
-        wait_idle(page)
-        assert_no_error(page)
-    # Plotly is a lazily loaded chunk: on a page that computes quickly the script can finish before it mounts.
-    page.locator('[data-testid="stPlotlyChart"]').first.wait_for(state="attached", timeout=60_000)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1, "no chart on the page"
-    screenshot(page, spec.url)
 
 
 def test_home_shows_sampled_token_and_sidebar_typing_survives(app_server, page):

@@ -28,8 +28,8 @@ def test_plain_lane_agrees_with_the_cli(app_server, browser):
     page = ctx.new_page()
     page.set_default_timeout(300_000)
     try:
-        # The server used on every page first, as a class would (in the suite, test_pages.py has done it already:
-        # only pages that never ran on this server are visited here).
+        # The server used on every page first, as a class would (in the suite, the page tests before this one
+        # have used most pages already: only pages that never ran on this server are visited here).
         for p in [p for p in nav.available() if p.url not in app_server.pages_run()]:
             page.goto(f"{app_server.url}/{p.url}?max_new_tokens=2")
             wait_idle(page, timeout=300)
