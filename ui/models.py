@@ -28,15 +28,14 @@ def policy() -> ModelPolicy:
 
 
 @shared(4)
-def _load(name: str, target: str, precision: str | None = None) -> LoadedModel:
+def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
-    any other is a copy of the default model cast or quantized once (engine.precision). No st.* call may happen
-    in here: Streamlit records the elements a cached function draws and replays them on every later hit, into
+    any other is a copy of the default model cast or quantized once (engine.precision). ``precision`` has no
+    default value: Streamlit keys the cache on the arguments as passed, so a call that left it out missed the
+    entry of one that passed None and loaded a second copy of the model. No st.* call may happen in here: Streamlit records the elements a cached function draws and replays them on every later hit, into
     blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
     start's progress once did)."""
     if precision is not None:
-        # the same three arguments as get_model's call: Streamlit keys the cache on the arguments as passed, and
-        # _load(name, target) missed the entry of _load(name, target, None), loading a second float32 copy
         lm = to_precision(_load(name, target, None), precision)
     else:
         lm = load_model(target, progress=log)
