@@ -15,6 +15,7 @@ import torch
 from transformers import DynamicCache
 
 from engine.models import LoadedModel
+from engine.threads import pass_threads
 from engine.timing import now
 from engine.worker import check_cancelled
 
@@ -63,7 +64,9 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
         kw["attention_mask"] = attention_mask
     if position_ids is not None:
         kw["position_ids"] = position_ids
-    return _module(lm)(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep), **kw).logits
+    with pass_threads(ids.numel(), ids.device):  # a small pass runs on one CPU thread (engine/threads.py)
+        return _module(lm)(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep),
+                           **kw).logits
 
 
 def prefill(lm, ids: torch.Tensor, cache) -> torch.Tensor:

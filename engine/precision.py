@@ -12,7 +12,9 @@ matrix multiplies done in int8 with int32 accumulation (Jacob et al. 2018, arXiv
   machine in one alternating run (SmolLM2-135M, torch 2.13, torchao 0.18): torchao's int8 dynamic config decoded at
   0.10x float32's tokens/s and its int8 weight-only config at 0.72x (no fast CPU int8 kernel behind them), while
   torch.ao's quantize_dynamic ran 1.48x. So torch.ao, deprecated but still shipped with torch 2.13 and fast on
-  CPU, is the documented fallback there; torchao is not needed on a CPU machine.
+  CPU, is the documented fallback there; torchao is not needed on a CPU machine. With decode steps on one
+  thread (engine/threads.py: each of int8's ~180 small matrix multiplies per step had woken the sleeping second
+  thread) torch.ao's int8 decodes at 1.95-2.09x float32 on a quiet machine (README, docs/benchmarks).
 Only ``nn.Linear`` layers are quantized (the embedding table is looked up, not multiplied), except the MLP's
 ``down_proj``: its input carries the model's outlier activations (Dettmers et al. 2022, LLM.int8(),
 arXiv:2208.07339), and 8-bit dynamic quantization of them wrecks SmolLM2-135M: with every linear layer in int8,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 # The policy, as chosen by `python -m engine bench threads` on the 2-core reference machine (README, "Honest
@@ -29,6 +30,17 @@ from dataclasses import dataclass
 # quiet and busy, so the count stays at the number of cores.
 THREADS = "cores"  # "cores" | "cores-1" | an integer
 WAIT = "passive"  # "passive" | "active" (OMP_WAIT_POLICY)
+# Small forward passes run on one thread: a decode step (one row per sequence), a speculative verify pass, a
+# small padded batch. Their matrix multiplies are too thin to split, and with passive waiting every parallel
+# region has to wake the sleeping second thread. Measured on the 2-core reference machine (2026-11-25, one
+# process, alternating 1 and 2 threads, median ms of a forward pass of n rows, SmolLM2-135M):
+#   quiet          float32  1 row 62 vs 67 (2 threads), 8 rows 85 vs 97, 32 rows 146 vs 152
+#                  int8     1 row 28 vs 49,             8 rows 45 vs 60, 32 rows  66 vs 78
+#   2 busy loops   float32  1 row 96 vs 131, 8 rows 125 vs 121, 48 rows 278 vs 346
+#                  int8     1 row 46 vs 55,  8 rows  53 vs 48,  48 rows 165 vs 100
+# so one thread up to 8 rows (decode at batch <= 8, verify at k + 1 <= 8); prompt-sized passes (prefill) keep
+# every core. `python -m engine bench threads --precision int8` re-measures it on another machine.
+SMALL_PASS_ROWS = 8
 
 _ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
 _TORCH_LOADED_FIRST: bool | None = None  # was torch imported before set_wait_policy_env ran?
@@ -61,6 +73,69 @@ def policy_threads(n_cores: int | None = None) -> int:
         return max(1, n - 1)
 
 
+def small_pass_rows() -> int:
+    """Forward passes of at most this many token rows (batch x new tokens) run on one thread; 0 = never.
+    ILE_SMALL_PASS_ROWS=N overrides it (the threads benchmark sets it per candidate); with ILE_THREAD_POLICY=off
+    it is 0 unless that override is set."""
+    override = os.environ.get("ILE_SMALL_PASS_ROWS", "").strip()
+    if override:
+        try:
+            return max(0, int(override))
+        except ValueError:
+            pass
+    return SMALL_PASS_ROWS if enabled() else 0
+
+
+@contextmanager
+def at_most_threads(n: int):
+    """Run the block with at most ``n`` torch intra-op threads on the calling thread, then restore the count.
+    The count is per OpenMP thread: passes running on other threads are unaffected."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before <= n:
+        yield
+        return
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def pass_threads(rows: int, device=None):
+    """The thread count for one forward pass of ``rows`` token rows on ``device``: one thread for a small pass
+    on the CPU (see SMALL_PASS_ROWS), the policy's count otherwise. A context manager."""
+    on_cpu = device is None or getattr(device, "type", str(device)) == "cpu"
+    return at_most_threads(1) if on_cpu and 0 < int(rows) <= small_pass_rows() else nullcontext()
+
+
+@contextmanager
+def rule_for_every_pass(model):
+    """Inside the block, every forward call of ``model`` follows ``pass_threads``, including calls made by code
+    that does not go through engine.loop (``model.generate``, the peer of the benchmarks), so a comparison
+    measures the two loops, not two thread counts. Hooks on the model for the block only (CLI benchmarks)."""
+    entered = []
+
+    def before(_mod, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        cm = pass_threads(ids.numel(), ids.device) if ids is not None else nullcontext()
+        cm.__enter__()
+        entered.append(cm)
+
+    def after(_mod, _args, _kwargs, _out):
+        if entered:
+            entered.pop().__exit__(None, None, None)
+
+    hooks = [model.register_forward_pre_hook(before, with_kwargs=True),
+             model.register_forward_hook(after, with_kwargs=True, always_call=True)]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 def set_wait_policy_env() -> None:
     """Set OMP_WAIT_POLICY before torch loads OpenMP (a value the user set wins)."""
     global _TORCH_LOADED_FIRST
@@ -90,9 +165,13 @@ class PolicyInForce:
     wait: str  # what OpenMP's idle threads do: "passive", "active" or "default"
     wait_note: str
     source: str
+    small_pass_rows: int = 0  # forward passes of at most this many rows run on one thread (0: none)
 
     def __str__(self) -> str:
-        return f"{self.threads} of {self.cores} cores for torch; OpenMP idle threads: {self.wait} ({self.wait_note})"
+        small = (f"; passes of at most {self.small_pass_rows} rows (decode steps) on 1 thread"
+                 if self.small_pass_rows and self.threads > 1 else "")
+        return (f"{self.threads} of {self.cores} cores for torch{small}; OpenMP idle threads: {self.wait} "
+                f"({self.wait_note})")
 
 
 def describe_policy() -> PolicyInForce:
@@ -110,4 +189,4 @@ def describe_policy() -> PolicyInForce:
     source = ("ILE_THREAD_POLICY=off: torch's defaults" if not enabled() else
               "ILE_THREADS override" if os.environ.get("ILE_THREADS") else
               f"policy {THREADS}, {WAIT} (chosen by python -m engine bench threads)")
-    return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source)
+    return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source, small_pass_rows())

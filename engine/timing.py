@@ -3,11 +3,10 @@ number of CPU threads."""
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 
 import torch
 
-from engine.threads import apply_policy, policy_threads
+from engine.threads import apply_policy, at_most_threads, policy_threads
 
 # The engine's CPU thread count for PyTorch: the thread policy's (engine/threads.py, chosen by measurement under
 # load). OpenMP gives a new thread the count in force when it starts, and a Streamlit server runs every script
@@ -20,20 +19,11 @@ def restore_threads() -> None:
     apply_policy()
 
 
-@contextmanager
 def one_thread():
     """Run a few ops on one [vocab] vector on a single thread. Splitting a 49k-element op across threads
     saves nothing, and on a busy CPU the threads' hand-offs made these functions 20x slower (measured: 860 ms
     vs 44 ms). The count is per OpenMP thread, so a forward pass already running elsewhere is unaffected."""
-    before = torch.get_num_threads()
-    if before == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return at_most_threads(1)
 
 
 def sync(device: torch.device | str | None = None) -> None:

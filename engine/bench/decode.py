@@ -14,6 +14,7 @@ from transformers import GenerationConfig
 from engine.models import LoadedModel
 from engine.prompt import encode_prompt
 from engine.sampling import SamplingSettings
+from engine.threads import rule_for_every_pass
 from engine.timing import now
 from engine.trace import generate_tokens
 from engine.loop import warm_up
@@ -44,7 +45,8 @@ def _time_generate(lm, ids, n):
     cfg = GenerationConfig(max_new_tokens=n, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=[])
     x = torch.tensor([ids], device=lm.device)
     t0 = now(lm.device)
-    out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
+    with rule_for_every_pass(lm.model):  # the engine's thread rule for small passes, as in engine.loop
+        out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
     seconds = now(lm.device) - t0
     out = out[0, len(ids):].tolist()
     assert len(out) == n, f"generate produced {len(out)} tokens, expected {n}"

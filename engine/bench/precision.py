@@ -1,6 +1,7 @@
 """Benchmark: the same model at every precision this device supports, in one run (alternating, medians).
 
-Keys of the result: benchmark, model, device, threads, prompt_tokens, new_tokens, repeats, read_gb_s,
+Keys of the result: benchmark, model, device, threads, small_pass_rows (passes of at most this many rows, such
+as a decode step, run on one thread: engine/threads.py), prompt_tokens, new_tokens, repeats, read_gb_s,
 text_positions, reference, rows: [{precision, dtype, decode_weight_bytes, floor_ms, prefill_ms, decode_ms
 (timings as {"median", "min", "max", "n"}), decode_tokens_per_s, speedup_vs_float32, prefill_speedup_vs_float32,
 tokens_identical (greedy tokens equal to float32 from the start), new_tokens, top1_agreement, mean_kl, max_kl,
@@ -19,6 +20,7 @@ from engine.experiments.timeline import hardware_probe, spread_dict
 from engine.models import EMBEDDED, LoadedModel, embedded_gguf_path
 from engine.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
 from engine.prompt import encode_prompt
+from engine.threads import small_pass_rows
 
 
 def add_arguments(p) -> None:
@@ -98,7 +100,8 @@ def run(lm: LoadedModel, args) -> dict:
                                                                               args.repeats)
     return {
         "benchmark": "precision", "model": split_key(lm.name)[0], "device": lm.info.device, "threads": cmp.threads,
-        "cpu_count": os.cpu_count(), "prompt_tokens": cmp.prompt_tokens, "new_tokens": cmp.new_tokens,
+        "small_pass_rows": small_pass_rows() if lm.device.type == "cpu" else 0, "cpu_count": os.cpu_count(),
+        "prompt_tokens": cmp.prompt_tokens, "new_tokens": cmp.new_tokens,
         "repeats": cmp.repeats, "read_gb_s": round(hw.read_gb_s.median, 2), "text_positions": cmp.text_positions,
         "reference": cmp.reference, "rows": rows, "llama_cpp": llama,
         "note": "measured: prefill and decode times (alternating precisions each repeat, medians), bandwidth, "
@@ -109,7 +112,8 @@ def run(lm: LoadedModel, args) -> dict:
 
 
 def summary(r: dict) -> str:
-    lines = [f"{r['model']} on {r['device']}, {r['threads']} threads, {r['new_tokens']} tokens x {r['repeats']} "
+    small = " (decode steps on 1)" if r.get("small_pass_rows") and r["threads"] > 1 else ""
+    lines = [f"{r['model']} on {r['device']}, {r['threads']} threads{small}, {r['new_tokens']} tokens x {r['repeats']} "
              f"repeats, bandwidth {r['read_gb_s']:.1f} GB/s",
              f"{'precision':>9} {'MB/step':>8} {'floor ms':>8} {'decode ms':>9} {'tok/s':>7} {'speedup':>7} "
              f"{'prefill ms':>10} {'same tok':>8} {'top-1':>6} {'KL':>8}"]

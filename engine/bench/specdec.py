@@ -18,6 +18,7 @@ from engine.experiments.drafters import DrafterError, make_drafter
 from engine.models import LoadedModel, ModelLoadError
 from engine.prompt import encode_prompt
 from engine.sampling import SamplingSettings
+from engine.threads import rule_for_every_pass
 from engine.experiments.speculative import race, speculative_generate
 from engine.timing import now
 from engine.trace import generate_tokens
@@ -66,7 +67,8 @@ def _wall_generate(lm, ids, n, **assist):
                            eos_token_id=lm.model.generation_config.eos_token_id or lm.tokenizer.eos_token_id, **assist)
     x = torch.tensor([ids], device=lm.device)
     t0 = now(lm.device)
-    out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
+    with rule_for_every_pass(lm.model):  # the engine's thread rule for small passes, as in engine.loop
+        out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
     seconds = now(lm.device) - t0
     return seconds, out[0, len(ids):].tolist()
 

@@ -33,6 +33,7 @@ from engine.kv import kv_bytes_for
 from engine.models import LoadedModel
 from engine.prompt import token_text
 from engine.sampling import SamplingSettings, make_generator, sample
+from engine.threads import pass_threads
 from engine.timing import now
 from engine.trace import Trace
 from engine.loop import decode_step, new_cache, prefill, warm_up
@@ -185,8 +186,10 @@ class CacheComparison:
 
 @torch.inference_mode()
 def _recompute_step(lm: LoadedModel, x: torch.Tensor) -> torch.Tensor:
-    """No cache: a full forward pass over the whole sequence so far. x: [1, n] -> logits [1, vocab]."""
-    return lm.model(input_ids=x, use_cache=False, logits_to_keep=1).logits[:, -1]
+    """No cache: a full forward pass over the whole sequence so far. x: [1, n] -> logits [1, vocab]. The same
+    thread rule as a cached pass (engine.loop.forward), so the comparison is of the work, not of threads."""
+    with pass_threads(x.numel(), x.device):
+        return lm.model(input_ids=x, use_cache=False, logits_to_keep=1).logits[:, -1]
 
 
 def cache_comparison(lm: LoadedModel, ids: list[int], new_tokens: int = 16) -> CacheComparison:

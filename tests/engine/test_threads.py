@@ -64,3 +64,76 @@ def test_describe_policy_says_what_is_in_force():
     assert d.threads == torch.get_num_threads() and d.cores >= 1
     assert d.wait in ("passive", "active", "default")
     assert "cores for torch" in str(d)
+
+
+def _threads_seen_by_forward(lm, ids: torch.Tensor) -> int:
+    """The torch thread count in force while the model's forward runs for ``ids`` via engine.loop.forward."""
+    from engine.loop import forward
+
+    seen = []
+    hook = lm.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    try:
+        forward(lm, ids, new_cache(lm))
+    finally:
+        hook.remove()
+    return seen[0]
+
+
+def test_small_passes_run_on_one_thread_and_large_ones_on_the_policys(tiny_lm, monkeypatch):
+    monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
+    monkeypatch.delenv("ILE_THREAD_POLICY", raising=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        rows = threads.small_pass_rows()
+        assert rows == threads.SMALL_PASS_ROWS >= 1
+        assert _threads_seen_by_forward(tiny_lm, torch.zeros(1, 1, dtype=torch.long)) == 1  # a decode step
+        assert _threads_seen_by_forward(tiny_lm, torch.zeros(rows, 1, dtype=torch.long)) == 1  # a batch of rows
+        assert _threads_seen_by_forward(tiny_lm, torch.zeros(1, rows + 1, dtype=torch.long)) == 2  # a prompt
+        assert torch.get_num_threads() == 2  # the caller's count is back after each pass
+        monkeypatch.setenv("ILE_SMALL_PASS_ROWS", "0")  # the override turns the rule off
+        assert _threads_seen_by_forward(tiny_lm, torch.zeros(1, 1, dtype=torch.long)) == 2
+        monkeypatch.setenv("ILE_SMALL_PASS_ROWS", "")
+        monkeypatch.setenv("ILE_THREAD_POLICY", "off")  # torch's defaults: no rule either
+        assert threads.small_pass_rows() == 0
+        assert _threads_seen_by_forward(tiny_lm, torch.zeros(1, 1, dtype=torch.long)) == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_rule_is_said_where_the_policy_is_shown(monkeypatch):
+    monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert f"passes of at most {threads.SMALL_PASS_ROWS} rows (decode steps) on 1 thread" in \
+            str(threads.describe_policy())
+        monkeypatch.setenv("ILE_SMALL_PASS_ROWS", "0")
+        assert "1 thread" not in str(threads.describe_policy())
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_peers_generate_follows_the_same_rule_inside_the_block(tiny_lm, monkeypatch):
+    """The benchmarks' peer (model.generate) gets the engine's thread rule, so their ratio compares loops."""
+    from transformers import GenerationConfig
+
+    monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
+    monkeypatch.delenv("ILE_THREAD_POLICY", raising=False)
+    before = torch.get_num_threads()
+    seen = []
+    inner = tiny_lm.model.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    try:
+        torch.set_num_threads(2)
+        x = torch.arange(threads.SMALL_PASS_ROWS + 4).unsqueeze(0)  # [1, n]: the prompt pass is not small
+        cfg = GenerationConfig(max_new_tokens=3, do_sample=False, eos_token_id=[], pad_token_id=0)
+        with threads.rule_for_every_pass(tiny_lm.model):
+            tiny_lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
+        assert seen == [2, 1, 1], seen  # prompt on the policy's threads, each decode step on one
+        assert torch.get_num_threads() == 2
+        seen.clear()
+        tiny_lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
+        assert seen == [2, 2, 2], seen  # outside the block the hooks are gone
+    finally:
+        inner.remove()
+        torch.set_num_threads(before)
