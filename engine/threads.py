@@ -86,6 +86,13 @@ def small_pass_rows() -> int:
     return SMALL_PASS_ROWS if enabled() else 0
 
 
+def threads_said(threads: int) -> str:
+    """How many threads a measurement ran on, for a caption: "2 threads (decode steps on 1)"."""
+    small = small_pass_rows()
+    return f"{threads} thread{'s' if threads != 1 else ''}" + (
+        f" (passes of at most {small} rows, such as a decode step, on 1)" if small and threads > 1 else "")
+
+
 @contextmanager
 def at_most_threads(n: int):
     """Run the block with at most ``n`` torch intra-op threads on the calling thread, then restore the count.

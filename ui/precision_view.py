@@ -9,6 +9,7 @@ from engine.experiments import precision as P
 from engine.models import LoadedModel, ModelLoadError, default_device
 from engine.precision import LABELS, lm_precision, split_key, supported
 from engine.prompt import encode_prompt
+from engine.threads import threads_said
 from ui.layout import chart, try_this
 from ui.lessons import lesson
 from ui import work
@@ -103,7 +104,7 @@ def _show(cmp: P.PrecisionComparison) -> None:
     chart(decode_vs_floor(cmp), "measured",
           f"Blue: median decode step over {cmp.repeats} alternating repeat(s) of {cmp.new_tokens} greedy tokens, "
           f"whiskers min to max (measured). Grey: weight bytes one step reads, counted from the stored tensors, / "
-          f"the bandwidth measured above (derived). {cmp.threads} threads.", key="precision_floor")
+          f"the bandwidth measured above (derived). {threads_said(cmp.threads)}.", key="precision_floor")
     chart(bytes_vs_speed(cmp), "measured",
           "Grey: bytes relative to float32 (derived from the tensors); blue: measured decode time relative to "
           "float32 in the same run. Equal bars would mean time follows bytes exactly.", key="precision_ratio")

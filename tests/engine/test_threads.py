@@ -108,8 +108,12 @@ def test_the_rule_is_said_where_the_policy_is_shown(monkeypatch):
         torch.set_num_threads(2)
         assert f"passes of at most {threads.SMALL_PASS_ROWS} rows (decode steps) on 1 thread" in \
             str(threads.describe_policy())
+        assert threads.threads_said(2) == f"2 threads (passes of at most {threads.SMALL_PASS_ROWS} rows, such as a " \
+                                          "decode step, on 1)"
+        assert threads.threads_said(1) == "1 thread"
         monkeypatch.setenv("ILE_SMALL_PASS_ROWS", "0")
         assert "1 thread" not in str(threads.describe_policy())
+        assert threads.threads_said(2) == "2 threads"
     finally:
         torch.set_num_threads(before)
 
