@@ -19,7 +19,9 @@ Only ``nn.Linear`` layers are quantized (the embedding table is looked up, not m
 ``down_proj``: its input carries the model's outlier activations (Dettmers et al. 2022, LLM.int8(),
 arXiv:2208.07339), and 8-bit dynamic quantization of them wrecks SmolLM2-135M: with every linear layer in int8,
 top-1 agreement with float32 over a fixed paragraph was 40% and the mean KL 1.39 nats; keeping ``down_proj`` in
-float32 gave 79% and 0.31 nats (per-channel weight scales did not help: the loss is in the activations). The KV
+float32 gave 79% and 0.31 nats (per-channel weight scales did not help: the loss is in the activations). Before
+quantizing, SmoothQuant scales are folded into the RMSNorm weights (engine/smoothing.py: exact in float32) and
+weights get a scale per output row: 94% top-1 and 0.064 nats on the same paragraph, same speed. The KV
 cache and activations between layers stay in the compute dtype (float32 on CPU).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import replace
 
 import torch
 
+from engine import smoothing
 from engine.models import LoadedModel, ModelLoadError
 
 PRECISIONS = ("float32", "bfloat16", "float16", "int8")
@@ -103,9 +106,10 @@ def _quantize_int8(model: torch.nn.Module, device) -> torch.nn.Module:
         return model
     with warnings.catch_warnings():  # torch.ao's deprecation notice: see the module docstring for why it is used
         warnings.simplefilter("ignore")
-        from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        spec = {n: default_dynamic_qconfig for n, m in model.named_modules()
+        # a scale per output row of each weight: with smoothing (engine/smoothing.py) 94% top-1 vs 87% per tensor
+        spec = {n: per_channel_dynamic_qconfig for n, m in model.named_modules()
                 if isinstance(m, torch.nn.Linear) and _quantized(n)}
         return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
@@ -140,6 +144,7 @@ def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
     keep = {n: b.clone() for n, b in lm.model.named_buffers() if n.endswith("inv_freq")}
     if precision == "int8":
         model = model.float() if lm.device.type == "cpu" else model
+        smoothing.smooth(model, smoothing.calibration_ids(lm.tokenizer))  # exact; eases the quantization below
         model = _quantize_int8(model, lm.device)
         dtype = "float32" if lm.device.type == "cpu" else lm.info.dtype
     else:

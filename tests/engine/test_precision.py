@@ -43,9 +43,10 @@ def test_weight_bytes_follow_the_precision(tiny_lm):
     q = to_precision(tiny_lm, "int8")
     quantized = [m for n, m in tiny_lm.model.named_modules() if isinstance(m, torch.nn.Linear)
                  and not n.endswith(INT8_KEEP_FLOAT)]
-    lin, n_lin = sum(m.weight.numel() for m in quantized), len(quantized)
-    # int8: each quantized linear weight 1 byte instead of 4 (+ a scale and zero point per tensor, 8 bytes each)
-    assert weight_bytes(q.model) == f32 - 3 * lin + 8 * n_lin
+    lin, rows = sum(m.weight.numel() for m in quantized), sum(m.out_features for m in quantized)
+    # int8: each quantized linear weight 1 byte instead of 4, + a scale and a zero point per output row (8 bytes
+    # each); smoothing changes values, not sizes
+    assert weight_bytes(q.model) == f32 - 3 * lin + 16 * rows
     # untied embedding table: a decode step reads one row of it, so its bytes are not counted per step
     emb = tiny_lm.model.get_input_embeddings().weight
     assert decode_weight_bytes(q.model) == weight_bytes(q.model) - emb.numel() * 4
@@ -129,13 +130,14 @@ def test_bench_precision_reports_every_precision(tiny_lm, one_thread):
     assert "speedup" in B.summary(r)
 
 
-@pytest.mark.parametrize("precision,top1,kl", [("bfloat16", 0.9, 0.01), ("int8", 0.7, 0.6)])
+@pytest.mark.parametrize("precision,top1,kl", [("bfloat16", 0.9, 0.01), ("int8", 0.8, 0.15)])
 def test_each_precision_generates_on_the_embedded_model(embedded_lm, precision, top1, kl):
     lm = to_precision(embedded_lm, precision)
     text = "The capital of France is Paris. The capital of Italy is Rome. The capital of Spain is Madrid."
     ids = embedded_lm.tokenizer(text, add_special_tokens=False).input_ids
     a = P.agreement(P.text_logits(embedded_lm, ids), P.text_logits(lm, ids))
-    # measured on this text: bfloat16 ~0.95 / 0.001 nats; int8 ~0.81 / 0.35 (a broken model: several nats)
+    # measured on this text: bfloat16 ~0.95 / 0.001 nats; int8 0.86 / 0.06 (0.81 / 0.35 without smoothing, which
+    # this bound would catch; a broken model: several nats)
     assert a.top1 >= top1 and a.mean_kl < kl
     tr = run_trace(lm, "The capital of France is", SamplingSettings(temperature=0.0), 4, use_chat_template=False,
                    analyse=False)
