@@ -58,10 +58,6 @@ def _groups(model) -> list[tuple[torch.nn.Module, list[torch.nn.Linear]]] | None
     return out if ok else None
 
 
-def can_smooth(model) -> bool:
-    return _groups(model) is not None
-
-
 @torch.inference_mode()
 def _input_max(model, groups, ids: list[int]) -> list[torch.Tensor]:
     """max |input| per channel of each group's first linear layer over one pass of ``ids``: [in_features] each."""

@@ -86,9 +86,10 @@ def small_pass_rows() -> int:
     return SMALL_PASS_ROWS if enabled() else 0
 
 
-def threads_said(threads: int) -> str:
-    """How many threads a measurement ran on, for a caption: "2 threads (decode steps on 1)"."""
-    small = small_pass_rows()
+def threads_said(threads: int, small: int | None = None) -> str:
+    """How many threads a measurement ran on, for a caption or a summary: "2 threads (passes of at most 8 rows,
+    such as a decode step, on 1)". ``small``: the row limit it ran under (default: this process's)."""
+    small = small_pass_rows() if small is None else small
     return f"{threads} thread{'s' if threads != 1 else ''}" + (
         f" (passes of at most {small} rows, such as a decode step, on 1)" if small and threads > 1 else "")
 

@@ -20,7 +20,7 @@ from engine.experiments.timeline import hardware_probe, spread_dict
 from engine.models import EMBEDDED, LoadedModel, embedded_gguf_path
 from engine.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
 from engine.prompt import encode_prompt
-from engine.threads import small_pass_rows
+from engine.threads import small_pass_rows, threads_said
 
 
 def add_arguments(p) -> None:
@@ -112,8 +112,8 @@ def run(lm: LoadedModel, args) -> dict:
 
 
 def summary(r: dict) -> str:
-    small = " (decode steps on 1)" if r.get("small_pass_rows") and r["threads"] > 1 else ""
-    lines = [f"{r['model']} on {r['device']}, {r['threads']} threads{small}, {r['new_tokens']} tokens x {r['repeats']} "
+    lines = [f"{r['model']} on {r['device']}, {threads_said(r['threads'], r.get('small_pass_rows', 0))}, "
+             f"{r['new_tokens']} tokens x {r['repeats']} "
              f"repeats, bandwidth {r['read_gb_s']:.1f} GB/s",
              f"{'precision':>9} {'MB/step':>8} {'floor ms':>8} {'decode ms':>9} {'tok/s':>7} {'speedup':>7} "
              f"{'prefill ms':>10} {'same tok':>8} {'top-1':>6} {'KL':>8}"]

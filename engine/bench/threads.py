@@ -73,6 +73,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
     from engine.loop import decode_step, new_cache, prefill, warm_up
     from engine.models import load_model
     from engine.prompt import encode_prompt
+    from engine.threads import small_pass_rows
 
     torch.set_num_threads(threads)
     lm = load_model(model, progress=lambda *a, **k: None, precision=precision)
@@ -105,7 +106,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
             time.sleep(0.2)
         out[kind] = {"quiet_s": quiet, "busy_s": busy}
     return {"threads": torch.get_num_threads(), "wait": os.environ.get("OMP_WAIT_POLICY", "").lower(),
-            "small_pass_rows": int(os.environ.get("ILE_SMALL_PASS_ROWS", "0")), **out}
+            "small_pass_rows": small_pass_rows(), **out}
 
 
 def _figures(quiet: list[float], busy: list[float]) -> dict:
