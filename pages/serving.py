@@ -1,4 +1,5 @@
 """Serving engines: the loop's timings measured on a real server (vLLM, SGLang, TGI, llama.cpp) over HTTP."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
 import streamlit as st
 
 from ui import nav

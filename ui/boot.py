@@ -9,6 +9,7 @@ thread a partially initialised module: "cannot import name 'Trace' from 'engine.
 'DynamicCache' from 'transformers'". Here the only lock another session can hold while it waits is this module's
 own, so every first import happens in one thread, in one order.
 """
+import engine  # noqa: F401  before torch: engine/__init__ sets OpenMP's wait policy, read once when torch loads
 import importlib
 import pkgutil
 import sys
