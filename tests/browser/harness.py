@@ -24,6 +24,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def served_env_has_engine_wait_policy() -> bool:
+    """Was OMP_WAIT_POLICY in this process's environment put there by the engine (not by the person)?"""
+    from engine import threads
+
+    return threads._ENV_WAIT_BEFORE is None and "OMP_WAIT_POLICY" in os.environ
+
+
 class App:
     def __init__(self, script: str = "app.py"):
         self.port = free_port()
@@ -34,6 +41,11 @@ class App:
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/worker.py)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
+        if served_env_has_engine_wait_policy():
+            # The test process imported the engine, which set OMP_WAIT_POLICY for itself: a person's `streamlit
+            # run` has no such variable, so the server must set its own policy (issue 31: it once did not, and
+            # the inherited variable hid that from every browser test).
+            env.pop("OMP_WAIT_POLICY", None)
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",

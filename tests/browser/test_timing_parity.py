@@ -1,44 +1,79 @@
-"""The served app measures what the engine measures: the timeline page's "time per output token" against
-``python -m engine trace`` on the same prompt and settings, measured back to back (CLI, page, CLI).
+"""The served app measures what the engine measures, on a busy machine too (issue 31): the timeline page's "time to
+first token" and "time per output token" against ``python -m engine trace`` on the same prompt and settings,
+measured back to back (CLI, page, CLI) while a one-core busy loop runs beside them, as a teacher's laptop has a
+browser or a video call running.
 
-Timing on a shared machine is noisy, so the 15% bound is asserted only with ILE_TIMING_TESTS=1 (run it on a quiet
-machine, under flock /tmp/measure.lock); the suite still runs the comparison and prints the ratio."""
+The served app once ran without the engine's thread policy (it imported torch before the engine set OpenMP's wait
+policy): on a busy laptop its decode step took 469 ms against the CLI's 278 and its first token 5.3 s against 0.35-1.0.
+The server here starts without the test process's OMP_WAIT_POLICY (tests/browser/harness.py), as `streamlit run`
+does for a person, so that bug fails this test. One disturbed triple does not decide it: up to three are measured,
+and the page must agree with the CLI within 1.3x in one whose two CLI runs agreed with each other within 30%."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 import subprocess
 import sys
 import urllib.parse
 
+import pytest
+
+from engine.bench.threads import start_load, stop_load
 from tests.browser.harness import ROOT, assert_no_error, wait_idle
 
 PROMPT = "Explain in two sentences why the sky is blue."
 NEW = 32
+BOUND = 1.3
 
 
-def _cli_tpot_ms(seed: int) -> float:
+def _cli_ms(seed: int) -> tuple[float, float]:
+    """The CLI's time to first token and median decode step, in ms."""
     out = subprocess.run([sys.executable, "-m", "engine", "trace", "--json", "--no-attentions", "--prompt", PROMPT,
                           "--max-new-tokens", str(NEW), "--temperature", "0", "--seed", str(seed)],
                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=True).stdout
-    steps = json.loads(out)["steps"]
-    return statistics.median(s["seconds"] for s in steps if s["phase"] == "decode") * 1000
+    trace = json.loads(out)
+    tpot = statistics.median(s["seconds"] for s in trace["steps"] if s["phase"] == "decode")
+    return trace["ttft_seconds"] * 1000, tpot * 1000
 
 
-def test_timeline_time_per_token_matches_the_cli(app_server, page):
-    cli_a = _cli_tpot_ms(1)
-    q = urllib.parse.urlencode({"prompt": PROMPT, "max_new_tokens": NEW, "temperature": 0, "seed": 7})
-    page.goto(f"{app_server.url}/timeline?{q}")
+def _page_ms(page, url: str, seed: int) -> tuple[float, float]:
+    q = urllib.parse.urlencode({"prompt": PROMPT, "max_new_tokens": NEW, "temperature": 0, "seed": seed})
+    page.goto(f"{url}/timeline?{q}")
     wait_idle(page, timeout=600)
     assert_no_error(page)
-    metric = page.locator('[data-testid="stMetric"]', has_text="Time per output token")
-    page_ms = float(re.search(r"([\d.]+)\s*ms", metric.inner_text()).group(1))
-    cli_b = _cli_tpot_ms(2)
-    cli = (cli_a + cli_b) / 2
-    ratio = page_ms / cli
-    print(f"timeline page {page_ms:.1f} ms per output token vs CLI {cli_a:.1f} / {cli_b:.1f} ms: ratio {ratio:.2f}")
-    assert page_ms > 0 and cli > 0
-    if os.environ.get("ILE_TIMING_TESTS") == "1":
-        assert 0.85 <= ratio <= 1.15, f"page/CLI = {ratio:.2f}"
+
+    def metric(label: str) -> float:
+        text = page.locator('[data-testid="stMetric"]', has_text=label).first.inner_text()
+        return float(re.search(r"([\d,.]+)\s*ms", text).group(1).replace(",", ""))
+
+    return metric("Time to first token"), metric("Time per output token")
+
+
+def _within(ratio: float, bound: float = BOUND) -> bool:
+    return 1 / bound <= ratio <= bound
+
+
+def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
+    load = start_load("spin", 900)  # bounded: it stops by itself
+    tries = []
+    try:
+        for i in range(3):
+            cli_a = _cli_ms(10 + i)
+            page_ttft, page_tpot = _page_ms(page, app_server.url, 20 + i)
+            cli_b = _cli_ms(30 + i)
+            ttft = page_ttft / ((cli_a[0] + cli_b[0]) / 2)
+            tpot = page_tpot / ((cli_a[1] + cli_b[1]) / 2)
+            steady = _within(cli_b[1] / cli_a[1]) and _within(cli_b[0] / cli_a[0])
+            tries.append(dict(page=(page_ttft, page_tpot), cli=(cli_a, cli_b), ttft=ttft, tpot=tpot, steady=steady))
+            print(f"busy machine: page TTFT {page_ttft:.0f} ms, TPOT {page_tpot:.1f} ms; CLI TTFT {cli_a[0]:.0f} / "
+                  f"{cli_b[0]:.0f} ms, TPOT {cli_a[1]:.1f} / {cli_b[1]:.1f} ms; ratios TTFT {ttft:.2f}, "
+                  f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}")
+            if steady and _within(ttft) and _within(tpot):
+                break
+    finally:
+        stop_load(load)
+    steady = [t for t in tries if t["steady"]]
+    if not steady:
+        pytest.skip(f"the CLI disagreed with itself by more than {BOUND}x in every triple: {tries}")
+    assert any(_within(t["ttft"]) and _within(t["tpot"]) for t in steady), tries
