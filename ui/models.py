@@ -52,7 +52,7 @@ def _ensure_embedded_converted() -> None:
     outside the cached loader. A second session arriving meanwhile waits for the first one's conversion."""
     if embedded_is_converted():
         return
-    with st.status("First start: converting the embedded model (one time, about 30 s)...", expanded=True) as box:
+    with st.status("First start: converting the embedded model (one time: about 30 s on a quiet machine, 2-3 minutes on a busy one)...", expanded=True) as box:
         if not _CONVERSION.acquire(blocking=False):
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
             _CONVERSION.acquire()
