@@ -261,6 +261,24 @@ def check_batch_steps(points) -> MonotoneCheck:
     return MonotoneCheck(tuple(flags))
 
 
+def check_batch_throughput(points, slack: float = 0.15) -> MonotoneCheck:
+    """points: (batch size, Repeats of seconds per step) in any order. A step over b2 rows reads the weights once,
+    as a step over b1 < b2 rows does, so its tokens per second (b / step time) should not fall: at worst, on a CPU
+    already at its compute limit, it stays about flat. Flag a bigger batch whose tokens per second fell by more
+    than ``slack`` (relative): its step took more than b2/b1 times as long, which the work cannot explain (one run
+    on a busy laptop measured 320 ms at batch 8 and 7,109 ms at batch 16)."""
+    pts = sorted(points, key=lambda p: p[0])
+    flags = []
+    for (b1, r1), (b2, r2) in zip(pts, pts[1:]):
+        tps1, tps2 = b1 / r1.median, b2 / r2.median
+        if tps2 < tps1 * (1 - slack):
+            flags.append(f"Batch {b2} gave fewer tokens per second than batch {b1} ({tps2:.1f} vs {tps1:.1f}): its "
+                         f"step took {r2.median / r1.median:.1f}x as long for {b2 / b1:g}x the rows. One pass "
+                         "reads the weights once however many rows it has, so this is the machine, not batching: "
+                         "it was probably busy during the larger batch. Measure again.")
+    return MonotoneCheck(tuple(flags))
+
+
 def check_busier_slower(points, spread: float = 0.1) -> MonotoneCheck:
     """points: (server load, e.g. requests per second; latency in seconds). The same request on a busier server
     shares more passes, so it should not finish faster: flag a busier point faster by more than nothing, and say

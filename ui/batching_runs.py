@@ -61,8 +61,10 @@ def load(model: str, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch
 
 
 def sweep_flags(points) -> tuple[str, ...]:
-    """A bigger batch measured faster per step than a smaller one (engine/noise)."""
-    return noise.check_batch_steps([(p.batch, noise.summarize(p.step_seconds)) for p in points]).flags
+    """A bigger batch measured faster per step than a smaller one, or giving fewer tokens per second
+    (engine/noise)."""
+    steps = [(p.batch, noise.summarize(p.step_seconds)) for p in points]
+    return noise.check_batch_steps(steps).flags + noise.check_batch_throughput(steps).flags
 
 
 def load_flags(points) -> tuple[str, ...]:

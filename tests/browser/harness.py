@@ -112,6 +112,14 @@ def wait_idle(page, timeout: float = 180.0) -> None:
     raise TimeoutError("the app kept running")
 
 
+def wait_text(page, *texts: str, timeout: float = 300.0, where: str = "body") -> None:
+    """Wait until every one of ``texts`` is shown: on a loaded machine a page can look idle for a moment before
+    its run has drawn what a test checks, so a test waits for what it checks, not only for quiet."""
+    page.wait_for_function("([sel, texts]) => { const el = document.querySelector(sel); "
+                           "return !!el && texts.every(t => el.innerText.includes(t)); }",
+                           arg=[where, list(texts)], timeout=timeout * 1000)
+
+
 def assert_no_error(page) -> None:
     text = page.inner_text("body")
     for bad in ERROR_TEXTS:

@@ -57,9 +57,9 @@ def _check(page, path):
         assert bad not in body, f"/{path}: {bad}\n{body[:1500]}"
     box = page.get_by_role("textbox", name="Prompt")
     try:  # under eleven tabs at once a tab can look idle for 2 s before its run has drawn the sidebar
-        box.wait_for(state="visible", timeout=60_000)
+        box.wait_for(state="visible", timeout=180_000)
     except Exception:  # noqa: BLE001  say what the tab shows instead
-        raise AssertionError(f"/{path}: no shared sidebar after 60 s\n{page.inner_text('body')[:1500]}") from None
+        raise AssertionError(f"/{path}: no shared sidebar after 180 s\n{page.inner_text('body')[:1500]}") from None
     assert page.url.split("?")[0].endswith(f"/{path}"), f"/{path}: the address changed to {page.url}"
     # the app's own navigation (page titles), not Streamlit's legacy one built from file names
     nav = page.locator('[data-testid="stSidebarNav"]').inner_text()

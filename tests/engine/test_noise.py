@@ -58,6 +58,20 @@ def test_bigger_batch_faster_per_step_is_flagged():
     assert "busy" in apart.flags[0]
 
 
+def test_bigger_batch_with_fewer_tokens_per_second_is_flagged():
+    s = noise.summarize
+    # the busy laptop's run: 320 ms at batch 8, 7,109 ms at batch 16
+    bad = noise.check_batch_throughput([(16, s([7.0, 7.109, 7.2])), (8, s([0.31, 0.32, 0.33])), (1, s([0.1] * 3))])
+    assert len(bad.flags) == 1 and bad.flags[0].startswith("Batch 16 gave fewer tokens per second than batch 8")
+    # a CPU at its compute limit: throughput flat or a little lower is the machine's real shape, not a flag
+    flat = noise.check_batch_throughput([(8, s([0.300, 0.31, 0.32])), (16, s([0.64, 0.66, 0.68]))])
+    assert flat.flags == ()
+    rising = noise.check_batch_throughput([(1, s([0.06] * 3)), (8, s([0.09] * 3)), (16, s([0.15] * 3))])
+    assert rising.flags == ()
+    # just past the slack: 16 rows in more than 2 / 0.85 times batch 8's step
+    assert noise.check_batch_throughput([(8, s([0.3] * 3)), (16, s([0.72] * 3))]).flags
+
+
 def test_busier_server_faster_is_flagged():
     assert noise.check_busier_slower([(0, 1.0), (4, 1.5), (12, 2.0)]).flags == ()
     f = noise.check_busier_slower([(0, 1.0), (4, 1.5), (12, 1.45)]).flags
