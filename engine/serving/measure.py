@@ -481,20 +481,53 @@ def concurrency_flags(levels) -> list[str]:
     return out
 
 
+BATCHING_SHARE = 0.5  # of the ideal rise (N times the requests, N times the throughput) that counts as batching
+
+
+def batching_bar(ratio: float, noise: float = NOISE) -> float:
+    """The throughput gain (high level / low level) above which a server is said to batch: at least
+    ``BATCHING_SHARE`` of the ideal gain ``ratio`` (= N_high / N_low), and never within twice the noise of 1.
+    1 -> 4 requests: 2.5x; 1 -> 2: 1.5x; 1 -> 8: 4.5x."""
+    return max(1 + BATCHING_SHARE * (ratio - 1), 1 + 2 * noise)
+
+
+def _noise(levels) -> float:
+    """Relative noise of this sweep: the default, or more when one level's requests disagreed among themselves
+    (spread of their time per output token, half range over median), which a single gain cannot show."""
+    spreads = [(lv.tpot_s.hi - lv.tpot_s.lo) / (2 * lv.tpot_s.median) for lv in levels
+               if len(lv.requests) > 1 and lv.tpot_s.median > 0 and math.isfinite(lv.tpot_s.median)]
+    return max([NOISE] + [min(x, 0.5) for x in spreads if math.isfinite(x)])
+
+
 def batching_verdict(levels) -> str:
-    """What the sweep says about the server's scheduling, from throughput at the highest vs lowest level."""
+    """What the sweep says about the server's scheduling, from throughput at the highest vs lowest level.
+
+    Batching only when throughput rose by at least half the ideal (``batching_bar``); one request after
+    another when it stayed within the noise of flat; in between, no verdict (a 1.3x rise from 1 to 4 requests
+    is not batching: a server can overlap tokenization or network with decoding, and machines are noisy)."""
     if len(levels) < 2:
         return "Run at least two concurrency levels to see how the server shares its time."
     a, b = levels[0], levels[-1]
     gain = b.throughput_tok_s / a.throughput_tok_s if a.throughput_tok_s > 0 else math.nan
     slow = b.latency_s.median / a.latency_s.median if a.latency_s.median > 0 else math.nan
-    if gain >= 1.3:
-        return (f"Throughput grew {gain:.1f}\u00d7 from {a.concurrency} to {b.concurrency} parallel requests while "
-                f"each request took {slow:.1f}\u00d7 as long: the server batches requests together (continuous "
-                "batching seen from outside).")
-    return (f"Throughput stayed about the same ({gain:.2f}\u00d7) from {a.concurrency} to {b.concurrency} parallel "
-            f"requests while each request took {slow:.1f}\u00d7 as long: this server runs the requests one after "
-            "another (no batching across requests), so extra users only wait.")
+    ratio = b.concurrency / a.concurrency
+    noise = _noise(levels)
+    bar = batching_bar(ratio, noise)
+    if not math.isfinite(gain):
+        return "The throughput could not be measured at both ends of the sweep, so nothing can be said about batching."
+    if gain >= bar:
+        return (f"Throughput grew {gain:.1f}\u00d7 from {a.concurrency} to {b.concurrency} parallel requests "
+                f"({ratio:g}\u00d7 the requests; {bar:.1f}\u00d7 or more counts as batching) while each request took "
+                f"{slow:.1f}\u00d7 as long: the server batches requests together (continuous batching seen from "
+                "outside).")
+    if gain <= 1 + noise:
+        return (f"Throughput stayed about the same ({gain:.2f}\u00d7) from {a.concurrency} to {b.concurrency} "
+                f"parallel requests while each request took {slow:.1f}\u00d7 as long: this server runs the requests "
+                "one after another (no batching across requests), so extra users only wait.")
+    return (f"Throughput rose {gain:.2f}\u00d7 from {a.concurrency} to {b.concurrency} parallel requests: more than "
+            f"noise (\u00b1{noise:.0%}), but far from the {ratio:g}\u00d7 of full batching (the bar is {bar:.1f}\u00d7). "
+            "No clear batching: the server may overlap a little work between requests (tokenizing, sending), or "
+            "the machine was busy. Run it again, or with more parallel requests.")
 
 
 # ------------------------------------------------------------------------------------------------ logprobs
