@@ -46,7 +46,9 @@ def connection() -> dict:
         q = st.query_params
         pol = policy()
         if pol.class_mode:
-            server = str(q.get("serve", pol.labels[0] if pol.labels else ""))[:100]
+            server = str(q.get("serve", ""))[:100]
+            if server not in pol.labels:  # a link naming no listed server: the first listed one, no error
+                server = pol.labels[0] if pol.labels else ""
         else:
             server = str(q.get("serve_url", DEFAULT_URL))[:500]
         st.session_state[_CONN] = {"server": server, "model": str(q.get("serve_model", ""))[:300],

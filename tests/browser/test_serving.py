@@ -45,3 +45,34 @@ def test_serving_page_against_llama_cpp(app_server, llama_server, browser):
         screenshot(page, URL)
     finally:
         ctx.close()
+
+
+def test_closing_the_tab_mid_connect_closes_the_connection(app_server, browser):
+    """Issue 30: Connect against a server that accepts and never answers, then close the tab. The probe runs as a
+    job on the network worker; Streamlit stops the closed tab's script, the waiter detaches, the job is cancelled
+    and its socket closed within seconds (it used to stay open until the app restarted)."""
+    import time
+
+    from tests.serving_servers import HostileServer
+
+    with HostileServer("silent") as s:
+        ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+        page = ctx.new_page()
+        page.set_default_timeout(120_000)
+        page.goto(f"{app_server.url}/{URL}")
+        wait_idle(page)
+        close_dialogs(page)
+        page.get_by_role("textbox", name="Base URL").fill(s.base_url)
+        page.get_by_role("button", name="Connect").click()
+        end = time.monotonic() + 30
+        while s.open == 0 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert s.open == 1 and s.requests == ["GET /v1/models"]  # mid-connect: the request sent, no answer
+        t0 = time.monotonic()
+        ctx.close()  # the person closes the tab
+        while s.open and time.monotonic() - t0 < 15:
+            time.sleep(0.05)
+        waited = time.monotonic() - t0
+        print(f"connection closed {waited:.1f} s after the tab closed")
+        assert s.open == 0, "the connection outlived the tab"
+        assert waited < 10
