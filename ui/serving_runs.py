@@ -14,6 +14,7 @@ would distort the numbers and pile load on the server).
 from __future__ import annotations
 
 import threading
+import time
 
 import streamlit as st
 
@@ -98,6 +99,17 @@ def connect(cfg: C.ServerConfig):
     return run(cfg, "probe", (), "Connecting", lambda p, c: probe(cfg, cancel=c), exclusive=False)
 
 
+LOCK_WAIT_S = 3.0
+
+
+def _acquire(lock: threading.Lock, cancel: threading.Event, wait_s: float) -> bool:
+    end = time.monotonic() + wait_s
+    while not lock.acquire(timeout=0.1):
+        if cancel.is_set() or time.monotonic() > end:
+            return False
+    return True
+
+
 def _busy_lock(url: str) -> threading.Lock:
     with _BUSY_LOCK:
         return _BUSY.setdefault(url, threading.Lock())
@@ -106,11 +118,13 @@ def _busy_lock(url: str) -> threading.Lock:
 def _job(cfg: C.ServerConfig, fn, exclusive: bool):
     """On the network worker: ``fn(progress, cancel)``'s record, or the ServingError it raised (kept, shown)."""
     lock = _busy_lock(cfg.base_url) if exclusive else None
-    if lock is not None and not lock.acquire(blocking=False):
-        return C.ServingError("Another session is measuring this server right now; try again when it is done "
-                              "(two sweeps at once would distort each other's numbers).")
+    cancel = worker.cancel_event()
+    # a job this session just replaced (a newer click) lets go within about a second: wait that long for it
+    if lock is not None and not _acquire(lock, cancel, LOCK_WAIT_S):
+        return C.ServingError("Another measurement of this server is running (another session's, or one still "
+                              "stopping); try again when it is done (two at once would distort each other's numbers).")
     try:
-        return fn(worker.relay("progress"), worker.cancel_event())
+        return fn(worker.relay("progress"), cancel)
     except C.ServingError as exc:
         return exc
     finally:

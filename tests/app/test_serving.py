@@ -120,3 +120,28 @@ def test_class_mode_without_a_list_connects_nowhere(monkeypatch):
         assert not errors(at)
         assert "lists no serving engines" in texts(at)
         assert not at.text_input and hostile.connections == 0
+
+
+def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
+    """One measurement per server at a time: a newer click detaches the running job; the new one waits the
+    second it takes the old one to stop (and close its connection), instead of being told the server is busy."""
+    import time
+
+    from engine import worker
+    from engine.serving import client as C
+    from engine.serving.probe import probe
+    from tests.serving_servers import HostileServer
+    from ui import serving_runs as runs
+
+    with HostileServer("silent") as s:
+        cfg = C.ServerConfig(s.base_url, "odd")
+        net = worker.get_net_worker()
+        old = net.submit(runs._job, cfg, lambda p, c: probe(cfg, cancel=c), True, key="old", session="tab")
+        end = time.monotonic() + 5
+        while s.open == 0 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert s.open == 1
+        old.detach()  # what ui.work.run does when the newer click reruns the script
+        new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
+        assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
+        assert isinstance(old.result(2), C.Cancelled) and s.open == 0

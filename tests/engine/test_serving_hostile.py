@@ -214,6 +214,22 @@ def test_redirects_are_not_followed():
         assert target.connections == 0
 
 
+def test_a_listed_server_that_redirects_cannot_lead_elsewhere():
+    """Class mode: the teacher's server 302s to an unlisted address (or to its own address spelled otherwise):
+    nothing follows, nothing is sent there, and the message names the label only."""
+    with HostileServer("silent") as target:
+        for location in (target.base_url, f"http://localhost:{target.port}", f"http://[::1]:{target.port}"):
+            with HostileServer("redirect", location=location) as listed:
+                c = ServerPolicy(True, (("gpu", listed.base_url),)).config("gpu")
+                with pytest.raises(C.UnexpectedReply, match="redirect") as e:
+                    probe(c)
+                with pytest.raises(C.UnexpectedReply, match="redirect"):
+                    C.stream(c, "hi", 4)
+                assert "127.0.0.1" not in str(e.value) and location not in str(e.value)
+        time.sleep(0.2)
+        assert target.connections == 0
+
+
 LOOPBACK_SPELLINGS = ["http://localhost:{p}", "http://127.1:{p}", "http://2130706433:{p}", "http://0x7f000001:{p}",
                       "http://[::1]:{p}", "http://[::ffff:127.0.0.1]:{p}", "http://127.0.0.1:{p}",
                       "http://0.0.0.0:{p}", "{p}", "127.0.0.1:{p}/v1"]
