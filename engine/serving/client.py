@@ -391,8 +391,9 @@ def _explain(exc: Exception, cfg: ServerConfig, what: str) -> ServingError:
     must not be a port scanner, and the text of the error (which may quote the reply) is never repeated."""
     where = cfg.where
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        tls = " and, for https, is its certificate trusted here" if cfg.base_url.startswith("https:") else ""
         return ServerUnreachable(f"Could not connect to {where} (within {cfg.connect_timeout_s:g} s). Is the server "
-                                 "running, and are the host and port right?")
+                                 f"running, are the host and port right{tls}?")
     if isinstance(exc, httpx.ReadTimeout):
         return ServerTimeout(f"{where} sent nothing for {cfg.read_timeout_s:g} s during the {what}. It may be "
                              "overloaded, or still loading the model.")
