@@ -192,7 +192,7 @@ class HostileServer:
     test process itself stays small.
 
     Modes: huge (1 GB JSON without a length), huge_declared (Content-Length 1 GB), long_line (an SSE stream whose
-    first line is 300 MB), drip (one byte every ``drip_s``), keepalive (SSE comments only, every 0.2 s), silent
+    first line is 300 MB), flood (valid 16 KB events without end), drip (one byte every ``drip_s``), keepalive (SSE comments only, every 0.2 s), silent
     (reads the request, answers nothing), redirect (302 to ``location``), gzip (a gzip bomb: 1 GB of spaces in a
     ~1 MB body, Content-Encoding gzip), headers (1 MB of headers), secret (a 200 HTML page, a 500 with a text
     body, and a non-JSON stream, all containing SECRET)."""
@@ -309,6 +309,14 @@ class HostileServer:
         while not self._stop.is_set():
             self._send(conn, b": ping\n\n")
             time.sleep(0.2)
+
+    def _flood(self, conn, method, path):
+        """Valid events without end, 16 KB of text each."""
+        self._head(conn, ctype="text/event-stream", extra="Connection: close\r\n")
+        event = b'data: {"choices": [{"text": "' + b"x" * 16384 + b'", "index": 0}]}\n\n'
+        burst = event * 64
+        while not self._stop.is_set():
+            self._send(conn, burst)
 
     def _silent(self, conn, method, path):
         pass  # the handler then waits for the client to hang up

@@ -41,6 +41,8 @@ import httpx2 as httpx
 MAX_TOKENS = 512  # one request never asks for more new tokens than this
 MAX_REPLY_BYTES = 4 * 2**20  # one whole (non-streamed) reply: /v1/models, /metrics, /tokenize
 MAX_STREAM_BYTES = 16 * 2**20  # one streamed request, all events together (512 tokens x 20 logprobs is ~2 MB)
+MAX_SWEEP_STREAM_BYTES = 2 * 2**20  # one request of a sweep (<= 256 tokens, no logprobs: ~100 KB): 32 at once
+MAX_KEPT_TEXT = 64 * 2**10  # characters of a reply's text kept in its record (shown in an expander)
 MAX_LINE_BYTES = 256 * 2**10  # one line of a server-sent-event stream
 MAX_ERROR_BYTES = 64 * 2**10  # an error reply is read this far (for its "message"), no further
 SLICE_S = 0.2  # sockets wait at most this long between checks of the deadline and the cancel flag
@@ -625,15 +627,15 @@ def _parse_logprobs(choice: dict, api: str) -> tuple[int | None, tuple]:
     return (len(tokens) if isinstance(tokens, list) else None), top
 
 
-def _lines(resp: httpx.Response, tick: Callable[[], None]) -> Iterator[str]:
+def _lines(resp: httpx.Response, tick: Callable[[], None], max_bytes: int = MAX_STREAM_BYTES) -> Iterator[str]:
     """The reply's lines, read raw in chunks; a line longer than MAX_LINE_BYTES or a stream longer than
-    MAX_STREAM_BYTES is refused as soon as it passes the cap. ``tick`` runs after every chunk (the clock)."""
+    ``max_bytes`` is refused as soon as it passes the cap. ``tick`` runs after every chunk (the clock)."""
     buf = bytearray()
     total = 0
     for raw in resp.iter_raw():
         total += len(raw)
-        if total > MAX_STREAM_BYTES:
-            raise UnexpectedReply(f"The stream ran past {MAX_STREAM_BYTES // 2**20} MB; stopped reading it.")
+        if total > max_bytes:
+            raise UnexpectedReply(f"The stream ran past {max_bytes / 2**20:g} MB; stopped reading it.")
         buf += raw
         start = 0
         while (i := buf.find(b"\n", start)) >= 0:
@@ -672,7 +674,8 @@ def _events(lines: Iterator[str]) -> Iterator[str]:
 
 def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs: int = 0,
            fixed_length: bool = True, temperature: float = 0.0, seed: int | None = 0,
-           client: httpx.Client | None = None, cancel: threading.Event | None = None) -> StreamResult:
+           client: httpx.Client | None = None, cancel: threading.Event | None = None,
+           max_bytes: int = MAX_STREAM_BYTES) -> StreamResult:
     """Send one streaming completion and time every chunk. Raises a ServingError subclass on any problem;
     ``cancel`` (set from another thread) closes the connection within ``SLICE_S``, which tells the server to stop
     generating. The whole request ends by ``cfg.request_timeout_s``, and ``cfg.read_timeout_s`` after the last
@@ -709,7 +712,7 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
                     "The server answered a streaming request with one whole reply instead of server-sent events, so "
                     "the time of each token cannot be measured. Is streaming turned off on the server?")
             last_data[0] = time.monotonic()
-            for data in _events(_lines(resp, tick)):
+            for data in _events(_lines(resp, tick, min(max_bytes, MAX_STREAM_BYTES))):
                 now = time.perf_counter() - t0
                 last_data[0] = time.monotonic()
                 if cancel is not None and cancel.is_set():

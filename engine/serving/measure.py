@@ -30,6 +30,7 @@ MAX_REQUESTS = 160  # requests in one sweep, all rounds together
 MAX_SWEEP_S = 300.0  # a sweep stops starting new requests after this long
 MAX_PROMPT_TOKENS = 4096
 NOISE = 0.15  # relative difference treated as noise when flagging implausible numbers
+SWEEP_BYTES = C.MAX_SWEEP_STREAM_BYTES  # per request of a sweep: 32 at once stay within 64 MB
 
 FILLER = ("The river carried the boat past quiet villages, old bridges and green fields, while the travellers "
           "talked about the weather, the harvest, and the long road that still lay ahead of them. ")
@@ -141,7 +142,11 @@ def timeline(res: C.StreamResult, start_s: float = 0.0, prompt_tokens: int | Non
     else:
         p, psrc = None, "not reported"
     times = tuple(c.t_s for c in res.chunks)
-    return RequestTimeline(start_s, times[0], res.end_s, times, tuple(chunk_tokens), "".join(c.text for c in res.chunks),
+    text = "".join(c.text for c in res.chunks)
+    if len(text) > C.MAX_KEPT_TEXT:
+        text = text[:C.MAX_KEPT_TEXT]
+        notes.append(f"the streamed text is kept up to {C.MAX_KEPT_TEXT:,} characters")
+    return RequestTimeline(start_s, times[0], res.end_s, times, tuple(chunk_tokens), text,
                            n, src, p, psrc, res.finish_reason, res.timings, tuple(notes))
 
 
@@ -159,8 +164,10 @@ def unique_prompt(n_tokens_hint: int, tag: str, unit_tokens: float | None = None
 
 
 def measure_request(cfg: C.ServerConfig, prompt: str, new_tokens: int, *, client=None, cancel=None,
-                    top_logprobs: int = 0, prompt_tokens: int | None = None) -> RequestTimeline:
-    res = C.stream(cfg, prompt, new_tokens, top_logprobs=top_logprobs, client=client, cancel=cancel)
+                    top_logprobs: int = 0, prompt_tokens: int | None = None,
+                    max_bytes: int = C.MAX_STREAM_BYTES) -> RequestTimeline:
+    res = C.stream(cfg, prompt, new_tokens, top_logprobs=top_logprobs, client=client, cancel=cancel,
+                   max_bytes=max_bytes)
     return timeline(res, 0.0, prompt_tokens)
 
 
@@ -225,7 +232,7 @@ def prompt_sweep(cfg: C.ServerConfig, lengths=(16, 64, 256, 1024), new_tokens: i
     with C.make_client(cfg, 4, cancel=cancel, deadline=deadline) as cl:
         unit = _unit_tokens(cfg, cl)
         progress(0.0, "warm-up request")
-        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel)
+        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
         done = 1
         for n in lengths:
             runs = []
@@ -240,7 +247,7 @@ def prompt_sweep(cfg: C.ServerConfig, lengths=(16, 64, 256, 1024), new_tokens: i
                     if counted is None:
                         counted = C.tokenize_count(cfg, prompt, cl)
                     runs.append(measure_request(cfg, prompt, new_tokens, client=cl, cancel=cancel,
-                                                prompt_tokens=counted))
+                                                prompt_tokens=counted, max_bytes=SWEEP_BYTES))
                 except C.ServerTimeout:
                     if not _past(deadline) or not points:
                         raise  # the server's own timeout, or nothing measured at all
@@ -357,7 +364,7 @@ def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, p
 
     def one(i):
         barrier.wait(timeout=30)
-        res = C.stream(cfg, prompts[i], new_tokens, client=cl, cancel=cancel)
+        res = C.stream(cfg, prompts[i], new_tokens, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
         return timeline(res, res.sent_at - t0)
 
     samples: list[MetricsSample] = []
@@ -417,7 +424,7 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
         poll = poll_metrics and before is not None
         unit = _unit_tokens(cfg, cl)
         progress(0.0, "warm-up request")
-        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel)
+        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
         done = 1
         for n in levels:
             if _past(deadline):

@@ -66,6 +66,18 @@ def test_a_300mb_sse_line_is_refused_at_the_line_cap():
         assert s.sent < C.MAX_LINE_BYTES + 40 * MB
 
 
+def test_an_endless_stream_of_valid_events_is_cut_at_the_stream_cap():
+    """16 MB for one request; 2 MB for each request of a sweep (32 run at once: at most 64 MB in flight)."""
+    with HostileServer("flood") as s:
+        before = rss_mb()
+        with pytest.raises(C.UnexpectedReply, match="ran past 16 MB"):
+            C.stream(cfg(s), "hi", 4)
+        with pytest.raises(C.UnexpectedReply, match="ran past 2 MB"):
+            Me.concurrency_sweep(cfg(s), (1, 8), new_tokens=4, prompt_tokens=16, poll_metrics=False)
+        assert rss_mb() - before < 100
+        assert wait_for(lambda: s.open == 0)
+
+
 def test_a_gzip_bomb_is_never_inflated():
     with HostileServer("gzip") as s:
         before = rss_mb()
