@@ -201,16 +201,25 @@ def _gguf_stamp(gguf: Path) -> dict:
     return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
 
 
+def _checked_files(folder: Path) -> list[Path]:
+    """Every file the loader reads from a converted copy: weights, config.json, generation config, tokenizer
+    files, chat template (all but the checksum record, the conversion marker and temporary files)."""
+    return sorted(f for f in folder.iterdir()
+                  if f.is_file() and f.name not in (_CHECKSUM, _CONVERTED_MARKER) and ".tmp" not in f.name)
+
+
+def _sha256(f: Path) -> str:
+    with open(f, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def weights_checksum(folder: Path) -> dict:
-    """Size and SHA-256 of every safetensors file in ``folder`` (about 1.5 s for the embedded model's 538 MB)."""
-    out = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with open(f, "rb") as fh:
-            out[f.name] = {"size": f.stat().st_size, "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
-    return out
+    """Size and SHA-256 of every file of the converted copy (``_checked_files``): about 1.5 s for the embedded
+    model's 538 MB of weights, a few ms for its config and tokenizer."""
+    return {f.name: {"size": f.stat().st_size, "sha256": _sha256(f)} for f in _checked_files(folder)}
 
 
-_VERIFIED: dict = {}  # (file, size, mtime_ns, inode) of weights whose full hash matched, in this process
+_VERIFIED: dict = {}  # (file, size, mtime_ns, inode) of files whose full hash matched, in this process
 
 
 def _file_key(f: Path) -> tuple:
@@ -224,36 +233,52 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _matches(f: Path, want: dict) -> bool:
+    """Size on every call; the full hash once per process per file version (size, mtime, inode)."""
+    if f.stat().st_size != want["size"]:
+        return False
+    key = _file_key(f)
+    if key in _VERIFIED:
+        return True
+    if _sha256(f) != want["sha256"]:
+        return False
+    _VERIFIED[key] = True
+    return True
+
+
 def weights_intact(folder: Path) -> bool:
-    """Do the converted weights still match the checksum recorded when they were written? Sizes are compared
-    on every call; the full hash once per process per file version. A copy converted before checksums existed
-    gets one recorded now (trusting it once, as before) rather than being converted again."""
+    """Does the converted copy (weights, config, tokenizer: every file the loader reads) still match the
+    checksum recorded when it was written? A file changed, missing or added means no: it is converted again.
+
+    Older records: a copy converted before checksums existed gets one recorded now (trusting it once, as
+    before); a record from before config and tokenizer were covered (weights only) has its weights checked
+    and the other files added to it (trusted once) rather than converting again."""
     record = folder / _CHECKSUM
     try:
-        files = sorted(folder.glob("*.safetensors"))
-        if not files:
+        files = _checked_files(folder)
+        if not any(f.suffix == ".safetensors" for f in files):
             return False
         if not record.is_file():
             try:
                 _write_json(record, weights_checksum(folder))
-                log(f"recorded a checksum of the converted weights in {record}")
+                log(f"recorded a checksum of the converted model in {record}")
             except OSError as exc:  # a read-only cache still loads; it just cannot be checked later
                 log(f"could not record a checksum in {record}: {exc}")
             return True
         want = json.loads(record.read_text())
+        if "config.json" not in want and all(n.endswith(".safetensors") for n in want):  # weights-only record
+            weights = [f for f in files if f.suffix == ".safetensors"]
+            if sorted(want) != [f.name for f in weights] or not all(_matches(f, want[f.name]) for f in weights):
+                return False
+            try:
+                _write_json(record, {**weights_checksum(folder), **want})
+                log(f"extended the checksum in {record} to the config and tokenizer files")
+            except OSError as exc:
+                log(f"could not extend the checksum in {record}: {exc}")
+            return True
         if sorted(want) != [f.name for f in files]:
             return False
-        for f in files:
-            if f.stat().st_size != want[f.name]["size"]:
-                return False
-            key = _file_key(f)
-            if key in _VERIFIED:
-                continue
-            with open(f, "rb") as fh:
-                if hashlib.file_digest(fh, "sha256").hexdigest() != want[f.name]["sha256"]:
-                    return False
-            _VERIFIED[key] = True
-        return True
+        return all(_matches(f, want[f.name]) for f in files)
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -269,7 +294,8 @@ def embedded_is_converted() -> bool:
     except (OSError, ValueError):
         return False
     if not weights_intact(converted_dir()):
-        log("the converted model's weights do not match their checksum; converting again")
+        log("the converted model's files (weights, config or tokenizer) do not match their checksum; "
+            "converting again")
         return False
     return True
 

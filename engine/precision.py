@@ -91,6 +91,17 @@ def model_key(name: str, precision: str, device) -> str:
     return name if precision == default_precision(device) else f"{name}{KEY_SEP}{precision}"
 
 
+def plain_name(name: str) -> str:
+    """``name`` without any precision suffix ("embedded@int8" -> "embedded"). A name a person typed or a link
+    carried never chooses a precision (only the precision setting does), or ``?model=embedded@int8`` would load an
+    int8 copy that the pages label with the setting's precision."""
+    while True:
+        base, precision = split_key(name)
+        if precision is None:
+            return name
+        name = base
+
+
 def split_key(key: str) -> tuple[str, str | None]:
     """``"embedded@int8"`` -> ("embedded", "int8"); a key without a known precision suffix -> (key, None)."""
     base, sep, tail = key.rpartition(KEY_SEP)

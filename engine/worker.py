@@ -142,23 +142,30 @@ class Job:
 class Worker:
     """The process's engine thread and its queue (first in, first out across sessions)."""
 
-    def __init__(self, configure: Callable[[], None] | None = None):
+    def __init__(self, configure: Callable[[], None] | None = None, threads: int = 1, name: str = "ile-engine-worker",
+                 publish: bool = True):
+        self._publish_to_file = publish
         self._cv = threading.Condition()
         self._queue: collections.deque[Job] = collections.deque()
-        self._running: Job | None = None
+        self._running: list[Job] = []
         self._counts = collections.Counter()
         self._configure = configure
-        self._thread = threading.Thread(target=self._loop, name="ile-engine-worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}" if threads > 1 else name, daemon=True)
+                         for i in range(max(1, int(threads)))]
+        for t in self._threads:
+            t.start()
 
     @property
     def thread(self) -> threading.Thread:
-        return self._thread
+        return self._threads[0]
+
+    def owns(self, thread: threading.Thread) -> bool:
+        return thread in self._threads
 
     def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, **kwargs) -> Job:
         with self._cv:
             if key is not None:
-                for job in ([self._running] if self._running else []) + list(self._queue):
+                for job in list(self._running) + list(self._queue):
                     if job.key == key and job.session == session and not job.should_stop():
                         job.attach()
                         self._counts["deduplicated"] += 1
@@ -178,11 +185,12 @@ class Worker:
     def stats(self) -> dict:
         """What the worker is doing now (for tests and the health of a class session)."""
         with self._cv:
-            run = self._running
+            run = self._running[0] if self._running else None
             return {
                 "busy": run is not None,
                 "running": None if run is None else {"key": repr(run.key)[:200], "session": repr(run.session)[:80],
                                                      "seconds": time.monotonic() - (run.started_at or 0)},
+                "running_jobs": len(self._running),
                 "queued": len(self._queue),
                 **{k: int(v) for k, v in self._counts.items()},
             }
@@ -191,7 +199,7 @@ class Worker:
         """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
         browser test sees the server's worker go idle after a tab closes."""
         path = os.environ.get("ILE_WORKER_STATS")
-        if not path:
+        if not path or not self._publish_to_file:
             return
         try:
             tmp = f"{path}.{os.getpid()}.tmp"
@@ -203,7 +211,7 @@ class Worker:
 
     def idle(self) -> bool:
         with self._cv:
-            return self._running is None and not self._queue
+            return not self._running and not self._queue
 
     def _next(self) -> Job:
         with self._cv:
@@ -214,7 +222,7 @@ class Worker:
                         job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
                         self._counts["cancelled"] += 1
                         continue
-                    self._running = job
+                    self._running.append(job)
                     return job
                 self._cv.wait()
 
@@ -240,7 +248,7 @@ class Worker:
             finally:
                 _current.reset(token)
                 with self._cv:
-                    self._running = None
+                    self._running.remove(job)
                 self._publish()
 
 
@@ -263,9 +271,44 @@ def submit(fn: Callable, *args, key: Any = None, session: Any = None, **kwargs) 
     return get_worker().submit(fn, *args, key=key, session=session, **kwargs)
 
 
+NET_THREADS = 8
+_NET: Worker | None = None
+
+
+def get_net_worker() -> Worker:
+    """The process's worker for network jobs (the serving page's requests to a serving engine): the same jobs,
+    waiters, detach-and-cancel and per-session queue as the engine worker, on ``NET_THREADS`` threads of their
+    own, so a slow server never holds up a forward pass and one session's sweep never queues another's probe.
+    No torch runs here (so no OpenMP team is made on these threads)."""
+    global _NET
+    with _WORKER_LOCK:
+        if _NET is None:
+            _NET = Worker(threads=NET_THREADS, name="ile-net-worker", publish=False)
+        return _NET
+
+
+class JobCancel(threading.Event):
+    """An Event that is also set once ``job`` should stop (its waiters left, or it was cancelled): how code that
+    takes a plain ``threading.Event`` (engine.serving) learns that its tab closed. Polled: ``is_set`` asks the job."""
+
+    def __init__(self, job: "Job | None"):
+        super().__init__()
+        self._job = job
+
+    def is_set(self) -> bool:
+        if not super().is_set() and self._job is not None and self._job.should_stop():
+            self.set()
+        return super().is_set()
+
+
+def cancel_event() -> threading.Event:
+    """A cancel Event for the job running on this thread (a plain Event outside the worker)."""
+    return JobCancel(_current.get())
+
+
 def run(fn: Callable, *args, **kwargs):
     """Run ``fn`` on the worker and wait (for the command line and tests; no session, no key)."""
     w = get_worker()
-    if threading.current_thread() is w.thread:
+    if w.owns(threading.current_thread()):
         return fn(*args, **kwargs)
     return w.submit(fn, *args, **kwargs).result()

@@ -33,4 +33,4 @@ st.divider()
 for col, target in zip(st.columns(3), ["pages/timeline.py", "pages/batching.py", "pages/speculative.py"]):
     with col:
         nav.link(target)
-st.caption(f"Connected to {literal(cfg.base_url)}; values: {fmt(None)} = not reported by the server.")
+st.caption(f"Connected to {literal(cfg.where)}; values: {fmt(None)} = not reported by the server.")

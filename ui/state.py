@@ -14,7 +14,7 @@ import streamlit as st
 
 from engine.models import EMBEDDED, default_device
 from engine.sampling import SamplingSettings
-from engine.precision import default_precision
+from engine.precision import default_precision, plain_name
 from engine.trace import MAX_NEW_TOKENS
 
 DEFAULT_PROMPT = "What is the capital of France?"
@@ -53,6 +53,8 @@ def parse(name: str, raw):
         val = min(max(val, lo), hi)
     if typ is str:
         val = val[:50_000]
+    if name == "model":  # a name never carries a precision ("embedded@int8"): only the precision setting does
+        val = plain_name(val) or default
     return val
 
 

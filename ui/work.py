@@ -45,13 +45,16 @@ def session_id() -> str | None:
     return None if ctx is None else ctx.session_id
 
 
-def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None, **kwargs):
-    """Run ``fn(*args, **kwargs)`` on the engine worker and return its result; ``events`` maps a relay tag
-    (``relay("step")`` passed as a callback) to a function drawn here, on the script thread, for each event."""
+def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None,
+        on: worker.Worker | None = None, **kwargs):
+    """Run ``fn(*args, **kwargs)`` on the engine worker (or on ``on``, e.g. ``worker.get_net_worker()`` for
+    network work) and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a callback) to
+    a function drawn here, on the script thread, for each event."""
     ctx = get_script_run_ctx(suppress_warning=True)
     if key is None:
         key = job_key(fn, args, kwargs)
-    job = worker.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, **kwargs)
+    pool = on or worker.get_worker()
+    job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, **kwargs)
 
     def drain():
         for tag, ev_args in job.events():
