@@ -5,6 +5,8 @@ import time
 
 import streamlit as st
 
+from ui import errors
+
 from ui import state
 from ui.loop_glance import picture
 from ui.loop_view import STAGES, DECODE_START, glance, next_position, previous_position
@@ -28,7 +30,7 @@ def _position(trace) -> tuple[int, int]:
     return st.session_state["loop_pos"]
 
 
-@st.fragment
+@errors.fragment
 def loop_picture(trace) -> None:
     """One picture of the loop for the current prompt's real values, stepped one stage or token at a time."""
     n = len(trace.steps)
@@ -62,7 +64,7 @@ def loop_picture(trace) -> None:
     box.html(picture(_glance(trace, t), stage, trace.info.n_layers, state.share_params()))
 
 
-@st.fragment
+@errors.fragment
 def block_inside(trace) -> None:
     """The layer slider reruns only this part: the values inside one block for the last prompt token."""
     from ui.layout import chart  # noqa: PLC0415 (layout imports state; keep this module's imports light)

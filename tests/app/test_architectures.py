@@ -1,0 +1,33 @@
+"""AppTest: every page on tiny random models of three other architectures (issue 26), loaded by path from a
+folder as a person would: Gemma 3 (sliding-window and global layers, one KV head, QK-norm, two RoPE bases),
+Falcon (multi-query attention; its attention weights cannot be recorded faithfully, so that is refused) and
+GPT-2 (learned positions, Conv1D layers). Each page renders with no exception; refusals are one line."""
+import pytest
+
+from tests.app.test_pages import PAGES, errors, run_page
+
+ARCHS = ("gemma3", "falcon", "gpt2")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from engine.tiny import make_tiny_arch
+
+    out = {}
+    for name in ARCHS:
+        model, tok = make_tiny_arch(name)
+        path = tmp_path_factory.mktemp(f"tiny-{name}")
+        model.save_pretrained(path, safe_serialization=True)
+        tok.save_pretrained(path)
+        out[name] = str(path)
+    return out
+
+
+@pytest.mark.parametrize("path", PAGES)
+@pytest.mark.parametrize("name", ARCHS)
+def test_every_page_renders_on_other_architectures(folders, name, path):
+    at = run_page(path, model=folders[name], max_new_tokens="6", timeout=120)
+    assert not errors(at), errors(at)
+    shown = [e.value for e in at.error]
+    assert not any("Something went wrong" in e for e in shown), shown  # no unexpected error either
+    assert at.title
