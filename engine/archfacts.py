@@ -6,8 +6,7 @@ and the CLI's ``info`` read it. Where a page's path cannot be right for an archi
 one-line reason under the feature's name, and the page shows that line instead of a wrong number.
 
 Measured, not read from the config:
-- KV heads, head dim and the tokens each cache layer holds: from a real cache after a 1-token and then a
-  (window + 2)-token pass (Falcon's multi-query layers hold 1 KV head whatever its config names;
+- KV heads, head dim and each layer's cache class: from a real cache after a 1-token pass (Falcon's multi-query layers hold 1 KV head whatever its config names;
   a sliding-window layer of window W holds at most W - 1 past tokens in transformers' DynamicSlidingWindowLayer);
 - the analysis pass (attention weights, logit lens, residual stream): run once at load on a short sequence and
   compared with a plain forward pass; attention rows must sum to 1 and be zero above the diagonal and outside
@@ -201,13 +200,11 @@ def _parallel(cfg, family: str) -> bool:
 
 
 def _probe_cache(model, n_tokens: int):
-    from transformers import DynamicCache
+    from engine import loop  # the one module that hands a cache to a model
 
     dev = next(model.parameters()).device
-    cache = DynamicCache(config=model.config)
-    with torch.inference_mode():
-        model(input_ids=torch.zeros(1, n_tokens, dtype=torch.long, device=dev), past_key_values=cache,
-              use_cache=True, logits_to_keep=1)
+    cache = loop.new_cache(model)
+    loop.forward(model, torch.zeros(1, n_tokens, dtype=torch.long, device=dev), cache)
     return cache
 
 

@@ -31,7 +31,7 @@ class Prompt:
 def prompt_of(tr) -> Prompt:
     att = tr.analysis.attentions  # [layers, heads, m, m]
     m = att.shape[-1]
-    f = getattr(tr.info, "arch", None)
+    f = getattr(getattr(tr, "info", None), "arch", None)
     return Prompt(att, len(tr.prompt_ids), m, list(tr.prompt_tokens[:m]), first_token_pull(att),
                   tuple(f.windows) if f is not None else ())
 
