@@ -72,12 +72,13 @@ class ArchFacts:
         pos = self.position
         if pos == "rope":
             bases = sorted({b for b in self.rope_bases if b})
-            pos = (f"RoPE (base {', '.join(f'{b:g}' for b in bases) or '?'}"
+            pos = (f"RoPE ({'base ' + ', '.join(f'{b:g}' for b in bases) if bases else 'inside each attention layer'}"
                    + (f", {self.rotary_fraction:.0%} of each head's dimensions" if self.rotary_fraction not in
                       (None, 1.0) else "") + ")")
         kv = sorted(set(self.kv_heads))
         return (f"{self.family}: {self.n_blocks} blocks at {self.blocks_path}; {self.attention} attention "
-                f"({self.n_heads} query heads, {'/'.join(map(str, kv))} KV heads, head dim {self.head_dim}); "
+                f"({self.n_heads} query heads, {'/'.join(map(str, kv))} KV head{'s' if max(kv) > 1 else ''}, "
+                f"head dim {self.head_dim}); "
                 f"{kinds}; positions: {pos}; {self.norm}"
                 + ("; QK-norm" if self.qk_norm else "") + ("; parallel residual" if self.parallel_residual else "")
                 + ("; tied embeddings" if self.tied_embeddings else "")

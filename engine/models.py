@@ -467,13 +467,29 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return _HUB_CHECK["ok"]
 
 
+def attention_implementation(path_or_config, **kw) -> str:
+    """"sdpa" for a family whose attention goes through transformers' AttentionInterface (the app's measuring
+    attention is installed there, engine.instrument); "eager" for one with its own attention code (Falcon):
+    its SDPA branch cannot record weights, and its weights-recording branch is its eager one."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        cfg = path_or_config if not isinstance(path_or_config, (str, Path)) else AutoConfig.from_pretrained(
+            str(path_or_config), trust_remote_code=False, **kw)
+        cls = AutoModelForCausalLM._model_mapping[type(cfg)]
+    except Exception:  # noqa: BLE001 - unknown here: the load itself says what is wrong
+        return "sdpa"
+    return "sdpa" if getattr(cls, "_supports_attention_backend", True) else "eager"
+
+
 def _from_dir(path: Path, dtype: torch.dtype, **kw):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False, **kw)
+    impl = attention_implementation(path, **kw)
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa", **kw
+            str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation=impl, **kw
         )
     except ValueError as exc:  # a family without PyTorch SDPA support (Gemma 2, GPT-J, Bloom, ...) runs eager
         if "sdpa" not in str(exc).lower() and "scaled_dot_product" not in str(exc).lower():

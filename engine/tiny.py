@@ -126,15 +126,18 @@ TINY_ARCHS = ("llama", "gpt2", "opt", "falcon", "gpt_neox", "qwen3", "gemma3", "
 
 def make_tiny_arch(arch: str, seed: int = 0):
     """Return (model, tokenizer): a random-weight model of family ``arch`` (one of TINY_ARCHS), built from its
-    config class with the attention implementation the loader would pick (SDPA where the family has it)."""
+    config class with the attention implementation the loader would pick (engine.models.attention_implementation;
+    eager where the family has no SDPA)."""
     from transformers import AutoModelForCausalLM
 
     tok = make_tiny_tokenizer()
     ids = dict(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     cfg = _arch_configs(len(tok), ids)[arch]()
+    from engine.models import attention_implementation
+
     torch.manual_seed(seed)
     try:
-        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention_implementation(cfg))
     except ValueError:  # a family without SDPA support runs eager attention
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")

@@ -1,6 +1,7 @@
 """AppTest: every page on tiny random models of three other architectures (issue 26), loaded by path from a
 folder as a person would: Gemma 3 (sliding-window and global layers, one KV head, QK-norm, two RoPE bases),
-Falcon (multi-query attention; its attention weights cannot be recorded faithfully, so that is refused) and
+Falcon (multi-query attention, its own attention code: loaded with eager attention so its weights can be
+recorded, checked at load) and
 GPT-2 (learned positions, Conv1D layers). Each page renders with no exception; refusals are one line."""
 import pytest
 

@@ -236,6 +236,27 @@ def test_int8_never_grows_the_model_and_says_what_stays_float(case):
     assert torch.isfinite(out).all()
 
 
+def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
+    """Falcon has its own attention code; run through SDPA, its weight-recording branch is not the pass that
+    produced the output. The load-time check must catch that: attention refused in one line, and the other
+    analysis numbers (per-position predictions, residual stream) taken from a plain pass, still right."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.models import _finish
+    from engine.tiny import _arch_configs, make_tiny_tokenizer
+
+    tok = make_tiny_tokenizer()
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(_arch_configs(len(tok), {})["falcon"](), attn_implementation="sdpa")
+    lm = _finish("tiny-falcon-sdpa", "tiny Falcon run through SDPA", model, tok, torch.device("cpu"))
+    one_line(lm.info.refused("analysis"))
+    tr = trace.run_trace(lm, PROMPT, GREEDY, max_new_tokens=3, use_chat_template=False)
+    assert tr.analysis.attentions.shape[0] == 0
+    ids = list(tr.prompt_ids)
+    plain = lm.model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].float()
+    np.testing.assert_array_equal(tr.analysis.top_ids[:, 0], plain.argmax(-1).numpy())
+
+
 def test_an_unknown_layout_is_a_one_line_load_error():
     from engine.models import ModelLoadError, _finish
     from engine.tiny import make_tiny_tokenizer
