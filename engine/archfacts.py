@@ -234,6 +234,12 @@ def read_facts(model) -> ArchFacts:
                                     "layer, so its bytes per layer cannot be read and checked here")
     except Exception as exc:  # noqa: BLE001
         refusals["kv_cache"] = f"a cached pass of {family} failed ({type(exc).__name__}), so its KV cache is not shown"
+    from engine import instrument
+
+    if not instrument.measured(model):
+        refusals["attention_time"] = (f"{family} runs {model.config._attn_implementation} attention, not the app's "
+                                      "timed SDPA, so the time inside attention cannot be measured apart from the "
+                                      "rest of the pass")
     hidden = int(_cfg_get(cfg, "hidden_size", "n_embd", "d_model", default=0))
     if not head_dim:
         head_dim = int(_cfg_get(cfg, "head_dim", default=0) or (hidden // n_heads if n_heads else 0))

@@ -91,6 +91,10 @@ def query_pick(p: V.Prompt) -> tuple[int, int]:
 @errors.fragment
 def cost(lm) -> None:
     """Section 4's measurement: prefill timed at each length, on a button press (then kept for this model)."""
+    if lm.info.refused("attention_time"):
+        st.info(f"The cost measurement is not shown for this model: {lm.info.refused('attention_time')}.",
+                icon=":material/block:")
+        return
     max_len = st.select_slider("Longest prompt to measure (tokens)", [128, 256, 512, 1024], value=128,
                                key="attention_cost_max")
     lengths = [L for L in (16, 32, 64, 128, 256, 512, 1024) if L <= max_len]

@@ -223,6 +223,29 @@ def test_stepper_back_past_the_window_gives_the_same_distribution(case):
     np.testing.assert_allclose(again, fresh.append(lm, 7), atol=1e-4)
 
 
+def test_batched_serving_gives_each_request_its_solo_tokens(case):
+    from engine.experiments import batching as B
+
+    _, lm, ids, tr = case
+    reqs = B.make_workload(lm.tokenizer, B.WorkloadSettings(n_requests=3, rate_per_s=50, min_new_tokens=6,
+                                                            max_new_tokens=10, chat=False))
+    r = B.serve(lm, reqs, "continuous", 3)
+    for rec in r.requests:  # left-padded rows, merged caches (sliding layers too): same tokens as alone
+        assert list(rec.token_ids) == B.solo_tokens(lm, reqs[rec.rid])[: len(rec.token_ids)]
+
+
+def test_attention_time_is_measured_or_refused_never_zero(case):
+    from engine.stages.attention import measure_forward
+
+    _, lm, ids, tr = case
+    p = measure_forward(lm, 12, repeats=1, warmup=0)
+    if lm.info.refused("attention_time"):
+        one_line(lm.info.refused("attention_time"))
+        assert np.isnan(p.attention_s).all()
+    else:
+        assert 0 < p.attention_median < p.forward_median
+
+
 def test_int8_never_grows_the_model_and_says_what_stays_float(case):
     _, lm, ids, tr = case
     try:
