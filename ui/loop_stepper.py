@@ -77,7 +77,11 @@ def block_inside(trace) -> None:
     layer = st.slider("Block to look inside", 0, info.n_layers - 1, 0, key="loop_layer")
     df = block_table(block_walk_for(info.name, trace.prompt_ids, layer))
     if df is None:
-        st.caption("This architecture's blocks are not broken down here.")
+        f = getattr(info, "arch", None)
+        layout = f"{f.norm}{', parallel residual' if f.parallel_residual else ''}" if f is not None else "unknown"
+        st.caption(f"Block {layer} is not broken down here: the walk replays a block as norm \u2192 attention \u2192 add "
+                   f"\u2192 norm \u2192 MLP \u2192 add and shows it only if it lands on the block's real output; this "
+                   f"{info.model_type} block is laid out differently ({layout}).")
     else:
         st.dataframe(df, hide_index=True)
         st.caption(f"Real values inside block {layer} for the last prompt token {visible(trace.prompt_tokens[-1])!r}. "
