@@ -23,8 +23,15 @@ from ui.lessons import lesson
 def cache_tensors(lm, tr, rc: V.RunCache) -> None:
     """Section 1's heatmap: one layer's cached keys or values for one KV head, read from a replay of the run."""
     info = lm.info
+    if info.refused("kv_cache"):
+        st.info(f"The cache tensors are not shown for this model: {info.refused('kv_cache')}.", icon=":material/block:")
+        return
     with st.spinner("Replaying the run to read the real cache tensors..."):
-        snap = snapshot_for(lm.name, tuple(tr.prompt_ids), tuple(tr.generated_ids))
+        try:
+            snap = snapshot_for(lm.name, tuple(tr.prompt_ids), tuple(tr.generated_ids))
+        except ValueError as exc:  # e.g. layers caching different numbers of KV heads: one line, not a traceback
+            st.info(f"The cache tensors are not shown for this model: {exc}.", icon=":material/block:")
+            return
     c1, c2, c3 = st.columns([2, 1, 1])
     layer = c1.slider("Layer", 0, info.n_layers - 1, min(info.n_layers - 1, info.n_layers // 2), key="kv_layer")
     which = c2.radio("Tensor", ["keys", "values"], horizontal=True, key="kv_which")

@@ -32,3 +32,24 @@ def test_every_page_renders_on_other_architectures(folders, name, path):
     shown = [e.value for e in at.error]
     assert not any("Something went wrong" in e for e in shown), shown  # no unexpected error either
     assert at.title
+
+
+def _text(at) -> str:
+    parts = [e.value for e in at.info] + [m.value for m in at.markdown] + [c.value for c in at.caption]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_gemma3_pages_teach_its_windows(folders):
+    at = run_page("pages/attention.py", model=folders["gemma3"], max_new_tokens="6", timeout=120)
+    assert "Sliding-window (local) layers: 0 (window 8)" in _text(at)
+    at = run_page("pages/kv_cache.py", model=folders["gemma3"], max_new_tokens="6", timeout=120)
+    text = _text(at)
+    assert "summed per layer" in text and "sliding window 8: holds at most 7 past tokens" in text
+    assert not [e.value for e in at.error]  # measured = formula at every step: no "differ" error box
+
+
+def test_gpt2_loop_page_names_its_learned_positions_and_refuses_the_walk(folders):
+    at = run_page("pages/loop.py", model=folders["gpt2"], max_new_tokens="6", timeout=120)
+    text = _text(at)
+    assert "learned position vector" in text
+    assert "is not broken down here" in text and "LayerNorm" in text
