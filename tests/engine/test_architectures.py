@@ -115,6 +115,15 @@ def test_residual_stream_and_logit_lens(case):
     np.testing.assert_array_equal(grid.top_ids[-1, :, 0], plain.argmax(-1).numpy())  # last row = the model
 
 
+def test_glance_reads_the_models_own_last_logits(case):
+    from engine.stages.glance import last_position
+
+    _, lm, ids, tr = case
+    g = last_position(lm, ids)
+    plain = lm.model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1].float()
+    np.testing.assert_allclose(g.top_logits, torch.topk(plain, 5).values.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_block_walk_lands_on_the_block_output_or_refuses(case):
     _, lm, ids, tr = case
     for layer in range(lm.info.n_layers):
