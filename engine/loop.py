@@ -64,8 +64,9 @@ def can_crop(cache, n: int) -> bool:
         if getattr(layer, "is_sliding", False) and layer.get_seq_length() >= getattr(layer, "sliding_window", 0):
             if not getattr(layer, "record_past", False):
                 return False
-            if extra > layer.keys.shape[-2] - (layer.sliding_window - 1):
-                return False
+            remaining = layer.get_seq_length() - extra
+            if layer.keys.shape[-2] - extra < min(layer.sliding_window - 1, remaining):
+                return False  # the keys the window still needs before the dropped ones are gone
     return True
 
 

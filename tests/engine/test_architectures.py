@@ -215,6 +215,11 @@ def test_race_with_rejected_drafts_matches_plain_decoding(case):
     assert r.identical and list(r.spec_ids) == plain
     e = speculative.race(lm, ids, "early-exit:1", 4, GREEDY, 16, 0, stop_at_eos=False)  # a draft with its own cache
     assert e.identical
+    short = ids[:2]  # a prompt inside the window: a verify pass crosses it, then most of that pass is rejected
+    plain = list(trace.generate_tokens(lm, short, GREEDY, 16, 0, stop_at_eos=False, record=False)[0])
+    r = speculative.race(lm, short, "half-right", 6, GREEDY, 16, 0, stop_at_eos=False,
+                         drafter=HalfRight(plain, len(short)))
+    assert r.drafted > r.accepted and list(r.spec_ids) == plain
 
 
 def test_stepper_back_past_the_window_gives_the_same_distribution(case):
