@@ -61,9 +61,15 @@ class ModelInfo:
     model_type: str
     tied_embeddings: bool
     has_chat_template: bool
-    position_encoding: str  # "rope" | "learned" | "other"
+    position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.archfacts, read from the model)
     rope_theta: float | None
     precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.precision); "" = dtype's own
+    arch: object = None  # engine.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
+    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.precision)
+
+    def refused(self, feature: str) -> str | None:
+        """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
+        return self.arch.refused(feature) if self.arch is not None else None
 
     @property
     def bytes_per_value(self) -> int:
@@ -410,48 +416,40 @@ def convert_embedded(progress: Progress = log) -> Path:
     return target
 
 
-def _position_encoding(config) -> tuple[str, float | None]:
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
-    theta = getattr(config, "rope_theta", None)
-    if isinstance(rope, dict):
-        theta = rope.get("rope_theta", theta)
-    if theta is not None or config.model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "phi3"}:
-        return "rope", float(theta) if theta is not None else None
-    if config.model_type in {"gpt2", "opt", "gpt_bigcode"}:
-        return "learned", None
-    return "other", None
-
-
 def describe(name: str, source: str, model, tokenizer) -> ModelInfo:
-    cfg = model.config
-    n_heads = cfg.num_attention_heads if hasattr(cfg, "num_attention_heads") else cfg.n_head
-    hidden = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
-    kv = getattr(cfg, "num_key_value_heads", None) or n_heads
-    head_dim = getattr(cfg, "head_dim", None) or hidden // n_heads
-    inter = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * hidden
-    out_emb, in_emb = model.get_output_embeddings(), model.get_input_embeddings()
-    tied = out_emb is not None and out_emb.weight.data_ptr() == in_emb.weight.data_ptr()
-    pos, theta = _position_encoding(cfg)
+    """Facts about a loaded model, read from the model and its config (engine.archfacts), never assumed."""
+    from engine import archfacts
+
+    facts = archfacts.facts_and_checks(model)
+    cfg = archfacts.arch.text_config(model)
+    hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", None) or getattr(cfg, "d_model", 0)
+    inter = (getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or getattr(cfg, "ffn_dim", None)
+             or getattr(cfg, "ffn_hidden_size", None) or 4 * hidden)
+    in_emb = model.get_input_embeddings()
+    theta = next((b for b in facts.rope_bases if b), None)
     p = next(model.parameters())
+    max_pos = (getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+               or getattr(cfg, "max_seq_len", None) or 2048)
     return ModelInfo(
         name=name,
         source=source,
         device=str(p.device),
         dtype=str(p.dtype).replace("torch.", ""),
         n_params=sum(t.numel() for t in model.parameters()),
-        n_layers=getattr(cfg, "num_hidden_layers", None) or cfg.n_layer,
-        n_heads=n_heads,
-        n_kv_heads=kv,
-        head_dim=head_dim,
-        hidden_size=hidden,
-        intermediate_size=inter,
+        n_layers=facts.n_blocks,
+        n_heads=facts.n_heads,
+        n_kv_heads=max(facts.kv_heads),
+        head_dim=facts.head_dim,
+        hidden_size=int(hidden),
+        intermediate_size=int(inter),
         vocab_size=in_emb.weight.shape[0],
-        max_positions=getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", 2048),
-        model_type=cfg.model_type,
-        tied_embeddings=tied,
+        max_positions=int(max_pos),
+        model_type=facts.family,
+        tied_embeddings=facts.tied_embeddings,
         has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
-        position_encoding=pos,
+        position_encoding=facts.position,
         rope_theta=theta,
+        arch=facts,
     )
 
 
@@ -461,10 +459,17 @@ def _finish(name: str, source: str, model, tokenizer, device: torch.device) -> L
     model.eval()
     model.requires_grad_(False)
     model.to(device)
-    instrument.install(model)  # measuring attention and residual hooks: installed now, switched on per job
-    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return LoadedModel(name, model, tokenizer, describe(name, source, model, tokenizer))
+    try:
+        instrument.install(model)  # measuring attention and residual hooks: installed now, switched on per job
+        if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+            tokenizer.pad_token = tokenizer.eos_token
+        info = describe(name, source, model, tokenizer)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # an architecture whose parts cannot be found: one line, not a traceback
+        raise ModelLoadError(f"'{short(name)}' ({type(model).__name__}) cannot be shown by this app: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+    return LoadedModel(name, model, tokenizer, info)
 
 
 _HUB_CHECK: dict = {}
@@ -488,13 +493,36 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return _HUB_CHECK["ok"]
 
 
+def attention_implementation(path_or_config, **kw) -> str:
+    """"sdpa" for a family whose attention goes through transformers' AttentionInterface (the app's measuring
+    attention is installed there, engine.instrument); "eager" for one with its own attention code (Falcon):
+    its SDPA branch cannot record weights, and its weights-recording branch is its eager one."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        cfg = path_or_config if not isinstance(path_or_config, (str, Path)) else AutoConfig.from_pretrained(
+            str(path_or_config), trust_remote_code=False, **kw)
+        cls = AutoModelForCausalLM._model_mapping[type(cfg)]
+    except Exception:  # noqa: BLE001 - unknown here: the load itself says what is wrong
+        return "sdpa"
+    return "sdpa" if getattr(cls, "_supports_attention_backend", True) else "eager"
+
+
 def _from_dir(path: Path, dtype: torch.dtype, **kw):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False, **kw)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa", **kw
-    )
+    impl = attention_implementation(path, **kw)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation=impl, **kw
+        )
+    except ValueError as exc:  # a family without PyTorch SDPA support (Gemma 2, GPT-J, Bloom, ...) runs eager
+        if "sdpa" not in str(exc).lower() and "scaled_dot_product" not in str(exc).lower():
+            raise
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation="eager", **kw
+        )
     return model, tok
 
 

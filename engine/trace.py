@@ -216,42 +216,53 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     the residual stream's norm after each block, and the logit lens at the last position."""
     model, dev = lm.model, lm.device
     x = torch.tensor([ids], device=dev)  # [1, n]
+    m = min(len(ids), ATTN_MAX)
+    no_attention = lm.info.refused("analysis") or lm.info.refused("attention")
     with arch.residual_stream(model) as captured:
-        logits, att = _analysis_pass(lm, x, min(len(ids), ATTN_MAX))
-    resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
+        if no_attention:  # a plain pass: its logits and residual stream are right, its attention is not recorded
+            logits, att = model(input_ids=x, use_cache=False).logits, []
+        else:
+            logits, att = _analysis_pass(lm, x, m)
+    n_l = len(arch.blocks(model))
+    resid = torch.stack([c[0].float() for c in captured[: n_l + 1]])  # [L+1, n, d]
     probs = logits[0].float().softmax(-1)  # [n, vocab]
     top = torch.topk(probs, TOP_K_RECORD, dim=-1)
-    lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, vocab]
-    # The last entry is the real output: the model applies the final norm itself.
-    lens[-1] = probs[-1]
-    lens_top = torch.topk(lens, 5, dim=-1)
-    final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
+    if lm.info.refused("lens"):  # the final norm and head do not reproduce the logits: no lens (engine.archfacts)
+        lens_ids, lens_probs, lens_resid = np.zeros((0, 5), np.int64), np.zeros((0, 5), np.float32), None
+        final_hidden = torch.full((8,), float("nan"))
+    else:
+        lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, V]
+        # The last entry is the real output: the model applies the final norm itself.
+        lens[-1] = probs[-1]
+        lens_top = torch.topk(lens, 5, dim=-1)
+        lens_ids = lens_top.indices.cpu().numpy()
+        lens_probs = lens_top.values.cpu().numpy().astype(np.float32)
+        lens_resid = torch.stack([c[0, -MAX_LENS_POSITIONS:] for c in captured[: n_l + 1]]).float().cpu().numpy()
+        final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
+    attentions = (torch.stack([a[0] for a in att]).float().cpu().numpy().astype(np.float16) if att else
+                  np.zeros((0, 0, m, m), dtype=np.float16))  # [L, H, m, m]; empty when refused
     return PromptAnalysis(
         top_ids=top.indices.cpu().numpy(),
         top_probs=top.values.cpu().numpy().astype(np.float32),
-        attentions=torch.stack([a[0] for a in att]).float().cpu().numpy().astype(np.float16),  # [L, H, m, m]
+        attentions=attentions,
         residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
-        lens_ids=lens_top.indices.cpu().numpy(),
-        lens_probs=lens_top.values.cpu().numpy().astype(np.float32),
+        lens_ids=lens_ids,
+        lens_probs=lens_probs,
         embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
         hidden_preview=final_hidden[:8].float().cpu().numpy(),
         positions=predictions_from_logits(ids, logits[0]),
-        lens_resid=torch.stack([c[0, -MAX_LENS_POSITIONS:] for c in captured[: len(arch.blocks(model)) + 1]])
-        .float().cpu().numpy(),  # [L+1, P, d]
+        lens_resid=lens_resid,  # [L+1, P, d]
     )
 
 
 def _analysis_pass(lm: LoadedModel, x: torch.Tensor, m: int):
     """One plain forward pass over the prompt that also records every layer's attention weights (first ``m``
     positions). The measuring attention installed at load (engine.instrument) is switched on for this pass
-    only; the model itself is not changed. A model loaded without SDPA runs eager attention and returns them."""
-    model = lm.model
-    if instrument.measured(model):
-        with instrument.attention_weights(limit=m) as att:
-            logits = model(input_ids=x, use_cache=False).logits
-        return logits, att
-    out = model(input_ids=x, use_cache=False, output_attentions=True)
-    return out.logits, [a[..., :m, :m] for a in out.attentions]
+    only; the model itself is not changed. A model loaded without SDPA runs eager attention and returns them.
+    At load (engine.archfacts.check_analysis) this pass was compared with a plain one for this architecture."""
+    from engine.archfacts import analysis_pass
+
+    return analysis_pass(lm.model, x, m)
 
 
 def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(), max_new_tokens: int = 16,

@@ -18,20 +18,24 @@ lm = current_model()
 info = lm.info
 tr = current_trace()
 notes(tr)
-p = V.prompt_of(tr)
-if p.n > p.m:
-    st.warning(lesson("attention", "cut", n=p.n, m=p.m), icon=":material/content_cut:")
+refused = V.refusal(info)
+if refused:  # this architecture's weights could not be recorded faithfully (engine.archfacts): one line, no map
+    st.info(refused, icon=":material/block:")
+else:
+    p = V.prompt_of(tr)
+    if p.n > p.m:
+        st.warning(lesson("attention", "cut", n=p.n, m=p.m), icon=":material/content_cut:")
 
-what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
-try_this(lesson("attention", "try sink"), V.sink_answer(p), key="attention_try")
+    what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
+    try_this(lesson("attention", "try sink"), V.sink_answer(p), key="attention_try")
 
-# ---------------------------------------------------------------- 1-3. the heads (one fragment: see the module)
-sections.heads(p, info, tr)
+    # ------------------------------------------------------------ 1-3. the heads (one fragment: see the module)
+    sections.heads(p, info, tr)
 nav.link("pages/kv_cache.py")
 
 # ---------------------------------------------------------------- 4. cost
 st.header("4. The cost grows with the square of the length", divider="gray")
-st.markdown(V.cost_text(info, p.n))
+st.markdown(V.cost_text(info, len(tr.prompt_ids)))
 sections.cost(lm)
 
 # ---------------------------------------------------------------- 5. logit lens

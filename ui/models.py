@@ -196,7 +196,13 @@ def current_model() -> LoadedModel:
     precision = _checked_precision(s)
     name = s.model
     try:
-        lm = get_model(key_for(name, precision))
+        try:
+            lm = get_model(key_for(name, precision))
+        except ModelLoadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to load is one line for the person who asked
+            raise ModelLoadError(f"'{name[:60]}' could not be loaded: {type(exc).__name__}: "
+                                 f"{(str(exc).splitlines() or [''])[0][:200]}") from exc
         canon = split_key(lm.name)[0]
         if canon != name:
             state.set_value("model", canon)

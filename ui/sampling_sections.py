@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import errors
+
 from engine.experiments.stepper import MAX_STEPS
 from engine.stages.sampling_stages import draw_counts, total_variation
 from ui import sampling_view as SV
@@ -18,7 +20,7 @@ from ui.sampling_figures import cumulative_curve, draws_vs_probs, stage_bars
 DRAWS = [10, 50, 100, 500, 1000, 2000, 5000]
 
 
-@st.fragment
+@errors.fragment
 def dice_and_sections(lm, tr) -> None:
     """This page's dice, then sections 1-5 (the position, the choice, top-p, many draws, the steps taken)."""
     settings, seed = local_settings()
@@ -71,7 +73,7 @@ def dice_and_sections(lm, tr) -> None:
     st.dataframe(df, hide_index=True, height=height)
 
 
-@st.fragment
+@errors.fragment
 def draws(lm, sg, logits, settings, seed: int) -> None:
     """Section 4: many draws from the distribution on view; the number of draws reruns only this."""
     n = st.select_slider("Number of draws", options=DRAWS, value=1000, key="sampling_n")

@@ -288,7 +288,7 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, setti
     rounds: list[SpecRound] = []
     with torch.inference_mode():
         warm_up(lm)
-        cache = new_cache(lm)
+        cache = new_cache(lm, rollback=True)  # sliding-window layers can drop rejected drafts past the window
         t0 = now(dev)
         logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
         out = [int(sample(logits, settings, gen))]
@@ -307,7 +307,8 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, setti
             x = torch.tensor([[context[-1]] + drafted], device=dev)  # [1, m+1]
             logits = forward(lm, x, cache, keep=len(drafted) + 1)[0].float().cpu()  # verify: [m+1, vocab]
             n, tok, kind, src, p, qq, dist = verify(logits, drafted, q, settings, gen)
-            crop(cache, past + 1 + n)
+            if not crop(cache, past + 1 + n):  # cannot happen with rollback=True; never continue on a wrong cache
+                raise RuntimeError("the KV cache could not be rolled back to the accepted tokens")
             drafter.update(n)
             top_ids, top_probs = _top(dist)
             t2 = now(dev)
