@@ -19,14 +19,15 @@ what_you_see(lesson("speculative", "what you see"))
 params = sections.controls(lm)
 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
-result = sections.race(params)  # stops the page here when the prompt or the drafter is refused
+result, raced = sections.race(params)  # stops the page here when the prompt or the drafter is refused
 st.caption(lesson("speculative", "clocks"))
 
-# ---- summary --------------------------------------------------------------------------------------------
+# ---- summary (of the race shown: after a control moved, the last race, labelled with its own k) ---------
 if result is not None:
     run = result.run
-    st.header("Who won, and why", divider="gray")
-    sections.scoreboard(result, params)
+    st.header("Who won, and why" if raced == params else f"Who won the last race (k = {raced.k}), and why",
+              divider="gray")
+    sections.scoreboard(result, raced)
     chart(progress_lines(run), "measured",
           "Tokens written against engine-measured time; each speculative step is one round (draft + one verify "
           "pass).")

@@ -43,7 +43,32 @@ def test_replay_draws_both_lanes_each_frame_at_the_measured_pace():
     assert plain_t[-1] == run.plain_seconds and abs(spec_t[-1] - run.spec_seconds) < 1e-9
 
 
-def test_formula_note_only_when_the_drafter_drafts_little():
-    assert race_view.formula_note(_run([(4, 2, 0.004)] * 6)) is None
-    note = race_view.formula_note(_run([(0, 0, 0.0005)] * 18 + [(2, 0, 0.0005)] * 2))
-    assert "2 of 20" in note and "Counting each round as it happened" in note
+def test_gap_rows_walk_from_the_formula_to_the_clock():
+    """A drafter that drafts in 2 of 20 rounds, with a verify pass dearer than a plain step: every gap has its
+    own line, the formula's last line is set beside the decode-only number, and the wall clock comes last."""
+    run = _run([(0, 0, 0.0005)] * 18 + [(2, 0, 0.0005)] * 2)
+    rows = race_view.gap_rows(run)
+    assert [r[0] for r in rows] == ["Paper's formula", "+ rounds as they happened", "+ measured verify cost",
+                                    "Measured, decode only", "Measured, wall clock"]
+    assert "2 of 20" in rows[1][2] and "c looks large" in rows[1][2]
+    assert rows[3][1] == f"{run.decode_speedup:.2f}x" and rows[4][1] == f"{run.speedup:.2f}x"
+    table = race_view.gap_table(run)
+    assert table.count("\n| ") == 6 and "decode-only" in table  # header + 5 rows, one line each
+    full = race_view.gap_rows(_run([(4, 2, 0.004)] * 6))
+    assert "every round drafted k = 4" in full[1][2]
+
+
+def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
+    """The wall clock can stay under k + 1 while the decode-only number (prefill left out) passes it."""
+    from engine import noise
+    from engine.experiments.speculative import SpecRun
+
+    run = _run([(4, 4, 0.0)] * 6, step=0.04)
+    fast = SpecRun(**{**run.__dict__, "rounds": tuple(r.__class__(**{**r.__dict__, "verify_seconds": 0.005})
+                                                      for r in run.rounds), "spec_prefill_seconds": 2.0,
+                      "plain_step_seconds": (2.0,) + run.plain_step_seconds[1:]})
+    assert fast.decode_speedup > fast.k + 1 >= fast.speedup
+    result = race_view.RaceResult(fast, noise.Calibration(0.0, 0.0, 0.0, 0.0, 0.0, None, None),
+                                  noise.check_speedup(fast.speedup, fast.k, fast.accepted, fast.tokens_per_pass))
+    flags = race_view.decode_flags(result)
+    assert flags and "Decode only" in flags[0] and "k + 1" in flags[0]
