@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
-from ui.figures import caption
+from ui.figures import TICK_SIZE, caption, readable
 
 _RUN = "_sections"  # this run's page key and the number of sections declared so far
 
@@ -63,6 +63,7 @@ def chart(fig, kind: str, text: str, key: str | None = None) -> None:
     """A plotly chart followed by its one-line caption (measured / model / derived / illustrative)."""
     if presenting():
         fig.update_layout(font_size=20, title_font_size=24)
+    readable(fig, 20 if presenting() else TICK_SIZE)
     st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
     st.caption(caption(kind, text))
 
