@@ -6,7 +6,7 @@ from ui import attention_sections as sections
 from ui import attention_view as V
 from ui import nav
 from ui.attention_figures import residual_norms_chart
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import beside, chart, notes, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.runs import current_trace
@@ -22,11 +22,19 @@ p = V.prompt_of(tr)
 if p.n > p.m:
     st.warning(lesson("attention", "cut", n=p.n, m=p.m), icon=":material/content_cut:")
 
-what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
-try_this(lesson("attention", "try sink"), V.sink_answer(p), key="attention_try")
+
+
+def lead() -> None:
+    """The lesson boxes, drawn above the head's map (section 2), which they describe."""
+    main, side = beside(1, 1)
+    with main:
+        what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
+    with side:
+        try_this(lesson("attention", "try sink"), V.sink_answer(p), key="attention_try")
+
 
 # ---------------------------------------------------------------- 1-3. the heads (one fragment: see the module)
-sections.heads(p, info, tr)
+sections.heads(p, info, tr, lead)
 nav.link("pages/kv_cache.py")
 
 # ---------------------------------------------------------------- 4. cost

@@ -8,7 +8,7 @@ from ui import batching_sections as sections
 from ui import batching_view as V
 from ui import nav
 from ui.batching_figures import workload_chart
-from ui.layout import chart, try_this, what_you_see
+from ui.layout import beside, chart, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 
@@ -17,14 +17,15 @@ st.title("Batching: serving many users at once")
 st.markdown(lesson("batching", "intro"))
 lm = current_model()
 
-what_you_see(lesson("batching", "what you see"))
-try_this(lesson("batching", "try batch"), lesson("batching", "answer batch"), key="batching_try_sweep")
-
-cfg = sections.settings()
-reqs = runs.workload_for(lm.name, cfg.ws)
-
-st.header("1. The requests", divider="gray")
-chart(workload_chart(reqs), "derived", V.workload_caption(cfg.ws, reqs), key="batching_workload")
+main, side = beside()  # the requests on the first screen, the lesson boxes beside them
+with side:
+    what_you_see(lesson("batching", "what you see"))
+    try_this(lesson("batching", "try batch"), lesson("batching", "answer batch"), key="batching_try_sweep")
+with main:
+    cfg = sections.settings()
+    reqs = runs.workload_for(lm.name, cfg.ws)
+    st.header("1. The requests", divider="gray")
+    chart(workload_chart(reqs), "derived", V.workload_caption(cfg.ws, reqs), key="batching_workload")
 sections.run_button(cfg.key(lm.name))  # stops the page here until pressed for these settings
 
 sweep, results, load = sections.measure(lm.name, cfg)

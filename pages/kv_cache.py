@@ -6,7 +6,7 @@ from ui import kv_cache_sections as sections
 from ui import kv_cache_view as V
 from ui import nav
 from ui.kv_figures import growth_chart
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import beside, chart, notes, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.precision_view import precision_note
@@ -21,14 +21,16 @@ tr = current_trace()
 notes(tr)
 rc = V.run_cache(info, tr)
 
-what_you_see(V.what_you_see(info, rc))
-st.caption(precision_note(lm))
-try_this(*V.token_question(info, rc), key="kv_try_token")
-
-# 1 -------------------------------------------------------------------------------------------------------------
-st.header("1. What the cache holds", divider="gray")
+# 1 (the cache tensors on the first screen, the lesson boxes beside them) -------------------------------------
+main, side = beside()
+with main:
+    st.header("1. What the cache holds", divider="gray")
+    sections.cache_tensors(lm, tr, rc)
+with side:
+    what_you_see(V.what_you_see(info, rc))
+    st.caption(precision_note(lm))
+    try_this(*V.token_question(info, rc), key="kv_try_token")
 st.markdown(V.holds_text(info, rc))
-sections.cache_tensors(lm, tr, rc)
 
 # 2 -------------------------------------------------------------------------------------------------------------
 st.header("2. Measured size, step by step", divider="gray")

@@ -6,7 +6,7 @@ from engine.experiments import timeline as T
 from ui import nav, precision_view
 from ui import timeline_sections as sections
 from ui import timeline_view as V
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import beside, chart, notes, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.runs import current_trace
@@ -23,13 +23,15 @@ notes(tr)
 tl = T.timeline(tr)
 ids = tuple(tr.prompt_ids)
 
-what_you_see(lesson("timeline", "what you see"))
-st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
-try_this(lesson("timeline", "try this"), lesson("timeline", "answer"), key="timeline_try")
-
-st.header("1. The timeline of this run", divider="gray")
-sections.metrics(V.run_metrics(tl))
-chart(gantt(tl), "measured", V.gantt_caption(tl), key="timeline_gantt")
+main, side = beside(2, 1)  # the timeline on the first screen, the lesson boxes beside it
+with main:
+    st.header("1. The timeline of this run", divider="gray")
+    chart(gantt(tl), "measured", V.gantt_caption(tl), key="timeline_gantt")
+    sections.metrics(V.run_metrics(tl))
+with side:
+    what_you_see(lesson("timeline", "what you see"))
+    st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
+    try_this(lesson("timeline", "try this"), lesson("timeline", "answer"), key="timeline_try")
 st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
 st.header("2. With and without the KV cache", divider="gray")

@@ -68,6 +68,12 @@ def chart(fig, kind: str, text: str, key: str | None = None) -> None:
     st.caption(caption(kind, text))
 
 
+def beside(main: int = 3, side: int = 2):
+    """Two columns for a page's first screen: the key chart in ``main``, the lesson boxes (what you see, try
+    this) in ``side``, so a 1366x768 projector shows the chart without scrolling. Returns (main, side)."""
+    return st.columns([main, side], gap="medium")
+
+
 def what_you_see(text: str) -> None:
     st.info(text, icon=":material/visibility:")
 
