@@ -261,6 +261,9 @@ def sweep_flags(points) -> list[str]:
     for p in points:
         check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
         out += [f"k = {p.k}: {f}" for f in check.flags]
+        if p.decode_speedup == p.decode_speedup and p.decode_speedup > p.k + 1:
+            out.append(f"k = {p.k}, decode only: impossible, {p.decode_speedup:.2f}x is above the ceiling "
+                       f"k + 1 = {p.k + 1}x. The machine was probably busy during one lane: measure again.")
     return out
 
 

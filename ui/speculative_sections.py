@@ -181,9 +181,11 @@ def k_sweep(params: RaceParams, ks: tuple[int, ...] = SWEEP_KS) -> None:
         bar.empty()
     if pts:
         chart(sweep_figure(pts, params.drafter), "measured",
-              f"Measured speedup per k (one race each, plain re-measured) next to the paper's formula with that k's "
-              f"measured a, c and draft lengths: with {tokens} tokens requested, a draft is cut to the tokens "
-              "still wanted, so a large k cannot draft k every round.")
+              f"Measured speedup per k (one race each, plain re-measured), on the wall clock and decode only (the "
+              f"shared prefill left out), next to the paper's formula with that k's measured a, c and draft "
+              f"lengths, which counts decode rounds only: compare it with the decode-only line. With {tokens} "
+              "tokens requested, a draft is cut to the tokens still wanted, so a large k cannot draft k every "
+              "round.")
         for flag in RV.sweep_flags(pts):
             st.warning(flag, icon=":material/report:")
         st.markdown(RV.sweep_verdict(pts, params.drafter))

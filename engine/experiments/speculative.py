@@ -405,6 +405,7 @@ class SweepPoint:
     expected_speedup: float  # the paper's formula round by round (SpecRun.expected_speedup_drafted)
     identical: bool
     accepted: int = 0
+    decode_speedup: float = float("nan")  # measured, each lane's time after its first token (SpecRun.decode_speedup)
 
 
 def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: SamplingSettings = SamplingSettings(),
@@ -420,7 +421,7 @@ def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: Sa
         # the formula as the rounds happened: a draft is cut to the tokens still wanted, so with few tokens
         # requested a large k never drafts k (the plain thm. 3.8 line would promise what cannot happen)
         points.append(SweepPoint(k, r.acceptance_rate, r.tokens_per_pass, r.c, r.speedup, r.expected_speedup_drafted,
-                                 r.identical, r.accepted))
+                                 r.identical, r.accepted, r.decode_speedup))
         if on_progress is not None:
             on_progress(i + 1, len(ks))
     return tuple(points)

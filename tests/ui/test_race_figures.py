@@ -72,3 +72,15 @@ def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
                                   noise.check_speedup(fast.speedup, fast.k, fast.accepted, fast.tokens_per_pass))
     flags = race_view.decode_flags(result)
     assert flags and "Decode only" in flags[0] and "k + 1" in flags[0]
+
+
+def test_sweep_figure_sets_the_decode_only_line_beside_the_formula():
+    from engine.experiments.speculative import SweepPoint
+    from ui.speculative_figures import sweep_figure
+
+    pts = [SweepPoint(k, 0.9, 2.0, 0.01, 1.4, 2.2, True, 10, 1.9) for k in (1, 2, 4)]
+    names = [t.name for t in sweep_figure(pts, "lookup").data]
+    assert any("wall clock" in n for n in names) and any("decode only" in n for n in names)
+    assert race_view.sweep_flags(pts) == []
+    wild = [SweepPoint(2, 0.9, 2.0, 0.01, 1.4, 2.2, True, 10, 4.5)]  # decode only above k + 1 = 3
+    assert any("decode only" in f and "k + 1 = 3x" in f for f in race_view.sweep_flags(wild))
