@@ -110,6 +110,8 @@ def gap_rows(run: SpecRun) -> list[tuple[str, str, str]]:
     rounds, k = len(run.rounds), run.k
     if run.rounds_with_drafts == rounds and run.drafted_per_round >= k:
         as_run = lesson("speculative", "gap every round", k=k)
+    elif run.rounds_with_drafts == rounds:
+        as_run = lesson("speculative", "gap short drafts", per_round=run.drafted_per_round, k=k)
     else:
         as_run = lesson("speculative", "gap few drafts", drafting=run.rounds_with_drafts, rounds=rounds,
                         per_round=run.drafted_per_round, k=k)

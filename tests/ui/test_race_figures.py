@@ -56,6 +56,8 @@ def test_gap_rows_walk_from_the_formula_to_the_clock():
     assert table.count("\n| ") == 6 and "decode-only" in table  # header + 5 rows, one line each
     full = race_view.gap_rows(_run([(4, 2, 0.004)] * 6))
     assert "every round drafted k = 4" in full[1][2]
+    short = race_view.gap_rows(_run([(4, 4, 0.0), (1, 1, 0.0)]))  # the last draft cut to the tokens still wanted
+    assert "every round drafted, but 2.5 tokens per round" in short[1][2]
 
 
 def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
