@@ -19,6 +19,7 @@ html { font-size: 20px; }
 [data-testid="stMain"] h2 { font-size: 2.0rem; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 18px !important; }
 [data-testid="stMetricValue"] { font-size: 2.6rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 4.5rem; }
 """
 
 
