@@ -25,13 +25,17 @@ REPEATS = 3  # timed passes per length
 
 
 @errors.fragment
-def heads(p: V.Prompt, info, tr) -> None:
-    """Sections 1-3: every head at a glance with the layer/head pickers, the head on view, its K/V group."""
+def heads(p: V.Prompt, info, tr, lead=None) -> None:
+    """Sections 1-3: every head at a glance with the layer/head pickers, the head on view, its K/V group.
+    ``lead`` draws the page's lesson boxes above the head's map (they describe it): section 1's overview comes
+    first, so a 1366x768 screen shows a chart without scrolling."""
     st.header("1. Every head at a glance", divider="gray")
     if V.window_note(info):
         st.info(V.window_note(info), icon=":material/view_week:")
     layer, head = overview(p, info)
     st.header(f"2. Layer {layer}, head {head}: who looks at whom", divider="gray")
+    if lead is not None:
+        lead()
     one_head(p, layer, head)
     st.header("3. Grouped-query attention: heads share keys and values", divider="gray")
     g = V.gqa(info, tr, head)
@@ -58,11 +62,11 @@ def one_head(p: V.Prompt, layer: int, head: int) -> None:
 
 def overview(p: V.Prompt, info) -> tuple[int, int]:
     """Section 1: every head's summary, clickable, beside the layer and head pickers; returns the head on view."""
-    metric = st.radio("Summary per head", V.METRICS, horizontal=True, key="attention_metric")
-    s = V.summary(p, metric)
-    clamp_selection(info.n_layers, info.n_heads)  # a shared link's head, or the last one, kept in this model's range
     left, right = st.columns([3, 1])
-    with right:
+    with right:  # the pickers beside the chart, so the chart starts high on the first screen
+        metric = st.radio("Summary per head", V.METRICS, key="attention_metric")
+        s = V.summary(p, metric)
+        clamp_selection(info.n_layers, info.n_heads)  # a shared link's head, or the last one, kept in range
         layer = st.selectbox("Layer", list(range(info.n_layers)), key=LAYER_KEY)
         head = st.selectbox("Head", list(range(info.n_heads)), key=HEAD_KEY)
         state.put_page_params(layer=layer, head=head)  # a copied link opens this head

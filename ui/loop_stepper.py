@@ -9,7 +9,7 @@ from ui import errors
 
 from ui import state
 from ui.loop_glance import picture
-from ui.loop_view import STAGES, DECODE_START, glance, next_position, previous_position
+from ui.loop_view import STAGES, DECODE_START, glance, next_position, previous_position, softmax_note
 from ui.runs import last_position_for
 
 PLAY_PAUSE = 0.45  # seconds per stage when playing one token round the loop
@@ -62,6 +62,9 @@ def loop_picture(trace) -> None:
         stage = len(STAGES) - 1
     st.session_state["loop_pos"] = (t, stage)
     box.html(picture(_glance(trace, t), stage, trace.info.n_layers, state.share_params()))
+    note = softmax_note(trace.settings)
+    if note:
+        st.caption(note)
 
 
 @errors.fragment

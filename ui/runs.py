@@ -1,33 +1,124 @@
-"""Cached runs of the model, keyed on plain values so nothing recomputes when its inputs did not change."""
+"""Runs of the model, kept per their plain inputs so nothing recomputes when its inputs did not change.
+
+The sidebar's run is two parts, kept apart: the generation (prefill + decode loop: it depends on every setting)
+and the prompt's untimed analysis (attention weights, predictions at every position, residual stream: it
+depends on the prompt alone). A sampling nudge therefore reruns only the generation, and shows its progress
+token by token; at temperature 0 top-k, top-p and the seed cannot change a single token, so changing them reuses
+the kept run."""
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import replace
 
 import streamlit as st
 
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
-from engine.trace import Trace, run_trace
+from engine.trace import PromptAnalysis, Trace, analyse_prompt, run_trace
 from ui import state, work
 from ui.models import current_model, get_model
 from ui.cache import memo
+from ui.html import md_escape, visible
+
+MAX_RUNS = 24  # generations kept, for every session (as a bounded cache would)
+_RUNS: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def run_key(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+            top_p: float, seed: int) -> tuple:
+    """What a generation depends on. Greedy decoding (temperature 0) takes the argmax: top-k, top-p and the seed
+    cannot change a token, so they are left out of its key (changing them reuses the run)."""
+    sampling = (0.0, 0, 1.0, 0) if temperature <= 0 else (float(temperature), int(top_k), float(top_p), int(seed))
+    return (model, prompt, bool(chat), int(max_new_tokens), *sampling)
+
+
+def kept(key: tuple) -> Trace | None:
+    with _LOCK:
+        if key in _RUNS:
+            _RUNS.move_to_end(key)
+            return _RUNS[key]
+    return None
+
+
+def keep(key: tuple, trace: Trace) -> None:
+    with _LOCK:
+        _RUNS[key] = trace
+        while len(_RUNS) > MAX_RUNS:
+            _RUNS.popitem(last=False)
+
+
+def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+                   top_p: float, seed: int, on_step=None) -> Trace:
+    """The timed generation for these settings (no analysis), kept; ``on_step(record)`` is called on this thread
+    for each token while it runs (not when the run was kept)."""
+    key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
+    tr = kept(key)
+    if tr is None:
+        settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
+        tr = work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, key[7], chat,
+                      on_step=work.relay("step") if on_step else None, analyse=False,
+                      key=("trace", key), events={"step": on_step} if on_step else None)
+        keep(key, tr)
+    return tr
 
 
 @memo(24)
+def analysis_for(model: str, ids: tuple[int, ...]) -> PromptAnalysis:
+    """The prompt's untimed analysis pass (one forward pass): the same for every sampling setting."""
+    return work.run(analyse_prompt, get_model(model), list(ids))
+
+
 def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
-              top_p: float, seed: int) -> Trace:
-    lm = get_model(model)
-    return work.run(run_trace, lm, prompt, SamplingSettings(temperature, top_k, top_p), max_new_tokens, seed, chat)
+              top_p: float, seed: int, on_step=None) -> Trace:
+    """The full trace: the kept (or a new) generation with the prompt's kept (or a new) analysis, labelled with
+    exactly these settings."""
+    tr = generation_for(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed, on_step)
+    return replace(tr, settings=SamplingSettings(temperature, top_k, top_p).clamp(), seed=int(seed),
+                   analysis=analysis_for(model, tr.prompt_ids))
+
+
+def _what(s) -> str:
+    """The run about to be computed, in words (for its progress box)."""
+    if s.temperature <= 0:
+        return f"Generating {s.max_new_tokens} token(s), greedy (temperature 0)"
+    return (f"Generating {s.max_new_tokens} token(s) at temperature {s.temperature:g}, top-k {s.top_k}, "
+            f"top-p {s.top_p:g}, seed {s.seed}: a sampled run with other settings draws other tokens, so the loop "
+            "runs again")
 
 
 def current_trace() -> Trace:
-    """The trace for the sidebar's settings. An unusable prompt shows a message and stops the page."""
+    """The trace for the sidebar's settings, with its progress shown while it is computed (a kept run returns at
+    once, with nothing drawn). An unusable prompt shows a message and stops the page."""
     lm = current_model()
     s = state.settings()
+    args = (lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
+    slot = st.empty()
     try:
-        with st.spinner("Running the model on your prompt..."):
-            return trace_for(lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
+        if kept(run_key(*args)) is None:
+            with slot.status(_what(s) + "...", expanded=True) as box:
+                bar = st.progress(0.0, text="Prefill: reading the prompt in one pass")
+
+                def step(rec) -> None:
+                    done = rec.index + 1
+                    bar.progress(min(1.0, done / s.max_new_tokens),
+                                 text=f"Token {done} of at most {s.max_new_tokens}: "
+                                      f"{md_escape(visible(rec.token))} ({rec.seconds * 1000:.0f} ms)")
+
+                generation_for(*args, on_step=step)
+                box.update(label="Reading the prompt's attention and predictions (kept for every sampling "
+                                 "setting)...")
+                tr = trace_for(*args)
+        else:
+            with st.spinner("Reading the prompt's attention and predictions..."):
+                tr = trace_for(*args)
     except PromptError as exc:
+        slot.empty()
         st.warning(str(exc), icon=":material/edit_note:")
         st.stop()
+    slot.empty()
+    return tr
 
 
 @memo(16)

@@ -124,6 +124,24 @@ def page_param(name: str, default: int, lo: int, hi: int) -> int:
         return default
 
 
+def page_text(name: str, choices) -> str | None:
+    """A page's view setting read from the URL when it is one of ``choices`` (anything else: None)."""
+    raw = st.query_params.get(name)
+    return raw if raw in choices else None
+
+
+def page_number(name: str, default: float, lo: float, hi: float, step: float) -> float:
+    """A numeric view setting of the current page read from the URL, clamped and snapped to ``step`` (a slider's
+    grid); bad input gives the default."""
+    try:
+        val = float(st.query_params[name]) if name in st.query_params else default
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if val != val:
+        return default
+    return round(round(min(max(val, lo), hi) / step) * step, 10)
+
+
 def put_page_params(**values) -> None:
     """Keep these page-specific values in the URL for this run (so a copied link opens the same view)."""
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
