@@ -154,19 +154,23 @@ class LlamaCppServer:
 
 
 def _metrics_text() -> bytes:
-    """A vLLM-like /metrics page, written by prometheus_client (not by hand)."""
+    """A vLLM-like /metrics page, written by prometheus_client (not by hand) with the names of the table's vLLM v1
+    row (engine.serving.names, read from vLLM's documentation: no vLLM runs here)."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+    from engine.serving.names import VLLM_V1
+
+    n = VLLM_V1.names
     reg = CollectorRegistry()
-    g = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", ["model_name"], registry=reg)
+    g = Gauge(n["kv_usage"], "KV-cache usage. 1 means 100 percent usage.", ["model_name"], registry=reg)
     g.labels("odd").set(0.25)
-    Gauge("vllm:num_requests_running", "Running requests", ["model_name"], registry=reg).labels("odd").set(3)
-    Gauge("vllm:num_requests_waiting", "Waiting requests", ["model_name"], registry=reg).labels("odd").set(1)
+    Gauge(n["running"], "Running requests", ["model_name"], registry=reg).labels("odd").set(3)
+    Gauge(n["waiting"], "Waiting requests", ["model_name"], registry=reg).labels("odd").set(1)
     OddServer.metrics_calls += 1
     k = OddServer.metrics_calls
-    Counter("vllm:spec_decode_num_drafts", "drafts", ["model_name"], registry=reg).labels("odd").inc(10 * k)
-    Counter("vllm:spec_decode_num_draft_tokens", "drafted", ["model_name"], registry=reg).labels("odd").inc(40 * k)
-    Counter("vllm:spec_decode_num_accepted_tokens", "accepted", ["model_name"], registry=reg).labels("odd").inc(30 * k)
+    Counter(n["spec_drafts"], "drafts", ["model_name"], registry=reg).labels("odd").inc(10 * k)
+    Counter(n["spec_draft_tokens"], "drafted", ["model_name"], registry=reg).labels("odd").inc(40 * k)
+    Counter(n["spec_accepted"], "accepted", ["model_name"], registry=reg).labels("odd").inc(30 * k)
     return generate_latest(reg)
 
 
