@@ -159,6 +159,7 @@ def test_serve_bench_cli_json(llama_cpp_server, capsys):
     assert [lv["concurrency"] for lv in out["concurrency_sweep"]["levels"]] == [1, 2]
     assert out["timeline"]["completion_tokens"] == 4 and len(out["next_token"]["tokens"]) >= 2
     assert out["probe"]["engine"] == "llama.cpp server" and out["probe"]["offer"]["slots"]["n_slots"] == 4
+    assert out["capacity"]["tried"] == 2 and "time per token under 100 ms" in out["capacity"]["text"]
 
 
 # ------------------------------------------------------------------------------------------------ speculative
