@@ -216,7 +216,7 @@ def spec_live_chart(cs: ConcurrencySweep) -> go.Figure | None:
                    line=dict(color="#22c55e", width=3)),
     ])
     style(fig, "Speculative decoding live: drafted and accepted tokens since the sweep began (server counters)",
-          "time into the sweep, levels one after another (s)", "tokens since the sweep began", height=380)
+          "time into the sweep, levels one after another (s)", "count since the sweep began (tokens)", height=380)
     fig.update_layout(yaxis=dict(rangemode="tozero"))
     return fig
 
