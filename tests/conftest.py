@@ -70,7 +70,7 @@ def llama_cpp_spec_server():
     from engine.models import embedded_gguf_path
 
     gguf = embedded_gguf_path()
-    server = _llama_cpp_server(parallel=2, extra=("-md", str(gguf), "--draft-max", "4", "--draft-min", "1",
+    server = _llama_cpp_server(parallel=2, extra=("-md", str(gguf), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
                                                   "-td", "2"))
     yield server
     server.stop()
