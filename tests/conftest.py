@@ -57,7 +57,8 @@ def _llama_cpp_server(**kw):
 @pytest.fixture(scope="session")
 def llama_cpp_server():
     """llama.cpp's own llama-server (built from the llama.cpp llama-cpp-python vendors) on the embedded GGUF,
-    127.0.0.1, 2 threads, 4 slots, --metrics --slots (one per test session; it starts in about a second)."""
+    127.0.0.1, 2 threads, 4 slots of 2048 tokens (the page's longest default prompt, about 1024 tokens, fits one),
+    --metrics --slots (one per test session; it starts in about a second)."""
     server = _llama_cpp_server(parallel=4)
     yield server
     server.stop()

@@ -112,7 +112,7 @@ class LlamaCppServer:
     ``--metrics`` and ``--slots`` (what the serving page reads), ``--parallel`` slots that batch requests together,
     the model under a short alias. ``extra`` adds flags (e.g. a draft model for speculative decoding)."""
 
-    def __init__(self, binary: Path, gguf: Path, parallel: int = 4, n_ctx: int = 4096, extra: tuple[str, ...] = ()):
+    def __init__(self, binary: Path, gguf: Path, parallel: int = 4, n_ctx: int = 8192, extra: tuple[str, ...] = ()):
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.model = MODEL_ALIAS

@@ -39,7 +39,6 @@ def test_serving_page_against_llama_server(app_server, llama_cpp_server, browser
     try:
         body = page.inner_text("body")
         assert "Connected to llama.cpp server" in body and "no /metrics endpoint" not in body
-        assert "tokens cached per slot" in body  # KV use: from /slots, the gauge this build does not have
         assert "serve_url=" in page.url and "serve_model=smollm2" in page.url
 
         _click(page, "serving_send")
@@ -52,19 +51,22 @@ def test_serving_page_against_llama_server(app_server, llama_cpp_server, browser
         body = page.inner_text("body")
         assert "8 requests sent at the same moment" in body
         assert re.search(r"This server (gives \d+ users? at once|cannot give even 1 user) a time per token", body), body
-        assert "KV usage: /slots" in body  # the KV chart's caption: drawn from /slots
-        assert "KV cache used, 8 parallel" in page.locator('[data-testid="stPlotlyChart"]').last.text_content()
+        assert "KV usage: /slots: tokens cached per slot" in body  # the KV chart's caption: drawn from /slots,
+        # the gauge this build does not have (the offers table says so too, but tables are drawn on a canvas)
         assert "reported no KV-cache usage" not in body
         assert "did not move during the sweep" in body  # spec counters exported, no drafting: said, not drawn
-        charts = page.locator('[data-testid="stPlotlyChart"]').count()
-        assert charts == 7, charts  # timeline, gaps, next token, prompt sweep, concurrency, gantt, KV use
+        charts = page.locator('[data-testid="stPlotlyChart"]')
+        titles = [c.locator(".gtitle").first.text_content() if c.locator(".gtitle").count() else "?"
+                  for c in charts.all()]
+        assert charts.count() == 7, titles  # timeline, gaps, next token, prompt sweep, concurrency, gantt, KV use
+        assert "with the server's own timings" in titles[0] and "KV-cache usage" in titles[-1], titles
         screenshot(page, URL)
         # the verdict follows the target the person sets, without measuring again
         box = page.get_by_role("spinbutton", name="Time per token a user should get (ms, p90)")
-        box.fill("1")
+        box.fill("5")
         box.press("Enter")
         wait_idle(page)
-        assert "cannot give even 1 user a time per token under 1 ms" in page.inner_text("body")
+        assert "cannot give even 1 user a time per token under 5 ms" in page.inner_text("body")
     finally:
         ctx.close()
 

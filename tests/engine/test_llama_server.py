@@ -128,8 +128,8 @@ def test_concurrency_sweep_batches_and_kv_moves(llama_cpp_server):
     kv4 = [s.kv_usage for s in four.metrics if s.kv_usage is not None]
     assert kv1 and kv4 and all(s.kv_name == M.SLOTS_KV for s in four.metrics)
     # the slots keep their caches between requests (other tests' too), so what moves is the total: four fresh
-    # 450-token prompts need more than any earlier state of the four 1024-token slots could hold besides them
-    assert max(kv4) > max(kv1) and max(kv4) > 4 * 450 / 4096 and max(kv4) > min(kv4)
+    # 450-token prompts hold more than one did beside what the other slots kept
+    assert max(kv4) > max(kv1) and max(kv4) >= 4 * 450 / llama_cpp_server.n_ctx and max(kv4) > min(kv4)
     assert max(s.running for s in four.metrics) >= 2
     tight = Me.capacity(cs.levels, 0.5)
     assert tight.users == 0 and tight.reason and "cannot give even 1 user" in tight.text
