@@ -194,7 +194,9 @@ def concurrency(cfg, info) -> None:
         live = spec_live_chart(cs)
         if live is not None and d.get("drafted"):  # a server that did not draft gets a sentence, not a flat line
             chart(live, "measured", "The server's drafted and accepted token counters (llama.cpp: "
-                  "llamacpp:spec_decode_num_draft_tokens / _accepted_tokens), sampled every 0.25 s.",
+                  "llamacpp:spec_decode_num_draft_tokens / _accepted_tokens), sampled every 0.25 s. llama.cpp adds a "
+                  "request's drafts when the request finishes, hence the steps; the two lines coincide when every "
+                  "drafted token is accepted.",
                   key="serving_spec_live")
             if d.get("accept_rate_per_pos"):
                 chart(spec_per_position_chart(d["accept_rate_per_pos"]), "measured",
