@@ -36,8 +36,7 @@ if [ "${1:-}" = "--test" ]; then
   if $PY -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null; then
     echo "[install] llama-cpp-python $LLAMA_CPP_VERSION already installed"
   else
-    cpu=$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null; uname -m; $PY -c 'import sys; print(sys.version_info[:2])') \
-          | sha256sum | cut -c1-12)
+    cpu=$(PYTHON=$PY bash scripts/cpu_key.sh)
     wheels="${ILE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ile-wheels}/$cpu"
     whl=$(ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -n1 || true)
     if [ -z "$whl" ]; then
@@ -60,6 +59,11 @@ if [ "${1:-}" = "--test" ]; then
     # here can replace an installed package (torch above all).
     $PY -m pip install -q --disable-pip-version-check --no-deps "$whl"
   fi
+fi
+if [ "${1:-}" = "--test" ]; then
+  # llama.cpp's own server (llama-server), from the same vendored llama.cpp, for the serving tests: what most
+  # people start, with /metrics, /slots and speculative decoding. Built once per machine beside the wheel.
+  PYTHON=$PY LLAMA_CPP_VERSION=0.3.36 bash scripts/build_llama_server.sh
 fi
 # Convert the GGUF to a safetensors copy in the user cache once (about 30 s quiet, 2-3 min on busy cores; progress printed); later loads are fast.
 $PY -c "from engine.models import embedded_is_converted, convert_embedded; embedded_is_converted() or convert_embedded()"

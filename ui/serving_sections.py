@@ -6,13 +6,15 @@ import streamlit as st
 
 from engine.serving import client as C
 from engine.serving import measure as Me
+from engine.serving import metrics as M
 from ui import nav
 from ui import serving_runs as runs
 from ui.layout import chart
 from ui.lessons import lesson
 from ui.serving_figures import (concurrency_chart, concurrency_gantt, itl_chart, kv_usage_chart, next_token_bars,
-                                prompt_sweep_chart, request_timeline)
-from ui.serving_view import concurrency_table, literal, offers_table, spec_text, timeline_rows
+                                prompt_sweep_chart, request_timeline, spec_live_chart, spec_per_position_chart)
+from ui.serving_view import (concurrency_table, literal, names_table, offers_table, server_rows, spec_text,
+                             timeline_rows)
 
 
 def connect():
@@ -69,8 +71,13 @@ def connect():
     tok = next((v.token_source for k, v in runs.results().items()
                 if k[1] == "single" and isinstance(v, Me.RequestTimeline)), "not measured yet")
     st.dataframe(offers_table(info, lp, tok), hide_index=True, width="stretch")
-    st.caption("What the server offers, read from /v1/models and /metrics; log-probabilities and token counts are "
-               "known once a request has asked for them.")
+    st.caption("What the server offers, read from /v1/models, /metrics and (llama.cpp) /slots; log-probabilities "
+               "and token counts are known once a request has asked for them. A quantity the server does not "
+               "export is said to be missing, never drawn as 0.")
+    with st.expander("Metric names per engine and version (which were checked against a real server)"):
+        st.dataframe(names_table(), hide_index=True)
+        st.caption("The llama.cpp row is checked against a real llama-server in this project's tests; the other "
+                   "rows are read from each engine's documentation.")
     return cfg, info
 
 
@@ -86,11 +93,19 @@ def one_request(cfg) -> None:
         cols = st.columns(4)
         for col, (lab, val, how) in zip(cols, timeline_rows(tl)):
             col.metric(lab, val, help=how)
+        srows = server_rows(tl)
+        if srows:
+            for col, (lab, val, how) in zip(st.columns(4), srows):
+                col.metric(lab, val, help=how)
         chart(request_timeline(tl), "measured",
               f"Orange: from sending the request to its first chunk (queueing, prefill of "
               f"{tl.prompt_tokens if tl.prompt_tokens is not None else 'an unreported number of'} prompt tokens, first "
               f"decode, network). Blue: one bar per streamed chunk, from the previous chunk's arrival to its own. "
-              f"Token count from {tl.token_source}.", key="serving_timeline")
+              f"Token count from {tl.token_source}."
+              + (" Green: the server's own timings (prompt_ms, predicted_ms; durations on its clock, drawn ending "
+                 "at the first token); grey: the part of the wait the server did not count (queueing, HTTP, "
+                 "transport)." if srows else " This server sent no timings of its own."),
+              key="serving_timeline")
         if len(tl.chunk_s) > 1:
             chart(itl_chart(tl), "measured", "Each bar is the wait before one chunk; the dashed line is the mean time "
                   "per output token. Spikes are the server (or the network) pausing.", key="serving_itl")
@@ -150,6 +165,12 @@ def concurrency(cfg, info) -> None:
     cs = runs.shown(runs.stored(cfg, "concurrency", (tuple(sorted(levels)), cs_new, cs_prompt)))
     if cs is not None:
         st.markdown(Me.batching_verdict(cs.levels))
+        target = st.number_input("Time per token a user should get (ms, p90)", 5, 5000, 100, step=5,
+                                 key="serving_cs_target",
+                                 help="The capacity verdict: how many users at once get each token within this "
+                                      "time, at the 90th percentile of the requests of a level.")
+        cap = Me.capacity(cs.levels, float(target))
+        (st.success if cap.users else st.warning)(cap.text, icon=":material/groups:")
         chart(concurrency_chart(cs), "measured",
               "Throughput = all tokens / (first request sent \u2192 last token); latency = one request, sent \u2192 "
               "last token, median with min..max.", key="serving_cs_chart")
@@ -158,13 +179,27 @@ def concurrency(cfg, info) -> None:
               key="serving_cs_gantt")
         st.dataframe(concurrency_table(cs), hide_index=True)
 
-        st.subheader("Inside the server: /metrics")
+        st.subheader("Inside the server: /metrics and /slots")
         fig = kv_usage_chart(cs)
+        kv_from = next((m.kv_name for lv in cs.levels for m in lv.metrics if m.kv_name), None)
         if fig is not None:
-            chart(fig, "measured", "Sampled from the server's /metrics every 0.25 s while each level ran (KV usage: "
-                  f"{literal(info.offer.kv_usage or 'not reported')}).", key="serving_kv")
+            chart(fig, "measured", "Sampled from the server every 0.25 s while each level ran (KV usage: "
+                  f"{literal(kv_from or 'missing: this server exports no KV usage')}).", key="serving_kv")
         else:
             st.info("This server reported no KV-cache usage or running-request gauges during the sweep "
-                    + ("(it has no /metrics endpoint)." if not info.offer.has_metrics else
+                    + ("(it has no /metrics endpoint and no /slots)." if not info.offer.has_metrics else
                        "(its /metrics has none of the names this page knows)."), icon=":material/info:")
         st.markdown(spec_text(cs))
+        d = M.spec_delta(cs.metrics_before, cs.metrics_after) or {}
+        live = spec_live_chart(cs)
+        if live is not None and d.get("drafted"):  # a server that did not draft gets a sentence, not a flat line
+            chart(live, "measured", "The server's drafted and accepted token counters (llama.cpp: "
+                  "llamacpp:spec_decode_num_draft_tokens / _accepted_tokens), sampled every 0.25 s. llama.cpp adds a "
+                  "request's drafts when the request finishes, hence the steps; the two lines coincide when every "
+                  "drafted token is accepted.",
+                  key="serving_spec_live")
+            if d.get("accept_rate_per_pos"):
+                chart(spec_per_position_chart(d["accept_rate_per_pos"]), "measured",
+                      "Accepted tokens at each draft position during the sweep / drafts (verification steps), from "
+                      "the server's per-position counter; compare the speculative page's race.",
+                      key="serving_spec_pos")

@@ -8,7 +8,8 @@ import re
 import pandas as pd
 
 from engine.serving import metrics as M
-from engine.serving.measure import ConcurrencySweep, RequestTimeline
+from engine.serving import names as N
+from engine.serving.measure import ConcurrencySweep, RequestTimeline, server_split
 from engine.serving.probe import ServerInfo
 
 _MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
@@ -33,12 +34,14 @@ def offers_table(info: ServerInfo, logprobs: str = "not asked yet", tokens: str 
         ("Engine", info.engine or "unknown (not said by /v1/models or /metrics)"),
         ("Token counts per request", tokens),
         ("Log-probabilities (top_logprobs)", logprobs),
-        ("Prometheus /metrics", f"yes, {o.n_families} metric families" if o.has_metrics else "no (404)"),
-        ("KV-cache usage", o.kv_usage or no),
+        ("Prometheus /metrics", f"yes, {o.n_families} metric families" if o.has_metrics else "no"),
+        ("Slots (/slots)", f"yes: {o.slots.n_slots} slot(s) of {o.slots.n_ctx[0] if o.slots.n_ctx else '?'} tokens"
+         + (", speculative" if o.slots.speculative else "") if o.slots else "no"),
+        ("KV-cache usage", o.kv_usage or "missing (no gauge in /metrics, no /slots)"),
         ("Running requests", o.running or no),
         ("Waiting requests", o.waiting or no),
         ("Speculative decoding counters", ", ".join(o.spec) if o.spec else
-         "none in /metrics (llama.cpp's server reports draft_n / draft_n_accepted per request instead)"),
+         "none in /metrics (llama.cpp's server also reports draft_n / draft_n_accepted per request)"),
     ]
     return pd.DataFrame(rows, columns=["what", "this server"])
 
@@ -54,6 +57,35 @@ def timeline_rows(tl: RequestTimeline) -> list[tuple[str, str, str]]:
     ]
 
 
+def server_rows(tl: RequestTimeline) -> list[tuple[str, str, str]]:
+    """The server's own clock beside the client's (llama.cpp's timings); empty when the server sent none."""
+    sp = server_split(tl)
+    if not sp:
+        return []
+    rows = [
+        ("Server prompt time", f"{sp['server_prompt_ms']:.0f} ms",
+         f"The server's own timings.prompt_ms for {sp.get('prompt_n')} prompt tokens "
+         f"({sp.get('cache_n') or 0} more served from its cache)."),
+        ("Outside the server's prompt time", f"{sp['outside_ms']:.0f} ms",
+         "Derived: time to first token (client) \u2212 server prompt time: queueing for a slot, HTTP and JSON, "
+         "transport, the first token's sampling."),
+    ]
+    if "server_predicted_ms" in sp:
+        rows.append(("Server generation time", f"{sp['server_predicted_ms']:.0f} ms",
+                     f"timings.predicted_ms for {sp.get('predicted_n')} tokens; the client saw "
+                     f"{sp['client_stream_ms']:.0f} ms from the first chunk to the last."))
+    t = tl.server_timings or {}
+    if "draft_n" in t:
+        rows.append(("Drafted / accepted", f"{t.get('draft_n')} / {t.get('draft_n_accepted')}",
+                     "timings.draft_n and draft_n_accepted: this request's speculative drafts."))
+    return rows
+
+
+def names_table() -> pd.DataFrame:
+    """engine.serving.names as a table: which names each engine uses, and where each row's names come from."""
+    return pd.DataFrame(N.rows())
+
+
 def concurrency_table(cs: ConcurrencySweep) -> pd.DataFrame:
     rows = []
     for lv in cs.levels:
@@ -65,10 +97,17 @@ def concurrency_table(cs: ConcurrencySweep) -> pd.DataFrame:
             "latency range (s)": f"{lv.latency_s.lo:.2f} to {lv.latency_s.hi:.2f}",
             "TTFT median (ms)": round(lv.ttft_s.median * 1000),
             "TPOT median (ms)": round(lv.tpot_s.median * 1000, 1) if math.isfinite(lv.tpot_s.median) else None,
-            "peak KV cache used": f"{max(kv):.1%}" if kv else "not reported",
+            "peak KV cache used": f"{max(kv):.1%}" if kv else "missing",
+            "server prompt time, median (ms)": _median_split(lv, "server_prompt_ms"),
+            "TTFT outside it, median (ms)": _median_split(lv, "outside_ms"),
             "failed": lv.failed,
         })
     return pd.DataFrame(rows)
+
+
+def _median_split(lv, key: str):
+    xs = sorted(sp[key] for sp in (server_split(r) for r in lv.requests) if sp)
+    return round(xs[len(xs) // 2]) if xs else "missing"
 
 
 def spec_text(cs: ConcurrencySweep) -> str:
@@ -76,7 +115,7 @@ def spec_text(cs: ConcurrencySweep) -> str:
     t = M.timings_spec([r for lv in cs.levels for r in lv.requests])
     parts = []
     if d:
-        if "drafted" in d:
+        if d.get("drafted"):
             parts.append(f"during the sweep the server drafted **{d['drafted']:.0f}** tokens and accepted "
                          f"**{d['accepted']:.0f}** (acceptance {fmt(d['acceptance'] * 100, '.0f', ' %')}, "
                          "from the /metrics counters before and after)")
@@ -86,8 +125,14 @@ def spec_text(cs: ConcurrencySweep) -> str:
     if t:
         parts.append(f"the requests' own timings say **{t['drafted']}** tokens drafted and **{t['accepted']}** "
                      f"accepted (acceptance {fmt(t['acceptance'] * 100, '.0f', ' %')})")
+    if d and d.get("drafted") and d.get("accepted_per_pos"):
+        parts.append("accepted per draft position: " + ", ".join(f"{x:.0f}" for x in d["accepted_per_pos"]))
     if not parts:
+        if d is not None and "drafted" in d:
+            return ("This server exports speculative-decoding counters, and they did not move during the sweep: "
+                    "it was not started with a draft model or n-gram drafting (llama-server: -md, --spec-type).")
         return ("This server reports no speculative-decoding counters: either it does not draft (the usual case), "
                 "or it does not expose the counts. vLLM exports vllm:spec_decode_* counters, SGLang "
-                "sglang:spec_accept_length, llama.cpp's server draft_n / draft_n_accepted in each reply's timings.")
+                "sglang:spec_accept_length, llama.cpp's server llamacpp:spec_decode_* in /metrics and draft_n / "
+                "draft_n_accepted in each reply's timings.")
     return "Speculative decoding: " + "; ".join(parts) + "."

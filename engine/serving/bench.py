@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new-tokens", type=int, default=32, help="tokens each request generates (2..256)")
     p.add_argument("--prompt-tokens", type=int, default=64, help="prompt length for the concurrency sweep")
     p.add_argument("--top-logprobs", type=int, default=5, help="next-token distribution size (0 = skip)")
+    p.add_argument("--target-ms", type=float, default=100.0,
+                   help="capacity verdict: how many users at once get a time per token under this (ms, p90)")
     p.add_argument("--timeout", type=float, default=60.0, help="longest silence from the server (s)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -62,6 +64,10 @@ def run(args) -> dict:
     cs = Me.concurrency_sweep(cfg, args.concurrency, args.new_tokens, args.prompt_tokens)
     out["concurrency_sweep"] = cs.to_dict()
     out["verdict"] = Me.batching_verdict(cs.levels)
+    cap = Me.capacity(cs.levels, args.target_ms)
+    out["capacity"] = {"target_ms": cap.target_ms, "users": cap.users, "tried": cap.tried,
+                       "p90_ms": {str(k): v for k, v in cap.p90_ms.items()}, "reason": cap.reason,
+                       "text": cap.text.replace("**", "")}
     out["spec_decode"] = M.spec_delta(cs.metrics_before, cs.metrics_after) or M.timings_spec(
         [r for lv in cs.levels for r in lv.requests])
     return out
@@ -92,12 +98,13 @@ def summary(r: dict) -> str:
     cs = r["concurrency_sweep"]
     lines.append("parallel  throughput tok/s  latency s (median)  TTFT ms  TPOT ms  KV usage (max)")
     for lv in cs["levels"]:
-        kv = [m["kv_usage"] for m in lv["metrics"] if m["kv_usage"] is not None]
+        kv = [m["kv_usage"] for m in lv["metrics"] if m["kv_usage"] is not None]  # /metrics gauge or /slots
         lines.append(f"{lv['concurrency']:>8}  {_f(lv['throughput_tok_s']):>16}  {_f(lv['latency_s']['median'], '.2f'):>18}"
                      f"  {_f(lv['ttft_s']['median'] * 1000, '.0f'):>7}  {_f(lv['tpot_s']['median'] * 1000, '.1f'):>7}"
-                     f"  {_f(max(kv) * 100, '.1f', ' %') if kv else 'not reported':>14}")
+                     f"  {_f(max(kv) * 100, '.1f', ' %') if kv else 'missing':>14}")
     lines += [f"  flag: {f}" for f in cs["flags"]]
     lines.append(r["verdict"])
+    lines.append(r["capacity"]["text"])
     sd = r.get("spec_decode")
     lines.append("speculative decoding: " + (", ".join(f"{k} {_f(v, '.3g')}" for k, v in sd.items()) if sd
                                              else "the server reports no drafted/accepted counters"))

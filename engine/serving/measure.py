@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, wait, FIRST_COMPLETED
 from dataclasses import dataclass
 
 from engine.serving import client as C
-from engine.serving.metrics import MetricsSample, sample_metrics
+from engine.serving.metrics import MetricsSample, Scraper
 from engine.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 MAX_CONCURRENCY = 32  # parallel requests in one round
@@ -355,9 +355,9 @@ class _Either(threading.Event):
         return True
 
 
-def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, poll: bool, on_tick,
+def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, scraper: Scraper | None, on_tick,
            deadline: float):
-    """Send n requests at once from n threads; sample /metrics while they run (every 0.25 s)."""
+    """Send n requests at once from n threads; sample /metrics (and /slots) while they run (every 0.25 s)."""
     barrier = threading.Barrier(n)
     t0 = time.perf_counter()
     # the requests run on pool threads: they share the sweep's cancel and the client's deadline, not the caller's
@@ -380,8 +380,8 @@ def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, p
                     results.append(f.result())
                 else:
                     errors.append(str(exc) if isinstance(exc, C.ServingError) else f"{type(exc).__name__}: {exc}")
-            if poll:
-                s = sample_metrics(cfg, cl, time.perf_counter() - t0)
+            if scraper is not None:
+                s = scraper.sample(time.perf_counter() - t0)
                 if s is not None:
                     samples.append(s)
             on_tick(len(results) + len(errors))  # may raise (the UI stops a left session this way)
@@ -420,8 +420,10 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
     out, truncated = [], False
     deadline = time.monotonic() + max_s
     with C.make_client(cfg, max(levels) + 4, cancel=cancel, deadline=deadline) as cl:
-        before = sample_metrics(cfg, cl, 0.0) if poll_metrics else None
-        poll = poll_metrics and before is not None
+        scraper = Scraper(cfg, cl) if poll_metrics else None
+        before = scraper.sample(0.0) if scraper is not None else None
+        if before is None:
+            scraper = None
         unit = _unit_tokens(cfg, cl)
         progress(0.0, "warm-up request")
         measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
@@ -437,7 +439,7 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
             def tick(k, n=n, base=base):
                 progress(min(1.0, (base + k) / total), f"{n} parallel request{'s' if n > 1 else ''}: {k} of {n} done")
 
-            res, errs, samples, wall = _round(cfg, cl, n, prompts, new_tokens, cancel, poll, tick, deadline)
+            res, errs, samples, wall = _round(cfg, cl, n, prompts, new_tokens, cancel, scraper, tick, deadline)
             done += n
             if outer is not None and outer.is_set():
                 raise C.Cancelled("Cancelled.")
@@ -456,7 +458,7 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
             if cancel.is_set():
                 truncated = True
                 break
-        after = sample_metrics(cfg, cl, 0.0) if poll else None
+        after = scraper.sample(0.0) if scraper is not None else None
     progress(1.0, "done")
     flags = []
     if truncated:
@@ -535,6 +537,130 @@ def batching_verdict(levels) -> str:
             f"noise (\u00b1{noise:.0%}), but far from the {ratio:g}\u00d7 of full batching (the bar is {bar:.1f}\u00d7). "
             "No clear batching: the server may overlap a little work between requests (tokenizing, sending), or "
             "the machine was busy. Run it again, or with more parallel requests.")
+
+
+# ------------------------------------------------------------------------------------------------ server's own clock
+def server_split(tl: RequestTimeline) -> dict | None:
+    """llama.cpp's own ``timings`` beside the client's clock: the server's prompt time (prompt_ms, for prompt_n
+    tokens not served from its cache) against the client's time to first token. What the server did not count,
+    ``outside_ms`` = TTFT - prompt time, is queueing for a slot, HTTP and JSON, transport and the first token's
+    sampling. None when the server sent no timings (every server but llama.cpp's)."""
+    t = tl.server_timings or {}
+    pm = t.get("prompt_ms")
+    if not isinstance(pm, (int, float)) or not math.isfinite(pm) or pm < 0:
+        return None
+    ttft_ms = tl.ttft_s * 1000.0
+    out = {"ttft_ms": ttft_ms, "server_prompt_ms": float(pm), "outside_ms": max(0.0, ttft_ms - float(pm)),
+           "prompt_n": t.get("prompt_n"), "cache_n": t.get("cache_n")}
+    gm = t.get("predicted_ms")
+    if isinstance(gm, (int, float)) and math.isfinite(gm) and gm >= 0:
+        out["server_predicted_ms"] = float(gm)
+        out["predicted_n"] = t.get("predicted_n")
+        out["client_stream_ms"] = (tl.chunk_s[-1] - tl.chunk_s[0]) * 1000.0
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ capacity
+def p90(xs) -> float:
+    """The 90th percentile (linear between the two nearest ranks); nan for no values."""
+    v = sorted(x for x in xs if isinstance(x, (int, float)) and math.isfinite(x))
+    if not v:
+        return math.nan
+    k = 0.9 * (len(v) - 1)
+    lo = int(math.floor(k))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+FULL_KV = 0.95  # KV use at or above this counts as full
+PROMPT_SHARE = 0.25  # of a level's time spent reading prompts that counts as the cause
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How many users at once get a time per output token under ``target_ms`` at the 90th percentile."""
+
+    target_ms: float
+    users: int  # the most parallel requests that met the target, with every lower level meeting it too (0: none)
+    tried: int  # the highest level measured
+    p90_ms: dict  # level -> p90 of its requests' time per output token (ms)
+    reason: str | None  # why the next level (or the first) missed it
+    text: str
+
+
+def _level_reason(lv: ConcurrencyLevel, prev: ConcurrencyLevel | None) -> str:
+    """Why a level missed the target, from what the sweep saw: failed requests, a full KV cache, prompt processing,
+    requests waiting for a slot, or else decoding itself (a step serving more requests takes longer)."""
+    n = lv.concurrency
+    if lv.failed:
+        return f"{lv.failed} of {n} requests failed ({lv.errors[0] if lv.errors else 'no reason given'})"
+    kv = [m.kv_usage for m in lv.metrics if m.kv_usage is not None]
+    if kv and max(kv) >= FULL_KV:
+        return (f"the KV cache was full (peak {max(kv):.0%}): requests had to wait for room in it or were cut "
+                "short")
+    splits = [server_split(r) for r in lv.requests]
+    prompt_ms = sum(x["server_prompt_ms"] for x in splits if x)
+    if any(splits) and lv.wall_s > 0 and prompt_ms / (lv.wall_s * 1000) >= PROMPT_SHARE:
+        return (f"prompt processing: the server spent {prompt_ms:.0f} ms reading the {n} prompts "
+                f"({prompt_ms / (lv.wall_s * 1000):.0%} of the {lv.wall_s:.1f} s the level took, by its own "
+                "timings), and the running requests' next tokens wait while a prompt is read")
+    if not any(splits) and lv.latency_s.median > 0 and lv.ttft_s.median / lv.latency_s.median >= PROMPT_SHARE:
+        return (f"prompt processing or queueing: the first token took {lv.ttft_s.median * 1000:.0f} ms (median), "
+                f"{lv.ttft_s.median / lv.latency_s.median:.0%} of each request's time")
+    slots = [m.n_slots for m in lv.metrics if m.n_slots]
+    waiting = [m.waiting for m in lv.metrics if m.waiting is not None]
+    if (slots and max(slots) < n) or (waiting and max(waiting) > 0):
+        s = f"only {max(slots)} slots" if slots and max(slots) < n else "too few free slots"
+        return (f"slots: the server has {s}, so some of the {n} requests waited for one "
+                f"(up to {max(waiting or [0]):.0f} deferred at once)")
+    before = f" from {prev.tpot_s.median * 1000:.0f} ms at {prev.concurrency}" if prev is not None else ""
+    return (f"decoding: each step now carries {n} requests, and on this machine a step's time grows with them "
+            f"(median time per token {lv.tpot_s.median * 1000:.0f} ms{before})")
+
+
+def capacity(levels, target_ms: float) -> Capacity:
+    """The capacity verdict from a concurrency sweep, in plain words: "this server gives N users at once a time
+    per token under T ms (p90)", and the reason where it cannot (see ``_level_reason``)."""
+    levels = [lv for lv in levels if lv.requests]
+    target_ms = float(target_ms)
+    if not levels:
+        return Capacity(target_ms, 0, 0, {}, None, "No concurrency level was measured, so there is no verdict.")
+    p = {lv.concurrency: p90(r.tpot_s * 1000 for r in lv.requests) for lv in levels}
+    users, miss, prev = 0, None, None
+    for lv in levels:
+        ok = not lv.failed and math.isfinite(p[lv.concurrency]) and p[lv.concurrency] <= target_ms
+        if not ok:
+            miss = lv
+            break
+        users, prev = lv.concurrency, lv
+    tried = levels[-1].concurrency
+
+    def q(n):
+        return "n/a" if not math.isfinite(p[n]) else f"{p[n]:.0f} ms"
+
+    plural = lambda k: "user" if k == 1 else "users"  # noqa: E731
+    if miss is None:
+        caveat = ""
+        top = levels[-1]
+        slots = [m.n_slots for m in top.metrics if m.n_slots]
+        waiting = [m.waiting for m in top.metrics if m.waiting is not None]
+        if (slots and max(slots) < tried) or (waiting and max(waiting) > 0):
+            caveat = (f" Not all at once, though: the server ran at most {max(slots) if slots else 'a few'} of them "
+                      f"together and the others queued for a slot (first token after "
+                      f"{p90(r.ttft_s * 1000 for r in top.requests):.0f} ms, p90).")
+        return Capacity(target_ms, users, tried, p, None,
+                        f"This server gives **{users} {plural(users)} at once** a time per token under "
+                        f"**{target_ms:g} ms** (p90: {q(users)}). {tried} is the most this sweep tried, so it may "
+                        f"give more.{caveat}")
+    reason = _level_reason(miss, prev)
+    if users == 0:
+        return Capacity(target_ms, 0, tried, p, reason,
+                        f"This server cannot give even {miss.concurrency} {plural(miss.concurrency)} a time per "
+                        f"token under **{target_ms:g} ms** (p90 was {q(miss.concurrency)}). Reason: {reason}.")
+    return Capacity(target_ms, users, tried, p, reason,
+                    f"This server gives **{users} {plural(users)} at once** a time per token under "
+                    f"**{target_ms:g} ms** (p90: {q(users)}). At {miss.concurrency} it was {q(miss.concurrency)}. "
+                    f"Reason: {reason}.")
 
 
 # ------------------------------------------------------------------------------------------------ logprobs

@@ -21,9 +21,10 @@ class ServerInfo:
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
+        slots = self.offer.slots.__dict__ if self.offer.slots else None
         return {"base_url": self.base_url, "models": list(self.models), "model": self.model,
-                "model_listed": self.model_listed, "engine": self.engine, "offer": self.offer.__dict__,
-                "notes": list(self.notes)}
+                "model_listed": self.model_listed, "engine": self.engine,
+                "offer": {**self.offer.__dict__, "slots": slots}, "notes": list(self.notes)}
 
 
 def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
@@ -37,9 +38,18 @@ def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
             raise
         except C.ServingError as exc:
             met, met_note = None, f"/metrics could not be read: {exc}"
+        slots = None
+        if met is None or met.get(M.KV_USAGE) is None:  # llama.cpp: KV use is on /slots, not in /metrics
+            try:
+                slots = M.fetch_slots(cfg, cl)
+            except C.Cancelled:
+                raise
+            except C.ServingError:
+                slots = None
     ids = tuple(m["id"] for m in models)
     owners = {str(m.get("owned_by", "")).lower() for m in models}
-    engine = next((OWNERS[o] for o in owners if o in OWNERS), None) or (met.engine if met else None)
+    engine = (next((OWNERS[o] for o in owners if o in OWNERS), None) or (met.engine if met else None)
+              or ("llama.cpp server" if slots else None))
     notes = []
     listed = not cfg.model or cfg.model in ids
     if not ids:
@@ -51,7 +61,13 @@ def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
                      "answer such a request with 404; llama-cpp-python quietly uses its default model.")
     if met_note:
         notes.append(met_note)
-    elif met is None:
+    elif met is None and slots is None:
         notes.append("This server has no /metrics endpoint (404): KV-cache usage and speculative-decoding counters "
                      "cannot be read from it.")
-    return ServerInfo(cfg.label or cfg.base_url, ids, cfg.model, listed, engine, M.offer(met), tuple(notes))
+    elif met is None:
+        notes.append("This server has no /metrics endpoint (llama-server starts it with --metrics): KV use is read "
+                     "from /slots, but running/waiting requests and speculative counters are missing.")
+    if met is not None and met.get(M.KV_USAGE) is None and slots is None:
+        notes.append("Its /metrics has no KV-cache gauge and it has no /slots (llama-server: --slots), so KV-cache "
+                     "use is missing.")
+    return ServerInfo(cfg.label or cfg.base_url, ids, cfg.model, listed, engine, M.offer(met, slots), tuple(notes))

@@ -1,5 +1,6 @@
 """The serving client and measurements against real HTTP servers on 127.0.0.1: llama-cpp-python's server running
-the embedded GGUF (session fixture ``llama_server``), and for the answers llama.cpp cannot give, a tiny real
+the embedded GGUF (session fixture ``llama_server``, for what it does differently from llama.cpp's own server,
+which test_llama_server.py tests), and for the answers no real server here can be made to give, a tiny real
 http.server (tests/serving_servers.OddServer). No mocks: every request crosses a socket."""
 import json
 import math
@@ -122,40 +123,17 @@ def test_multi_token_chunks_use_the_servers_count():
     assert any("more than one token" in n for n in tl.notes)
 
 
-# ------------------------------------------------------------------------------------------------ llama.cpp
-def test_llama_cpp_probe_says_what_it_lacks(llama_server):
+# ------------------------------------------------------------------------------------------------ llama-cpp-python
+# llama.cpp's own server (the reference) is tested in test_llama_server.py; llama-cpp-python's Python server stays
+# for what it does differently: no /metrics and no /slots, and one request at a time.
+def test_llama_cpp_python_probe_says_what_it_lacks(llama_server):
     info = probe(cfg_of(llama_server))
     assert info.models == (llama_server.model,) and info.model_listed
-    assert not info.offer.has_metrics
+    assert not info.offer.has_metrics and info.offer.slots is None and info.offer.kv_usage is None
     assert any("no /metrics endpoint" in n for n in info.notes)
 
 
-def test_llama_cpp_timeline(llama_server):
-    tl = Me.measure_request(cfg_of(llama_server), Me.unique_prompt(40, "t1"), 12)
-    assert tl.completion_tokens == 12  # min_tokens = max_tokens: exactly as many as asked
-    assert 0 < tl.ttft_s <= tl.chunk_s[-1] <= tl.end_s
-    assert all(b >= a for a, b in zip(tl.chunk_s, tl.chunk_s[1:]))
-    assert tl.tpot_s > 0 and math.isfinite(tl.decode_tok_s) and tl.text
-    assert tl.prompt_tokens is None or tl.prompt_tokens > 20
-
-
-def test_llama_cpp_next_token_distribution(llama_server):
-    nt = Me.next_token(cfg_of(llama_server), "The capital of France is", 8)
-    assert 2 <= len(nt.tokens) <= 9
-    assert list(nt.probs) == sorted(nt.probs, reverse=True) and 0 < nt.covered <= 1 + 1e-6
-    assert nt.chosen == nt.tokens[0]  # greedy: the token sent is the most likely one
-
-
-def test_llama_cpp_prompt_sweep(llama_server):
-    sw = Me.prompt_sweep(cfg_of(llama_server), (16, 320), new_tokens=4, repeats=2)
-    short, long = sw.points
-    assert long.prompt_tokens > 3 * short.prompt_tokens  # counted by the server's tokenizer (/extras/tokenize)
-    assert long.prompt_source == "server tokenizer"
-    # prefill reads every prompt token: ~12x the tokens; the fastest of two runs each, so one stall cannot flip it
-    assert long.ttft_s.lo > short.ttft_s.lo
-
-
-def test_llama_cpp_concurrency_sweep_serializes(llama_server):
+def test_llama_cpp_python_concurrency_sweep_serializes(llama_server):
     """llama-cpp-python's server runs one request at a time: of 4 requests sent together, each streams only after
     the previous one has finished (checked on the arrival order of chunks, not on a speed)."""
     cs = Me.concurrency_sweep(cfg_of(llama_server), (1, 4), new_tokens=6, prompt_tokens=24)
@@ -167,7 +145,8 @@ def test_llama_cpp_concurrency_sweep_serializes(llama_server):
     for (_, prev_last), (next_first, _) in zip(abs_first, abs_first[1:]):
         assert next_first >= prev_last - 0.05  # no two requests stream at the same time
     assert "batches requests" not in Me.batching_verdict(cs.levels)
-    assert cs.metrics_before is None  # no /metrics: nothing sampled, nothing invented
+    assert cs.metrics_before is None  # no /metrics, no /slots: nothing sampled, nothing invented
+    assert all(Me.server_split(r) is None for r in four.requests)  # and no timings of its own
 
 
 def _level(n, lat, thr):
@@ -224,20 +203,75 @@ def test_implausible_prompt_numbers_are_flagged():
     assert len(noisy) == 1 and noisy[0].startswith("noisy: the time per output token ranged from 20 to 60 ms")
 
 
-def test_serve_bench_cli_json(llama_server, capsys):
-    from engine.__main__ import main
-
-    rc = main(["serve-bench", "--base-url", llama_server.base_url, "--model", llama_server.model,
-               "--concurrency", "1,2", "--new-tokens", "4", "--prompt-tokens", "16", "--top-logprobs", "3", "--json"])
-    out = json.loads(capsys.readouterr().out)
-    assert rc == 0
-    assert [lv["concurrency"] for lv in out["concurrency_sweep"]["levels"]] == [1, 2]
-    assert out["timeline"]["completion_tokens"] == 4 and len(out["next_token"]["tokens"]) >= 2
-    assert out["spec_decode"] is None and "no /metrics endpoint" in " ".join(out["probe"]["notes"])
-
-
 def test_serve_bench_cli_refused(capsys):
     from engine.__main__ import main
 
     assert main(["serve-bench", "--base-url", f"http://127.0.0.1:{free_port()}"]) == 2
     assert "error (unreachable): Could not connect" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ capacity
+def _req(tpot_ms: float, n: int = 10, ttft_s: float = 0.1, timings=None, start=0.0):
+    chunks = tuple(ttft_s + i * tpot_ms / 1000 for i in range(n))
+    return Me.RequestTimeline(start, ttft_s, chunks[-1], chunks, (1,) * n, "x" * n, n, "usage", 20, "usage",
+                              "length", timings)
+
+
+def _lv(n, tpots, metrics=(), timings=None, wall=None, failed=0):
+    reqs = tuple(_req(t, timings=timings) for t in tpots)
+    sp = lambda xs: Me.Spread.of(xs)  # noqa: E731
+    wall = wall if wall is not None else max(r.end_s for r in reqs)
+    return Me.ConcurrencyLevel(n, reqs, wall, 1.0, sp(r.latency_s for r in reqs), sp(r.ttft_s for r in reqs),
+                               sp(r.tpot_s for r in reqs), failed, ("boom",) if failed else (), tuple(metrics))
+
+
+def _sample(**kw):
+    base = dict(t_s=0.0, kv_usage=None, running=None, waiting=None, spec_drafts=None, spec_draft_tokens=None,
+                spec_accepted=None, spec_accept_length=None)
+    return M.MetricsSample(**{**base, **kw})
+
+
+def test_p90_interpolates_and_ignores_nan():
+    assert Me.p90([10.0] * 9 + [100.0]) == pytest.approx(19.0)  # rank 8.1 of 0..9
+    assert Me.p90([5.0]) == 5.0 and math.isnan(Me.p90([])) and Me.p90([1.0, math.nan, 3.0]) == pytest.approx(2.8)
+
+
+def test_capacity_counts_the_levels_under_the_target():
+    levels = [_lv(1, [20] * 3), _lv(2, [30, 32]), _lv(4, [60, 70, 80, 150])]
+    cap = Me.capacity(levels, 50)
+    assert cap.users == 2 and cap.tried == 4 and "**2 users at once**" in cap.text and "under **50 ms**" in cap.text
+    assert cap.p90_ms[4] == pytest.approx(Me.p90([60, 70, 80, 150]), rel=1e-6)
+    assert cap.reason.startswith("decoding")
+    assert Me.capacity(levels, 10).users == 0 and "cannot give even 1 user" in Me.capacity(levels, 10).text
+    top = Me.capacity(levels, 1000)
+    assert top.users == 4 and top.reason is None and "may give more" in top.text
+    # a level that passes after one that failed does not count: capacity is the run from the bottom
+    assert Me.capacity([_lv(1, [20]), _lv(2, [90]), _lv(4, [40] * 4)], 50).users == 1
+
+
+@pytest.mark.parametrize("metrics,timings,wall,failed,word", [
+    ((_sample(kv_usage=0.97),), None, None, 0, "the KV cache was full"),
+    ((), {"prompt_ms": 400.0, "predicted_ms": 10.0}, 1.0, 0, "prompt processing"),
+    ((_sample(n_slots=2, waiting=2.0),), None, None, 0, "slots: the server has only 2 slots"),
+    ((), None, None, 1, "1 of 4 requests failed"),
+])
+def test_capacity_says_why_not(metrics, timings, wall, failed, word):
+    levels = [_lv(1, [20]), _lv(4, [90] * 4, metrics, timings, wall, failed)]
+    cap = Me.capacity(levels, 50)
+    assert cap.users == 1 and cap.reason.startswith(word) and word in cap.text
+
+
+def test_slots_and_per_position_counters_are_read():
+    text = ("# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter\n"
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 9\n'
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 3\n')
+    assert M.parse(text).per_label(M.SPEC_ACCEPTED_PER_POS, "position") == (
+        "llamacpp:spec_decode_num_accepted_tokens_per_pos", (9.0, 0.0, 3.0))
+    s = M.parse_slots([{"id": 0, "n_ctx": 100, "is_processing": True, "n_prompt_tokens": 30},
+                       {"id": 1, "n_ctx": 100, "is_processing": False}])
+    assert (s.n_slots, s.busy, s.cached) == (2, 1, (30, 0)) and s.kv_usage == pytest.approx(0.15)
+    smp = M.summarize(None, 0.0, s)
+    assert smp.kv_usage == pytest.approx(0.15) and smp.kv_name == M.SLOTS_KV and smp.running == 1
+    assert smp.spec_draft_tokens is None  # not exported: missing, not 0
+    with pytest.raises(C.UnexpectedReply):
+        M.parse_slots({"not": "a list"})

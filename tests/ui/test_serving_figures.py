@@ -78,4 +78,44 @@ def test_offers_table_says_what_is_missing():
     info = ServerInfo("http://h", ("m",), "m", True, None, M.offer(None), ())
     t = offers_table(info)
     values = dict(zip(t["what"], t["this server"]))
-    assert values["KV-cache usage"] == "not offered" and values["Prometheus /metrics"] == "no (404)"
+    assert values["KV-cache usage"].startswith("missing") and values["Prometheus /metrics"] == "no"
+    assert values["Slots (/slots)"] == "no"
+
+
+def _tl(timings):
+    chunks = (0.30, 0.35, 0.40, 0.45)
+    return Me.RequestTimeline(0.0, 0.30, 0.46, chunks, (1, 1, 1, 1), "abcd", 4, "usage", 40, "usage", "length",
+                              timings)
+
+
+def test_timeline_puts_the_servers_clock_beside_the_clients():
+    tl = _tl({"prompt_ms": 200.0, "prompt_n": 40, "cache_n": 0, "predicted_ms": 140.0, "predicted_n": 4})
+    fig = F.request_timeline(tl)
+    _labelled(fig, y=False)
+    bars = {t.name: t for t in fig.data}
+    prompt, outside = bars["server: prompt"], bars["outside the server's prompt time"]
+    assert list(prompt.x) == pytest.approx([200.0]) and prompt.base[0] + prompt.x[0] == pytest.approx(300.0)
+    assert list(outside.x) == pytest.approx([100.0])  # TTFT 300 ms - the server's 200 ms
+    assert list(bars["server: generating"].base) == pytest.approx([300.0])
+    assert "server's own timings" in fig.layout.title.text
+    plain = F.request_timeline(_tl(None))
+    assert len(plain.data) == 2  # no timings: nothing drawn for them
+
+
+def test_speculative_figures_from_counters():
+    s = lambda t, d, a: Me.MetricsSample(t, None, None, None, 1.0, d, a, None)  # noqa: E731
+    lv = Me.ConcurrencyLevel(2, (), 1.0, 1.0, *(Me.Spread(1, 1, 1, 1),) * 3, 0, (),
+                             (s(0.25, 110, 105), s(0.5, 130, 120)))
+    cs = Me.ConcurrencySweep(16, 8, (lv,), False, (), s(0.0, 100, 100), s(0.0, 130, 120))
+    fig = F.spec_live_chart(cs)
+    _labelled(fig)
+    drafted, accepted = fig.data
+    assert list(drafted.y) == [10, 30] and list(accepted.y) == [5, 20]
+    nodraft = Me.ConcurrencySweep(16, 8, (Me.ConcurrencyLevel(2, (), 1.0, 1.0, *(Me.Spread(1, 1, 1, 1),) * 3, 0,
+                                                               (), (Me.MetricsSample(0.2, 0.1, 1, 0, None, None,
+                                                                                     None, None),)),),
+                                  False, ())
+    assert F.spec_live_chart(nodraft) is None  # not exported: no line at 0
+    pos = F.spec_per_position_chart((0.9, 0.6, 0.2))
+    _labelled(pos)
+    assert list(pos.data[0].y) == pytest.approx([90, 60, 20]) and list(pos.data[1].y) == pytest.approx([10, 40, 80])
