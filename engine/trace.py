@@ -44,6 +44,10 @@ class StepRecord:
     top_tokens: tuple[str, ...]
     top_probs: tuple[float, ...]
     entropy_bits: float  # of the plain softmax
+    # Rows in the forward pass that ``seconds`` timed: 1 when the run was alone; more when the engine worker
+    # served this request in a batch with other sessions' requests (engine/classbatch.py). A step measured in a
+    # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
+    batch_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,15 @@ class Trace:
     def tokens_per_second(self) -> float:
         total = sum(s.seconds for s in self.steps)
         return len(self.generated_ids) / total if total > 0 else float("nan")
+
+    @property
+    def largest_batch(self) -> int:
+        """The most rows any of this run's timed passes had (1: every step was measured alone)."""
+        return max((s.batch_size for s in self.steps), default=1)
+
+    @property
+    def batched(self) -> bool:
+        return self.largest_batch > 1
 
     def to_dict(self, attentions: bool = True) -> dict:
         d = {
@@ -157,13 +170,14 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
     return top.indices.tolist(), top.values.tolist(), chosen_p, entropy_bits(probs)
 
 
-def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats) -> StepRecord:
+def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1) -> StepRecord:
     top_ids, top_probs, chosen_p, ent = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
         index=index, phase="prefill" if index == 0 else "decode", tokens_in=tokens_in, seconds=seconds,
         kv_bytes=kv[0], kv_tokens=kv[1], token_id=token_id, token=strings[0], prob=chosen_p,
         top_ids=tuple(top_ids), top_tokens=tuple(strings[1:]), top_probs=tuple(top_probs), entropy_bits=ent,
+        batch_size=int(batch_size),
     )
 
 
@@ -264,6 +278,13 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
     ids, steps, first_logits, reason = generate_tokens(lm, list(enc.ids), settings, max_new_tokens, seed,
                                                        on_step=on_step)
     analysis = analyse_prompt(lm, list(enc.ids)) if analyse else None
+    return build_trace(lm, prompt, enc, settings, seed, max_new_tokens, ids, steps, first_logits, reason, analysis)
+
+
+def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: SamplingSettings, seed: int,
+                max_new_tokens: int, ids: list[int], steps, first_logits: torch.Tensor, reason: str,
+                analysis: PromptAnalysis | None) -> Trace:
+    """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.classbatch``)."""
     return Trace(
         info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
         prompt_tokens=tuple(token_text(lm.tokenizer, enc.ids)), generated_ids=tuple(ids),
