@@ -5,7 +5,8 @@ import streamlit as st
 
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
-from engine.trace import Trace, run_trace
+from engine.classbatch import batched_trace, group
+from engine.trace import Trace
 from ui import state, work
 from ui.models import current_model, get_model
 from ui.cache import memo
@@ -15,7 +16,10 @@ from ui.cache import memo
 def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
               top_p: float, seed: int) -> Trace:
     lm = get_model(model)
-    return work.run(run_trace, lm, prompt, SamplingSettings(temperature, top_k, top_p), max_new_tokens, seed, chat)
+    # A generation request: the engine worker serves it together with other sessions' requests for this model
+    # (engine/classbatch.py); its Trace says when its steps were measured in a batch.
+    return work.run(batched_trace, lm, prompt, SamplingSettings(temperature, top_k, top_p), max_new_tokens, seed,
+                    chat, batch=group(lm))
 
 
 def current_trace() -> Trace:
