@@ -84,6 +84,7 @@ class _Row:
             self.first_logits = logits
         self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, _step_stats(logits, tok, self.settings), rows))
         self.tokens.append(tok)
+        self.job.tokens = len(self.tokens)
         if tok in stops:
             self.reason = "eos"
         elif len(self.tokens) >= self.max_new:

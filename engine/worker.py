@@ -101,6 +101,7 @@ class Job:
         self.first_token_at: float | None = None  # batched jobs: when its first token was chosen
         self.finished_at: float | None = None
         self.rows = 1  # the most requests in one pass while it ran (1: alone)
+        self.tokens = 0  # batched jobs: tokens it was given
         self._cancel_flag = threading.Event()
         self._done = threading.Event()
         self._result: Any = None
@@ -271,7 +272,7 @@ class Worker:
     def _remember(self, job: Job) -> None:
         self._history.append({
             "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
-            "batched": job.batch is not None and self.batching, "rows": job.rows,
+            "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
             "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
             "finished": job.finished_at,
         })
@@ -319,7 +320,7 @@ class Worker:
         t = time.monotonic()
         with self._cv:
             def live(j: Job) -> dict:
-                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state,
+                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
                         "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
                         "running_s": t - j.started_at if j.started_at else 0.0}
             running = [live(j) for j in self._running]
