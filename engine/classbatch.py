@@ -13,7 +13,7 @@ same model object (so the same precision): continuous batching, as the batching 
   order as alone: greedy output is the solo output token for token, and a sampled one draws from the same
   distribution with the same seed semantics (tests/engine/test_classbatch.py).
 - Each request still gets its own ``Trace``: its tokens, top-k, KV bytes (its own rows of the cache) and, after its
-  last token, the untimed analysis pass over its prompt. A step's ``seconds`` is the time of the whole batched
+  last token, the untimed analysis pass over its prompt (requests that finish in the same step share one pass). A step's ``seconds`` is the time of the whole batched
   pass; its ``batch_size`` says how many requests shared it ("measured in a batch of 7"): not a solo step time.
 - A request whose session went away (tab closed, page left) leaves the batch before the next step.
 """
@@ -31,9 +31,10 @@ from engine.models import LoadedModel
 from engine.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.sampling import SamplingSettings, make_generator, sample
 from engine.timing import now
-from engine.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompt, build_trace, run_trace
+from engine.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
 
 PREFILL_CHUNK_TOKENS = 2048  # padded prompt positions per prefill pass (rows x longest prompt)
+ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps logits at every position)
 
 
 def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
@@ -99,10 +100,12 @@ def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
     return per_position * real, real
 
 
-def _chunks(rows: list[_Row]) -> list[list[_Row]]:
+def _chunks(rows: list[_Row], budget: int = PREFILL_CHUNK_TOKENS) -> list[list[_Row]]:
+    """Consecutive groups whose padded size (rows x longest prompt) stays within ``budget`` (one row may
+    exceed it alone)."""
     out: list[list[_Row]] = []
     for r in rows:
-        if out and (len(out[-1]) + 1) * max(len(r.ids), *(len(x.ids) for x in out[-1])) <= PREFILL_CHUNK_TOKENS:
+        if out and (len(out[-1]) + 1) * max(len(r.ids), *(len(x.ids) for x in out[-1])) <= budget:
             out[-1].append(r)
         else:
             out.append([r])
@@ -148,8 +151,8 @@ def serve_batch(w, first) -> None:
         if done:
             rows = [batch.slots[i] for i in done]
             batch.keep([i for i in range(len(batch.slots)) if i not in done])
-            for r in rows:
-                _finish(w, lm, r)
+            for chunk in _chunks(rows, ANALYSIS_CHUNK_TOKENS):
+                _finish(w, lm, chunk)
 
 
 def _cancelled(job):
@@ -186,16 +189,25 @@ def _decode(w, lm, batch: _Batch, stops, dev) -> None:
         r.keep(logits[i], tok, seconds, 1, _row_kv(batch, i), len(rows), stops)
 
 
-def _finish(w, lm, r: _Row) -> None:
+def _finish(w, lm, rows: list[_Row]) -> None:
+    """Requests that finished in the same step: their untimed analysis passes run as one (right-padded, so each
+    row computes what its prompt alone computes: engine.trace.analyse_prompts), then each gets its Trace."""
+    want = [r for r in rows if r.analyse]
     try:
-        analysis = analyse_prompt(lm, list(r.ids)) if r.analyse else None  # untimed, after its last token
-        steps = [_make_record(lm, *raw) for raw in r.raw]
-        trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
-                            r.reason, analysis)
+        found = dict(zip(map(id, want), analyse_prompts(lm, [list(r.ids) for r in want]))) if want else {}
     except Exception as exc:
-        w.complete(r.job, "failed", error=exc)
+        for r in rows:
+            w.complete(r.job, "failed", error=exc)
         return
-    w.complete(r.job, "done", result=trace)
+    for r in rows:
+        try:
+            steps = [_make_record(lm, *raw) for raw in r.raw]
+            trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
+                                r.reason, found.get(id(r)))
+        except Exception as exc:
+            w.complete(r.job, "failed", error=exc)
+            continue
+        w.complete(r.job, "done", result=trace)
 
 
 batched_trace.batched = serve_batch

@@ -228,31 +228,50 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     """Untimed look inside one pass over the prompt: attention weights (first ATTN_MAX positions;
     causality makes them identical to a pass over those alone), next-token predictions at every position,
     the residual stream's norm after each block, and the logit lens at the last position."""
+    return analyse_prompts(lm, [list(ids)])[0]
+
+
+@torch.inference_mode()
+def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAnalysis]:
+    """``analyse_prompt`` for several prompts in one pass (the class worker's requests that finish together).
+
+    Rows are RIGHT-padded and the pass is plainly causal: a real position never sees a later one, so every row's
+    real positions compute exactly what a pass over that prompt alone computes (no mask, no position shift), and
+    the padding after them is cut off."""
     model, dev = lm.model, lm.device
-    x = torch.tensor([ids], device=dev)  # [1, n]
+    n_max = max(len(p) for p in prompts)
+    pad = getattr(lm.tokenizer, "pad_token_id", None) or 0
+    x = torch.tensor([list(p) + [pad] * (n_max - len(p)) for p in prompts], device=dev)  # [B, P]
     with arch.residual_stream(model) as captured:
-        logits, att = _analysis_pass(lm, x, min(len(ids), ATTN_MAX))
-    resid = torch.stack([c[0].float() for c in captured[: len(arch.blocks(model)) + 1]])  # [L+1, n, d]
-    probs = logits[0].float().softmax(-1)  # [n, vocab]
-    top = torch.topk(probs, TOP_K_RECORD, dim=-1)
-    lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, vocab]
-    # The last entry is the real output: the model applies the final norm itself.
-    lens[-1] = probs[-1]
-    lens_top = torch.topk(lens, 5, dim=-1)
-    final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
-    return PromptAnalysis(
-        top_ids=top.indices.cpu().numpy(),
-        top_probs=top.values.cpu().numpy().astype(np.float32),
-        attentions=torch.stack([a[0] for a in att]).float().cpu().numpy().astype(np.float16),  # [L, H, m, m]
-        residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
-        lens_ids=lens_top.indices.cpu().numpy(),
-        lens_probs=lens_top.values.cpu().numpy().astype(np.float32),
-        embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
-        hidden_preview=final_hidden[:8].float().cpu().numpy(),
-        positions=predictions_from_logits(ids, logits[0]),
-        lens_resid=torch.stack([c[0, -MAX_LENS_POSITIONS:] for c in captured[: len(arch.blocks(model)) + 1]])
-        .float().cpu().numpy(),  # [L+1, P, d]
-    )
+        logits, att = _analysis_pass(lm, x, min(n_max, ATTN_MAX))
+    n_layers = len(arch.blocks(model))
+    resid_all = torch.stack([c.float() for c in captured[: n_layers + 1]])  # [L+1, B, P, d]
+    dtype = next(model.parameters()).dtype
+    out = []
+    for i, ids in enumerate(prompts):
+        n, m = len(ids), min(len(ids), ATTN_MAX)
+        resid = resid_all[:, i, :n]  # [L+1, n, d]
+        row_logits = logits[i, :n]  # [n, vocab]
+        probs = row_logits.float().softmax(-1)  # [n, vocab]
+        top = torch.topk(probs, TOP_K_RECORD, dim=-1)
+        lens = arch.unembed(model, resid[:, -1].to(dtype)).float().softmax(-1)  # [L+1, vocab]
+        # The last entry is the real output: the model applies the final norm itself.
+        lens[-1] = probs[-1]
+        lens_top = torch.topk(lens, 5, dim=-1)
+        final_hidden = arch.final_norm(model)(resid[-1, -1:].to(dtype))[0]
+        out.append(PromptAnalysis(
+            top_ids=top.indices.cpu().numpy(),
+            top_probs=top.values.cpu().numpy().astype(np.float32),
+            attentions=torch.stack([a[i, :, :m, :m] for a in att]).float().cpu().numpy().astype(np.float16),
+            residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
+            lens_ids=lens_top.indices.cpu().numpy(),
+            lens_probs=lens_top.values.cpu().numpy().astype(np.float32),
+            embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
+            hidden_preview=final_hidden[:8].float().cpu().numpy(),
+            positions=predictions_from_logits(list(ids), row_logits),
+            lens_resid=resid[:, -MAX_LENS_POSITIONS:].float().cpu().numpy(),  # [L+1, P, d]
+        ))
+    return out
 
 
 def _analysis_pass(lm: LoadedModel, x: torch.Tensor, m: int):
