@@ -129,8 +129,8 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
         if slot is not None:
             with _unrecorded():
                 if batch is None and job.waited_s >= SAY_WAITED_S:
-                    slot.caption(f"This run waited {job.waited_s:.0f} s for the engine (other sessions' work ran "
-                                 "first), then ran alone: its timings are its own.")
+                    slot.caption(f"This waited {job.waited_s:.0f} s for the engine (other sessions' work ran "
+                                 "first), then ran alone: any time it measured is its own.")
                 else:
                     slot.empty()
         return value
