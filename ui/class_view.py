@@ -101,8 +101,26 @@ def section() -> bool:
     st.header("Your class, batched", divider="gray")
     st.caption("Only this link shows this view (it carries the teacher's token: don't share it). No one's prompt "
                "is shown here: requests are numbers.")
+    _class_link()
     _live()
     return True
+
+
+def _class_link() -> None:
+    """The link to give the room: the sidebar's current model, precision, prompt and settings, pinned."""
+    from urllib.parse import urlencode, urlsplit
+
+    from ui import state
+
+    try:
+        u = urlsplit(st.context.url or "")
+        base = f"{u.scheme}://{u.netloc}" if u.netloc else ""
+    except Exception:
+        base = ""
+    link = f"{base}/?{urlencode(state.class_link_params())}"
+    st.markdown("**Class link** (set the model, precision, prompt and settings in the sidebar first): every student "
+                "who opens it runs exactly these, with the sidebar fixed. It carries no teacher token.")
+    st.code(link, language=None)
 
 
 @st.fragment(run_every=REFRESH_S)

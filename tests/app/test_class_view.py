@@ -73,3 +73,24 @@ def test_class_result_from_a_snapshot():
     assert res.metrics()["tokens"] == 12
     assert latency_percentiles(res)["p50"] == pytest.approx(3.25)
     assert class_result({"finished": [], "running": [], "steps": []}, 32) is None
+
+
+def test_a_pinned_class_link_fixes_the_sidebar(token):
+    at = run_page("pages/tokenization.py", model="tiny-random", pin="1", prompt="Pinned prompt", max_new_tokens="3")
+    assert not errors(at), errors(at)
+    assert at.text_area(key="w_prompt").value == "Pinned prompt"
+    assert at.text_area(key="w_prompt").disabled and at.slider(key="w_max_new_tokens").disabled
+    assert at.text_input(key="w_model").disabled and at.selectbox(key="w_precision").disabled
+    assert at.query_params.get("pin") in ("1", ["1"]), "the pin stays in the student's address"
+    free = run_page("pages/tokenization.py", model="tiny-random", prompt="Free prompt")
+    assert not free.text_area(key="w_prompt").disabled and "pin" not in free.query_params
+
+
+def test_the_class_view_offers_a_pinned_link_without_the_token(token):
+    at = run_page("pages/batching.py", model="tiny-random", prompt="Shared prompt", max_new_tokens="5")
+    at.query_params["teacher"] = token
+    at.run()
+    assert not errors(at), errors(at)
+    link = next(c.value for c in at.code if "pin=1" in c.value)
+    assert "prompt=Shared+prompt" in link and "max_new_tokens=5" in link and "model=tiny-random" in link
+    assert token not in link and "teacher" not in link
