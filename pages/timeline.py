@@ -18,7 +18,7 @@ st.title("Prefill vs decode: where the time goes")
 st.markdown(lesson("timeline", "intro"))
 lm = current_model()
 s = settings()
-tr = current_trace()
+tr = current_trace(alone=True)  # its timeline is the lesson: step times measured alone, never in a batch
 notes(tr)
 tl = T.timeline(tr)
 ids = tuple(tr.prompt_ids)
