@@ -82,7 +82,8 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
     from engine.trace import run_trace
     from ui.html import visible
 
-    prompts = CLASS_PROMPTS[:n]
+    prompts = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] + ("" if i < len(CLASS_PROMPTS) else f" (student {i + 1})")
+               for i in range(n)]  # 30 sessions: every prompt still different
     expected = [visible(run_trace(embedded_lm, p, SamplingSettings(0.0), 6, analyse=False).generated_tokens[0])
                 for p in prompts]
     pid = app_server.proc.pid
