@@ -94,3 +94,29 @@ def test_the_class_view_offers_a_pinned_link_without_the_token(token):
     link = next(c.value for c in at.code if "pin=1" in c.value)
     assert "prompt=Shared+prompt" in link and "max_new_tokens=5" in link and "model=tiny-random" in link
     assert token not in link and "teacher" not in link
+
+
+def test_timeline_page_times_a_batched_answer_alone(monkeypatch):
+    """The sidebar's answer was served in a batch: the loop page says so, and the timeline page (whose lesson is
+    step times) repeats the run alone instead of presenting batched steps as solo ones."""
+    from dataclasses import replace
+
+    from ui import runs
+
+    real = runs.trace_for
+    solo_calls = []
+
+    def batched(*args):
+        tr = real(*args)
+        return replace(tr, steps=tuple(replace(s, batch_size=7) for s in tr.steps))
+
+    real_solo = runs.solo_trace_for
+    monkeypatch.setattr(runs, "trace_for", batched)
+    monkeypatch.setattr(runs, "solo_trace_for", lambda *a: solo_calls.append(a) or real_solo(*a))
+    at = run_page("pages/timeline.py", model="tiny-random", max_new_tokens="4")
+    assert not errors(at), errors(at)
+    assert len(solo_calls) == 1, "the timeline page ran the prompt alone"
+    at = run_page("pages/loop.py", model="tiny-random", max_new_tokens="4")
+    assert not errors(at), errors(at)
+    assert any("Measured in a batch of up to 7" in c.value for c in at.caption)
+    assert len(solo_calls) == 1, "the loop page shows the batched run, labelled"
