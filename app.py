@@ -23,7 +23,8 @@ style.inject(present)
 pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i == 0))
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
-sidebar.render()
+with errors.shown_briefly():  # the model load too: any error is one short line, never a blank page
+    sidebar.render()
 layout.begin_page(page.url_path)
 state.log_run(page.url_path or "loop")
 state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway

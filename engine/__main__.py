@@ -96,7 +96,15 @@ def main(argv=None) -> int:
         return 2
     if args.cmd == "info":
         i = lm.info
-        _emit(args, i.to_dict(), "\n".join(f"{k}: {v}" for k, v in i.to_dict().items()))
+        d = i.to_dict()
+        arch_d = d.pop("arch", None) or {}
+        refusals = arch_d.pop("refusals", {}) if arch_d else {}
+        text = "\n".join(f"{k}: {v}" for k, v in d.items())
+        if i.arch is not None:
+            text += f"\narchitecture: {i.arch.describe()}\n" + "\n".join(
+                f"{k}: {v}" for k, v in arch_d.items())
+            text += "".join(f"\nnot shown: {k}: {v}" for k, v in refusals.items())
+        _emit(args, i.to_dict(), text)
         return 0
     if args.cmd == "trace":
         from engine.trace import run_trace

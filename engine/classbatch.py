@@ -39,9 +39,12 @@ ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps log
 
 def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
                   max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True,
-                  analyse: bool = True) -> Trace:
-    """One generation request. Alone this is ``run_trace``; the worker batches it with others (``serve_batch``)."""
-    return run_trace(lm, prompt, settings, max_new_tokens, seed, use_chat_template, analyse=analyse)
+                  analyse: bool = True, on_step=None) -> Trace:
+    """One generation request. Alone this is ``run_trace``; the worker batches it with others (``serve_batch``).
+    ``on_step``: alone, called with each step's record; in a batch, each record is posted to the request's own job
+    as a ``("step", (record,))`` event instead (what ``engine.worker.relay("step")`` would post), so its page draws
+    its progress token by token either way."""
+    return run_trace(lm, prompt, settings, max_new_tokens, seed, use_chat_template, on_step=on_step, analyse=analyse)
 
 
 batched_trace.kind = "answer"  # what the class view and the queue messages call it
@@ -65,9 +68,11 @@ class _Row:
         if v["lm"] is not lm:
             raise ValueError("a batch serves one model")
         self.job, self.prompt, self.analyse = job, v["prompt"], bool(v["analyse"])
+        self.stream = v["on_step"] is not None
         self.max_new = int(min(max(int(v["max_new_tokens"]), 1), MAX_NEW_TOKENS))
         self.settings = v["settings"].clamp()
         self.seed = int(v["seed"])
+        self.lm = lm
         self.enc = encode_prompt(lm.tokenizer, self.prompt, v["use_chat_template"], max_tokens=MAX_PROMPT_TOKENS)
         self.ids = tuple(self.enc.ids)
         self.gen = make_generator(self.seed)
@@ -86,6 +91,8 @@ class _Row:
         self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, _step_stats(logits, tok, self.settings), rows))
         self.tokens.append(tok)
         self.job.tokens = len(self.tokens)
+        if self.stream:
+            self.job._post("step", (_make_record(self.lm, *self.raw[-1]),))
         if tok in stops:
             self.reason = "eos"
         elif len(self.tokens) >= self.max_new:
@@ -211,3 +218,58 @@ def _finish(w, lm, rows: list[_Row]) -> None:
 
 
 batched_trace.batched = serve_batch
+
+
+def batched_analysis(lm: LoadedModel, ids: list[int]):
+    """The untimed analysis pass over one prompt. Alone this is ``analyse_prompt``; submitted with
+    ``batch=analysis_group(lm)``, the worker runs every queued one of that model together (``serve_analyses``)."""
+    from engine.trace import analyse_prompt
+
+    return analyse_prompt(lm, list(ids))
+
+
+batched_analysis.kind = "analysis"
+
+
+def analysis_group(lm: LoadedModel) -> tuple:
+    return ("analysis", lm.name, id(lm))
+
+
+def serve_analyses(w, first) -> None:
+    """Analysis passes waiting together run as right-padded passes (engine.trace.analyse_prompts), in chunks."""
+    pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
+    while pending:
+        live = []
+        for job in pending:
+            if job.should_stop():
+                w.complete(job, "cancelled", error=_cancelled(job))
+            else:
+                live.append(job)
+        lm = first.args[0] if first.args else first.kwargs["lm"]
+        items = []
+        for job in live:
+            ids = job.args[1] if len(job.args) > 1 else job.kwargs["ids"]
+            items.append((job, tuple(int(i) for i in ids)))
+        for chunk in _chunks([_Ids(j, ids) for j, ids in items], ANALYSIS_CHUNK_TOKENS):
+            start = time.monotonic()
+            try:
+                found = analyse_prompts(lm, [list(c.ids) for c in chunk])
+            except Exception as exc:
+                for c in chunk:
+                    w.complete(c.job, "failed", error=exc)
+                continue
+            w.note_step("analysis", start, time.monotonic(), len(chunk))
+            for c, a in zip(chunk, found):
+                c.job.rows = max(c.job.rows, len(chunk))
+                w.complete(c.job, "done", result=a)
+        pending = w.admit(first.batch, w.max_batch)
+
+
+class _Ids:
+    __slots__ = ("job", "ids")
+
+    def __init__(self, job, ids):
+        self.job, self.ids = job, ids
+
+
+batched_analysis.batched = serve_analyses

@@ -6,7 +6,8 @@ attribute set): the app's other sessions and the timings would see it. So at loa
 - the attention implementation becomes ``ATTN_IMPL``: PyTorch SDPA (exactly ``sdpa_attention_forward``) unless
   a job switched on ``attention_weights()`` (eager math that records each layer's weights [batch, heads, q, k])
   or ``attention_timer()`` (SDPA with the time spent inside it added up);
-- the input embedding and every block get a forward hook that appends the residual stream to the list of an
+- block 0 gets a pre-hook (its input: embeddings plus any learned positions or scaling) and every block a
+  forward hook that append the residual stream to the list of an
   active ``residual_stream()`` and does nothing otherwise.
 
 ContextVars are per thread, so a job on the engine worker switches them on for itself only.
@@ -80,16 +81,16 @@ def install(model: torch.nn.Module) -> None:
         return
     if model.config._attn_implementation == "sdpa":
         model.set_attn_implementation(ATTN_IMPL)
-    model.get_input_embeddings().register_forward_hook(_resid_hook)
+    arch.blocks(model)[0].register_forward_pre_hook(_resid_hook, with_kwargs=True)
     for blk in arch.blocks(model):
         blk.register_forward_hook(_resid_block_hook)
     _INSTALLED.add(model)
 
 
-def _resid_hook(module, args, out):
+def _resid_hook(module, args, kwargs):
     active = _resid.get()
     if active is not None:
-        active[0].append(active[1](out))
+        active[0].append(active[1](arch.block_input(args, kwargs)))
 
 
 def _resid_block_hook(module, args, out):

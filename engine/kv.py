@@ -21,9 +21,34 @@ def kv_bytes(cache) -> int:
 
 
 def kv_tokens(cache) -> int:
+    """Tokens fed through the cache so far (a sliding-window layer holds fewer: see layer_bytes)."""
+    seq = getattr(cache, "get_seq_length", None)
+    if seq is not None and getattr(cache, "layers", None) is not None:
+        return int(seq())
     for _, k, _ in cache_tensors(cache):
         return int(k.shape[-2])  # [batch, kv_heads, tokens, head_dim]
     return 0
+
+
+def layer_bytes(cache) -> list[int]:
+    """Bytes of keys and values held by each cache layer, measured from its tensors (sliding-window layers
+    stop growing at their window)."""
+    out: dict[int, int] = {}
+    for i, k, v in cache_tensors(cache):
+        out[i] = k.numel() * k.element_size() + v.numel() * v.element_size()
+    n = len(getattr(cache, "layers", None) or out)
+    return [out.get(i, 0) for i in range(max(n, len(out)))]
+
+
+def layer_bytes_formula(info, tokens: int, batch: int = 1) -> list[int]:
+    """Per layer: 2 (K and V) x its KV heads x head_dim x the tokens it holds x bytes per value (x batch). A
+    global layer holds every token; a sliding-window layer of window W at most W - 1 (the newest token's key
+    is added during the pass)."""
+    f = getattr(info, "arch", None)
+    if f is None:
+        return [kv_bytes_formula(1, info.n_kv_heads, info.head_dim, tokens, info.bytes_per_value, batch)] * info.n_layers
+    return [kv_bytes_formula(1, f.kv_heads[i], f.head_dim, f.held_tokens(i, tokens), info.bytes_per_value, batch)
+            for i in range(f.n_blocks)]
 
 
 def kv_bytes_formula(n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, bytes_per_value: int,
@@ -33,4 +58,7 @@ def kv_bytes_formula(n_layers: int, n_kv_heads: int, head_dim: int, tokens: int,
 
 
 def kv_bytes_for(info, tokens: int, batch: int = 1) -> int:
-    return kv_bytes_formula(info.n_layers, info.n_kv_heads, info.head_dim, tokens, info.bytes_per_value, batch)
+    """The formula summed over layers, per layer type (see layer_bytes_formula)."""
+    if getattr(info, "arch", None) is None:
+        return kv_bytes_formula(info.n_layers, info.n_kv_heads, info.head_dim, tokens, info.bytes_per_value, batch)
+    return sum(layer_bytes_formula(info, tokens, batch))

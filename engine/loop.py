@@ -39,17 +39,56 @@ def eos_ids(lm: LoadedModel) -> set[int]:
     return ids
 
 
-def new_cache(lm) -> DynamicCache:
-    """An empty KV cache for ``lm`` (a LoadedModel or a bare model, e.g. a draft or an early-exit view)."""
-    return DynamicCache(config=_module(lm).config)
+def new_cache(lm, rollback: bool = False) -> DynamicCache:
+    """An empty KV cache for ``lm`` (a LoadedModel or a bare model, e.g. a draft or an early-exit view): the
+    cache ``model.generate`` builds, with a sliding-window layer for each windowed layer.
+
+    ``rollback=True`` (speculative decoding): sliding-window layers keep the keys fed since the last ``crop``
+    (transformers' ``activate_past_recording``), so rejected drafts can be dropped past the window; every
+    ``crop`` trims them back to the window."""
+    cache = DynamicCache(config=_module(lm).config)
+    if rollback:
+        for layer in getattr(cache, "layers", ()):
+            if hasattr(layer, "activate_past_recording"):
+                layer.activate_past_recording()
+    return cache
 
 
-def crop(cache, n: int) -> None:
-    """Roll the cache back to its first ``n`` tokens (speculative rejections, the stepper's "go back").
-    transformers 5: ``DynamicCache.crop(-k)`` drops the last k."""
+def can_crop(cache, n: int) -> bool:
+    """Can ``crop(cache, n)`` restore exactly the cache of the first ``n`` tokens? Not when a sliding-window
+    layer has already dropped keys it would need (past its window, without past recording)."""
     extra = cache.get_seq_length() - int(n)
-    if extra > 0:
-        cache.crop(-extra)
+    if extra <= 0:
+        return True
+    for layer in getattr(cache, "layers", ()):
+        if getattr(layer, "is_sliding", False) and layer.get_seq_length() >= getattr(layer, "sliding_window", 0):
+            if not getattr(layer, "record_past", False):
+                return False
+            remaining = layer.get_seq_length() - extra
+            if layer.keys.shape[-2] - extra < min(layer.sliding_window - 1, remaining):
+                return False  # the keys the window still needs before the dropped ones are gone
+    return True
+
+
+def crop(cache, n: int) -> bool:
+    """Roll the cache back to its first ``n`` tokens (speculative rejections, the stepper's "go back").
+    transformers 5: ``DynamicCache.crop(-k)`` drops the last k. Returns False, changing nothing, when that
+    cannot be exact (``can_crop``); the caller then rebuilds the cache from the kept tokens."""
+    extra = cache.get_seq_length() - int(n)
+    if not can_crop(cache, n):
+        return False
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        if extra > 0:
+            cache.crop(-extra)
+        return True
+    for layer in layers:
+        if getattr(layer, "is_sliding", False) and getattr(layer, "record_past", False):
+            if layer.get_seq_length() >= layer.sliding_window or extra > 0:
+                layer.crop(-extra if extra > 0 else 0)  # also trims the recorded past back to the window
+        elif extra > 0:
+            layer.crop(-extra)
+    return True
 
 
 @torch.inference_mode()

@@ -123,12 +123,16 @@ def policy_from_env(environ: Mapping[str, str] | None = None, server_address: st
     """The policy the settings ask for (see the module docstring). A class server with an empty or
     unreadable allow-list offers the built-in models rather than nothing."""
     env = os.environ if environ is None else environ
+    allowed = parse_allowed(env.get(ENV_MODELS, DEFAULT_ALLOWED)) or parse_allowed(DEFAULT_ALLOWED)
+    return ModelPolicy(class_mode_from_env(env, server_address), allowed)
+
+
+def class_mode_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1") -> bool:
+    """Is this a class server? ``ILE_CLASS_MODE`` on/off, or auto: on when it listens beyond this machine."""
+    env = os.environ if environ is None else environ
     mode = env.get(ENV_CLASS_MODE, "auto").strip().lower()
     if mode in _ON:
-        class_mode = True
-    elif mode in _OFF:
-        class_mode = False
-    else:  # auto (or anything unrecognised, which errs on the safe side when the server is reachable)
-        class_mode = not is_loopback(server_address)
-    allowed = parse_allowed(env.get(ENV_MODELS, DEFAULT_ALLOWED)) or parse_allowed(DEFAULT_ALLOWED)
-    return ModelPolicy(class_mode, allowed)
+        return True
+    if mode in _OFF:
+        return False
+    return not is_loopback(server_address)  # auto (or anything unrecognised: errs on the safe side)

@@ -61,9 +61,15 @@ class ModelInfo:
     model_type: str
     tied_embeddings: bool
     has_chat_template: bool
-    position_encoding: str  # "rope" | "learned" | "other"
+    position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.archfacts, read from the model)
     rope_theta: float | None
     precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.precision); "" = dtype's own
+    arch: object = None  # engine.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
+    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.precision)
+
+    def refused(self, feature: str) -> str | None:
+        """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
+        return self.arch.refused(feature) if self.arch is not None else None
 
     @property
     def bytes_per_value(self) -> int:
@@ -201,16 +207,25 @@ def _gguf_stamp(gguf: Path) -> dict:
     return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
 
 
+def _checked_files(folder: Path) -> list[Path]:
+    """Every file the loader reads from a converted copy: weights, config.json, generation config, tokenizer
+    files, chat template (all but the checksum record, the conversion marker and temporary files)."""
+    return sorted(f for f in folder.iterdir()
+                  if f.is_file() and f.name not in (_CHECKSUM, _CONVERTED_MARKER) and ".tmp" not in f.name)
+
+
+def _sha256(f: Path) -> str:
+    with open(f, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def weights_checksum(folder: Path) -> dict:
-    """Size and SHA-256 of every safetensors file in ``folder`` (about 1.5 s for the embedded model's 538 MB)."""
-    out = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with open(f, "rb") as fh:
-            out[f.name] = {"size": f.stat().st_size, "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
-    return out
+    """Size and SHA-256 of every file of the converted copy (``_checked_files``): about 1.5 s for the embedded
+    model's 538 MB of weights, a few ms for its config and tokenizer."""
+    return {f.name: {"size": f.stat().st_size, "sha256": _sha256(f)} for f in _checked_files(folder)}
 
 
-_VERIFIED: dict = {}  # (file, size, mtime_ns, inode) of weights whose full hash matched, in this process
+_VERIFIED: dict = {}  # (file, size, mtime_ns, inode) of files whose full hash matched, in this process
 
 
 def _file_key(f: Path) -> tuple:
@@ -224,36 +239,52 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _matches(f: Path, want: dict) -> bool:
+    """Size on every call; the full hash once per process per file version (size, mtime, inode)."""
+    if f.stat().st_size != want["size"]:
+        return False
+    key = _file_key(f)
+    if key in _VERIFIED:
+        return True
+    if _sha256(f) != want["sha256"]:
+        return False
+    _VERIFIED[key] = True
+    return True
+
+
 def weights_intact(folder: Path) -> bool:
-    """Do the converted weights still match the checksum recorded when they were written? Sizes are compared
-    on every call; the full hash once per process per file version. A copy converted before checksums existed
-    gets one recorded now (trusting it once, as before) rather than being converted again."""
+    """Does the converted copy (weights, config, tokenizer: every file the loader reads) still match the
+    checksum recorded when it was written? A file changed, missing or added means no: it is converted again.
+
+    Older records: a copy converted before checksums existed gets one recorded now (trusting it once, as
+    before); a record from before config and tokenizer were covered (weights only) has its weights checked
+    and the other files added to it (trusted once) rather than converting again."""
     record = folder / _CHECKSUM
     try:
-        files = sorted(folder.glob("*.safetensors"))
-        if not files:
+        files = _checked_files(folder)
+        if not any(f.suffix == ".safetensors" for f in files):
             return False
         if not record.is_file():
             try:
                 _write_json(record, weights_checksum(folder))
-                log(f"recorded a checksum of the converted weights in {record}")
+                log(f"recorded a checksum of the converted model in {record}")
             except OSError as exc:  # a read-only cache still loads; it just cannot be checked later
                 log(f"could not record a checksum in {record}: {exc}")
             return True
         want = json.loads(record.read_text())
+        if "config.json" not in want and all(n.endswith(".safetensors") for n in want):  # weights-only record
+            weights = [f for f in files if f.suffix == ".safetensors"]
+            if sorted(want) != [f.name for f in weights] or not all(_matches(f, want[f.name]) for f in weights):
+                return False
+            try:
+                _write_json(record, {**weights_checksum(folder), **want})
+                log(f"extended the checksum in {record} to the config and tokenizer files")
+            except OSError as exc:
+                log(f"could not extend the checksum in {record}: {exc}")
+            return True
         if sorted(want) != [f.name for f in files]:
             return False
-        for f in files:
-            if f.stat().st_size != want[f.name]["size"]:
-                return False
-            key = _file_key(f)
-            if key in _VERIFIED:
-                continue
-            with open(f, "rb") as fh:
-                if hashlib.file_digest(fh, "sha256").hexdigest() != want[f.name]["sha256"]:
-                    return False
-            _VERIFIED[key] = True
-        return True
+        return all(_matches(f, want[f.name]) for f in files)
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -269,7 +300,8 @@ def embedded_is_converted() -> bool:
     except (OSError, ValueError):
         return False
     if not weights_intact(converted_dir()):
-        log("the converted model's weights do not match their checksum; converting again")
+        log("the converted model's files (weights, config or tokenizer) do not match their checksum; "
+            "converting again")
         return False
     return True
 
@@ -384,48 +416,40 @@ def convert_embedded(progress: Progress = log) -> Path:
     return target
 
 
-def _position_encoding(config) -> tuple[str, float | None]:
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
-    theta = getattr(config, "rope_theta", None)
-    if isinstance(rope, dict):
-        theta = rope.get("rope_theta", theta)
-    if theta is not None or config.model_type in {"llama", "mistral", "qwen2", "qwen3", "gemma", "phi3"}:
-        return "rope", float(theta) if theta is not None else None
-    if config.model_type in {"gpt2", "opt", "gpt_bigcode"}:
-        return "learned", None
-    return "other", None
-
-
 def describe(name: str, source: str, model, tokenizer) -> ModelInfo:
-    cfg = model.config
-    n_heads = cfg.num_attention_heads if hasattr(cfg, "num_attention_heads") else cfg.n_head
-    hidden = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
-    kv = getattr(cfg, "num_key_value_heads", None) or n_heads
-    head_dim = getattr(cfg, "head_dim", None) or hidden // n_heads
-    inter = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * hidden
-    out_emb, in_emb = model.get_output_embeddings(), model.get_input_embeddings()
-    tied = out_emb is not None and out_emb.weight.data_ptr() == in_emb.weight.data_ptr()
-    pos, theta = _position_encoding(cfg)
+    """Facts about a loaded model, read from the model and its config (engine.archfacts), never assumed."""
+    from engine import archfacts
+
+    facts = archfacts.facts_and_checks(model)
+    cfg = archfacts.arch.text_config(model)
+    hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", None) or getattr(cfg, "d_model", 0)
+    inter = (getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or getattr(cfg, "ffn_dim", None)
+             or getattr(cfg, "ffn_hidden_size", None) or 4 * hidden)
+    in_emb = model.get_input_embeddings()
+    theta = next((b for b in facts.rope_bases if b), None)
     p = next(model.parameters())
+    max_pos = (getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+               or getattr(cfg, "max_seq_len", None) or 2048)
     return ModelInfo(
         name=name,
         source=source,
         device=str(p.device),
         dtype=str(p.dtype).replace("torch.", ""),
         n_params=sum(t.numel() for t in model.parameters()),
-        n_layers=getattr(cfg, "num_hidden_layers", None) or cfg.n_layer,
-        n_heads=n_heads,
-        n_kv_heads=kv,
-        head_dim=head_dim,
-        hidden_size=hidden,
-        intermediate_size=inter,
+        n_layers=facts.n_blocks,
+        n_heads=facts.n_heads,
+        n_kv_heads=max(facts.kv_heads),
+        head_dim=facts.head_dim,
+        hidden_size=int(hidden),
+        intermediate_size=int(inter),
         vocab_size=in_emb.weight.shape[0],
-        max_positions=getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", 2048),
-        model_type=cfg.model_type,
-        tied_embeddings=tied,
+        max_positions=int(max_pos),
+        model_type=facts.family,
+        tied_embeddings=facts.tied_embeddings,
         has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
-        position_encoding=pos,
+        position_encoding=facts.position,
         rope_theta=theta,
+        arch=facts,
     )
 
 
@@ -435,10 +459,17 @@ def _finish(name: str, source: str, model, tokenizer, device: torch.device) -> L
     model.eval()
     model.requires_grad_(False)
     model.to(device)
-    instrument.install(model)  # measuring attention and residual hooks: installed now, switched on per job
-    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return LoadedModel(name, model, tokenizer, describe(name, source, model, tokenizer))
+    try:
+        instrument.install(model)  # measuring attention and residual hooks: installed now, switched on per job
+        if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+            tokenizer.pad_token = tokenizer.eos_token
+        info = describe(name, source, model, tokenizer)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # an architecture whose parts cannot be found: one line, not a traceback
+        raise ModelLoadError(f"'{short(name)}' ({type(model).__name__}) cannot be shown by this app: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+    return LoadedModel(name, model, tokenizer, info)
 
 
 _HUB_CHECK: dict = {}
@@ -462,13 +493,36 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return _HUB_CHECK["ok"]
 
 
+def attention_implementation(path_or_config, **kw) -> str:
+    """"sdpa" for a family whose attention goes through transformers' AttentionInterface (the app's measuring
+    attention is installed there, engine.instrument); "eager" for one with its own attention code (Falcon):
+    its SDPA branch cannot record weights, and its weights-recording branch is its eager one."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        cfg = path_or_config if not isinstance(path_or_config, (str, Path)) else AutoConfig.from_pretrained(
+            str(path_or_config), trust_remote_code=False, **kw)
+        cls = AutoModelForCausalLM._model_mapping[type(cfg)]
+    except Exception:  # noqa: BLE001 - unknown here: the load itself says what is wrong
+        return "sdpa"
+    return "sdpa" if getattr(cls, "_supports_attention_backend", True) else "eager"
+
+
 def _from_dir(path: Path, dtype: torch.dtype, **kw):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False, **kw)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa", **kw
-    )
+    impl = attention_implementation(path, **kw)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation=impl, **kw
+        )
+    except ValueError as exc:  # a family without PyTorch SDPA support (Gemma 2, GPT-J, Bloom, ...) runs eager
+        if "sdpa" not in str(exc).lower() and "scaled_dot_product" not in str(exc).lower():
+            raise
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, use_safetensors=True, trust_remote_code=False, attn_implementation="eager", **kw
+        )
     return model, tok
 
 

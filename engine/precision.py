@@ -45,7 +45,9 @@ LABELS = {
 }
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 KEY_SEP = "@"
-INT8_KEEP_FLOAT = ("down_proj",)  # linear layers left unquantized (see the module docstring)
+# The MLP's output projection under each family's name (Llama down_proj, GPT-2 mlp.c_proj, OPT/Phi fc2, GPT-NeoX/
+# Falcon/Bloom dense_4h_to_h, GPT-J/CodeGen fc_out): its input carries the outlier activations (module docstring).
+INT8_KEEP_FLOAT = ("down_proj", "mlp.c_proj", "fc2", "dense_4h_to_h", "fc_out")
 
 
 class PrecisionError(ModelLoadError):
@@ -91,18 +93,75 @@ def model_key(name: str, precision: str, device) -> str:
     return name if precision == default_precision(device) else f"{name}{KEY_SEP}{precision}"
 
 
+def plain_name(name: str) -> str:
+    """``name`` without any precision suffix ("embedded@int8" -> "embedded"). A name a person typed or a link
+    carried never chooses a precision (only the precision setting does), or ``?model=embedded@int8`` would load an
+    int8 copy that the pages label with the setting's precision."""
+    while True:
+        base, precision = split_key(name)
+        if precision is None:
+            return name
+        name = base
+
+
 def split_key(key: str) -> tuple[str, str | None]:
     """``"embedded@int8"`` -> ("embedded", "int8"); a key without a known precision suffix -> (key, None)."""
     base, sep, tail = key.rpartition(KEY_SEP)
     return (base, tail) if sep and tail in PRECISIONS else (key, None)
 
 
-def _quantize_int8(model: torch.nn.Module, device) -> torch.nn.Module:
+def _as_plain_linear(model: torch.nn.Module) -> list[str]:
+    """Replace, in place, each family's own linear layer types by ``nn.Linear`` computing the same thing, so the
+    int8 quantizer (which swaps exact ``nn.Linear`` modules) sees them: GPT-2's Conv1D (y = x W + b, W stored
+    [in, out]) and subclasses of nn.Linear (Falcon's FalconLinear), each checked on a random input. Returns the
+    names of weight-bearing layers left as they were (a type with other maths)."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover
+        Conv1D = ()
+    left = []
+    for name, mod in list(model.named_modules()):
+        if not name or type(mod) is torch.nn.Linear:
+            continue
+        if Conv1D and isinstance(mod, Conv1D):
+            w = mod.weight  # [in, out]
+            lin = torch.nn.Linear(w.shape[0], w.shape[1], bias=mod.bias is not None, device=w.device, dtype=w.dtype)
+            with torch.no_grad():
+                lin.weight.copy_(w.T)
+                if mod.bias is not None:
+                    lin.bias.copy_(mod.bias)
+        elif isinstance(mod, torch.nn.Linear):
+            lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
+                                  device=mod.weight.device, dtype=mod.weight.dtype)
+            lin.weight, lin.bias = mod.weight, mod.bias
+        else:
+            continue
+        with torch.no_grad():
+            x = torch.randn(3, lin.in_features, dtype=lin.weight.dtype, device=lin.weight.device)
+            if not torch.allclose(mod(x), lin(x), atol=1e-4, rtol=1e-4):
+                left.append(name)
+                continue
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, lin)
+    return left
+
+
+def _tied_head_name(model: torch.nn.Module) -> str | None:
+    """The name of the output head when it shares its weight with the input embedding table, else None."""
+    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is None or getattr(head, "weight", None) is None or head.weight.data_ptr() != emb.weight.data_ptr():
+        return None
+    return next((n for n, m in model.named_modules() if m is head), None)
+
+
+def _quantize_int8(model: torch.nn.Module, device, skip: tuple[str, ...] = (), only: str | None = None
+                   ) -> torch.nn.Module:
+    ok = lambda name: name == only if only is not None else _quantized(name) and name not in skip  # noqa: E731
     if int8_backend(device) == "torchao":
         from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
         quantize_(model, Int8DynamicActivationInt8WeightConfig(),
-                  filter_fn=lambda mod, fqn: isinstance(mod, torch.nn.Linear) and _quantized(fqn))
+                  filter_fn=lambda mod, fqn: isinstance(mod, torch.nn.Linear) and ok(fqn))
         return model
     with warnings.catch_warnings():  # torch.ao's deprecation notice: see the module docstring for why it is used
         warnings.simplefilter("ignore")
@@ -110,7 +169,7 @@ def _quantize_int8(model: torch.nn.Module, device) -> torch.nn.Module:
 
         # a scale per output row of each weight: with smoothing (engine/smoothing.py) 94% top-1 vs 87% per tensor
         spec = {n: per_channel_dynamic_qconfig for n, m in model.named_modules()
-                if isinstance(m, torch.nn.Linear) and _quantized(n)}
+                if isinstance(m, torch.nn.Linear) and ok(n)}
         return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
@@ -142,10 +201,9 @@ def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
     model = copy.deepcopy(lm.model)
     # RoPE's inverse frequencies stay float32: in 16 bits, positions past a few hundred lose their angle.
     keep = {n: b.clone() for n, b in lm.model.named_buffers() if n.endswith("inv_freq")}
+    notes: tuple = ()
     if precision == "int8":
-        model = model.float() if lm.device.type == "cpu" else model
-        smoothing.smooth(model, smoothing.calibration_ids(lm.tokenizer))  # exact; eases the quantization below
-        model = _quantize_int8(model, lm.device)
+        model, notes = _int8_copy(lm, model)
         dtype = "float32" if lm.device.type == "cpu" else lm.info.dtype
     else:
         model = model.to(DTYPES[precision])
@@ -153,8 +211,41 @@ def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
     for n, b in keep.items():
         mod_name, _, buf = n.rpartition(".")
         model.get_submodule(mod_name).register_buffer(buf, b.float(), persistent=False)
-    info = replace(lm.info, dtype=dtype, precision=precision, name=model_key(base_name, precision, lm.device))
+    info = replace(lm.info, dtype=dtype, precision=precision, name=model_key(base_name, precision, lm.device),
+                   int8_float=notes)
     return LoadedModel(info.name, model, lm.tokenizer, info)
+
+
+def _int8_copy(lm: LoadedModel, model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[str, ...]]:
+    """``model`` (a private copy of ``lm.model``) with its linear layers in int8, and one line per kind of layer
+    left in float and why. A head tied to the embedding table is quantized only if the model still shrinks
+    (its int8 copy is extra bytes: the table itself stays float for the lookup)."""
+    model = model.float() if lm.device.type == "cpu" else model
+    left = _as_plain_linear(model)
+    smoothed = smoothing.smooth(model, smoothing.calibration_ids(lm.tokenizer))  # exact; eases quantization
+    notes = []
+    kept = sorted({k for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and not _quantized(n)
+                   for k in INT8_KEEP_FLOAT if n.endswith(k)})
+    if kept:
+        notes.append(f"MLP output projections ({', '.join(kept)}) stay float: their inputs carry outlier "
+                     "activations that 8-bit dynamic quantization wrecks")
+    if left:
+        notes.append(f"{len(left)} layers of a type with other maths stay float ({', '.join(left[:3])})")
+    if not smoothed:
+        notes.append(f"no SmoothQuant: its scales are folded into RMSNorm weights only for known layouts "
+                     f"({', '.join(smoothing.SUPPORTED_TYPES)}), not {lm.info.model_type}")
+    head = _tied_head_name(model)
+    if head is None:
+        return _quantize_int8(model, lm.device), tuple(notes)
+    before = weight_bytes(lm.model)
+    w = model.get_submodule(head).weight
+    head_cost = w.numel() + w.shape[0] * 16  # int8 values + a float64 scale and an int64 zero point per row
+    model = _quantize_int8(model, lm.device, skip=(head,))
+    if weight_bytes(model) + head_cost < before:
+        return _quantize_int8(model, lm.device, only=head), tuple(notes)
+    notes.append("the output head stays float: it is the embedding table itself (tied), and an int8 copy of it "
+                 "would make this small model bigger")
+    return model, tuple(notes)
 
 
 def lm_precision(lm: LoadedModel) -> str:

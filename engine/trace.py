@@ -242,10 +242,16 @@ def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAna
     n_max = max(len(p) for p in prompts)
     pad = getattr(lm.tokenizer, "pad_token_id", None) or 0
     x = torch.tensor([list(p) + [pad] * (n_max - len(p)) for p in prompts], device=dev)  # [B, P]
+    m_max = min(n_max, ATTN_MAX)
+    no_attention = lm.info.refused("analysis") or lm.info.refused("attention")
+    no_lens = lm.info.refused("lens")  # the final norm and head do not reproduce the logits (engine.archfacts)
     with arch.residual_stream(model) as captured:
-        logits, att = _analysis_pass(lm, x, min(n_max, ATTN_MAX))
-    n_layers = len(arch.blocks(model))
-    resid_all = torch.stack([c.float() for c in captured[: n_layers + 1]])  # [L+1, B, P, d]
+        if no_attention:  # a plain pass: its logits and residual stream are right, its attention is not recorded
+            logits, att = model(input_ids=x, use_cache=False).logits, []
+        else:
+            logits, att = _analysis_pass(lm, x, m_max)
+    n_l = len(arch.blocks(model))
+    resid_all = torch.stack([c.float() for c in captured[: n_l + 1]])  # [L+1, B, P, d]
     dtype = next(model.parameters()).dtype
     out = []
     for i, ids in enumerate(prompts):
@@ -254,22 +260,31 @@ def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAna
         row_logits = logits[i, :n]  # [n, vocab]
         probs = row_logits.float().softmax(-1)  # [n, vocab]
         top = torch.topk(probs, TOP_K_RECORD, dim=-1)
-        lens = arch.unembed(model, resid[:, -1].to(dtype)).float().softmax(-1)  # [L+1, vocab]
-        # The last entry is the real output: the model applies the final norm itself.
-        lens[-1] = probs[-1]
-        lens_top = torch.topk(lens, 5, dim=-1)
-        final_hidden = arch.final_norm(model)(resid[-1, -1:].to(dtype))[0]
+        if no_lens:
+            lens_ids, lens_probs, lens_resid = np.zeros((0, 5), np.int64), np.zeros((0, 5), np.float32), None
+            final_hidden = torch.full((8,), float("nan"))
+        else:
+            lens = arch.unembed(model, resid[:, -1].to(dtype)).float().softmax(-1)  # [L+1, vocab]
+            # The last entry is the real output: the model applies the final norm itself.
+            lens[-1] = probs[-1]
+            lens_top = torch.topk(lens, 5, dim=-1)
+            lens_ids = lens_top.indices.cpu().numpy()
+            lens_probs = lens_top.values.cpu().numpy().astype(np.float32)
+            lens_resid = resid[:, -MAX_LENS_POSITIONS:].float().cpu().numpy()  # [L+1, P, d]
+            final_hidden = arch.final_norm(model)(resid[-1, -1:].to(dtype))[0]
+        attentions = (torch.stack([a[i, :, :m, :m] for a in att]).float().cpu().numpy().astype(np.float16) if att
+                      else np.zeros((0, 0, m, m), dtype=np.float16))  # [L, H, m, m]; empty when refused
         out.append(PromptAnalysis(
             top_ids=top.indices.cpu().numpy(),
             top_probs=top.values.cpu().numpy().astype(np.float32),
-            attentions=torch.stack([a[i, :, :m, :m] for a in att]).float().cpu().numpy().astype(np.float16),
+            attentions=attentions,
             residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
-            lens_ids=lens_top.indices.cpu().numpy(),
-            lens_probs=lens_top.values.cpu().numpy().astype(np.float32),
+            lens_ids=lens_ids,
+            lens_probs=lens_probs,
             embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
             hidden_preview=final_hidden[:8].float().cpu().numpy(),
             positions=predictions_from_logits(list(ids), row_logits),
-            lens_resid=resid[:, -MAX_LENS_POSITIONS:].float().cpu().numpy(),  # [L+1, P, d]
+            lens_resid=lens_resid,
         ))
     return out
 
@@ -277,14 +292,11 @@ def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAna
 def _analysis_pass(lm: LoadedModel, x: torch.Tensor, m: int):
     """One plain forward pass over the prompt that also records every layer's attention weights (first ``m``
     positions). The measuring attention installed at load (engine.instrument) is switched on for this pass
-    only; the model itself is not changed. A model loaded without SDPA runs eager attention and returns them."""
-    model = lm.model
-    if instrument.measured(model):
-        with instrument.attention_weights(limit=m) as att:
-            logits = model(input_ids=x, use_cache=False).logits
-        return logits, att
-    out = model(input_ids=x, use_cache=False, output_attentions=True)
-    return out.logits, [a[..., :m, :m] for a in out.attentions]
+    only; the model itself is not changed. A model loaded without SDPA runs eager attention and returns them.
+    At load (engine.archfacts.check_analysis) this pass was compared with a plain one for this architecture."""
+    from engine.archfacts import analysis_pass
+
+    return analysis_pass(lm.model, x, m)
 
 
 def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(), max_new_tokens: int = 16,

@@ -178,7 +178,9 @@ class Worker:
     """The process's engine thread and its queue (fair across sessions; see the module docstring)."""
 
     def __init__(self, configure: Callable[[], None] | None = None, batching: bool | None = None,
-                 max_batch: int | None = None):
+                 max_batch: int | None = None, threads: int = 1, name: str = "ile-engine-worker",
+                 publish: bool = True):
+        self._publish_to_file = publish  # also: one line per finished job in the server's log
         self._cv = threading.Condition()
         self._queue: list[Job] = []
         self._running: list[Job] = []
@@ -191,12 +193,17 @@ class Worker:
             if batching is None else bool(batching)
         self.max_batch = max(1, int(max_batch or os.environ.get("ILE_MAX_BATCH") or MAX_BATCH))
         self.wall_offset = time.time() - time.monotonic()  # monotonic + this = wall clock (the log's times)
-        self._thread = threading.Thread(target=self._loop, name="ile-engine-worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}" if threads > 1 else name, daemon=True)
+                         for i in range(max(1, int(threads)))]
+        for t in self._threads:
+            t.start()
 
     @property
     def thread(self) -> threading.Thread:
-        return self._thread
+        return self._threads[0]
+
+    def owns(self, thread: threading.Thread) -> bool:
+        return thread in self._threads
 
     def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None,
                **kwargs) -> Job:
@@ -280,7 +287,8 @@ class Worker:
     def _log(self, job: Job) -> None:
         """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
         seconds), so a class's readiness can be read from the server itself (tests/browser/test_worker.py)."""
-        if os.environ.get("ILE_WORKER_LOG", "on").strip().lower() in ("0", "off", "false", "no"):
+        if not self._publish_to_file or \
+                os.environ.get("ILE_WORKER_LOG", "on").strip().lower() in ("0", "off", "false", "no"):
             return
         off = self.wall_offset
         ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
@@ -338,7 +346,7 @@ class Worker:
         """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
         browser test sees the server's worker go idle after a tab closes."""
         path = os.environ.get("ILE_WORKER_STATS")
-        if not path:
+        if not path or not self._publish_to_file:
             return
         try:
             tmp = f"{path}.{os.getpid()}.tmp"
@@ -412,9 +420,44 @@ def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any
     return get_worker().submit(fn, *args, key=key, session=session, batch=batch, **kwargs)
 
 
+NET_THREADS = 8
+_NET: Worker | None = None
+
+
+def get_net_worker() -> Worker:
+    """The process's worker for network jobs (the serving page's requests to a serving engine): the same jobs,
+    waiters, detach-and-cancel and per-session queue as the engine worker, on ``NET_THREADS`` threads of their
+    own, so a slow server never holds up a forward pass and one session's sweep never queues another's probe.
+    No torch runs here (so no OpenMP team is made on these threads)."""
+    global _NET
+    with _WORKER_LOCK:
+        if _NET is None:
+            _NET = Worker(threads=NET_THREADS, name="ile-net-worker", publish=False)
+        return _NET
+
+
+class JobCancel(threading.Event):
+    """An Event that is also set once ``job`` should stop (its waiters left, or it was cancelled): how code that
+    takes a plain ``threading.Event`` (engine.serving) learns that its tab closed. Polled: ``is_set`` asks the job."""
+
+    def __init__(self, job: "Job | None"):
+        super().__init__()
+        self._job = job
+
+    def is_set(self) -> bool:
+        if not super().is_set() and self._job is not None and self._job.should_stop():
+            self.set()
+        return super().is_set()
+
+
+def cancel_event() -> threading.Event:
+    """A cancel Event for the job running on this thread (a plain Event outside the worker)."""
+    return JobCancel(_current.get())
+
+
 def run(fn: Callable, *args, **kwargs):
     """Run ``fn`` on the worker and wait (for the command line and tests; no session, no key)."""
     w = get_worker()
-    if threading.current_thread() is w.thread:
+    if w.owns(threading.current_thread()):
         return fn(*args, **kwargs)
     return w.submit(fn, *args, **kwargs).result()

@@ -8,36 +8,41 @@ from ui import batching_sections as sections
 from ui import batching_view as V
 from ui import class_view, nav
 from ui.batching_figures import workload_chart
-from ui.layout import chart, try_this, what_you_see
+from ui.layout import beside, chart, section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 
 nav.through_router()
 st.title("Batching: serving many users at once")
 class_view.section()  # the teacher's live view of this server's own traffic (only with the teacher's token)
-st.markdown(lesson("batching", "intro"))
 lm = current_model()
 
-what_you_see(lesson("batching", "what you see"))
-try_this(lesson("batching", "try batch"), lesson("batching", "answer batch"), key="batching_try_sweep")
+if section(None):
+    st.markdown(lesson("batching", "intro"))
+    main, side = beside()  # the requests on the first screen, the lesson boxes beside them
+    with side:
+        what_you_see(lesson("batching", "what you see"))
+        try_this(lesson("batching", "try batch"), lesson("batching", "answer batch"), key="batching_try_sweep")
+    with main:
+        cfg = sections.settings()
+        reqs = runs.workload_for(lm.name, cfg.ws)
+        st.header("1. The requests", divider="gray")
+        chart(workload_chart(reqs), "derived", V.workload_caption(cfg.ws, reqs), key="batching_workload")
+else:
+    cfg = sections.settings()  # the settings drive every later section (presenter view: one section on view)
+ran = sections.run_button(cfg.key(lm.name))  # nothing below is measured until pressed for these settings
 
-cfg = sections.settings()
-reqs = runs.workload_for(lm.name, cfg.ws)
+if ran:
+    sweep, results, load = sections.measure(lm.name, cfg)
 
-st.header("1. The requests", divider="gray")
-chart(workload_chart(reqs), "derived", V.workload_caption(cfg.ws, reqs), key="batching_workload")
-sections.run_button(cfg.key(lm.name))  # stops the page here until pressed for these settings
+if ran and section("2. One user leaves the hardware idle"):
+    sections.one_user(sweep)
 
-sweep, results, load = sections.measure(lm.name, cfg)
+if ran and section("3. Static vs continuous batching"):
+    sections.policies(results, cfg.max_batch)
 
-st.header("2. One user leaves the hardware idle", divider="gray")
-sections.one_user(sweep)
-
-st.header("3. Static vs continuous batching", divider="gray")
-sections.policies(results, cfg.max_batch)
-
-st.header("4. Your request on a quiet and on a busy server", divider="gray")
-sections.load(load, cfg.rates)
+if ran and section("4. Your request on a quiet and on a busy server"):
+    sections.load(load, cfg.rates)
 c = st.columns(2)
 with c[0]:
     nav.link("pages/timeline.py")

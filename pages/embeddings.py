@@ -9,7 +9,7 @@ from ui import embeddings_sections as sections
 from ui import nav
 from ui.embeddings_data import embeddings_for, map_for, prompt_ids
 from ui.embeddings_figures import cosine_heatmap, embedding_heatmap, norms_bar, pca_scatter
-from ui.layout import chart, what_you_see
+from ui.layout import chart, section, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.state import settings
@@ -33,31 +33,32 @@ except PromptError as exc:
 n, d = emb.vectors.shape
 
 pos_kind = info.position_encoding if info.position_encoding in ("rope", "learned") else "unknown"
-what_you_see(lesson("embeddings", "what you see", vocab=info.vocab_size, d=d, n=n,
-                    position=lesson("embeddings", f"position {pos_kind}")))
-if n > MAX_SHOWN:
-    st.caption(f"The heatmaps show the first {MAX_SHOWN} of {n} tokens; everything else uses all of them.")
+if section(None):
+    what_you_see(lesson("embeddings", "what you see", vocab=info.vocab_size, d=d, n=n,
+                        position=lesson("embeddings", f"position {pos_kind}")))
+    if n > MAX_SHOWN:
+        st.caption(f"The heatmaps show the first {MAX_SHOWN} of {n} tokens; everything else uses all of them.")
 
-st.header("1. One vector per token", divider="gray")
-chart(embedding_heatmap(emb.vectors, tokens, MAX_SHOWN), "model",
-      f"Rows of this model's input embedding table for the prompt{' (chat template included)' if chat else ''}. "
-      "A repeated token gets the identical row: the lookup knows nothing about context.")
-chart(norms_bar(emb.norms, tokens, emb.vocab_norm_quantiles, MAX_SHOWN), "model",
-      "L2 norm of each row, against the spread of norms over all vocabulary rows.")
+if section("1. One vector per token"):
+    chart(embedding_heatmap(emb.vectors, tokens, MAX_SHOWN), "model",
+          f"Rows of this model's input embedding table for the prompt{' (chat template included)' if chat else ''}. "
+          "A repeated token gets the identical row: the lookup knows nothing about context.")
+    chart(norms_bar(emb.norms, tokens, emb.vocab_norm_quantiles, MAX_SHOWN), "model",
+          "L2 norm of each row, against the spread of norms over all vocabulary rows.")
 
-st.header("2. Which tokens look alike", divider="gray")
-chart(cosine_heatmap(emb.cosine, tokens, "Cosine similarity between the prompt's embedding vectors",
-                     max_tokens=MAX_SHOWN), "model",
-      "cos = a\u00b7b / (|a||b|) between rows: 1 = same direction, 0 = unrelated. The diagonal is 1.")
+if section("2. Which tokens look alike"):
+    chart(cosine_heatmap(emb.cosine, tokens, "Cosine similarity between the prompt's embedding vectors",
+                         max_tokens=MAX_SHOWN), "model",
+          "cos = a\u00b7b / (|a||b|) between rows: 1 = same direction, 0 = unrelated. The diagonal is 1.")
 
-with st.spinner("Projecting a sample of the vocabulary..."):
-    emap = map_for(lm.name, ids, SAMPLE_SIZE, SAMPLE_SEED)
-chart(pca_scatter(emap), "model",
-      f"{PCA_METHOD}, over {len(emap.sample_ids):,} vocabulary rows drawn at random (seed {emap.seed}); the prompt's "
-      "tokens are projected onto the same two axes. Two axes keep only a small part of the picture: "
-      "closeness here is a hint, the cosine numbers are the truth.")
+    with st.spinner("Projecting a sample of the vocabulary..."):
+        emap = map_for(lm.name, ids, SAMPLE_SIZE, SAMPLE_SEED)
+    chart(pca_scatter(emap), "model",
+          f"{PCA_METHOD}, over {len(emap.sample_ids):,} vocabulary rows drawn at random (seed {emap.seed}); the "
+          "prompt's tokens are projected onto the same two axes. Two axes keep only a small part of the picture: "
+          "closeness here is a hint, the cosine numbers are the truth.")
 
-names, default, key_default = sections.token_choices(ids, tokens, s.prompt)
-sections.neighbours_to_tied(lm, info, names, default, key_default)  # a fragment: see ui/embeddings_sections
-
-nav.link("pages/attention.py", "Next: attention, where these vectors meet")
+if section(None):  # the fragment draws its own headers (neighbours, tied embeddings, position)
+    names, default, key_default = sections.token_choices(ids, tokens, s.prompt)
+    sections.neighbours_to_tied(lm, info, names, default, key_default)  # a fragment: see ui/embeddings_sections
+    nav.link("pages/attention.py", "Next: attention, where these vectors meet")

@@ -6,7 +6,7 @@ from ui import kv_cache_sections as sections
 from ui import kv_cache_view as V
 from ui import nav
 from ui.kv_figures import growth_chart
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import beside, chart, notes, section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.precision_view import precision_note
@@ -14,40 +14,44 @@ from ui.runs import current_trace
 
 nav.through_router()
 st.title("KV cache: the model's notes on every earlier token")
-st.markdown(lesson("kv_cache", "intro"))
 lm = current_model()
 info = lm.info
 tr = current_trace()
 notes(tr)
 rc = V.run_cache(info, tr)
 
-what_you_see(V.what_you_see(info, rc))
-st.caption(precision_note(lm))
-try_this(*V.token_question(info, rc), key="kv_try_token")
-
-# 1 -------------------------------------------------------------------------------------------------------------
-st.header("1. What the cache holds", divider="gray")
-st.markdown(V.holds_text(info, rc))
-sections.cache_tensors(lm, tr, rc)
+# 1 (the cache tensors on the first screen, the lesson boxes beside them) -------------------------------------
+if section(None):
+    st.markdown(lesson("kv_cache", "intro"))
+    main, side = beside()
+    with main:
+        st.header("1. What the cache holds", divider="gray")
+        sections.cache_tensors(lm, tr, rc)
+    with side:
+        what_you_see(V.what_you_see(info, rc))
+        st.caption(precision_note(lm))
+        try_this(*V.token_question(info, rc), key="kv_try_token")
+    st.markdown(V.holds_text(info, rc))
 
 # 2 -------------------------------------------------------------------------------------------------------------
-st.header("2. Measured size, step by step", divider="gray")
-st.markdown(V.formula_text(info, rc))
-for col, (label, value, help_) in zip(st.columns(3), V.size_metrics(rc)):
-    col.metric(label, value, help=help_)
-if rc.all_equal:
-    st.success(lesson("kv_cache", "agree"), icon=":material/check_circle:")
-else:
-    st.error(lesson("kv_cache", "differ"), icon=":material/error:")
-chart(growth_chart(tr.steps, rc.per_token, rc.formula_bytes), "measured",
-      lesson("kv_cache", "growth caption", prompt=rc.prompt), key="kv_growth")
-with st.expander("Every step, in bytes"):
-    st.dataframe(V.steps_table(tr, rc), hide_index=True)
+if section("2. Measured size, step by step"):
+    st.markdown(V.formula_text(info, rc))
+    for col, (label, value, help_) in zip(st.columns(3), V.size_metrics(rc)):
+        col.metric(label, value, help=help_)
+    if rc.all_equal:
+        st.success(lesson("kv_cache", "agree"), icon=":material/check_circle:")
+    else:
+        st.error(lesson("kv_cache", "differ"), icon=":material/error:")
+    chart(growth_chart(tr.steps, rc.per_token, rc.formula_bytes), "measured",
+          lesson("kv_cache", "growth caption", prompt=rc.prompt), key="kv_growth")
+    with st.expander("Every step, in bytes"):
+        st.dataframe(V.steps_table(tr, rc), hide_index=True)
 
 # 3-4 (one fragment: the calculator drives both) ---------------------------------------------------------------
-sections.calculator_and_paging()
+if section(None):  # the fragment draws its own headers 3 and 4
+    sections.calculator_and_paging()
 
 # 5 -------------------------------------------------------------------------------------------------------------
-st.header("5. The cost of not caching", divider="gray")
-st.markdown(V.no_cache_text(rc))
-nav.link("pages/timeline.py", "Measure it: decode with and without the cache")
+if section("5. The cost of not caching"):
+    st.markdown(V.no_cache_text(rc))
+    nav.link("pages/timeline.py", "Measure it: decode with and without the cache")

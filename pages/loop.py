@@ -9,6 +9,7 @@ from ui.lessons import lesson
 from ui.loop_details import batch_note, embedding_table, numbers, steps_table, top_logits_table
 from ui.loop_figures import step_times_bar, top_probs_bar
 from ui.loop_stepper import block_inside, loop_picture
+from ui.loop_view import softmax_note
 from ui.runs import current_trace
 
 nav.through_router()
@@ -58,6 +59,8 @@ if section("7. Softmax"):
 
 if section("8. Sample one token"):
     st.markdown(lesson("loop", "sample", **v))
+    if softmax_note(tr.settings):
+        st.caption(softmax_note(tr.settings))
     nav.link("pages/sampling.py")
 
 if section("9. Append, and repeat with the cache"):

@@ -4,7 +4,7 @@ import streamlit as st
 
 from ui import nav
 from ui import sampling_view as SV
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import beside, chart, notes, section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.runs import current_trace
@@ -12,23 +12,33 @@ from ui.sampling_sections import dice_and_sections
 
 nav.through_router()
 st.title("Logits & sampling: rolling the model's dice")
-st.markdown(lesson("sampling", "intro"))
 lm = current_model()
 tr = current_trace()
 notes(tr)
-what_you_see(lesson("sampling", "what you see", source=lm.info.source))
-try_this(lesson("sampling", "try temperature"), lesson("sampling", "answer temperature"),
-         key="sampling_try_temperature")
+if section(None):
+    st.markdown(lesson("sampling", "intro"))
 
-dice_and_sections(lm, tr)  # a fragment: the dice rerun sections 1-5, not the page
 
-st.header("6. A prediction at every position, from one pass", divider="gray")
-st.markdown(lesson("sampling", "every position"))
-fig, caption, table, config, height = SV.every_position(lm, tr)
-chart(fig, "model", caption, key="sampling_positions_chart")
-st.dataframe(table, hide_index=True, height=height, column_config=config)
-c = st.columns(2)
-with c[0]:
-    nav.link("pages/speculative.py")
-with c[1]:
-    nav.link("pages/loop.py", "Back to the whole loop")
+def lead() -> None:
+    """The lesson boxes, under the dice and the chart they drive (so both fit the first screen)."""
+    main, side = beside(1, 1)
+    with main:
+        what_you_see(lesson("sampling", "what you see", source=lm.info.source))
+    with side:
+        try_this(lesson("sampling", "try temperature"), lesson("sampling", "answer temperature"),
+                 key="sampling_try_temperature")
+
+
+if section(None):  # the fragment draws its own headers 1-5
+    dice_and_sections(lm, tr, lead)  # a fragment: the dice rerun sections 1-5, not the page
+
+if section("6. A prediction at every position, from one pass"):
+    st.markdown(lesson("sampling", "every position"))
+    fig, caption, table, config, height = SV.every_position(lm, tr)
+    chart(fig, "model", caption, key="sampling_positions_chart")
+    st.dataframe(table, hide_index=True, height=height, column_config=config)
+    c = st.columns(2)
+    with c[0]:
+        nav.link("pages/speculative.py")
+    with c[1]:
+        nav.link("pages/loop.py", "Back to the whole loop")

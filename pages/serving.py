@@ -4,33 +4,34 @@ import streamlit as st
 
 from ui import nav
 from ui import serving_sections as sections
-from ui.layout import try_this, what_you_see
+from ui.layout import section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.serving_view import fmt, literal
 
 nav.through_router()
 st.title("Serving engines: the same loop on a real server")
-st.markdown(lesson("serving", "intro"))
-what_you_see(lesson("serving", "what you see"))
-try_this(lesson("serving", "try this"), lesson("serving", "answer"), key="serving_try")
+if section(None):
+    st.markdown(lesson("serving", "intro"))
+    what_you_see(lesson("serving", "what you see"))
+    try_this(lesson("serving", "try this"), lesson("serving", "answer"), key="serving_try")
 
 st.header("1. Connect to a server", divider="gray")
-cfg, info = sections.connect()  # stops the page here until a server answers
+cfg, info = sections.connect()  # stops the page here until a server answers (above every section: all need it)
 
-st.header("2. One request, streamed token by token", divider="gray")
-sections.one_request(cfg)
+if section("2. One request, streamed token by token"):
+    sections.one_request(cfg)
 
-st.header("3. The next-token distribution, from the server", divider="gray")
-sections.next_token(cfg)
+if section("3. The next-token distribution, from the server"):
+    sections.next_token(cfg)
 
-st.header("4. Prompt length: time to first token vs time per token", divider="gray")
-sections.prompt_sweep(cfg)
+if section("4. Prompt length: time to first token vs time per token"):
+    sections.prompt_sweep(cfg)
 
-st.header("5. Many users at once: throughput vs latency", divider="gray")
-sections.concurrency(cfg, info)
+if section("5. Many users at once: throughput vs latency"):
+    sections.concurrency(cfg, info)
 
 st.divider()
 for col, target in zip(st.columns(3), ["pages/timeline.py", "pages/batching.py", "pages/speculative.py"]):
     with col:
         nav.link(target)
-st.caption(f"Connected to {literal(cfg.base_url)}; values: {fmt(None)} = not reported by the server.")
+st.caption(f"Connected to {literal(cfg.where)}; values: {fmt(None)} = not reported by the server.")

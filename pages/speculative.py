@@ -4,7 +4,7 @@ import streamlit as st
 
 from ui import nav
 from ui import speculative_sections as sections
-from ui.layout import chart, try_this, what_you_see
+from ui.layout import chart, section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.race_view import self_draft_answer
@@ -12,21 +12,23 @@ from ui.speculative_figures import progress_lines, round_times_bar, rounds_bar
 
 nav.through_router()
 st.title("Speculative decoding: the race")
-st.markdown(lesson("speculative", "intro"))
 lm = current_model()
-what_you_see(lesson("speculative", "what you see"))
 
-params = sections.controls(lm)
+if section(None):
+    st.markdown(lesson("speculative", "intro"))
+    what_you_see(lesson("speculative", "what you see"))
+
+params = sections.controls(lm)  # the race's settings, above every section (the race and the sweep read them)
 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
-result = sections.race(params)  # stops the page here when the prompt or the drafter is refused
+result, raced = sections.race(params)  # stops the page here when the prompt or the drafter is refused
 st.caption(lesson("speculative", "clocks"))
 
-# ---- summary --------------------------------------------------------------------------------------------
-if result is not None:
+# ---- summary (of the race shown: after a control moved, the last race, labelled with its own k) ---------
+if result is not None and section("Who won, and why" if raced == params else
+                                  f"Who won the last race (k = {raced.k}), and why"):
     run = result.run
-    st.header("Who won, and why", divider="gray")
-    sections.scoreboard(result, params)
+    sections.scoreboard(result, raced)
     chart(progress_lines(run), "measured",
           "Tokens written against engine-measured time; each speculative step is one round (draft + one verify "
           "pass).")
@@ -38,20 +40,15 @@ if result is not None:
         chart(round_times_bar(run), "measured", "Draft and verify wall time per round; the dashed line is one "
                                                 "plain decode step. Verifying k tokens costs somewhat more than one "
                                                 "step on a CPU, far less than k steps.")
+    # ---- rounds on demand -------------------------------------------------------------------------------
+    with st.expander(f"Every round: q, p and min(1, p/q) ({len(run.rounds)} rounds)"):
+        sections.rounds(run, lm.tokenizer)
 
 try_this(lesson("speculative", "try self"), self_draft_answer(result), key="speculative_try")
 
-if result is None:
-    nav.link("pages/timeline.py")
-    st.stop()
-
-# ---- rounds on demand -----------------------------------------------------------------------------------
-with st.expander(f"Every round: q, p and min(1, p/q) ({len(result.run.rounds)} rounds)"):
-    sections.rounds(result.run, lm.tokenizer)
-
 # ---- k sweep on demand ----------------------------------------------------------------------------------
-st.header("Where is the best k?", divider="gray")
-st.markdown(lesson("speculative", "sweep"))
-sections.k_sweep(params)
+if result is not None and section("Where is the best k?"):
+    st.markdown(lesson("speculative", "sweep"))
+    sections.k_sweep(params)
 
 nav.link("pages/timeline.py")

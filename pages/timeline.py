@@ -6,7 +6,7 @@ from engine.experiments import timeline as T
 from ui import nav, precision_view
 from ui import timeline_sections as sections
 from ui import timeline_view as V
-from ui.layout import chart, notes, try_this, what_you_see
+from ui.layout import beside, chart, notes, section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.runs import current_trace
@@ -15,7 +15,6 @@ from ui.timeline_figures import gantt
 
 nav.through_router()
 st.title("Prefill vs decode: where the time goes")
-st.markdown(lesson("timeline", "intro"))
 lm = current_model()
 s = settings()
 tr = current_trace(alone=True)  # its timeline is the lesson: step times measured alone, never in a batch
@@ -23,34 +22,37 @@ notes(tr)
 tl = T.timeline(tr)
 ids = tuple(tr.prompt_ids)
 
-what_you_see(lesson("timeline", "what you see"))
-st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
-try_this(lesson("timeline", "try this"), lesson("timeline", "answer"), key="timeline_try")
+if section(None):
+    st.markdown(lesson("timeline", "intro"))
+    main, side = beside(2, 1)  # the timeline on the first screen, the lesson boxes beside it
+    with main:
+        st.header("1. The timeline of this run", divider="gray")
+        chart(gantt(tl), "measured", V.gantt_caption(tl), key="timeline_gantt")
+        sections.metrics(V.run_metrics(tl))
+    with side:
+        what_you_see(lesson("timeline", "what you see"))
+        st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
+        try_this(lesson("timeline", "try this"), lesson("timeline", "answer"), key="timeline_try")
+    st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
-st.header("1. The timeline of this run", divider="gray")
-sections.metrics(V.run_metrics(tl))
-chart(gantt(tl), "measured", V.gantt_caption(tl), key="timeline_gantt")
-st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
+if section("2. With and without the KV cache"):
+    sections.cache(lm, ids, s.max_new_tokens)
 
-st.header("2. With and without the KV cache", divider="gray")
-sections.cache(lm, ids, s.max_new_tokens)
+if section("3. Prompt length: time to first token vs time per token"):
+    sections.sweep(lm)
 
-st.header("3. Prompt length: time to first token vs time per token", divider="gray")
-sections.sweep(lm)
+if section("4. Where one forward pass spends its time"):
+    sections.breakdown(lm, ids, s)
 
-st.header("4. Where one forward pass spends its time", divider="gray")
-sections.breakdown(lm, ids, s)
+if section("5. Why decode is memory-bound"):
+    sections.roofline(lm, tl)
 
-st.header("5. Why decode is memory-bound", divider="gray")
-probe = sections.roofline(lm, tl)
+if section("6. Training vs inference: memory of one pass"):
+    sections.memory(lm, ids)
 
-st.header("6. Training vs inference: memory of one pass", divider="gray")
-sections.memory(lm, ids)
-
-st.header("7. Fewer bytes, faster decode", divider="gray")
-precision_view.render(lm, probe.read_gb_s.median)
-
-st.divider()
-for col, target in zip(st.columns(3), ["pages/kv_cache.py", "pages/speculative.py", "pages/batching.py"]):
-    with col:
-        nav.link(target)
+if section("7. Fewer bytes, faster decode"):
+    precision_view.render(lm, sections.read_bandwidth(lm))
+    st.divider()
+    for col, target in zip(st.columns(3), ["pages/kv_cache.py", "pages/speculative.py", "pages/batching.py"]):
+        with col:
+            nav.link(target)

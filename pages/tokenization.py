@@ -5,7 +5,7 @@ import streamlit as st
 from engine.prompt import PromptError
 from ui import nav
 from ui import tokenization_view as V
-from ui.layout import chart, try_this, what_you_see
+from ui.layout import chart, section, try_this, what_you_see
 from ui.lessons import lesson
 from ui.models import current_model
 from ui.state import settings
@@ -32,64 +32,65 @@ for note in table.notes:
     st.warning(note, icon=":material/info:")
 
 n = len(table.rows)
-c1, c2 = st.columns(2)
-raw = c1.toggle("Show raw vocabulary pieces (\u0120 = space, \u010a = newline)", key="tokenization_raw",
-                help="Byte-level BPE stores each byte as a printable stand-in character; this shows those "
-                     "stored pieces instead of the text they decode to.")
-show_ids = c2.toggle("Show token ids", value=True, key="tokenization_ids")
-st.html(token_chips(table, raw_pieces=raw, show_ids=show_ids))
-st.caption(lesson("tokenization", "chips caption")
-           + (" " + lesson("tokenization", "byte level") if table.byte_level else ""))
-chart(bytes_per_token_bar(table), "model",
-      "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
-      "token), from this model's own tokenizer; no forward pass is needed.")
-what_you_see(lesson("tokenization", "what you see", vocab=info.vocab_size, source=info.source))
-answer = V.paris_answer(lm.name)
-if answer:
-    try_this(lesson("tokenization", "try this"), answer, key="tokenization_try")
+if section(None):
+    c1, c2 = st.columns(2)
+    raw = c1.toggle("Show raw vocabulary pieces (\u0120 = space, \u010a = newline)", key="tokenization_raw",
+                    help="Byte-level BPE stores each byte as a printable stand-in character; this shows those "
+                         "stored pieces instead of the text they decode to.")
+    show_ids = c2.toggle("Show token ids", value=True, key="tokenization_ids")
+    st.html(token_chips(table, raw_pieces=raw, show_ids=show_ids))
+    st.caption(lesson("tokenization", "chips caption")
+               + (" " + lesson("tokenization", "byte level") if table.byte_level else ""))
+    chart(bytes_per_token_bar(table), "model",
+          "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
+          "token), from this model's own tokenizer; no forward pass is needed.")
+    what_you_see(lesson("tokenization", "what you see", vocab=info.vocab_size, source=info.source))
+    answer = V.paris_answer(lm.name)
+    if answer:
+        try_this(lesson("tokenization", "try this"), answer, key="tokenization_try")
 
-st.header("Counts", divider="gray")
-cols = st.columns(5)
-cols[0].metric("Characters", f"{table.n_chars:,}", help="Unicode code points in the text the model receives.")
-cols[1].metric("UTF-8 bytes", f"{table.n_bytes:,}")
-cols[2].metric("Tokens", f"{n:,}", help=f"{sum(r.special for r in table.rows)} of them special control tokens.")
-cols[3].metric("Characters per token", f"{table.chars_per_token:.2f}")
-cols[4].metric("Share of the context", f"{n / info.max_positions:.2%}",
-               help=f"This model accepts at most {info.max_positions:,} positions.")
-st.markdown(V.counts_text(table, info))
+if section("Counts"):
+    cols = st.columns(5)
+    cols[0].metric("Characters", f"{table.n_chars:,}", help="Unicode code points in the text the model receives.")
+    cols[1].metric("UTF-8 bytes", f"{table.n_bytes:,}")
+    cols[2].metric("Tokens", f"{n:,}", help=f"{sum(r.special for r in table.rows)} of them special control tokens.")
+    cols[3].metric("Characters per token", f"{table.chars_per_token:.2f}")
+    cols[4].metric("Share of the context", f"{n / info.max_positions:.2%}",
+                   help=f"This model accepts at most {info.max_positions:,} positions.")
+    st.markdown(V.counts_text(table, info))
 
-st.header("Inspect one token", divider="gray")
-pick = st.selectbox("Token", range(n), key="tokenization_pick",
-                    format_func=lambda i: f"#{i}: {chip_label(table.rows[i])}  (id {table.rows[i].id})")
-st.dataframe(V.token_fields(table, pick or 0), hide_index=True, width="stretch")
+if section("Inspect one token"):
+    pick = st.selectbox("Token", range(n), key="tokenization_pick",
+                        format_func=lambda i: f"#{i}: {chip_label(table.rows[i])}  (id {table.rows[i].id})")
+    st.dataframe(V.token_fields(table, pick or 0), hide_index=True, width="stretch")
 
-st.header("The chat template: what the model really receives", divider="gray")
-if table.chat_applied:
-    st.markdown(lesson("tokenization", "chat on"))
-    st.html(template_view(segments_for(lm.name, table.ids)))
-    st.caption(lesson("tokenization", "chat on caption", typed=len(ids_for(lm.name, text)), n=n))
-else:
-    st.markdown(lesson("tokenization", "chat off" if info.has_chat_template else "no template"))
+if section("The chat template: what the model really receives"):
+    if table.chat_applied:
+        st.markdown(lesson("tokenization", "chat on"))
+        st.html(template_view(segments_for(lm.name, table.ids)))
+        st.caption(lesson("tokenization", "chat on caption", typed=len(ids_for(lm.name, text)), n=n))
+    else:
+        st.markdown(lesson("tokenization", "chat off" if info.has_chat_template else "no template"))
 
-st.header("The token table", divider="gray")
-shown, csv = V.token_table(table)
-st.dataframe(shown, hide_index=True, width="stretch", height=min(420, 38 + 35 * min(n, 12)))
-st.download_button("Download the token table (CSV)", csv, file_name="tokens.csv", mime="text/csv",
-                   key="tokenization_csv", icon=":material/download:")
-st.caption(lesson("tokenization", "csv caption"))
+if section("The token table"):
+    shown, csv = V.token_table(table)
+    st.dataframe(shown, hide_index=True, width="stretch", height=min(420, 38 + 35 * min(n, 12)))
+    st.download_button("Download the token table (CSV)", csv, file_name="tokens.csv", mime="text/csv",
+                       key="tokenization_csv", icon=":material/download:")
+    st.caption(lesson("tokenization", "csv caption"))
 
-st.header("Compare tokenizers", divider="gray")
-with st.spinner("Tokenizing with every tokenizer..."):
-    counts, problems = compare_for(text, tuple(sources(lm.name)), lm.name)
-st.markdown(lesson("tokenization", "compare intro"))
-if counts:
-    chart(compare_bar(counts, lm.name), "model", lesson("tokenization", "compare caption"))
-    for c in counts:
-        with st.expander(f"{c.name}: {c.n_tokens} tokens, {c.chars_per_token:.2f} characters per token"):
-            st.code(V.tokens_line(c.texts, c.n_tokens), language=None, wrap_lines=True)
-if len(counts) <= 3:
-    st.caption(lesson("tokenization", "no other tokenizers"))
-for p in problems:
-    st.caption(f":material/warning: {p}")
+if section("Compare tokenizers"):
+    with st.spinner("Tokenizing with every tokenizer..."):
+        counts, problems = compare_for(text, tuple(sources(lm.name)), lm.name)
+    st.markdown(lesson("tokenization", "compare intro"))
+    if counts:
+        chart(compare_bar(counts, lm.name), "model", lesson("tokenization", "compare caption"))
+        for c in counts:
+            with st.expander(f"{c.name}: {c.n_tokens} tokens, {c.chars_per_token:.2f} characters per token"):
+                st.code(V.tokens_line(c.texts, c.n_tokens), language=None, wrap_lines=True)
+    if len(counts) <= 3:
+        st.caption(lesson("tokenization", "no other tokenizers"))
+    for p in problems:
+        st.caption(f":material/warning: {p}")
 
-nav.link("pages/embeddings.py", "Next: each token id becomes a vector (embeddings & position)")
+    nav.link("pages/embeddings.py", "Next: each token id becomes a vector (embeddings & position)")

@@ -177,3 +177,170 @@ class OddServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# ------------------------------------------------------------------------------------------------ hostile
+MB = 2**20
+_BLOCK = b" " * MB  # one megabyte, reused: the hostile server never holds more than this
+
+
+class HostileServer:
+    """A raw-socket HTTP server on 127.0.0.1 that answers the way an attacker's server would, for the client's
+    limits: every connection is counted (``connections``), every request line kept (``requests``), every byte
+    sent counted (``sent``), and ``open`` is the number of connections the client has not closed yet (a handler
+    waits on its socket until the client hangs up). Big replies are a generator of one reused megabyte, so the
+    test process itself stays small.
+
+    Modes: huge (1 GB JSON without a length), huge_declared (Content-Length 1 GB), long_line (an SSE stream whose
+    first line is 300 MB), flood (valid 16 KB events without end), drip (one byte every ``drip_s``), keepalive (SSE comments only, every 0.2 s), silent
+    (reads the request, answers nothing), redirect (302 to ``location``), gzip (a gzip bomb: 1 GB of spaces in a
+    ~1 MB body, Content-Encoding gzip), headers (1 MB of headers), secret (a 200 HTML page, a 500 with a text
+    body, and a non-JSON stream, all containing SECRET)."""
+
+    SECRET = "SECRET-internal-admin-token"
+
+    def __init__(self, mode: str, drip_s: float = 0.5, location: str = ""):
+        import gzip
+
+        self.mode, self.drip_s, self.location = mode, drip_s, location
+        self.requests: list[str] = []
+        self.connections = 0
+        self.open = 0
+        self.sent = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._bomb = gzip.compress(_BLOCK * 64, 9) if mode == "gzip" else b""  # 64 MB inflated, ~64 KB sent
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.sock.close()
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                self.open += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _send(self, conn, data: bytes) -> None:
+        conn.sendall(data)
+        with self._lock:
+            self.sent += len(data)
+
+    def _read_request(self, conn) -> tuple[str, str]:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            got = conn.recv(65536)
+            if not got:
+                raise ConnectionError("closed")
+            buf += got
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        n = next((int(v.split(":", 1)[1]) for v in lines if v.lower().startswith("content-length:")), 0)
+        while len(rest) < n:
+            rest += conn.recv(65536)
+        method, path = lines[0].split(" ")[:2]
+        with self._lock:
+            self.requests.append(f"{method} {path}")
+        return method, path
+
+    def _wait_close(self, conn) -> None:
+        conn.settimeout(None)
+        while conn.recv(65536):
+            pass
+
+    def _serve(self, conn):
+        try:
+            method, path = self._read_request(conn)
+            getattr(self, f"_{self.mode}")(conn, method, path)
+            self._wait_close(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            with self._lock:
+                self.open -= 1
+
+    def _head(self, conn, code="200 OK", ctype="application/json", extra=""):
+        self._send(conn, f"HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\n{extra}\r\n".encode())
+
+    def _forever(self, conn, total: int, first: bytes = b"") -> None:
+        self._send(conn, first)
+        left = total - len(first)
+        while left > 0 and not self._stop.is_set():
+            self._send(conn, _BLOCK[:min(MB, left)])
+            left -= MB
+
+    def _huge(self, conn, method, path):
+        self._head(conn, extra="Connection: close\r\n")
+        self._forever(conn, 1024 * MB, b'{"data": [{"id": "')
+
+    def _huge_declared(self, conn, method, path):
+        self._head(conn, extra=f"Content-Length: {1024 * MB}\r\n")
+        self._forever(conn, 1024 * MB, b'{"data": "')
+
+    def _long_line(self, conn, method, path):
+        self._head(conn, ctype="text/event-stream", extra="Connection: close\r\n")
+        self._forever(conn, 300 * MB, b'data: {"choices": [{"text": "')
+
+    def _drip(self, conn, method, path):
+        ctype = "text/event-stream" if method == "POST" else "application/json"
+        self._head(conn, ctype=ctype, extra="Connection: close\r\n")
+        while not self._stop.is_set():
+            self._send(conn, b" ")
+            time.sleep(self.drip_s)
+
+    def _keepalive(self, conn, method, path):
+        self._head(conn, ctype="text/event-stream", extra="Connection: close\r\n")
+        while not self._stop.is_set():
+            self._send(conn, b": ping\n\n")
+            time.sleep(0.2)
+
+    def _flood(self, conn, method, path):
+        """Valid events without end, 16 KB of text each."""
+        self._head(conn, ctype="text/event-stream", extra="Connection: close\r\n")
+        event = b'data: {"choices": [{"text": "' + b"x" * 16384 + b'", "index": 0}]}\n\n'
+        burst = event * 64
+        while not self._stop.is_set():
+            self._send(conn, burst)
+
+    def _silent(self, conn, method, path):
+        pass  # the handler then waits for the client to hang up
+
+    def _redirect(self, conn, method, path):
+        self._head(conn, "302 Found", extra=f"Location: {self.location}{path}\r\nContent-Length: 0\r\n")
+
+    def _gzip(self, conn, method, path):
+        self._head(conn, extra=f"Content-Encoding: gzip\r\nContent-Length: {len(self._bomb)}\r\n")
+        self._send(conn, self._bomb)
+
+    def _headers(self, conn, method, path):
+        self._send(conn, b"HTTP/1.1 200 OK\r\n")
+        for i in range(1024):
+            self._send(conn, f"X-Pad-{i}: {'a' * 1000}\r\n".encode())
+        self._send(conn, b"Content-Length: 2\r\n\r\n{}")
+
+    def _secret(self, conn, method, path):
+        page = f"<html><body>{self.SECRET}</body></html>".encode()
+        if path == "/v1/models":
+            self._head(conn, ctype="text/html", extra=f"Content-Length: {len(page)}\r\n")
+        elif path == "/metrics":
+            self._head(conn, "500 Internal Server Error", "text/plain", f"Content-Length: {len(page)}\r\n")
+        else:
+            self._head(conn, ctype="text/event-stream", extra="Connection: close\r\n")
+            page = f"data: {self.SECRET}\n\n".encode()
+        self._send(conn, page)

@@ -8,7 +8,7 @@ import streamlit as st
 from engine.stages.attention import CostPoint, measure_forward
 from engine.stages.lens import MAX_LENS_POSITIONS, LensGrid, lens_from_residual, logit_lens
 from ui import state, work
-from ui.figures import caption
+from ui.figures import TICK_SIZE, caption, readable
 from ui.models import get_model
 from ui.cache import memo
 
@@ -76,6 +76,7 @@ def _on_overview_select() -> None:
 
 def overview_chart(fig, kind: str, text: str) -> None:
     """The layers x heads overview, clickable."""
+    readable(fig, 20 if state.settings().present else TICK_SIZE)
     st.plotly_chart(fig, width="stretch", key=OVERVIEW_KEY, on_select=_on_overview_select,
                     selection_mode="points", config={"displaylogo": False})
     st.caption(caption(kind, text))

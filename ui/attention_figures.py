@@ -69,17 +69,22 @@ def head_overview(values: np.ndarray, metric: str, unit: str, selected: tuple[in
 
 
 def attention_map(head: np.ndarray, tokens: Sequence[str], title: str, start: int = 0, size: int = DRAW_MAX,
-                  query: int | None = None) -> go.Figure:
+                  query: int | None = None, window: int | None = None) -> go.Figure:
     """One head's attention (head: [q, k] over all recorded positions) drawn for the square window of positions
     [start, start + size). Cells above the diagonal (future keys) are drawn grey as 'masked', not as zero weight:
-    the causal mask removes them before softmax. ``query`` (absolute position) is outlined."""
+    the causal mask removes them before softmax. A sliding-window layer (``window`` W) also masks keys W or more
+    positions back, drawn grey too, with the window's edge outlined. ``query`` (absolute position) is outlined."""
     start = max(0, min(int(start), head.shape[0] - 1))
     stop = min(head.shape[0], start + int(size))
     weights = head[start:stop, start:stop]  # [q, k] window
     tokens = list(tokens)[start:stop]
     m = weights.shape[0]
     lab = labels(tokens, start)
-    allowed = np.tril(np.ones((m, m), dtype=bool))
+    q_abs = np.arange(start, stop)[:, None]
+    k_abs = np.arange(start, stop)[None, :]
+    allowed = k_abs <= q_abs
+    if window:
+        allowed &= q_abs - k_abs < int(window)
     z = np.where(allowed, weights.astype(np.float32), np.nan)
     masked = np.where(allowed, np.nan, 1.0)
     fig = go.Figure()
@@ -90,8 +95,18 @@ def attention_map(head: np.ndarray, tokens: Sequence[str], title: str, start: in
                              colorbar=dict(title=dict(text="weight (0-1)", side="right")),
                              hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     # a legend entry for the grey cells
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="masked: future position",
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                             name="masked: future position" + (f" or {window}+ back (outside the window)"
+                                                               if window else ""),
                              marker=dict(symbol="square", size=14, color=MASKED)))
+    if window:  # the window's far edge: key q - W + 1 is the oldest a query q still sees
+        for r in range(m):
+            c = r - int(window) + 1
+            if 0 <= c < m:
+                fig.add_shape(type="line", x0=c - 0.5, x1=c - 0.5, y0=r - 0.5, y1=r + 0.5,
+                              line=dict(color=COLORS["accent"], width=2, dash="dot"))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"edge of the sliding window ({window} tokens)",
+                                 line=dict(color=COLORS["accent"], width=2, dash="dot")))
     if query is not None and start <= query < start + m:
         r = query - start
         fig.add_shape(type="rect", x0=-0.5, x1=r + 0.5, y0=r - 0.5, y1=r + 0.5, line=dict(color=COLORS["accent"], width=2))

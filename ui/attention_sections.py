@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import errors
+
 from engine.stages.attention import fit_power, kv_groups
 from ui import attention_view as V
 from ui import kept, state
@@ -22,12 +24,18 @@ COST_RUN = "attention_cost_run"  # kept: the model whose cost sweep was asked fo
 REPEATS = 3  # timed passes per length
 
 
-@st.fragment
-def heads(p: V.Prompt, info, tr) -> None:
-    """Sections 1-3: every head at a glance with the layer/head pickers, the head on view, its K/V group."""
+@errors.fragment
+def heads(p: V.Prompt, info, tr, lead=None) -> None:
+    """Sections 1-3: every head at a glance with the layer/head pickers, the head on view, its K/V group.
+    ``lead`` draws the page's lesson boxes above the head's map (they describe it): section 1's overview comes
+    first, so a 1366x768 screen shows a chart without scrolling."""
     st.header("1. Every head at a glance", divider="gray")
+    if V.window_note(info):
+        st.info(V.window_note(info), icon=":material/view_week:")
     layer, head = overview(p, info)
     st.header(f"2. Layer {layer}, head {head}: who looks at whom", divider="gray")
+    if lead is not None:
+        lead()
     one_head(p, layer, head)
     st.header("3. Grouped-query attention: heads share keys and values", divider="gray")
     g = V.gqa(info, tr, head)
@@ -38,12 +46,15 @@ def heads(p: V.Prompt, info, tr) -> None:
               V.saving_caption(info, g), key="attention_kv")
 
 
-@st.fragment
+@errors.fragment
 def one_head(p: V.Prompt, layer: int, head: int) -> None:
     """Section 2: the head's map and one query's row; the window and query pickers rerun only this."""
     start, query = query_pick(p)
     weights = p.head(layer, head)  # [m, m]
-    chart(attention_map(weights, p.toks, f"Attention weights, layer {layer}, head {head}", start, DRAW_MAX, query),
+    window = p.windows[layer] if layer < len(p.windows) else None
+    kind = f" (sliding window of {window})" if window else ""
+    chart(attention_map(weights, p.toks, f"Attention weights, layer {layer}{kind}, head {head}", start, DRAW_MAX,
+                        query, window),
           "model", lesson("attention", "map caption"), key="attention_map")
     chart(query_bar(weights, p.toks, query, f"layer {layer}, head {head}"), "model", lesson("attention", "bar caption"),
           key="attention_bar")
@@ -51,11 +62,11 @@ def one_head(p: V.Prompt, layer: int, head: int) -> None:
 
 def overview(p: V.Prompt, info) -> tuple[int, int]:
     """Section 1: every head's summary, clickable, beside the layer and head pickers; returns the head on view."""
-    metric = st.radio("Summary per head", V.METRICS, horizontal=True, key="attention_metric")
-    s = V.summary(p, metric)
-    clamp_selection(info.n_layers, info.n_heads)  # a shared link's head, or the last one, kept in this model's range
     left, right = st.columns([3, 1])
-    with right:
+    with right:  # the pickers beside the chart, so the chart starts high on the first screen
+        metric = st.radio("Summary per head", V.METRICS, key="attention_metric")
+        s = V.summary(p, metric)
+        clamp_selection(info.n_layers, info.n_heads)  # a shared link's head, or the last one, kept in range
         layer = st.selectbox("Layer", list(range(info.n_layers)), key=LAYER_KEY)
         head = st.selectbox("Head", list(range(info.n_heads)), key=HEAD_KEY)
         state.put_page_params(layer=layer, head=head)  # a copied link opens this head
@@ -81,9 +92,13 @@ def query_pick(p: V.Prompt) -> tuple[int, int]:
     return start, query
 
 
-@st.fragment
+@errors.fragment
 def cost(lm) -> None:
     """Section 4's measurement: prefill timed at each length, on a button press (then kept for this model)."""
+    if lm.info.refused("attention_time"):
+        st.info(f"The cost measurement is not shown for this model: {lm.info.refused('attention_time')}.",
+                icon=":material/block:")
+        return
     max_len = st.select_slider("Longest prompt to measure (tokens)", [128, 256, 512, 1024], value=128,
                                key="attention_cost_max")
     lengths = [L for L in (16, 32, 64, 128, 256, 512, 1024) if L <= max_len]
@@ -100,9 +115,12 @@ def cost(lm) -> None:
     st.markdown(V.cost_result(pts))
 
 
-@st.fragment
+@errors.fragment
 def lens(lm, tr, info) -> None:
     """Section 5's lens: the prediction after every block at the last prompt positions, and at the last one."""
+    if info.refused("lens"):
+        st.info(f"The logit lens is not shown for this model: {info.refused('lens')}.", icon=":material/block:")
+        return
     with st.spinner("Reading the residual stream through the output head at every layer..."):
         ln = lens_of(lm, tr)
     covered = n_cols = len(ln.positions)

@@ -22,6 +22,7 @@ class Prompt:
     m: int  # positions whose attention was kept (m <= n)
     toks: list  # the first m prompt tokens
     pull: FirstTokenPull
+    windows: tuple = ()  # per layer: the sliding window (tokens a query sees) or None for a global layer
 
     def head(self, layer: int, head: int) -> np.ndarray:
         return self.att[layer, head]  # [m, m]
@@ -30,7 +31,29 @@ class Prompt:
 def prompt_of(tr) -> Prompt:
     att = tr.analysis.attentions  # [layers, heads, m, m]
     m = att.shape[-1]
-    return Prompt(att, len(tr.prompt_ids), m, list(tr.prompt_tokens[:m]), first_token_pull(att))
+    f = getattr(getattr(tr, "info", None), "arch", None)
+    return Prompt(att, len(tr.prompt_ids), m, list(tr.prompt_tokens[:m]), first_token_pull(att),
+                  tuple(f.windows) if f is not None else ())
+
+
+def refusal(info) -> str | None:
+    """One line when this architecture's attention weights cannot be shown faithfully (engine.archfacts)."""
+    reason = info.refused("analysis") or info.refused("attention")
+    return f"Attention weights are not shown for this model: {reason}." if reason else None
+
+
+def window_note(info) -> str | None:
+    """Which layers are local (sliding window) and which global, from the model's own config."""
+    f = getattr(info, "arch", None)
+    if f is None or not f.has_windows:
+        return None
+    local = [f"{i} (window {w})" for i, w in enumerate(f.windows) if w]
+    glob = [str(i) for i, w in enumerate(f.windows) if not w]
+    return (f"This model mixes layer kinds. Sliding-window (local) layers: {', '.join(local)}: each token sees only "
+            "itself and the tokens just before it, so their maps are zero further back (drawn grey, the window's "
+            "edge dotted). " + (f"Global layers: {', '.join(glob)}: each token sees every earlier token. "
+                                if glob else "") +
+            "The KV cache of a local layer stops growing at its window (see the KV cache page).")
 
 
 def sink_answer(p: Prompt) -> str:

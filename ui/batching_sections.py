@@ -33,15 +33,17 @@ def settings() -> V.Settings:
                       tuple(sorted(sizes) or [1]))
 
 
-def run_button(key: tuple) -> None:
-    """Stops the page until the button is pressed once for these settings (then the results are kept)."""
+def run_button(key: tuple) -> bool:
+    """Whether the page may measure: the button was pressed once for these settings (then the results are kept).
+    Until then it shows the button (the page draws nothing measured, but goes on: presenter view's Next and the
+    links below still appear)."""
     if runs.has_run(key):
-        return
+        return True
     st.markdown(lesson("batching", "not run yet"))
     if st.button("Run on the real model", type="primary", icon=":material/play_arrow:", key="batching_run"):
         runs.mark_run(key)
-    else:
-        st.stop()
+        return True
+    return False
 
 
 def measure(model: str, cfg: V.Settings):

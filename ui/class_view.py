@@ -79,7 +79,7 @@ def class_result(snap: dict, max_batch: int) -> ServeResult | None:
         recs.append(RequestRecord(i, "", 0, int(h.get("tokens", 0)), h["submitted"] - t0, start, max(first, start),
                                   max(end, first), max(end, first), tuple(range(int(h.get("tokens", 0))))))
     steps = [StepEvent(p, a - t0, b - t0, tuple(range(r)), r, r, 0, 0, 0) for a, b, r, p in snap["steps"]
-             if b - t0 >= 0]
+             if b - t0 >= 0 and p in ("prefill", "decode")]
     wall = max(r.done_s for r in recs)
     return ServeResult("class", "", max_batch, 0.0, tuple(recs), tuple(steps), wall, 0)
 
@@ -140,7 +140,7 @@ def _live() -> None:
     c[3].metric("Batch size now", len(snap["running"]) if kinds == {"answer"} else (1 if snap["running"] else 0))
     answers = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done"]
     c[4].metric("Answers, last 5 min", len(answers))
-    others = [h for h in snap["finished"] if h["kind"] != "answer"]
+    others = [h for h in snap["finished"] if h["kind"] not in ("answer", "analysis")]
     if not snap["batching"]:
         st.info("Batching is off on this server (ILE_BATCHING=off): answers run one at a time.")
     if res is None:

@@ -9,6 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from ui import errors
+
+from engine.stages.embeddings import rope_refusal
+
 from ui.embeddings_data import learned_for, neighbours_for, relative_for, rope_for, row_pair_for, tied_for
 from ui.embeddings_figures import (cosine_heatmap, learned_heatmap, neighbours_bar, relative_heatmap, relative_lines,
                                    rope_angle_heatmap, rope_wavelength_line)
@@ -28,7 +32,7 @@ def token_choices(ids, tokens, prompt: str):
     return dict(choices), default, key_default
 
 
-@st.fragment
+@errors.fragment
 def neighbours_to_tied(lm, info, names: dict, default: int, key_default: int) -> None:
     """The end of section 2 (a token's nearest neighbours), then sections 3 and 4; the picked token drives 2 and 4."""
     q_id = st.selectbox("Nearest tokens to", list(names), index=list(names).index(default),
@@ -40,18 +44,21 @@ def neighbours_to_tied(lm, info, names: dict, default: int, key_default: int) ->
     tied(lm, info, names, q_id)
 
 
-@st.fragment
+@errors.fragment
 def neighbours(lm, info, q_id: int) -> None:
     k = st.slider("How many neighbours", 5, 30, 12, key="embeddings_k")
     nb = neighbours_for(lm.name, q_id, int(k))
     chart(neighbours_bar(nb), "model", f"Cosine similarity against all {info.vocab_size:,} rows of the table.")
 
 
-@st.fragment
+@errors.fragment
 def position(lm, info, names: dict, default: int, key_default: int) -> None:
     """Section 3: RoPE (or a learned position table), from the real model."""
     choices = list(names.items())
-    if info.position_encoding == "rope" and info.head_dim:
+    refused = rope_refusal(lm) if info.position_encoding == "rope" else None
+    if refused:
+        st.info(f"The RoPE sections are not shown for this model: {refused}.", icon=":material/block:")
+    elif info.position_encoding == "rope" and info.head_dim:
         n_pos = st.slider("Positions to show", 16, 256, 64, step=16, key="embeddings_positions")
         ra = rope_for(lm.name, int(n_pos))
         st.markdown(lesson("embeddings", "rope", head_dim=info.head_dim, pairs=ra.rotary_dim // 2, base=ra.base,
@@ -60,6 +67,12 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
               f"The formula above with this model's config; it matches the cos values the model's own rotary module "
               f"produces to {ra.module_max_diff:.1e}. Pairing: {ra.pairing}.")
         chart(rope_wavelength_line(ra), "derived", "Wavelength 2\u03c0 / base^(-2i/d) of each pair, from the config.")
+        f = info.arch
+        bases = sorted({b for b in f.rope_bases if b}) if f is not None else []
+        if len(bases) > 1:
+            st.caption("This model rotates with a different base per layer kind: " + "; ".join(
+                f"layer {i} ({'sliding window ' + str(w) if w else 'global'}): base {b:g}"
+                for i, (w, b) in enumerate(zip(f.windows, f.rope_bases))) + ". Shown above: layer 0's.")
 
         st.subheader("The score depends only on the distance")
         st.markdown(lesson("embeddings", "distance"))
@@ -97,6 +110,10 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
             try_this("Are the vectors of positions 0 and 1 more alike than 0 and the last one shown?",
                      f"Measured cosine: positions 0 and 1: **{lp.cosine[0, 1]:.3f}**; 0 and {lp.vectors.shape[0] - 1}: "
                      f"**{lp.cosine[0, -1]:.3f}**.", key="embeddings_try")
+    elif info.position_encoding == "alibi":
+        st.info("This model adds no position vector and rotates nothing: ALiBi subtracts from each attention score a "
+                "penalty proportional to the distance between the two tokens (a different slope per head). Position "
+                "lives in the attention scores; this page does not draw it.", icon=":material/block:")
     else:
         st.info("This model's position scheme is not one this page can show (neither RoPE nor a learned table).")
 

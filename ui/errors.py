@@ -23,3 +23,18 @@ def shown_briefly():
         print(f"[app] error {ref} while running a page:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         st.error(f"Something went wrong on this page (reference {ref}); the details are in the server log. Try "
                  "other settings, or reload the page.", icon=":material/error:")
+
+
+def fragment(fn=None, **kw):
+    """``st.fragment`` whose body runs inside ``shown_briefly``: an error in it is the app's one short line only.
+    (An exception that leaves a fragment is also drawn by Streamlit as its own redacted error box.)"""
+    import functools
+
+    def wrap(f):
+        @functools.wraps(f)
+        def body(*args, **kwargs):
+            with shown_briefly():
+                return f(*args, **kwargs)
+        return st.fragment(body, **kw)
+
+    return wrap(fn) if fn is not None else wrap

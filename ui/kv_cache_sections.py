@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import errors
+
 from engine.stages import kv_presets as kp
 from engine.stages.paging import VLLM_BLOCK_SIZE, allocate, request_lengths
 from ui import kv_cache_view as V
@@ -17,12 +19,19 @@ from ui.layout import chart, common_mistake, try_this
 from ui.lessons import lesson
 
 
-@st.fragment
+@errors.fragment
 def cache_tensors(lm, tr, rc: V.RunCache) -> None:
     """Section 1's heatmap: one layer's cached keys or values for one KV head, read from a replay of the run."""
     info = lm.info
+    if info.refused("kv_cache"):
+        st.info(f"The cache tensors are not shown for this model: {info.refused('kv_cache')}.", icon=":material/block:")
+        return
     with st.spinner("Replaying the run to read the real cache tensors..."):
-        snap = snapshot_for(lm.name, tuple(tr.prompt_ids), tuple(tr.generated_ids))
+        try:
+            snap = snapshot_for(lm.name, tuple(tr.prompt_ids), tuple(tr.generated_ids))
+        except ValueError as exc:  # e.g. layers caching different numbers of KV heads: one line, not a traceback
+            st.info(f"The cache tensors are not shown for this model: {exc}.", icon=":material/block:")
+            return
     c1, c2, c3 = st.columns([2, 1, 1])
     layer = c1.slider("Layer", 0, info.n_layers - 1, min(info.n_layers - 1, info.n_layers // 2), key="kv_layer")
     which = c2.radio("Tensor", ["keys", "values"], horizontal=True, key="kv_which")
@@ -31,10 +40,13 @@ def cache_tensors(lm, tr, rc: V.RunCache) -> None:
     labels = (list(tr.prompt_tokens) + list(tr.generated_tokens))[: snap.tokens]
     chart(cache_heatmap(arr, labels, len(tr.prompt_ids),
                         f"Layer {layer}, KV head {head}: cached {which}, one column per token"), "model",
-          V.heatmap_caption(info, which, snap, rc), key="kv_heatmap")
+          V.heatmap_caption(info, which, snap, rc, layer), key="kv_heatmap")
+    if snap.layer_bytes:
+        with st.expander("Bytes per layer: measured from each layer's tensors, and the formula"):
+            st.dataframe(V.layer_table(info, snap), hide_index=True)
 
 
-@st.fragment
+@errors.fragment
 def calculator_and_paging() -> None:
     """Sections 3 and 4: the calculator, the variants and presets it leads to, and paged allocation in its bytes."""
     st.header("3. Calculator: real models, real contexts", divider="gray")
@@ -84,7 +96,7 @@ def calculator() -> V.Calc:
     return c
 
 
-@st.fragment
+@errors.fragment
 def paging(c: V.Calc) -> None:
     """Section 4: seeded request lengths, their slots paged vs contiguous, and those slots in bytes for ``c``."""
     c1, c2 = st.columns(2)

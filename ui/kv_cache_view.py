@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from engine.kv import kv_bytes_for
+from engine.kv import kv_bytes_for, layer_bytes_formula
 from engine.stages import kv_presets as kp
 from engine.trace import StepRecord
 from ui.html import visible
@@ -60,15 +60,42 @@ def holds_text(info, rc: RunCache) -> str:
     return lesson("kv_cache", "holds", tokens=rc.last.kv_tokens, tensors=2 * info.n_layers, **_shape(info))
 
 
-def heatmap_caption(info, which: str, snap, rc: RunCache) -> str:
+def heatmap_caption(info, which: str, snap, rc: RunCache, layer: int | None = None) -> str:
     rope = lesson("kv_cache", "heatmap rope") + " " if which == "keys" and info.position_encoding == "rope" else ""
+    f = getattr(info, "arch", None)
+    if f is not None and layer is not None and f.windows[layer] and snap.layer_tokens:
+        rope += (f"This layer has a sliding window of {f.windows[layer]}: it holds only the newest "
+                 f"{snap.layer_tokens[layer]} tokens; older columns are blank because they were dropped. ")
     check = " \u2714" if snap.measured_bytes == rc.last.kv_bytes else f" (run: {rc.last.kv_bytes:,})"
     return lesson("kv_cache", "heatmap caption", which=which, head_dim=info.head_dim, rope=rope,
                   size=fmt_bytes(snap.measured_bytes), bytes=snap.measured_bytes, check=check)
 
 
 def formula_text(info, rc: RunCache) -> str:
-    return lesson("kv_cache", "formula", per_token=rc.per_token, **_shape(info))
+    text = lesson("kv_cache", "formula", per_token=rc.per_token, **_shape(info))
+    f = getattr(info, "arch", None)
+    if f is not None and (f.has_windows or len(set(f.kv_heads)) > 1):
+        t = rc.last.kv_tokens
+        parts = [f"layer {i}: 2 × {f.kv_heads[i]} × {f.head_dim} × {f.held_tokens(i, t)} × "
+                 f"{info.bytes_per_value} = {b:,} B" + (f" (sliding window {f.windows[i]}: holds at most "
+                                                         f"{f.windows[i] - 1} past tokens)" if f.windows[i] else "")
+                 for i, b in enumerate(layer_bytes_formula(info, t))]
+        text += ("\n\nThis model's layers do not all hold the same tokens, so the formula is summed per layer type. "
+                 f"At {t} tokens: " + "; ".join(parts) + f". Total {sum(layer_bytes_formula(info, t)):,} B.")
+    return text
+
+
+def layer_table(info, snap) -> pd.DataFrame:
+    """Per layer: its kind, the tokens it holds, bytes measured from its tensors and the formula's bytes."""
+    f = getattr(info, "arch", None)
+    formula = layer_bytes_formula(info, snap.tokens)
+    rows = []
+    for i, measured in enumerate(snap.layer_bytes):
+        w = f.windows[i] if f is not None else None
+        rows.append({"layer": i, "kind": f"sliding (window {w})" if w else "global",
+                     "tokens held": snap.layer_tokens[i] if i < len(snap.layer_tokens) else None,
+                     "measured bytes": measured, "formula bytes": formula[i] if i < len(formula) else None})
+    return pd.DataFrame(rows)
 
 
 def size_metrics(rc: RunCache) -> list[tuple]:

@@ -23,11 +23,12 @@ def fmt_bytes(n: float) -> str:
 
 
 def cache_heatmap(values: np.ndarray, tokens, prompt_len: int, title: str) -> go.Figure:
-    """values: [tokens, head_dim] of one layer and one KV head; columns are positions."""
+    """values: [tokens, head_dim] of one layer and one KV head; columns are positions (NaN: not held, blank)."""
     z = values.T  # [head_dim, tokens]
     labels = [repr(visible(t))[1:-1] for t in tokens]
     hover = [[labels[j]] * z.shape[0] for j in range(z.shape[1])]
-    lim = float(np.quantile(np.abs(z), 0.99)) if z.size else 1.0
+    held = np.abs(z[np.isfinite(z)])  # positions a sliding-window layer dropped are NaN: drawn blank
+    lim = float(np.quantile(held, 0.99)) if held.size else 1.0
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(z.shape[1])), y=list(range(z.shape[0])), colorscale="RdBu_r", zmid=0,
         zmin=-lim, zmax=lim, customdata=np.array(hover).T,

@@ -64,9 +64,15 @@ def numbers(trace) -> dict:
         how=how, token=visible(first.token), token_id=first.token_id, prob=first.prob,
         count=len(trace.generated_ids),
         reason="the end-of-turn token" if trace.stop_reason == "eos" else "the max-new-tokens limit",
-        pos_note=("Position is not added here: this model rotates queries and keys by position (RoPE) inside "
-                  "attention." if info.position_encoding == "rope" else
-                  "This model adds a learned position vector to each embedding."),
+        pos_note={"rope": "Position is not added here: this model rotates queries and keys by position (RoPE) inside "
+                          "attention.",
+                  "learned": "This model adds a learned position vector to each embedding: the rows above are what "
+                             "block 0 receives, the token's row plus its position's row.",
+                  "alibi": "Position is not added here: this model (ALiBi) lowers each attention score in proportion "
+                           "to the distance between the two tokens."}.get(
+            info.position_encoding, "This model adds no position vector to the embedding.")
+        + (f" The rows are the table's rows times {info.arch.embedding_scale:.3g}: this model scales its embeddings "
+           "before block 0." if getattr(info.arch, "embedding_scale", None) else ""),
         ttft_ms=trace.ttft * 1000,
         decode_ms=median(trace.decode_seconds) * 1000 if trace.decode_seconds else float("nan"),
     )

@@ -5,9 +5,11 @@ import time
 
 import streamlit as st
 
+from ui import errors
+
 from ui import state
 from ui.loop_glance import picture
-from ui.loop_view import STAGES, DECODE_START, glance, next_position, previous_position
+from ui.loop_view import STAGES, DECODE_START, glance, next_position, previous_position, softmax_note
 from ui.runs import last_position_for
 
 PLAY_PAUSE = 0.45  # seconds per stage when playing one token round the loop
@@ -28,7 +30,7 @@ def _position(trace) -> tuple[int, int]:
     return st.session_state["loop_pos"]
 
 
-@st.fragment
+@errors.fragment
 def loop_picture(trace) -> None:
     """One picture of the loop for the current prompt's real values, stepped one stage or token at a time."""
     n = len(trace.steps)
@@ -60,9 +62,12 @@ def loop_picture(trace) -> None:
         stage = len(STAGES) - 1
     st.session_state["loop_pos"] = (t, stage)
     box.html(picture(_glance(trace, t), stage, trace.info.n_layers, state.share_params()))
+    note = softmax_note(trace.settings)
+    if note:
+        st.caption(note)
 
 
-@st.fragment
+@errors.fragment
 def block_inside(trace) -> None:
     """The layer slider reruns only this part: the values inside one block for the last prompt token."""
     from ui.layout import chart  # noqa: PLC0415 (layout imports state; keep this module's imports light)
@@ -75,7 +80,11 @@ def block_inside(trace) -> None:
     layer = st.slider("Block to look inside", 0, info.n_layers - 1, 0, key="loop_layer")
     df = block_table(block_walk_for(info.name, trace.prompt_ids, layer))
     if df is None:
-        st.caption("This architecture's blocks are not broken down here.")
+        f = getattr(info, "arch", None)
+        layout = f"{f.norm}{', parallel residual' if f.parallel_residual else ''}" if f is not None else "unknown"
+        st.caption(f"Block {layer} is not broken down here: the walk replays a block as norm \u2192 attention \u2192 add "
+                   f"\u2192 norm \u2192 MLP \u2192 add and shows it only if it lands on the block's real output; this "
+                   f"{info.model_type} block is laid out differently ({layout}).")
     else:
         st.dataframe(df, hide_index=True)
         st.caption(f"Real values inside block {layer} for the last prompt token {visible(trace.prompt_tokens[-1])!r}. "

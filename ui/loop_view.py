@@ -14,7 +14,7 @@ from ui.html import visible
 # Stage keys in loop order, their box titles and the page each box links to (url path).
 STAGES = ("text", "ids", "embeddings", "blocks", "hidden", "logits", "softmax", "sampled", "appended")
 TITLES = {"text": "Text", "ids": "Token ids", "embeddings": "Embeddings", "blocks": "{n} blocks",
-          "hidden": "Last hidden state", "logits": "Logits", "softmax": "Softmax", "sampled": "Sampled token",
+          "hidden": "Last hidden state", "logits": "Logits", "softmax": "Softmax (T = 1)", "sampled": "Sampled token",
           "appended": "Appended"}
 LINKS = {"text": "tokenization", "ids": "tokenization", "embeddings": "embeddings", "blocks": "attention",
          "hidden": "attention", "logits": "sampling", "softmax": "sampling", "sampled": "sampling",
@@ -39,6 +39,22 @@ class Glance:
 
 def _how(ss) -> str:
     return "greedy (T = 0)" if ss.greedy else f"T {ss.temperature:g}, k {ss.top_k or 'off'}, p {ss.top_p:g}"
+
+
+def softmax_note(ss) -> str | None:
+    """One line saying why the softmax box (the model's own distribution, temperature 1) and the sampled token's
+    p (under the sidebar's sampling settings) differ; None when they are the same distribution."""
+    if not ss.greedy and ss.temperature == 1.0 and ss.top_k == 0 and ss.top_p >= 1.0 and ss.min_p <= 0.0:
+        return None
+    if ss.greedy:
+        return ("Why the percentages differ: the softmax box shows the model's own distribution (temperature 1); "
+                "greedy decoding (T = 0) then puts all the probability on its top token, so the sampled token's "
+                "p is 100%.")
+    shape = ("sharpens it" if ss.temperature < 1 else "flattens it" if ss.temperature > 1 else "keeps its shape")
+    cut = " and top-k / top-p cut its tail (the rest is renormalised)" if ss.top_k or ss.top_p < 1.0 else ""
+    return (f"Why the percentages differ: the softmax box shows the model's own distribution (temperature 1); "
+            f"the token is drawn from it reshaped by your settings ({_how(ss)}): T {ss.temperature:g} {shape}{cut}, "
+            "so the sampled token's p is its probability after that.")
 
 
 def _vec(values, n: int = 4) -> list[str]:

@@ -14,7 +14,8 @@ import streamlit as st
 from engine.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
 from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedded, default_device, \
     embedded_is_converted, load_model, log
-from engine.precision import LABELS, model_key, split_key, to_precision, unsupported_reason
+from engine.model_names import BUILTIN
+from engine.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
 from ui import state
 from ui.html import md_escape
 from ui.cache import shared
@@ -27,7 +28,20 @@ def policy() -> ModelPolicy:
     return policy_from_env(os.environ, st.get_option("server.address"))
 
 
-@shared(4)
+OPEN_EXTRA = 2  # open mode: room for two typed folders or hub ids besides the built-in models
+
+
+def cache_entries(pol: ModelPolicy | None = None) -> int:
+    """How many loaded copies the model cache keeps: every (model, precision) pair the server offers, so that
+    visits switching among them never evict and reload one another (a 4-entry cache thrashed with 2 models at 3
+    precisions). Class mode: the allow-list's models at each precision this device runs; open mode: the built-in
+    models at each, plus ``OPEN_EXTRA``. Read once, when the app starts."""
+    pol = pol or policy()
+    n_prec = len(supported(default_device()))
+    return len(pol.labels) * n_prec if pol.class_mode else len(BUILTIN) * n_prec + OPEN_EXTRA
+
+
+@shared(cache_entries())
 def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
     any other is a copy of the default model cast or quantized once (engine.precision). ``precision`` has no
@@ -68,7 +82,8 @@ def _ensure_embedded_converted() -> None:
 
 
 def key_for(name: str, precision: str) -> str:
-    return model_key(name, precision, default_device())
+    """The cache key of ``name`` (as typed: any precision suffix in it is dropped) at the setting's precision."""
+    return model_key(plain_name(name), precision, default_device())
 
 
 def get_model(name: str) -> LoadedModel:
@@ -128,8 +143,8 @@ def draft_model_box(key: str) -> str:
     if pol.class_mode:
         return st.selectbox("Draft model (must share the target's tokenizer)", pol.labels, key=key,
                             help="The models this server offers.")
-    return st.text_input("Draft model (must share the target's tokenizer)", "", key=key,
-                         placeholder="a local folder or hub id").strip()
+    return plain_name(st.text_input("Draft model (must share the target's tokenizer)", "", key=key,
+                                    placeholder="a local folder or hub id").strip())
 
 
 def on_model_change() -> None:
@@ -182,7 +197,13 @@ def current_model() -> LoadedModel:
     precision = _checked_precision(s)
     name = s.model
     try:
-        lm = get_model(key_for(name, precision))
+        try:
+            lm = get_model(key_for(name, precision))
+        except ModelLoadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to load is one line for the person who asked
+            raise ModelLoadError(f"'{name[:60]}' could not be loaded: {type(exc).__name__}: "
+                                 f"{(str(exc).splitlines() or [''])[0][:200]}") from exc
         canon = split_key(lm.name)[0]
         if canon != name:
             state.set_value("model", canon)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from engine import noise
 from engine.experiments.speculative import SpecRun
-from ui.html import visible
+from ui.html import md_escape, visible
 from ui.lessons import lesson
 from ui.speculative_figures import clock_html, lane_html
 
@@ -99,13 +99,60 @@ def drafts_little(run: SpecRun) -> bool:
     return bool(run.rounds) and run.drafted_per_round < 0.5 * run.k
 
 
-def formula_note(run: SpecRun) -> str | None:
-    """Why the paper's formula and the clock disagree when the drafter drafts little; None otherwise."""
-    if not drafts_little(run):
-        return None
-    return lesson("speculative", "formula note", expected=run.expected_speedup, k=run.k,
-                  drafting_rounds=run.rounds_with_drafts, rounds=len(run.rounds), per_round=run.drafted_per_round,
-                  drafted=run.drafted, c=run.c, expected_drafted=run.expected_speedup_drafted, speedup=run.speedup)
+def _x(value: float) -> str:
+    return f"{value:.2f}x" if value == value else "n/a"
+
+
+def gap_rows(run: SpecRun) -> list[tuple[str, str, str]]:
+    """(step, speedup, why) from the paper's formula to the wall clock, one assumption changed per line: rounds
+    as they happened, the measured verify cost, then the measured decode-only and wall-clock speedups. The
+    formula's lines count decode rounds only, so the decode-only line is the one to compare them with."""
+    rounds, k = len(run.rounds), run.k
+    if run.rounds_with_drafts == rounds and run.drafted_per_round >= k:
+        as_run = lesson("speculative", "gap every round", k=k)
+    elif run.rounds_with_drafts == rounds:
+        as_run = lesson("speculative", "gap short drafts", per_round=run.drafted_per_round, k=k)
+    else:
+        as_run = lesson("speculative", "gap few drafts", drafting=run.rounds_with_drafts, rounds=rounds,
+                        per_round=run.drafted_per_round, k=k)
+        if drafts_little(run):
+            as_run += " " + lesson("speculative", "gap search cost", drafted=run.drafted, c=run.c)
+    ratio = run.verify_cost_ratio
+    verify = (lesson("speculative", "gap verify", ratio=ratio) if ratio == ratio
+              else lesson("speculative", "gap no verify"))
+    return [
+        ("Paper's formula", _x(run.expected_speedup),
+         lesson("speculative", "gap formula", a=run.acceptance_rate, c=run.c, k=k)),
+        ("+ rounds as they happened", _x(run.expected_speedup_drafted), as_run),
+        ("+ measured verify cost", _x(run.expected_speedup_as_run), verify),
+        ("Measured, decode only", _x(run.decode_speedup),
+         lesson("speculative", "gap decode", accepted=run.accepted, tested=run.tested)),
+        ("Measured, wall clock", _x(run.speedup),
+         lesson("speculative", "gap prefill", plain_ms=run.plain_step_seconds[0] * 1000,
+                plain_share=run.plain_prefill_share, spec_ms=run.spec_prefill_seconds * 1000,
+                spec_share=run.spec_prefill_share)),
+    ]
+
+
+def gap_table(run: SpecRun) -> str:
+    """The gap rows as a markdown table under their one-line heading."""
+    lines = [lesson("speculative", "gap intro"), "", "| | speedup | what changed |", "|---|---:|---|"]
+    lines += [f"| {step} | **{value}** | {' '.join(why.split())} |" for step, value, why in gap_rows(run)]
+    return "\n".join(lines)
+
+
+def decode_check(result: RaceResult) -> noise.SpeedupCheck:
+    """The decode-only speedup judged against the same bounds (k + 1, tokens per target pass)."""
+    run = result.run
+    return noise.check_speedup(run.decode_speedup, run.k, run.accepted, run.tokens_per_pass, plain_noise(run))
+
+
+def decode_flags(result: RaceResult) -> tuple[str, ...]:
+    """Bound checks of the decode-only speedup that the wall-clock checks did not already say."""
+    run = result.run
+    if not run.measurable or run.decode_speedup != run.decode_speedup:
+        return ()
+    return tuple(f"Decode only: {f}" for f in decode_check(result).flags if f not in result.check.flags)
 
 
 def self_draft_answer(result: RaceResult | None) -> str:
@@ -122,17 +169,22 @@ def self_draft_answer(result: RaceResult | None) -> str:
 
 
 def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
-    """(label, value, help) of the six summary numbers; n/a where a one-token race timed nothing."""
+    """(label, value, help) of the seven summary numbers; n/a where a one-token race timed nothing."""
     run, ok, na = result.run, result.run.measurable, "n/a"
+    decode = decode_check(result).shown if ok and run.decode_speedup == run.decode_speedup else na
     return [("Acceptance rate a", f"{run.acceptance_rate:.0%}",
              "accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)"),
             ("Tokens per target pass", f"{run.tokens_per_pass:.2f}", "plain decoding: exactly 1"),
             ("Cost ratio c", f"{run.c:.3f}" if ok else na,
              "draft seconds per drafted token / median plain decode step"),
             ("Measured speedup", result.check.shown if ok else na,
-             f"speculative tokens/s / plain tokens/s, this run: {run.speedup:.2f}x"),
+             f"wall clock, prefill included: speculative tokens/s / plain tokens/s, this run: {run.speedup:.2f}x"),
+            ("Decode-only speedup", decode,
+             f"each lane's time after its first token (the shared prefill left out), this run: "
+             f"{_x(run.decode_speedup)}; the number to compare with the formula"),
             ("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else na,
-             "(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023)"),
+             "(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023); it counts "
+             "decode rounds only, so compare it with the decode-only speedup"),
             ("Identical output", "yes" if run.identical else "no", "token for token; must be yes at temperature 0")]
 
 
@@ -140,6 +192,8 @@ def verdict(result: RaceResult) -> tuple[str, str, str] | None:
     """(box kind: info / warning / success, text, icon) saying what this race's speedup means; None when its
     bound checks already said it (their warnings stand alone)."""
     run, check = result.run, result.check
+    if not run.measurable and len(run.plain_step_seconds) >= 2 and run.drafted == 0:
+        return "info", lesson("speculative", "nothing drafted", rounds=len(run.rounds)), ":material/hourglass_empty:"
     if not run.measurable:
         return "info", lesson("speculative", "not enough tokens", tokens=len(run.plain_ids)), \
             ":material/hourglass_empty:"
@@ -147,21 +201,33 @@ def verdict(result: RaceResult) -> tuple[str, str, str] | None:
         return "info", lesson("speculative", "no gain", accepted=run.accepted, per_pass=run.tokens_per_pass,
                               speedup=run.speedup), ":material/trending_flat:"
     if run.speedup < 1.0:
-        return "warning", lesson("speculative", "slower", speedup=run.speedup, c=run.c, per_pass=run.tokens_per_pass), \
+        return "warning", lesson("speculative", "slower", speedup=run.speedup, c=run.c, per_pass=run.tokens_per_pass,
+                                  decode=_x(run.decode_speedup)), \
             ":material/trending_down:"
     if not check.flags:
-        return "success", lesson("speculative", "faster", speedup=run.speedup, per_pass=run.tokens_per_pass, c=run.c), \
+        return "success", lesson("speculative", "faster", speedup=run.speedup, per_pass=run.tokens_per_pass, c=run.c,
+                                  decode=_x(run.decode_speedup)), \
             ":material/trending_up:"
     return None
 
 
-def verify_note(run: SpecRun) -> str | None:
-    """Why the formula and the clock differ when a verify pass costs more than a plain step; None when the run
-    timed nothing or no round drafted (the ratio is NaN)."""
-    ratio = run.verify_cost_ratio
-    if not run.measurable or ratio != ratio:
-        return None
-    return lesson("speculative", "verify cost", ratio=ratio, expected=run.expected_speedup_measured_verify)
+_NAMES = {"model": "model", "prompt": "race prompt", "chat": "chat template", "drafter": "drafter", "k": "k",
+          "temperature": "temperature", "top_k": "top-k", "top_p": "top-p", "seed": "seed",
+          "max_new_tokens": "tokens to generate"}
+_SHOWN = ("drafter", "k", "temperature", "top_k", "top_p", "seed", "max_new_tokens")  # short enough to quote
+
+
+def params_change(old, new) -> str:
+    """One line for a race whose controls moved since it ran: what changed, and that the race shown is the old
+    one, labelled with its own settings (``old`` and ``new`` are the page's RaceParams)."""
+    moved = []
+    for name, label in _NAMES.items():
+        a, b = getattr(old, name), getattr(new, name)
+        if a != b:
+            moved.append(f"{label} {a:g} \u2192 {b:g}" if isinstance(a, float)
+                         else f"{label} {md_escape(a)} \u2192 {md_escape(b)}" if name in _SHOWN else label)
+    what = ", ".join(moved) or "settings"
+    return lesson("speculative", "changed", what=what, drafter=md_escape(old.drafter), k=old.k)
 
 
 def token_namer(run: SpecRun, tokenizer):
@@ -197,6 +263,9 @@ def sweep_flags(points) -> list[str]:
     for p in points:
         check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
         out += [f"k = {p.k}: {f}" for f in check.flags]
+        if p.decode_speedup == p.decode_speedup and p.decode_speedup > p.k + 1:
+            out.append(f"k = {p.k}, decode only: impossible, {p.decode_speedup:.2f}x is above the ceiling "
+                       f"k + 1 = {p.k + 1}x. The machine was probably busy during one lane: measure again.")
     return out
 
 

@@ -34,9 +34,10 @@ def _reset() -> None:
         st.session_state[P + name] = side[name]
 
 
-def local_settings() -> tuple[SamplingSettings, int]:
+def local_settings(stacked: bool = False) -> tuple[SamplingSettings, int]:
     """Five page-local widgets. They start at the sidebar's values and follow the sidebar when it changes;
-    a shadow copy keeps their values when Streamlit drops widget state on a page switch."""
+    a shadow copy keeps their values when Streamlit drops widget state on a page switch. ``stacked``: one under
+    another (a narrow column beside the chart they drive)."""
     ss = st.session_state
     side = _sidebar()
     shadow = ss.setdefault(P + "local", dict(side))
@@ -51,7 +52,7 @@ def local_settings() -> tuple[SamplingSettings, int]:
     with st.container(border=True):
         st.markdown(":material/casino: **This page's dice.** They start at the sidebar's values; moving them "
                     "re-samples from logits already computed, with no new forward pass.")
-        c = st.columns([3, 2, 3, 3, 2])
+        c = [st.container() for _ in range(5)] if stacked else st.columns([3, 2, 3, 3, 2])
         t = c[0].slider("Temperature (0 = greedy)", 0.0, 2.0, step=0.05, key=P + "temperature")
         k = c[1].number_input("Top-k (0 = off)", 0, 1000, step=1, key=P + "top_k")
         p = c[2].slider("Top-p (1 = off)", 0.0, 1.0, step=0.01, key=P + "top_p")

@@ -89,7 +89,7 @@ def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
         layout["xaxis" if i == 1 else f"xaxis{i}"] = ax
     fig = style(go.Figure(data=data, layout=layout),
                 "From logits to a choice: the top tokens at each stage (red = the sampled token)",
-                x_titles[0], "token", height=max(440, 34 * len(ys) + 180))
+                x_titles[0], "token", height=max(420, 26 * len(ys) + 170))
     return fig.update_layout(margin=dict(l=110, r=20, t=95, b=115),
                              legend=dict(orientation="h", yanchor="top", y=-0.14, xanchor="right", x=1.0,
                                          title=dict(text="panel 3 (removed = outlined):")))

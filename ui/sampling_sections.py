@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import errors
+
 from engine.experiments.stepper import MAX_STEPS
 from engine.stages.sampling_stages import draw_counts, total_variation
 from ui import sampling_view as SV
@@ -18,37 +20,48 @@ from ui.sampling_figures import cumulative_curve, draws_vs_probs, stage_bars
 DRAWS = [10, 50, 100, 500, 1000, 2000, 5000]
 
 
-@st.fragment
-def dice_and_sections(lm, tr) -> None:
-    """This page's dice, then sections 1-5 (the position, the choice, top-p, many draws, the steps taken)."""
-    settings, seed = local_settings()
+@errors.fragment
+def dice_and_sections(lm, tr, lead=None) -> None:
+    """This page's dice beside the chart they drive, then sections 2-5 (the position, top-p, many draws, the
+    steps taken). The dice and the stage chart share the first screen (a 1366x768 projector shows both); the
+    position picker sits below them, so the chart is filled after it (a container kept for it). ``lead`` draws
+    the page's lesson boxes under the chart."""
+    st.header("1. From logits to a choice", divider="gray")
+    dice_col, chart_col = st.columns([1, 3], gap="medium")
+    with dice_col:
+        settings, seed = local_settings(stacked=True)
+    chart_area = chart_col.container()
+    after = st.container()
     stp = stepper(lm, tr)
 
-    st.header("1. The position", divider="gray")
+    st.header("2. The position", divider="gray")
     strip, strip_caption = SV.position_strip(lm, tr, stp)
     st.html(strip)
     st.caption(strip_caption)
     step = view_step(stp)
     logits = stp.logits[step]
 
-    st.header("2. From logits to a choice", divider="gray")
     ch = SV.choice(lm, logits, settings, seed, step)
     sg = ch.sg
-    if settings.greedy:
-        st.warning(lesson("sampling", "greedy"), icon=":material/target:")
-    for col, (label, value, help_, delta) in zip(st.columns(4), SV.metrics(sg, lm.info.vocab_size)):
-        col.metric(label, value, help=help_, delta=delta, delta_color="off")
-    chart(stage_bars(sg, ch.top_texts, ch.token), "model",
-          f"The {SV.SHOW} tokens with the highest raw logits at step {step}. Panel 3 colours a bar by the first filter "
-          f"that removed it; panel 4 renormalises the survivors. These {SV.SHOW} tokens hold "
-          f"{sg.final_mass_shown:.1%} of the final distribution.", key="sampling_stage_chart")
-    st.markdown(ch.sentence)
-    if step < stp.step:
-        st.caption(f"At this step you appended {md_code(token_strings(lm, [stp.tokens[step]])[0])}. Go back to "
-                   "re-draw from here with other settings.")
-    actions(lm, stp, step, ch.token, ch.text)
-    if stp.full:
-        st.caption(f"This page steps at most {MAX_STEPS} tokens.")
+    with chart_area:
+        chart(stage_bars(sg, ch.top_texts, ch.token), "model",
+              f"The {SV.SHOW} tokens with the highest raw logits at step {step}. Panel 3 colours a bar by the first "
+              f"filter that removed it; panel 4 renormalises the survivors. These {SV.SHOW} tokens hold "
+              f"{sg.final_mass_shown:.1%} of the final distribution.", key="sampling_stage_chart")
+    with after:
+        if settings.greedy:
+            st.warning(lesson("sampling", "greedy"), icon=":material/target:")
+        for col, (label, value, help_, delta) in zip(st.columns(4), SV.metrics(sg, lm.info.vocab_size)):
+            col.metric(label, value, help=help_, delta=delta, delta_color="off")
+        st.markdown(ch.sentence)
+        if step < stp.step:
+            st.caption(f"At this step you appended {md_code(token_strings(lm, [stp.tokens[step]])[0])}. Go back "
+                       "to re-draw from here with other settings.")
+        actions(lm, stp, step, ch.token, ch.text)
+        if stp.full:
+            st.caption(f"This page steps at most {MAX_STEPS} tokens.")
+        if lead is not None:
+            lead()
 
     st.header("3. Where top-p cuts", divider="gray")
     st.markdown(lesson("sampling", "top-p"))
@@ -67,11 +80,11 @@ def dice_and_sections(lm, tr) -> None:
     st.markdown("**Text generated here so far:** " + md_code(lm.tokenizer.decode(stp.tokens)))
     fig, df, height = SV.steps(lm, stp)
     chart(fig, "model", "Probabilities of each step's temperature-1 distribution. Pick any step with the slider in "
-          "section 1 to see its full path, then go back and take a different branch.", key="sampling_steps_chart")
+          "section 2 to see its full path, then go back and take a different branch.", key="sampling_steps_chart")
     st.dataframe(df, hide_index=True, height=height)
 
 
-@st.fragment
+@errors.fragment
 def draws(lm, sg, logits, settings, seed: int) -> None:
     """Section 4: many draws from the distribution on view; the number of draws reruns only this."""
     n = st.select_slider("Number of draws", options=DRAWS, value=1000, key="sampling_n")

@@ -1,21 +1,29 @@
 """Connection settings and measured runs for the serving page (the only serving code touching st.session_state
 and query params).
 
-The base URL and model name go into the share link; the API key never does (it lives in this session only, is not
-shown back, and is not logged). Runs happen only on a button; one sweep per server at a time across all sessions
-(other sessions' requests would distort the numbers and pile load on the server); a run stops when its session
-leaves or its Cancel button is pressed (Streamlit interrupts the script, the engine closes the open streams).
+Open mode: the base URL and model name go into the share link. Class mode (engine.serving.servers): the person
+picks one of the servers the teacher listed, by label; only the label reaches the page and the link, never the
+address. The API key never reaches the URL (it lives in this session only, is not shown back, and is not logged).
+
+Every request runs as a job on the network worker (engine.worker.get_net_worker, through ui.work.run): the
+script thread only waits and draws progress. When the tab closes, the person clicks something newer or presses
+Cancel, the waiter detaches and the worker cancels the job; the client's sockets see the cancel within a
+fraction of a second and close. One sweep per server at a time across all sessions (other sessions' requests
+would distort the numbers and pile load on the server).
 """
 from __future__ import annotations
 
 import threading
+import time
 
 import streamlit as st
 
+from engine import worker
 from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
-from ui import state
+from engine.serving.servers import ServerPolicy, server_policy_from_env
+from ui import state, work
 from ui.serving_view import literal
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -25,31 +33,46 @@ _BUSY: dict[str, threading.Lock] = {}
 _BUSY_LOCK = threading.Lock()
 
 
+def policy() -> ServerPolicy:
+    """Open mode, or class mode with the teacher's list of servers (ILE_SERVERS; see engine.serving.servers)."""
+    import os
+
+    return server_policy_from_env(os.environ, st.get_option("server.address"))
+
+
 def connection() -> dict:
-    """{base_url, model, api, api_key}; the first run of a session takes URL and model from the share link."""
+    """{server, model, api, api_key}: ``server`` is an address (open mode) or a listed label (class mode); the
+    first run of a session takes it and the model from the share link."""
     if _CONN not in st.session_state:
         q = st.query_params
-        st.session_state[_CONN] = {"base_url": str(q.get("serve_url", DEFAULT_URL))[:500],
-                                   "model": str(q.get("serve_model", ""))[:300], "api": "completions",
-                                   "api_key": ""}
+        pol = policy()
+        if pol.class_mode:
+            server = str(q.get("serve", ""))[:100]
+            if server not in pol.labels:  # a link naming no listed server: the first listed one, no error
+                server = pol.labels[0] if pol.labels else ""
+        else:
+            server = str(q.get("serve_url", DEFAULT_URL))[:500]
+        st.session_state[_CONN] = {"server": server, "model": str(q.get("serve_model", ""))[:300],
+                                   "api": "completions", "api_key": ""}
     return st.session_state[_CONN]
 
 
 def share(conn: dict) -> None:
-    """Put URL and model (never the key) into this run's page parameters, if the URL is a valid one."""
+    """Put the server (its label in class mode, else its URL if valid) and model, never the key, into this run's
+    page parameters."""
     try:
-        url = C.normalize_base_url(conn["base_url"])
+        cfg = config(conn)
     except C.BadURL:
         return
-    params = {"serve_url": url}
+    params = {"serve": cfg.label} if cfg.label else {"serve_url": cfg.base_url}
     if conn["model"]:
         params["serve_model"] = conn["model"]
     state.put_page_params(**params)
 
 
 def config(conn: dict) -> C.ServerConfig:
-    """Raises BadURL with a readable message."""
-    return C.ServerConfig(conn["base_url"], conn["model"], conn["api_key"], api=conn["api"])
+    """Raises BadURL (or ServerNotListed, in class mode) with a readable message."""
+    return policy().config(conn["server"], conn["model"], conn["api_key"], api=conn["api"])
 
 
 def _key(cfg: C.ServerConfig) -> tuple:
@@ -73,12 +96,18 @@ def _store(cfg, what, settings, value) -> None:
 
 def connect(cfg: C.ServerConfig):
     """Probe the server (models, /metrics) and keep the answer (or the error) for this session."""
-    try:
-        value = probe(cfg)
-    except C.ServingError as exc:
-        value = exc
-    _store(cfg, "probe", (), value)
-    return value
+    return run(cfg, "probe", (), "Connecting", lambda p, c: probe(cfg, cancel=c), exclusive=False)
+
+
+LOCK_WAIT_S = 3.0
+
+
+def _acquire(lock: threading.Lock, cancel: threading.Event, wait_s: float) -> bool:
+    end = time.monotonic() + wait_s
+    while not lock.acquire(timeout=0.1):
+        if cancel.is_set() or time.monotonic() > end:
+            return False
+    return True
 
 
 def _busy_lock(url: str) -> threading.Lock:
@@ -86,32 +115,39 @@ def _busy_lock(url: str) -> threading.Lock:
         return _BUSY.setdefault(url, threading.Lock())
 
 
-def run(cfg: C.ServerConfig, what: str, settings: tuple, label: str, fn):
-    """Run ``fn(progress, cancel)`` with a progress bar; keep and return its record, or the ServingError it raised.
-
-    If Streamlit stops this script (the person left, pressed Cancel or changed a widget), the exception passes
-    through ``progress`` and the finally sets ``cancel``, which closes the requests still streaming."""
-    lock = _busy_lock(cfg.base_url)
-    if not lock.acquire(blocking=False):
-        err = C.ServingError("Another session is measuring this server right now; try again when it is done "
-                             "(two sweeps at once would distort each other's numbers).")
-        return err
-    cancel = threading.Event()
-    bar = st.progress(0.0, text=label)
+def _job(cfg: C.ServerConfig, fn, exclusive: bool):
+    """On the network worker: ``fn(progress, cancel)``'s record, or the ServingError it raised (kept, shown)."""
+    lock = _busy_lock(cfg.base_url) if exclusive else None
+    cancel = worker.cancel_event()
+    # a job this session just replaced (a newer click) lets go within about a second: wait that long for it
+    if lock is not None and not _acquire(lock, cancel, LOCK_WAIT_S):
+        return C.ServingError("Another measurement of this server is running (another session's, or one still "
+                              "stopping); try again when it is done (two at once would distort each other's numbers).")
     try:
-        def progress(frac, msg):
-            bar.progress(min(max(float(frac), 0.0), 1.0), text=f"{label}: {msg}")
-
-        try:
-            value = fn(progress, cancel)
-        except C.ServingError as exc:
-            value = exc
-        _store(cfg, what, settings, value)
-        return value
+        return fn(worker.relay("progress"), cancel)
+    except C.ServingError as exc:
+        return exc
     finally:
-        cancel.set()
-        lock.release()
+        if lock is not None:
+            lock.release()
+
+
+def run(cfg: C.ServerConfig, what: str, settings: tuple, label: str, fn, exclusive: bool = True):
+    """Run ``fn(progress, cancel)`` on the network worker with a progress bar; keep and return its record, or
+    the ServingError it raised. If Streamlit stops this script (the tab closed, Cancel, a newer click), the
+    exception passes through ``work.run``, which detaches from the job; the worker then cancels it."""
+    bar = st.progress(0.0, text=label)
+
+    def progress(frac, msg):
+        bar.progress(min(max(float(frac), 0.0), 1.0), text=f"{label}: {msg}")
+
+    try:
+        value = work.run(_job, cfg, fn, exclusive, key=("serving", what, _key(cfg), settings),
+                         events={"progress": progress}, on=worker.get_net_worker())
+    finally:
         bar.empty()
+    _store(cfg, what, settings, value)
+    return value
 
 
 def single(cfg, prompt: str, new_tokens: int):
@@ -121,7 +157,7 @@ def single(cfg, prompt: str, new_tokens: int):
 
 def next_token(cfg, prompt: str, k: int):
     return run(cfg, "next", (prompt, k), "Next-token distribution",
-               lambda p, c: (p(0.1, "asking for one token"), Me.next_token(cfg, prompt, k))[1])
+               lambda p, c: (p(0.1, "asking for one token"), Me.next_token(cfg, prompt, k, cancel=c))[1])
 
 
 def prompt_sweep(cfg, lengths: tuple, new_tokens: int, repeats: int):

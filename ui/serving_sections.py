@@ -16,12 +16,24 @@ from ui.serving_view import concurrency_table, literal, offers_table, spec_text,
 
 
 def connect():
-    """The connection form and what the server offers; stops the page until a server answers."""
+    """The connection form and what the server offers; stops the page until a server answers. In class mode the
+    form offers the teacher's listed servers by label (no address field: nothing else can be reached)."""
     conn = runs.connection()
+    pol = runs.policy()
+    if pol.class_mode and not pol.labels:
+        st.info("This class server lists no serving engines, so this page cannot connect to one. (The teacher "
+                "can name them with ILE_SERVERS when starting the app.) The other pages work as usual.",
+                icon=":material/lan:")
+        st.stop()
     with st.form("serving_connect", border=True):
         c = st.columns([3, 2, 2])
-        url = c[0].text_input("Base URL", conn["base_url"], max_chars=500,
-                              help="The server's root, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine).", key="serving_url")
+        if pol.class_mode:
+            idx = pol.labels.index(conn["server"]) if conn["server"] in pol.labels else 0
+            server = c[0].selectbox("Server", pol.labels, index=idx, key="serving_server",
+                                    help="The serving engines this class server offers (chosen by the teacher).")
+        else:
+            server = c[0].text_input("Base URL", conn["server"], max_chars=500, key="serving_url",
+                                     help="The server's root, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine).")
         model = c[1].text_input("Model name", conn["model"], max_chars=300,
                                 help="As the server lists it under /v1/models; empty = the server's default.", key="serving_model")
         key = c[2].text_input("API key (optional)", conn["api_key"], type="password", max_chars=500,
@@ -32,7 +44,7 @@ def connect():
                             "the model's chat template on the server.", key="serving_api")
         connect = st.form_submit_button("Connect", type="primary", icon=":material/lan:")
     if connect:
-        conn.update(base_url=url.strip(), model=model.strip(), api_key=key, api=api)
+        conn.update(server=(server or "").strip(), model=model.strip(), api_key=key, api=api)
     runs.share(conn)
     try:
         cfg = runs.config(conn)
@@ -47,7 +59,7 @@ def connect():
         st.error(f"**{literal(info.kind.capitalize())}.** {literal(info)}", icon=":material/error:")
         st.caption("The rest of the app does not depend on this server: the other pages keep working.")
         st.stop()
-    st.success(f"Connected to **{literal(info.engine or 'an OpenAI-compatible server')}** at {literal(cfg.base_url)}, "
+    st.success(f"Connected to **{literal(info.engine or 'an OpenAI-compatible server')}** at {literal(cfg.where)}, "
                f"serving {literal(', '.join(info.models) or 'no listed model')}.", icon=":material/check_circle:")
     for note in info.notes:
         st.warning(literal(note), icon=":material/info:")
@@ -128,7 +140,9 @@ def concurrency(cfg, info) -> None:
     cs_new = c[1].slider("New tokens per request", 4, 64, 24, key="serving_cs_new")
     cs_prompt = c[2].slider("Prompt tokens (about)", 16, 512, 64, key="serving_cs_prompt")
     st.caption(f"Bounds: at most {Me.MAX_CONCURRENCY} parallel and {Me.MAX_REQUESTS} requests per sweep, "
-               f"{Me.MAX_SWEEP_S:.0f} s in all, and one sweep per server at a time.")
+               f"{Me.MAX_SWEEP_S:.0f} s in all (a hard stop, whatever the server does), each request at most "
+               f"{C.ServerConfig.request_timeout_s:.0f} s and {C.MAX_STREAM_BYTES // 2**20} MB, and one sweep per "
+               "server at a time.")
     b = st.columns([1, 1, 4])
     if b[0].button("Run the sweep", icon=":material/play_arrow:", key="serving_cs_run") and levels:
         b[1].button("Cancel", key="serving_cs_cancel", help="Stops the sweep and closes the open requests.")

@@ -41,6 +41,8 @@ def render() -> None:
         i = lm.info
         st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({LABELS.get(lm_precision(lm))}"
                    + (f"; activations and KV cache in {i.dtype}" if lm_precision(lm) == "int8" else "") + ")")
+        if lm_precision(lm) == "int8" and i.int8_float:
+            st.caption("int8: " + md_escape("; ".join(i.int8_float)) + ".")
         _widget(st.text_area, "Prompt", "prompt", height=110, max_chars=50_000,
                 help="Press Ctrl+Enter or click outside the box to apply.")
         _widget(st.toggle, "Use the chat template", "chat",

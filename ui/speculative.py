@@ -17,6 +17,7 @@ from ui.speculative_figures import clock_html, lane_html
 
 _RACES = "speculative_races"
 _SWEEPS = "speculative_sweeps"
+_LAST = "speculative_last"  # (params, result) of this session's last finished race, whatever its settings
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ def finished(params: RaceParams) -> RaceResult | None:
     return _store(_RACES).get(params)
 
 
+def last() -> tuple[RaceParams, RaceResult] | None:
+    """This session's last finished race with the settings it ran with (shown, labelled, after a control moved)."""
+    return st.session_state.get(_LAST)
+
+
 def again_requested() -> bool:
     """The busy warning's "Measure again" button was pressed (read before the race's own button is drawn)."""
     return measured.again_pressed("speculative_again")
@@ -71,6 +77,7 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
                            params.seed, drafter=drafter, key=("race", params))
     result = race_view.judge(run, cal.result)
     _store(_RACES)[params] = result
+    st.session_state[_LAST] = (params, result)
     race_view.replay(run, plain_pieces_of(run), lane_pieces(run), plain_lane, plain_clock, spec_lane, spec_clock)
     show_final(run, plain_lane, plain_clock, spec_lane, spec_clock)
     return result

@@ -127,7 +127,10 @@ def sweep_figure(points, drafter: str) -> go.Figure:
     ks = [p.k for p in points]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=ks, y=[p.measured_speedup for p in points], mode="lines+markers",
-                             name="measured speedup", line=dict(color=COLORS["good"], width=3)))
+                             name="measured, wall clock", line=dict(color=COLORS["good"], width=3)))
+    fig.add_trace(go.Scatter(x=ks, y=[p.decode_speedup for p in points], mode="lines+markers",
+                             name="measured, decode only (compare with the formula)",
+                             line=dict(color=COLORS["warn"], width=2)))
     fig.add_trace(go.Scatter(x=ks, y=[p.expected_speedup for p in points], mode="lines+markers",
                              name="paper's formula, round by round (measured a, c, draft lengths)",
                              line=dict(color=COLORS["primary"], dash="dot", width=2)))

@@ -14,7 +14,7 @@ import streamlit as st
 
 from engine.models import EMBEDDED, default_device
 from engine.sampling import SamplingSettings
-from engine.precision import default_precision
+from engine.precision import default_precision, plain_name
 from engine.trace import MAX_NEW_TOKENS
 
 DEFAULT_PROMPT = "What is the capital of France?"
@@ -53,6 +53,8 @@ def parse(name: str, raw):
         val = min(max(val, lo), hi)
     if typ is str:
         val = val[:50_000]
+    if name == "model":  # a name never carries a precision ("embedded@int8"): only the precision setting does
+        val = plain_name(val) or default
     return val
 
 
@@ -120,6 +122,24 @@ def page_param(name: str, default: int, lo: int, hi: int) -> int:
         return min(max(int(st.query_params[name]), lo), hi) if name in st.query_params else default
     except (TypeError, ValueError, OverflowError):
         return default
+
+
+def page_text(name: str, choices) -> str | None:
+    """A page's view setting read from the URL when it is one of ``choices`` (anything else: None)."""
+    raw = st.query_params.get(name)
+    return raw if raw in choices else None
+
+
+def page_number(name: str, default: float, lo: float, hi: float, step: float) -> float:
+    """A numeric view setting of the current page read from the URL, clamped and snapped to ``step`` (a slider's
+    grid); bad input gives the default."""
+    try:
+        val = float(st.query_params[name]) if name in st.query_params else default
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if val != val:
+        return default
+    return round(round(min(max(val, lo), hi) / step) * step, 10)
 
 
 def put_page_params(**values) -> None:

@@ -36,8 +36,10 @@ def gantt(tl: Timeline) -> go.Figure:
                            text=f" {first.tokens_in} prompt tokens in one pass", font=dict(color="#111827", size=15),
                            bgcolor="rgba(255,255,255,0.75)")
         fig.add_vline(x=tl.ttft_ms, line_dash="dash", line_color=COLORS["accent"])
-        fig.add_annotation(x=tl.ttft_ms, y=1.02, yref="paper", showarrow=False, xanchor="left",
-                           text=f" first token at {tl.ttft_ms:.0f} ms", font=dict(color=COLORS["accent"]))
+        late = tl.ttft_ms > 0.6 * max(1.0, tl.total_ms)  # label on the left of the line, or it runs off the chart
+        fig.add_annotation(x=tl.ttft_ms, y=1.02, yref="paper", showarrow=False, xanchor="right" if late else "left",
+                           text=f"first token at {tl.ttft_ms:.0f} ms " if late else f" first token at {tl.ttft_ms:.0f} ms",
+                           font=dict(color=COLORS["accent"]))
     style(fig, f"Timeline of this run: 1 prefill pass, then {max(0, len(tl.bars) - 1)} decode passes (to scale)",
           "time since the prompt was submitted (ms)", "", height=300)
     fig.update_layout(barmode="overlay", showlegend=False, bargap=0.35)

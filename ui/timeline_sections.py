@@ -101,6 +101,12 @@ def roofline(lm, tl: T.Timeline) -> T.HardwareProbe:
     return probe
 
 
+def read_bandwidth(lm) -> float:
+    """The measured memory bandwidth (GB/s, median) section 7 uses: section 5's probe, kept for the session (so
+    presenter view, which skips section 5, still has it)."""
+    return runs.hardware_probe(lm.info.device).read_gb_s.median
+
+
 def memory(lm, ids: tuple[int, ...]) -> None:
     """Section 6: what one pass keeps for training vs under inference mode, on a button."""
     st.markdown(lesson("timeline", "memory"))

@@ -86,9 +86,10 @@ def queue_message(place: dict, waited: float) -> str:
 
 
 def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None, batch: Any = None,
-        **kwargs):
-    """Run ``fn(*args, **kwargs)`` on the engine worker and return its result; ``events`` maps a relay tag
-    (``relay("step")`` passed as a callback) to a function drawn here, on the script thread, for each event.
+        on: worker.Worker | None = None, **kwargs):
+    """Run ``fn(*args, **kwargs)`` on the engine worker (or on ``on``, e.g. ``worker.get_net_worker()`` for
+    network work) and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a callback) to
+    a function drawn here, on the script thread, for each event.
     ``batch``: the group a generation request may be batched with (engine/classbatch.py); None runs it alone.
 
     While the job waits its turn, a line says its place in the queue and what runs now (kinds only, never
@@ -96,7 +97,8 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
     ctx = get_script_run_ctx(suppress_warning=True)
     if key is None:
         key = job_key(fn, args, kwargs)
-    job = worker.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch, **kwargs)
+    pool = on or worker.get_worker()
+    job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch, **kwargs)
     slot = None
 
     def drain():
@@ -116,7 +118,7 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
                 return
             if slot is None:
                 slot = st.empty()
-            slot.caption(queue_message(worker.get_worker().place(job), job.waited_s))
+            slot.caption(queue_message(pool.place(job), job.waited_s))
 
     try:
         while not job.wait(POLL_S):

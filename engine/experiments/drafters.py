@@ -102,7 +102,7 @@ class ModelDrafter:
         self.cost_layers = model.config.num_hidden_layers
 
     def start(self, prompt_ids, settings: SamplingSettings, generator) -> None:
-        self.cache = new_cache(self.model)
+        self.cache = new_cache(self.model, rollback=True)
         self.fed = 0  # context tokens whose keys/values are in self.cache
         self.settings, self.gen = settings, generator
         self.deterministic = settings.greedy
@@ -138,7 +138,8 @@ class ModelDrafter:
     def update(self, accepted: int) -> None:
         """Keep the context and the accepted drafts that were fed; drop the rest (DynamicCache.crop)."""
         keep = self._base + min(int(accepted), self._fed_drafts)
-        crop(self.cache, keep)
+        if not crop(self.cache, keep):  # a draft model's window was crossed: rebuild its cache on the next pass
+            self.cache, keep = new_cache(self.model, rollback=True), 0
         self.fed = keep
         self._fed_drafts = 0
 
@@ -165,15 +166,17 @@ def early_exit_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
     cfg.num_hidden_layers = layers
     if getattr(cfg, "layer_types", None):
         cfg.layer_types = list(cfg.layer_types)[:layers]
+    blocks = arch.blocks(model)
+    path = next(n for n, m in model.named_modules() if m is blocks).split(".")  # e.g. model.decoder.layers
     view = _shallow(model)
-    body_name = next(a for a in ("model", "transformer", "gpt_neox") if hasattr(model, a))
-    body = _shallow(getattr(model, body_name))
-    body.config = cfg
-    if hasattr(body, "layers"):
-        body.layers = torch.nn.ModuleList(list(body.layers)[:layers])
-    else:
-        body.h = torch.nn.ModuleList(list(body.h)[:layers])
-    view._modules[body_name] = body
+    parent = view
+    for name in path[:-1]:  # a shallow copy of every module on the way to the blocks
+        child = _shallow(parent._modules[name])
+        if hasattr(child, "config"):
+            child.config = cfg
+        parent._modules[name] = child
+        parent = child
+    parent._modules[path[-1]] = torch.nn.ModuleList(list(blocks)[:layers])
     view.config = cfg
     return view
 

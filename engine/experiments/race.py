@@ -43,7 +43,9 @@ def cli(lm, args, emit) -> int:
             f"speculative {len(r.spec_ids)} tokens in {r.spec_seconds:.2f} s ({r.spec_tokens_per_second:.1f} tok/s), "
             f"{r.drafter}, k={r.k}\n"
             f"acceptance rate {r.acceptance_rate:.2f}, {r.tokens_per_pass:.2f} tokens per target pass, "
-            f"c = {r.c:.3f}\nmeasured speedup x{r.speedup:.2f} (paper's formula: x{r.expected_speedup:.2f}); "
+            f"c = {r.c:.3f}\nmeasured speedup x{r.speedup:.2f} wall clock, x{r.decode_speedup:.2f} decode only "
+            f"(paper's formula: x{r.expected_speedup:.2f}; round by round with the measured verify cost: "
+            f"x{r.expected_speedup_as_run:.2f}); "
             f"identical output: {r.identical}\n{cal.result.describe()}\n"
             + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
     emit(args, d, text)

@@ -186,6 +186,50 @@ class SpecRun:
         return tokens / cost
 
     @property
+    def expected_speedup_as_run(self) -> float:
+        """The round-by-round formula (``expected_speedup_drafted``) with each round's measured verify time in
+        place of one plain step: everything measured but the luck of acceptance (the expected tokens per round
+        still come from a). It predicts ``decode_speedup``, the measured number with the same scope (no
+        prefill). NaN without rounds."""
+        if not self.rounds or not self.target_step_seconds > 0:
+            return float("nan")
+        a = min(max(self.acceptance_rate, 0.0), 1.0)
+        tokens = sum(len(r.drafted) + 1 if a >= 1.0 else (1 - a ** (len(r.drafted) + 1)) / (1 - a)
+                     for r in self.rounds)
+        return tokens / (self.spec_decode_seconds / self.target_step_seconds)
+
+    @property
+    def plain_decode_seconds(self) -> float:
+        """The plain lane's time after its first token (the first comes from the prefill)."""
+        return float(sum(self.plain_step_seconds[1:]))
+
+    @property
+    def spec_decode_seconds(self) -> float:
+        """The speculative lane's time after its first token: every round's drafting and verify pass."""
+        return float(sum(r.draft_seconds + r.verify_seconds for r in self.rounds))
+
+    @property
+    def decode_speedup(self) -> float:
+        """Measured, decode only: tokens after the first per second of each lane's time after its first token.
+        Both lanes pay the same prefill inside the wall clock, which pulls ``speedup`` toward 1; the paper's
+        formula counts decode rounds only, so this is the number to set beside it. NaN when a lane decoded
+        nothing."""
+        pn, sn = len(self.plain_ids) - 1, len(self.spec_ids) - 1
+        if pn < 1 or sn < 1 or not self.plain_decode_seconds > 0 or not self.spec_decode_seconds > 0:
+            return float("nan")
+        return (sn / self.spec_decode_seconds) / (pn / self.plain_decode_seconds)
+
+    @property
+    def plain_prefill_share(self) -> float:
+        """Share of the plain lane's wall clock spent in the prefill (first token)."""
+        return self.plain_step_seconds[0] / self.plain_seconds if self.plain_seconds > 0 else float("nan")
+
+    @property
+    def spec_prefill_share(self) -> float:
+        """Share of the speculative lane's wall clock spent in the prefill (first token)."""
+        return self.spec_prefill_seconds / self.spec_seconds if self.spec_seconds > 0 else float("nan")
+
+    @property
     def drafted_per_round(self) -> float:
         """Mean drafted tokens per round (k when the drafter always proposes a full draft)."""
         return self.drafted / len(self.rounds) if self.rounds else 0.0
@@ -215,6 +259,8 @@ class SpecRun:
             "expected_speedup": self.expected_speedup, "verify_cost_ratio": self.verify_cost_ratio,
             "expected_speedup_measured_verify": self.expected_speedup_measured_verify,
             "expected_speedup_drafted": self.expected_speedup_drafted, "drafted_per_round": self.drafted_per_round,
+            "expected_speedup_as_run": self.expected_speedup_as_run, "decode_speedup": self.decode_speedup,
+            "plain_prefill_share": self.plain_prefill_share, "spec_prefill_share": self.spec_prefill_share,
             "identical_output": self.identical,
         }
 
@@ -288,7 +334,7 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, setti
     rounds: list[SpecRound] = []
     with torch.inference_mode():
         warm_up(lm)
-        cache = new_cache(lm)
+        cache = new_cache(lm, rollback=True)  # sliding-window layers can drop rejected drafts past the window
         t0 = now(dev)
         logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
         out = [int(sample(logits, settings, gen))]
@@ -307,7 +353,8 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, setti
             x = torch.tensor([[context[-1]] + drafted], device=dev)  # [1, m+1]
             logits = forward(lm, x, cache, keep=len(drafted) + 1)[0].float().cpu()  # verify: [m+1, vocab]
             n, tok, kind, src, p, qq, dist = verify(logits, drafted, q, settings, gen)
-            crop(cache, past + 1 + n)
+            if not crop(cache, past + 1 + n):  # cannot happen with rollback=True; never continue on a wrong cache
+                raise RuntimeError("the KV cache could not be rolled back to the accepted tokens")
             drafter.update(n)
             top_ids, top_probs = _top(dist)
             t2 = now(dev)
@@ -359,6 +406,7 @@ class SweepPoint:
     expected_speedup: float  # the paper's formula round by round (SpecRun.expected_speedup_drafted)
     identical: bool
     accepted: int = 0
+    decode_speedup: float = float("nan")  # measured, each lane's time after its first token (SpecRun.decode_speedup)
 
 
 def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: SamplingSettings = SamplingSettings(),
@@ -374,7 +422,7 @@ def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: Sa
         # the formula as the rounds happened: a draft is cut to the tokens still wanted, so with few tokens
         # requested a large k never drafts k (the plain thm. 3.8 line would promise what cannot happen)
         points.append(SweepPoint(k, r.acceptance_rate, r.tokens_per_pass, r.c, r.speedup, r.expected_speedup_drafted,
-                                 r.identical, r.accepted))
+                                 r.identical, r.accepted, r.decode_speedup))
         if on_progress is not None:
             on_progress(i + 1, len(ks))
     return tuple(points)

@@ -107,7 +107,8 @@ class Stepper:
         self.logits = self.logits[: step + 1]
         if self.cache is not None:
             keep = len(self.prompt_ids) + step
-            crop(self.cache, keep)
+            if not crop(self.cache, keep):  # a sliding window dropped keys it would need: the next pass re-prefills
+                self.cache = None
 
     def summaries(self) -> list[StepSummary]:
         """One line per appended token, read from the temperature-1 distribution it was drawn from."""

@@ -7,20 +7,46 @@ sweeps in ``engine.serving.measure`` are made of.
 
 HTTP is httpx2 (Pydantic's maintained continuation of httpx; transformers' huggingface_hub already depends on
 it, so it adds nothing to the install).
+
+Whatever the server sends, the client stays bounded (a server is not trusted, whoever runs it):
+- every read has a size cap (``MAX_REPLY_BYTES`` for a whole reply, ``MAX_STREAM_BYTES`` for a stream,
+  ``MAX_LINE_BYTES`` for one line of it; headers: h11's 100 KB); bytes are read raw, compressed replies are
+  refused (no gzip bomb is ever inflated), redirects are never followed;
+- every request has a total deadline (``request_timeout_s``) that holds however slowly or steadily bytes drip
+  in: the sockets are read in short slices (``SLICE_S``) and each slice checks the deadline and ``cancel``;
+- ``cancel`` (a threading.Event, e.g. ``engine.worker.cancel_event()`` of the job running the request) ends
+  connecting, sending and reading within a slice, and the connection is closed;
+- a client can be fenced to a set of (host, port) pairs (class mode's list of servers): any other target is
+  refused before a socket is opened;
+- error messages never repeat a reply's body (only the short "message" of an OpenAI-style JSON error) and
+  never tell a refused port from a silent one.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import select
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+import httpcore2
 import httpx2 as httpx
 
 MAX_TOKENS = 512  # one request never asks for more new tokens than this
+MAX_REPLY_BYTES = 4 * 2**20  # one whole (non-streamed) reply: /v1/models, /metrics, /tokenize
+MAX_STREAM_BYTES = 16 * 2**20  # one streamed request, all events together (512 tokens x 20 logprobs is ~2 MB)
+MAX_SWEEP_STREAM_BYTES = 2 * 2**20  # one request of a sweep (<= 256 tokens, no logprobs: ~100 KB): 32 at once
+MAX_KEPT_TEXT = 64 * 2**10  # characters of a reply's text kept in its record (shown in an expander)
+MAX_LINE_BYTES = 256 * 2**10  # one line of a server-sent-event stream
+MAX_ERROR_BYTES = 64 * 2**10  # an error reply is read this far (for its "message"), no further
+SLICE_S = 0.2  # sockets wait at most this long between checks of the deadline and the cancel flag
+PROBE_TIMEOUT_S = 20.0  # a whole GET (/v1/models, /metrics, /tokenize), however the bytes arrive
 MAX_TOP_LOGPROBS = 20  # the OpenAI API's own cap (and vLLM's default --max-logprobs)
 MAX_PROMPT_CHARS = 200_000
 
@@ -117,27 +143,47 @@ def normalize_base_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Where the server is and how long to wait for it. The API key is never part of repr() or to_dict()."""
+    """Where the server is and how long to wait for it. The API key is never part of repr() or to_dict().
+
+    ``label`` (class mode): the name the teacher gave the server; messages say it instead of the address, which
+    never reaches a page. ``fenced``: the client connects to this server's own host and port and nowhere else."""
 
     base_url: str
     model: str = ""
     api_key: str = field(default="", repr=False)
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 60.0  # longest silence between two chunks (includes a long prefill)
-    request_timeout_s: float = 180.0  # longest whole request, however steadily the chunks arrive
+    read_timeout_s: float = 60.0  # longest wait for the next event (includes a long prefill); keep-alives don't count
+    request_timeout_s: float = 180.0  # longest whole request, however steadily the bytes arrive
     api: str = "completions"  # "completions" (raw prompt) or "chat" (/v1/chat/completions)
+    label: str = ""
+    fenced: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "base_url", normalize_base_url(self.base_url))
         object.__setattr__(self, "model", (self.model or "").strip()[:300])
+        object.__setattr__(self, "label", (self.label or "").strip()[:100])
         if self.api not in ("completions", "chat"):
             raise BadURL(f"api must be 'completions' or 'chat', not '{snippet(self.api, 40)}'.")
+        for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s"):
+            v = float(getattr(self, name))
+            if not (v > 0 and math.isfinite(v)):
+                raise BadURL(f"{name} must be a positive number of seconds.")
+
+    @property
+    def where(self) -> str:
+        """How messages name the server: its label when it has one (class mode), else its address."""
+        return f"'{self.label}'" if self.label else self.base_url
 
     def url(self, path: str) -> str:
         return self.base_url + path
 
+    def host_port(self) -> tuple[str, int]:
+        parts = urlsplit(self.base_url)
+        return (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+
     def headers(self) -> dict:
-        h = {"Accept": "application/json, text/event-stream"}
+        # identity: a compressed reply would be inflated past any byte cap (a gzip bomb); it is refused instead
+        h = {"Accept": "application/json, text/event-stream", "Accept-Encoding": "identity"}
         if self.api_key:
             h["Authorization"] = f"Bearer {self.api_key}"
         return h
@@ -146,7 +192,7 @@ class ServerConfig:
         return httpx.Timeout(connect=self.connect_timeout_s, read=self.read_timeout_s, write=10.0, pool=30.0)
 
     def to_dict(self) -> dict:
-        return {"base_url": self.base_url, "model": self.model, "api": self.api,
+        return {"base_url": self.label or self.base_url, "model": self.model, "api": self.api,
                 "api_key_set": bool(self.api_key)}
 
 
@@ -162,47 +208,214 @@ def _ssl_context():
     return _SSL[0]
 
 
-def make_client(cfg: ServerConfig, max_connections: int = 64) -> httpx.Client:
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return httpx.Client(timeout=cfg.timeout(), limits=limits, headers=cfg.headers(), trust_env=False,
-                        verify=_ssl_context())
+# ------------------------------------------------------------------------------------------------ the fence
+_LOCAL = threading.local()  # .deadline: time.monotonic() by which the request on this thread must end
+
+
+class Fence:
+    """What every socket operation of one client checks between slices of at most ``SLICE_S``: the cancel flag,
+    the client's total deadline (a sweep's cap), the deadline of the request running on this thread, and (for
+    a fenced client) that the target is the one allowed (host, port)."""
+
+    def __init__(self, cancel: threading.Event | None = None, deadline: float | None = None,
+                 allowed: frozenset | None = None, what: str = "the server"):
+        self.cancel, self.deadline, self.allowed, self.what = cancel, deadline, allowed, what
+
+    def remaining(self) -> float:
+        """Seconds left before the nearest deadline (inf if none); raises if cancelled or already past one."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("Cancelled.")
+        now = time.monotonic()
+        left = math.inf
+        if self.deadline is not None:
+            left = self.deadline - now
+            if left <= 0:
+                raise ServerTimeout(f"Stopped: the time allowed for this measurement ran out while waiting for "
+                                    f"{self.what}.")
+        mine = getattr(_LOCAL, "deadline", None)
+        if mine is not None:
+            if mine - now <= 0:
+                raise ServerTimeout(f"The request to {self.what} ran past its total time limit; stopped it.")
+            left = min(left, mine - now)
+        return left
+
+    def check_target(self, host: str, port: int) -> None:
+        if self.allowed is not None and (str(host).lower().strip("[]"), int(port)) not in self.allowed:
+            raise BadURL("This address is not on this server's list of serving engines; nothing was sent to it.")
+
+
+class _Stream(httpcore2.NetworkStream):
+    """A socket read and written in short slices, each one first asking the fence whether to go on."""
+
+    def __init__(self, sock: socket.socket, fence: Fence):
+        self._sock, self._fence = sock, fence
+
+    def _slice(self, timeout: float | None, end: float | None) -> float:
+        left = self._fence.remaining()
+        if end is not None:
+            left = min(left, end - time.monotonic())
+        if left <= 0:
+            raise socket.timeout()
+        return min(SLICE_S, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                self._sock.settimeout(self._slice(timeout, end))
+            except socket.timeout:
+                raise httpcore2.ReadTimeout("read timed out") from None
+            try:
+                return self._sock.recv(max_bytes)
+            except socket.timeout:
+                continue
+            except OSError as exc:
+                raise httpcore2.ReadError(str(exc)) from None
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
+        view = memoryview(buffer)
+        while view:
+            try:
+                self._sock.settimeout(self._slice(timeout, end))
+            except socket.timeout:
+                raise httpcore2.WriteTimeout("write timed out") from None
+            try:
+                view = view[self._sock.send(view):]
+            except socket.timeout:
+                continue
+            except OSError as exc:
+                raise httpcore2.WriteError(str(exc)) from None
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        try:
+            self._sock.settimeout(min(timeout or 10.0, max(0.01, self._fence.remaining())))
+            tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
+        except socket.timeout:
+            self.close()
+            raise httpcore2.ConnectTimeout("TLS handshake timed out") from None
+        except OSError as exc:
+            self.close()
+            raise httpcore2.ConnectError(str(exc)) from None
+        except BaseException:
+            self.close()
+            raise
+        return _Stream(tls, self._fence)
+
+    def get_extra_info(self, info: str):
+        if info == "ssl_object":
+            return getattr(self._sock, "_sslobj", None)
+        if info == "socket":
+            return self._sock
+        if info == "server_addr":
+            return self._sock.getpeername()
+        if info == "client_addr":
+            return self._sock.getsockname()
+        if info == "is_readable":
+            try:
+                return bool(select.select([self._sock], [], [], 0)[0])
+            except (OSError, ValueError):
+                return True
+        return None
+
+
+class _Backend(httpcore2.NetworkBackend):
+    """Connections that check the fence first (target, cancel, deadlines) and connect without blocking for more
+    than a slice, so a closed tab ends even a connect to a host that never answers."""
+
+    def __init__(self, fence: Fence):
+        self.fence = fence
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        self.fence.check_target(host, port)
+        self.fence.remaining()
+        end = time.monotonic() + (timeout if timeout is not None else 30.0)
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise httpcore2.ConnectError(f"name not resolved: {exc}") from None
+        last: Exception | None = None
+        for family, kind, proto, _, addr in infos[:4]:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                err = sock.connect_ex(addr)
+                while err in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
+                    left = min(self.fence.remaining(), end - time.monotonic())
+                    if left <= 0:
+                        raise httpcore2.ConnectTimeout("connect timed out")
+                    if select.select([], [sock], [], min(SLICE_S, left))[1]:
+                        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    raise OSError(err, os.strerror(err))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return _Stream(sock, self.fence)
+            except OSError as exc:
+                sock.close()
+                last = exc
+            except BaseException:
+                sock.close()
+                raise
+        raise httpcore2.ConnectError(str(last) if last else "no address to connect to")
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore2.ConnectError("unix sockets are not used here")
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(SLICE_S, left, max(0.0, self.fence.remaining())))
+
+
+def make_client(cfg: ServerConfig, max_connections: int = 64, *, cancel: threading.Event | None = None,
+                deadline: float | None = None) -> httpx.Client:
+    """A client whose every socket goes through a ``Fence``: ``cancel``, ``deadline`` (time.monotonic()) for all
+    its requests together, and, for a fenced config, only the config's own host and port. No redirects are
+    followed, no proxy or environment setting is read."""
+    fence = Fence(cancel, deadline, frozenset({cfg.host_port()}) if cfg.fenced else None, cfg.where)
+    transport = httpx.HTTPTransport(verify=_ssl_context(), trust_env=False, retries=0,
+                                    limits=httpx.Limits(max_connections=max_connections,
+                                                        max_keepalive_connections=max_connections))
+    transport._pool._network_backend = _Backend(fence)  # httpx2 takes no backend argument; the pool does
+    return httpx.Client(timeout=cfg.timeout(), headers=cfg.headers(), trust_env=False, follow_redirects=False,
+                        transport=transport)
 
 
 # ------------------------------------------------------------------------------------------------ transport
 def _explain(exc: Exception, cfg: ServerConfig, what: str) -> ServingError:
-    where = cfg.base_url
-    if isinstance(exc, httpx.ConnectTimeout):
-        return ServerTimeout(f"No answer from {where} within {cfg.connect_timeout_s:g} s while connecting. "
-                             "Is the host right, and reachable from this machine?")
+    """A sentence for an httpx error. A refused port, an unknown host and a silent host read the same: the app
+    must not be a port scanner, and the text of the error (which may quote the reply) is never repeated."""
+    where = cfg.where
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        tls = " and, for https, is its certificate trusted here" if cfg.base_url.startswith("https:") else ""
+        return ServerUnreachable(f"Could not connect to {where} (within {cfg.connect_timeout_s:g} s). Is the server "
+                                 f"running, are the host and port right{tls}?")
     if isinstance(exc, httpx.ReadTimeout):
-        return ServerTimeout(f"The server at {where} accepted the {what} but sent nothing for "
-                             f"{cfg.read_timeout_s:g} s. It may be overloaded, or still loading the model.")
+        return ServerTimeout(f"{where} sent nothing for {cfg.read_timeout_s:g} s during the {what}. It may be "
+                             "overloaded, or still loading the model.")
     if isinstance(exc, httpx.TimeoutException):
         return ServerTimeout(f"Timed out talking to {where} ({type(exc).__name__}).")
-    if isinstance(exc, httpx.ConnectError):
-        msg = str(exc)
-        why = ("connection refused: nothing listens on that port" if "refused" in msg.lower()
-               else "the host name could not be resolved" if "name" in msg.lower() and "resol" in msg.lower()
-               else snippet(msg, 120))
-        return ServerUnreachable(f"Could not connect to {where}: {why}. Is the server running, and are the host "
-                                 "and port right?")
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return ServerError(f"The connection to {where} broke during the {what} ({snippet(str(exc), 120) or type(exc).__name__}). "
-                           "The server may have crashed or restarted.")
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return ServerError(f"The {what} to {where} failed: the connection broke or the reply was not valid HTTP "
+                           "(for example headers over 100 KB). The server may have crashed or restarted.")
     if isinstance(exc, httpx.UnsupportedProtocol):
-        return BadURL(f"{where}: {snippet(str(exc), 120)}")
-    if isinstance(exc, httpx.HTTPError):
-        return ServerError(f"HTTP error talking to {where}: {type(exc).__name__}: {snippet(str(exc), 160)}")
-    return ServingError(f"{type(exc).__name__} talking to {where}: {snippet(str(exc), 160)}")
+        return BadURL(f"{where}: only http:// and https:// are supported.")
+    return ServerError(f"HTTP error talking to {where} ({type(exc).__name__}).")
 
 
 def _error_message(body: str) -> str:
     """The 'message' of an OpenAI-style error body ({"error": {"message": ...}} or {"message": ...} or
-    {"detail": ...}), else the body itself, shortened."""
+    {"detail": ...}), shortened; '' for anything else: a reply's body is never repeated as such."""
     try:
         data = json.loads(body)
-    except ValueError:
-        return snippet(body)
+    except (ValueError, RecursionError):
+        return ""
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, dict):
@@ -211,76 +424,133 @@ def _error_message(body: str) -> str:
                     return snippet(err[k])
         elif isinstance(err, str):
             return snippet(err)
-        if isinstance(data.get("detail"), (str, list)):
-            return snippet(json.dumps(data["detail"]) if isinstance(data["detail"], list) else data["detail"])
-    return snippet(body)
+        if isinstance(data.get("detail"), str):
+            return snippet(data["detail"])
+    return ""
 
 
-def _check_status(resp: httpx.Response, cfg: ServerConfig, path: str, body: str) -> None:
-    code = resp.status_code
-    if code < 400:
+def _check_status(code: int, cfg: ServerConfig, path: str, body: str) -> None:
+    if code < 300:
         return
+    if code < 400:
+        raise UnexpectedReply(f"{cfg.where} answered {path} with a redirect ({code}). Redirects are not followed: "
+                              "give the server's own address.")
     msg = _error_message(body)
+    said = f": {msg}" if msg else ""
     if code in (401, 403):
-        raise AuthFailed(f"The server refused the request ({code}): {msg}. "
+        raise AuthFailed(f"The server refused the request ({code}){said}. "
                          + ("Check the API key." if cfg.api_key else "It wants an API key: type it in the API key field."))
     if "logprob" in msg.lower():
-        raise NoLogprobs(f"The server refused to return log-probabilities ({code}): {msg}")
+        raise NoLogprobs(f"The server refused to return log-probabilities ({code}){said}")
     if code == 404:
         low = msg.lower()
         if "model" in low and path != "/v1/models":
-            raise ModelNotFound(f"The server has no model named '{snippet(cfg.model, 80)}' ({code}: {msg}). "
+            raise ModelNotFound(f"The server has no model named '{snippet(cfg.model, 80)}' ({code}{said}). "
                                 "Pick one of the names it lists under /v1/models.")
-        raise EndpointNotFound(f"{cfg.base_url}{path} does not exist on this server (404). Is the base URL the "
-                               "server's root (for example http://host:8000), and does it speak the OpenAI API?")
+        raise EndpointNotFound(f"{path} does not exist on {cfg.where} (404). Is the base URL the server's root "
+                               "(for example http://host:8000), and does it speak the OpenAI API?")
     if code in (400, 422):
-        raise UnexpectedReply(f"The server rejected the request ({code}): {msg}")
+        raise UnexpectedReply(f"The server rejected the request ({code}){said}")
     if code == 503:
-        raise ServerError(f"The server is not ready ({code}): {msg}. It may still be loading the model.")
-    raise ServerError(f"The server answered {code}: {msg}")
+        raise ServerError(f"The server is not ready ({code}){said}. It may still be loading the model.")
+    raise ServerError(f"The server answered {code}{said}")
 
 
-def get_json(cfg: ServerConfig, path: str, client: httpx.Client | None = None):
+class _RequestDeadline:
+    """``with _RequestDeadline(s):`` every socket operation on this thread ends by now + s (nested: the nearer)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __enter__(self):
+        self.prev = getattr(_LOCAL, "deadline", None)
+        mine = time.monotonic() + self.seconds
+        _LOCAL.deadline = mine if self.prev is None else min(self.prev, mine)
+        return self
+
+    def __exit__(self, *exc):
+        _LOCAL.deadline = self.prev
+        return False
+
+
+def _read_capped(resp: httpx.Response, cap: int, what: str) -> bytes:
+    """The raw body (transfer-decoded, never decompressed), refused past ``cap`` bytes without reading on."""
+    n = resp.headers.get("content-length", "")
+    if n.isdigit() and int(n) > cap:
+        raise UnexpectedReply(f"The reply to {what} would be {int(n):,} bytes; replies over {cap:,} bytes are "
+                              "not read.")
+    out = bytearray()
+    for raw in resp.iter_raw():
+        out += raw
+        if len(out) > cap:
+            raise UnexpectedReply(f"The reply to {what} ran past {cap:,} bytes; stopped reading it.")
+    return bytes(out)
+
+
+def _head(resp: httpx.Response, cfg: ServerConfig, path: str) -> None:
+    """Status (errors read up to MAX_ERROR_BYTES for their message) and encoding checks of a reply."""
+    if resp.status_code >= 300:
+        body = b""
+        if resp.status_code >= 400:
+            try:
+                body = _read_capped(resp, MAX_ERROR_BYTES, path)
+            except UnexpectedReply:
+                body = b""
+        _check_status(resp.status_code, cfg, path, body.decode("utf-8", "replace"))
+    enc = resp.headers.get("content-encoding", "").strip().lower()
+    if enc not in ("", "identity"):
+        raise UnexpectedReply(f"{cfg.where} sent a compressed reply to {path} although it was asked not to; "
+                              "compressed replies are not read.")
+
+
+def _get(cfg: ServerConfig, path: str, client: httpx.Client | None, cancel, raise_status: bool = True
+         ) -> tuple[int, bytes]:
     own = client is None
-    client = client or make_client(cfg, 2)
+    client = client or make_client(cfg, 2, cancel=cancel)
     try:
-        resp = client.get(cfg.url(path))
-        body = resp.text
+        with _RequestDeadline(min(PROBE_TIMEOUT_S, cfg.request_timeout_s)):
+            with client.stream("GET", cfg.url(path)) as resp:
+                code = resp.status_code
+                if not raise_status and code >= 400:
+                    return code, b""
+                _head(resp, cfg, path)
+                return code, _read_capped(resp, MAX_REPLY_BYTES, f"GET {path}")
     except httpx.HTTPError as exc:
         raise _explain(exc, cfg, f"GET {path}") from None
     finally:
         if own:
             client.close()
-    _check_status(resp, cfg, path, body)
+
+
+def _json(body: bytes, what: str):
     try:
         return json.loads(body)
-    except ValueError:
-        raise UnexpectedReply(f"GET {path} did not answer JSON: '{snippet(body, 120)}'. Is this an "
-                              "OpenAI-compatible server?") from None
+    except (ValueError, RecursionError):
+        raise UnexpectedReply(f"{what} did not answer JSON. Is this an OpenAI-compatible server?") from None
 
 
-def get_text(cfg: ServerConfig, path: str, client: httpx.Client | None = None) -> tuple[int, str]:
-    """(status code, body) without raising on 404: used for /metrics, which many servers do not have."""
-    own = client is None
-    client = client or make_client(cfg, 2)
-    try:
-        resp = client.get(cfg.url(path))
-        return resp.status_code, resp.text
-    except httpx.HTTPError as exc:
-        raise _explain(exc, cfg, f"GET {path}") from None
-    finally:
-        if own:
-            client.close()
+def get_json(cfg: ServerConfig, path: str, client: httpx.Client | None = None, cancel=None):
+    return _json(_get(cfg, path, client, cancel)[1], f"GET {path}")
 
 
-def list_models(cfg: ServerConfig, client: httpx.Client | None = None) -> list[dict]:
-    """The server's /v1/models entries ({id, owned_by, ...})."""
-    data = get_json(cfg, "/v1/models", client)
+def get_text(cfg: ServerConfig, path: str, client: httpx.Client | None = None, cancel=None) -> tuple[int, str]:
+    """(status code, body) without raising on 4xx (the body is then empty): used for /metrics, which many
+    servers do not have."""
+    code, body = _get(cfg, path, client, cancel, raise_status=False)
+    return code, body.decode("utf-8", "replace")
+
+
+MAX_MODELS = 200
+
+
+def list_models(cfg: ServerConfig, client: httpx.Client | None = None, cancel=None) -> list[dict]:
+    """The server's /v1/models entries ({id, owned_by, ...}); at most MAX_MODELS, ids shortened to 200 chars."""
+    data = get_json(cfg, "/v1/models", client, cancel)
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in items):
-        raise UnexpectedReply(f"/v1/models answered something other than a model list: "
-                              f"'{snippet(json.dumps(data), 120)}'.")
-    return items
+        raise UnexpectedReply("/v1/models answered something other than a model list. Is this an "
+                              "OpenAI-compatible server?")
+    return [{**m, "id": m["id"][:200]} for m in items[:MAX_MODELS]]
 
 
 # ------------------------------------------------------------------------------------------------ streaming
@@ -357,29 +627,59 @@ def _parse_logprobs(choice: dict, api: str) -> tuple[int | None, tuple]:
     return (len(tokens) if isinstance(tokens, list) else None), top
 
 
-def _events(resp: httpx.Response) -> Iterator[str]:
+def _lines(resp: httpx.Response, tick: Callable[[], None], max_bytes: int = MAX_STREAM_BYTES) -> Iterator[str]:
+    """The reply's lines, read raw in chunks; a line longer than MAX_LINE_BYTES or a stream longer than
+    ``max_bytes`` is refused as soon as it passes the cap. ``tick`` runs after every chunk (the clock)."""
+    buf = bytearray()
+    total = 0
+    for raw in resp.iter_raw():
+        total += len(raw)
+        if total > max_bytes:
+            raise UnexpectedReply(f"The stream ran past {max_bytes / 2**20:g} MB; stopped reading it.")
+        buf += raw
+        start = 0
+        while (i := buf.find(b"\n", start)) >= 0:
+            yield bytes(buf[start:i]).rstrip(b"\r").decode("utf-8", "replace")
+            start = i + 1
+        del buf[:start]
+        if len(buf) > MAX_LINE_BYTES:
+            raise UnexpectedReply(f"A line of the stream ran past {MAX_LINE_BYTES // 2**10} KB; stopped reading it.")
+        tick()
+    if buf:
+        yield bytes(buf).rstrip(b"\r").decode("utf-8", "replace")
+
+
+def _events(lines: Iterator[str]) -> Iterator[str]:
     """The data fields of server-sent events, one per event (multi-line data joined with newlines)."""
     data: list[str] = []
-    for line in resp.iter_lines():
+    size = 0
+    for line in lines:
         if line == "":
             if data:
                 yield "\n".join(data)
-                data = []
+                data, size = [], 0
             continue
         if line.startswith(":"):
             continue  # a comment / keep-alive ping
         name, _, value = line.partition(":")
         if name == "data":
             data.append(value[1:] if value.startswith(" ") else value)
+            size += len(value)
+            if size > MAX_LINE_BYTES:
+                raise UnexpectedReply(f"An event of the stream ran past {MAX_LINE_BYTES // 2**10} KB; stopped "
+                                      "reading it.")
     if data:
         yield "\n".join(data)
 
 
 def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs: int = 0,
            fixed_length: bool = True, temperature: float = 0.0, seed: int | None = 0,
-           client: httpx.Client | None = None, cancel: threading.Event | None = None) -> StreamResult:
+           client: httpx.Client | None = None, cancel: threading.Event | None = None,
+           max_bytes: int = MAX_STREAM_BYTES) -> StreamResult:
     """Send one streaming completion and time every chunk. Raises a ServingError subclass on any problem;
-    ``cancel`` (set from another thread) closes the connection, which tells the server to stop generating."""
+    ``cancel`` (set from another thread) closes the connection within ``SLICE_S``, which tells the server to stop
+    generating. The whole request ends by ``cfg.request_timeout_s``, and ``cfg.read_timeout_s`` after the last
+    event that carried data (keep-alive comments do not count), whatever the server sends."""
     if not isinstance(prompt, str) or not prompt:
         raise UnexpectedReply("The prompt is empty.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -389,24 +689,32 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
     path = "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
     body = _payload(cfg, prompt, max_tokens, top_logprobs, fixed_length, temperature, seed)
     own = client is None
-    client = client or make_client(cfg, 2)
+    client = client or make_client(cfg, 2, cancel=cancel)
     chunks: list[Chunk] = []
     usage = timings = finish = None
     notes: list[str] = []
     t0 = time.perf_counter()
+    last_data = [time.monotonic()]
+
+    def tick():
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("Cancelled.")
+        if time.monotonic() - last_data[0] > cfg.read_timeout_s:
+            raise ServerTimeout(f"{cfg.where} sent no tokens for {cfg.read_timeout_s:g} s (only keep-alive "
+                                "comments or stray bytes); stopped the request.")
+
     try:
-        with client.stream("POST", cfg.url(path), json=body) as resp:
-            if resp.status_code >= 400:
-                _check_status(resp, cfg, path, resp.read().decode("utf-8", "replace"))
+        with _RequestDeadline(cfg.request_timeout_s), client.stream("POST", cfg.url(path), json=body) as resp:
+            _head(resp, cfg, path)
             ctype = resp.headers.get("content-type", "")
             if "text/event-stream" not in ctype:
-                text = resp.read().decode("utf-8", "replace")
                 raise NotStreaming(
-                    f"The server answered a streaming request with one whole reply ({ctype or 'no content type'}) "
-                    "instead of server-sent events, so the time of each token cannot be measured. "
-                    f"Reply began: '{snippet(text, 100)}'")
-            for data in _events(resp):
+                    "The server answered a streaming request with one whole reply instead of server-sent events, so "
+                    "the time of each token cannot be measured. Is streaming turned off on the server?")
+            last_data[0] = time.monotonic()
+            for data in _events(_lines(resp, tick, min(max_bytes, MAX_STREAM_BYTES))):
                 now = time.perf_counter() - t0
+                last_data[0] = time.monotonic()
                 if cancel is not None and cancel.is_set():
                     raise Cancelled("Cancelled.")
                 if now > cfg.request_timeout_s:
@@ -415,36 +723,40 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
                     break
                 try:
                     msg = json.loads(data)
-                except ValueError:
-                    raise UnexpectedReply(f"A streamed event is not JSON: '{snippet(data, 100)}'.") from None
+                except (ValueError, RecursionError):
+                    raise UnexpectedReply("A streamed event is not JSON. Is this an OpenAI-compatible server?") from None
                 if not isinstance(msg, dict):
-                    raise UnexpectedReply(f"A streamed event is not a JSON object: '{snippet(data, 100)}'.")
+                    raise UnexpectedReply("A streamed event is not a JSON object.")
                 if "error" in msg:
-                    raise ServerError(f"The server reported an error mid-stream: {_error_message(data)}")
+                    said = _error_message(data)
+                    raise ServerError("The server reported an error mid-stream" + (f": {said}" if said else "."))
                 if isinstance(msg.get("usage"), dict):
-                    usage = {k: v for k, v in msg["usage"].items() if isinstance(v, (int, float))}
+                    usage = {k: v for k, v in list(msg["usage"].items())[:20] if isinstance(v, (int, float))}
                 if isinstance(msg.get("timings"), dict):
-                    timings = {k: v for k, v in msg["timings"].items() if isinstance(v, (int, float))}
+                    timings = {k: v for k, v in list(msg["timings"].items())[:40] if isinstance(v, (int, float))}
                 choices = msg.get("choices")
                 if not isinstance(choices, list):
-                    raise UnexpectedReply(f"A streamed event has no 'choices' list: '{snippet(data, 100)}'.")
+                    raise UnexpectedReply("A streamed event has no 'choices' list.")
                 if not choices:
                     continue  # e.g. the final usage-only event
                 ch = choices[0]
                 if not isinstance(ch, dict):
-                    raise UnexpectedReply(f"A streamed choice is not an object: '{snippet(data, 100)}'.")
+                    raise UnexpectedReply("A streamed choice is not an object.")
                 if cfg.api == "chat":
                     delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
                     text = delta.get("content") or ""
                 else:
                     text = ch.get("text") or ""
                 if not isinstance(text, str):
-                    raise UnexpectedReply(f"A streamed choice's text is not a string: '{snippet(data, 100)}'.")
+                    raise UnexpectedReply("A streamed choice's text is not a string.")
                 n, top = _parse_logprobs(ch, cfg.api)
                 if text or n:
                     chunks.append(Chunk(now, text, n if n is not None else 1, n is not None, top))
+                    if len(chunks) > 4 * MAX_TOKENS:
+                        raise UnexpectedReply(f"The server streamed more than {4 * MAX_TOKENS} chunks for at most "
+                                              f"{max_tokens} tokens; stopped reading.")
                 if ch.get("finish_reason"):
-                    finish = str(ch["finish_reason"])
+                    finish = str(ch["finish_reason"])[:40]
     except ServingError:
         raise
     except httpx.HTTPError as exc:
@@ -461,25 +773,28 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
     return StreamResult(len(prompt), max_tokens, tuple(chunks), end, finish, usage, timings, t0, tuple(notes))
 
 
-def tokenize_count(cfg: ServerConfig, text: str, client: httpx.Client | None = None) -> int | None:
+def tokenize_count(cfg: ServerConfig, text: str, client: httpx.Client | None = None, cancel=None) -> int | None:
     """How many tokens the server's own tokenizer makes of ``text``, through whichever tokenize endpoint it
     has (vLLM/SGLang: /tokenize, llama.cpp: /tokenize, llama-cpp-python: /extras/tokenize), else None."""
     own = client is None
-    client = client or make_client(cfg, 2)
+    client = client or make_client(cfg, 2, cancel=cancel)
     tries = [("/tokenize", {"model": cfg.model, "prompt": text, "add_special_tokens": False}),
              ("/tokenize", {"content": text}),
              ("/extras/tokenize", {"input": text})]
     try:
         for path, body in tries:
             try:
-                resp = client.post(cfg.url(path), json=body)
-            except httpx.HTTPError:
+                with _RequestDeadline(min(PROBE_TIMEOUT_S, cfg.request_timeout_s)), \
+                        client.stream("POST", cfg.url(path), json=body) as resp:
+                    if resp.status_code >= 300:
+                        continue
+                    _head(resp, cfg, path)
+                    raw = _read_capped(resp, MAX_REPLY_BYTES, path)
+            except (httpx.HTTPError, UnexpectedReply):
                 return None
-            if resp.status_code >= 400:
-                continue
             try:
-                data = resp.json()
-            except ValueError:
+                data = json.loads(raw)
+            except (ValueError, RecursionError):
                 continue
             if isinstance(data, dict):
                 if isinstance(data.get("count"), int):

@@ -8,7 +8,9 @@ per chunk is assumed and the record says so (a chunk may hold several tokens: vL
 speculative decoding).
 
 Bounds: every sweep is capped (``MAX_CONCURRENCY``, ``MAX_REQUESTS``, ``MAX_SWEEP_S``) so that nobody can make
-the app hammer a URL for long; ``cancel`` (a threading.Event) stops a sweep between chunks.
+the app hammer a URL for long. ``MAX_SWEEP_S`` is a real cap: the sweep's client carries it as a deadline that
+every socket operation checks (engine.serving.client.Fence), so a silent or dripping server cannot stretch it;
+``cancel`` (a threading.Event) ends a sweep within a fraction of a second and closes its connections.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ MAX_REQUESTS = 160  # requests in one sweep, all rounds together
 MAX_SWEEP_S = 300.0  # a sweep stops starting new requests after this long
 MAX_PROMPT_TOKENS = 4096
 NOISE = 0.15  # relative difference treated as noise when flagging implausible numbers
+SWEEP_BYTES = C.MAX_SWEEP_STREAM_BYTES  # per request of a sweep: 32 at once stay within 64 MB
 
 FILLER = ("The river carried the boat past quiet villages, old bridges and green fields, while the travellers "
           "talked about the weather, the harvest, and the long road that still lay ahead of them. ")
@@ -139,7 +142,11 @@ def timeline(res: C.StreamResult, start_s: float = 0.0, prompt_tokens: int | Non
     else:
         p, psrc = None, "not reported"
     times = tuple(c.t_s for c in res.chunks)
-    return RequestTimeline(start_s, times[0], res.end_s, times, tuple(chunk_tokens), "".join(c.text for c in res.chunks),
+    text = "".join(c.text for c in res.chunks)
+    if len(text) > C.MAX_KEPT_TEXT:
+        text = text[:C.MAX_KEPT_TEXT]
+        notes.append(f"the streamed text is kept up to {C.MAX_KEPT_TEXT:,} characters")
+    return RequestTimeline(start_s, times[0], res.end_s, times, tuple(chunk_tokens), text,
                            n, src, p, psrc, res.finish_reason, res.timings, tuple(notes))
 
 
@@ -157,8 +164,10 @@ def unique_prompt(n_tokens_hint: int, tag: str, unit_tokens: float | None = None
 
 
 def measure_request(cfg: C.ServerConfig, prompt: str, new_tokens: int, *, client=None, cancel=None,
-                    top_logprobs: int = 0, prompt_tokens: int | None = None) -> RequestTimeline:
-    res = C.stream(cfg, prompt, new_tokens, top_logprobs=top_logprobs, client=client, cancel=cancel)
+                    top_logprobs: int = 0, prompt_tokens: int | None = None,
+                    max_bytes: int = C.MAX_STREAM_BYTES) -> RequestTimeline:
+    res = C.stream(cfg, prompt, new_tokens, top_logprobs=top_logprobs, client=client, cancel=cancel,
+                   max_bytes=max_bytes)
     return timeline(res, 0.0, prompt_tokens)
 
 
@@ -203,9 +212,15 @@ def _unit_tokens(cfg, client) -> float | None:
     return n / 4 if n else None
 
 
+def _past(deadline: float) -> bool:
+    return time.monotonic() >= deadline - 0.05
+
+
 def prompt_sweep(cfg: C.ServerConfig, lengths=(16, 64, 256, 1024), new_tokens: int = 16, repeats: int = 2,
-                 progress: C.ProgressFn = _noop, cancel: threading.Event | None = None) -> PromptSweep:
-    """One request at a time at each prompt length (after one warm-up request)."""
+                 progress: C.ProgressFn = _noop, cancel: threading.Event | None = None,
+                 max_s: float = MAX_SWEEP_S) -> PromptSweep:
+    """One request at a time at each prompt length (after one warm-up request); all of it within ``max_s``."""
+    max_s = float(min(max(0.5, max_s), MAX_SWEEP_S))
     lengths = sorted({int(min(max(4, n), MAX_PROMPT_TOKENS)) for n in lengths})
     repeats = int(min(max(1, repeats), 5))
     new_tokens = int(min(max(2, new_tokens), 128))
@@ -213,24 +228,31 @@ def prompt_sweep(cfg: C.ServerConfig, lengths=(16, 64, 256, 1024), new_tokens: i
     if total > MAX_REQUESTS:
         raise C.ServingError(f"{total} requests is more than this sweep allows ({MAX_REQUESTS}).")
     points, flags, truncated = [], [], False
-    t_start = time.perf_counter()
-    with C.make_client(cfg, 4) as cl:
+    deadline = time.monotonic() + max_s
+    with C.make_client(cfg, 4, cancel=cancel, deadline=deadline) as cl:
         unit = _unit_tokens(cfg, cl)
         progress(0.0, "warm-up request")
-        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel)
+        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
         done = 1
         for n in lengths:
             runs = []
             counted = None
             for r in range(repeats):
-                if time.perf_counter() - t_start > MAX_SWEEP_S:
+                if _past(deadline):
                     truncated = True
                     break
                 prompt = unique_prompt(n, f"{n}-{r}-{time.time_ns() % 10**9}", unit)
-                if counted is None:
-                    counted = C.tokenize_count(cfg, prompt, cl)
                 progress(done / total, f"prompt of about {n} tokens, run {r + 1} of {repeats}")
-                runs.append(measure_request(cfg, prompt, new_tokens, client=cl, cancel=cancel, prompt_tokens=counted))
+                try:
+                    if counted is None:
+                        counted = C.tokenize_count(cfg, prompt, cl)
+                    runs.append(measure_request(cfg, prompt, new_tokens, client=cl, cancel=cancel,
+                                                prompt_tokens=counted, max_bytes=SWEEP_BYTES))
+                except C.ServerTimeout:
+                    if not _past(deadline) or not points:
+                        raise  # the server's own timeout, or nothing measured at all
+                    truncated = True
+                    break
                 done += 1
             if not runs:
                 break
@@ -241,7 +263,7 @@ def prompt_sweep(cfg: C.ServerConfig, lengths=(16, 64, 256, 1024), new_tokens: i
                 break
     progress(1.0, "done")
     if truncated:
-        flags.append(f"stopped after {MAX_SWEEP_S:.0f} s: the remaining lengths were not measured")
+        flags.append(f"stopped after {max_s:.0f} s: the remaining lengths were not measured")
     flags += prompt_flags(points)
     return PromptSweep(new_tokens, repeats, tuple(points), truncated, tuple(flags))
 
@@ -310,15 +332,39 @@ class ConcurrencySweep:
                 "levels": [lv.to_dict() for lv in self.levels]}
 
 
+class _Either(threading.Event):
+    """Set when the sweep's own stop is set (its deadline) or the caller's cancel is (its tab closed); ``set``
+    sets the sweep's own only."""
+
+    def __init__(self, own: threading.Event, outer: threading.Event | None):
+        super().__init__()
+        self._own, self._outer = own, outer
+
+    def is_set(self) -> bool:
+        return self._own.is_set() or (self._outer is not None and self._outer.is_set())
+
+    def set(self) -> None:
+        self._own.set()
+
+    def wait(self, timeout=None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(0.05)
+        return True
+
+
 def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, poll: bool, on_tick,
            deadline: float):
     """Send n requests at once from n threads; sample /metrics while they run (every 0.25 s)."""
     barrier = threading.Barrier(n)
     t0 = time.perf_counter()
+    # the requests run on pool threads: they share the sweep's cancel and the client's deadline, not the caller's
 
     def one(i):
         barrier.wait(timeout=30)
-        res = C.stream(cfg, prompts[i], new_tokens, client=cl, cancel=cancel)
+        res = C.stream(cfg, prompts[i], new_tokens, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
         return timeline(res, res.sent_at - t0)
 
     samples: list[MetricsSample] = []
@@ -339,14 +385,16 @@ def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, p
                 if s is not None:
                     samples.append(s)
             on_tick(len(results) + len(errors))  # may raise (the UI stops a left session this way)
-            if time.perf_counter() > deadline:
+            if _past(deadline) or cancel.is_set():
                 cancel.set()
     finally:
         if pending:
-            # Interrupted: close the open streams (the server stops generating for them) and do not wait for
-            # requests still queued on the server; their threads end at their next chunk or read timeout.
+            # Interrupted: close the open streams (the server stops generating for them). Every socket of the
+            # client checks `cancel` at least every SLICE_S, so the threads end (and close their connections)
+            # at once; waiting for them is what makes "closed" true when this returns.
             cancel.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+            barrier.abort()
+            pool.shutdown(wait=True, cancel_futures=True)
         else:
             pool.shutdown(wait=True)
     return results, errors, samples, time.perf_counter() - t0
@@ -354,7 +402,7 @@ def _round(cfg, cl, n: int, prompts, new_tokens: int, cancel: threading.Event, p
 
 def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int = 32, prompt_tokens: int = 64,
                       progress: C.ProgressFn = _noop, cancel: threading.Event | None = None,
-                      poll_metrics: bool = True) -> ConcurrencySweep:
+                      poll_metrics: bool = True, max_s: float = MAX_SWEEP_S) -> ConcurrencySweep:
     """For each N in ``levels``: N requests sent together, each its own prompt (no shared prefix), each asking for
     exactly ``new_tokens`` tokens. A server that batches continuously serves them in the same forward passes, so
     throughput grows with N while each request slows down a little; a server that runs one request at a time
@@ -365,18 +413,21 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
     total = sum(levels) + 1
     if total > MAX_REQUESTS:
         raise C.ServingError(f"{total} requests is more than this sweep allows ({MAX_REQUESTS}); use fewer levels.")
-    cancel = cancel or threading.Event()
+    max_s = float(min(max(0.5, max_s), MAX_SWEEP_S))
+    stop = threading.Event()  # set at the deadline or on cancel: ends the round's requests
+    outer = cancel
+    cancel = _Either(stop, outer)
     out, truncated = [], False
-    deadline = time.perf_counter() + MAX_SWEEP_S
-    with C.make_client(cfg, max(levels) + 4) as cl:
+    deadline = time.monotonic() + max_s
+    with C.make_client(cfg, max(levels) + 4, cancel=cancel, deadline=deadline) as cl:
         before = sample_metrics(cfg, cl, 0.0) if poll_metrics else None
         poll = poll_metrics and before is not None
         unit = _unit_tokens(cfg, cl)
         progress(0.0, "warm-up request")
-        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel)
+        measure_request(cfg, unique_prompt(16, "warm-up", unit), 2, client=cl, cancel=cancel, max_bytes=SWEEP_BYTES)
         done = 1
         for n in levels:
-            if time.perf_counter() > deadline:
+            if _past(deadline):
                 truncated = True
                 break
             stamp = time.time_ns() % 10**9
@@ -388,8 +439,11 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
 
             res, errs, samples, wall = _round(cfg, cl, n, prompts, new_tokens, cancel, poll, tick, deadline)
             done += n
-            if cancel.is_set() and time.perf_counter() <= deadline:
+            if outer is not None and outer.is_set():
                 raise C.Cancelled("Cancelled.")
+            if not res and _past(deadline) and out:
+                truncated = True
+                break
             if not res:
                 raise C.ServingError(f"All {n} parallel requests failed: {errs[0] if errs else 'no reason given'}")
             first = min(r.start_s for r in res)
@@ -406,7 +460,7 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
     progress(1.0, "done")
     flags = []
     if truncated:
-        flags.append(f"stopped after {MAX_SWEEP_S:.0f} s: higher concurrencies were not measured")
+        flags.append(f"stopped after {max_s:.0f} s: higher concurrencies were not measured")
     flags += concurrency_flags(out)
     return ConcurrencySweep(prompt_tokens, new_tokens, tuple(out), truncated, tuple(flags), before, after)
 
@@ -434,20 +488,53 @@ def concurrency_flags(levels) -> list[str]:
     return out
 
 
+BATCHING_SHARE = 0.5  # of the ideal rise (N times the requests, N times the throughput) that counts as batching
+
+
+def batching_bar(ratio: float, noise: float = NOISE) -> float:
+    """The throughput gain (high level / low level) above which a server is said to batch: at least
+    ``BATCHING_SHARE`` of the ideal gain ``ratio`` (= N_high / N_low), and never within twice the noise of 1.
+    1 -> 4 requests: 2.5x; 1 -> 2: 1.5x; 1 -> 8: 4.5x."""
+    return max(1 + BATCHING_SHARE * (ratio - 1), 1 + 2 * noise)
+
+
+def _noise(levels) -> float:
+    """Relative noise of this sweep: the default, or more when one level's requests disagreed among themselves
+    (spread of their time per output token, half range over median), which a single gain cannot show."""
+    spreads = [(lv.tpot_s.hi - lv.tpot_s.lo) / (2 * lv.tpot_s.median) for lv in levels
+               if len(lv.requests) > 1 and lv.tpot_s.median > 0 and math.isfinite(lv.tpot_s.median)]
+    return max([NOISE] + [min(x, 0.5) for x in spreads if math.isfinite(x)])
+
+
 def batching_verdict(levels) -> str:
-    """What the sweep says about the server's scheduling, from throughput at the highest vs lowest level."""
+    """What the sweep says about the server's scheduling, from throughput at the highest vs lowest level.
+
+    Batching only when throughput rose by at least half the ideal (``batching_bar``); one request after
+    another when it stayed within the noise of flat; in between, no verdict (a 1.3x rise from 1 to 4 requests
+    is not batching: a server can overlap tokenization or network with decoding, and machines are noisy)."""
     if len(levels) < 2:
         return "Run at least two concurrency levels to see how the server shares its time."
     a, b = levels[0], levels[-1]
     gain = b.throughput_tok_s / a.throughput_tok_s if a.throughput_tok_s > 0 else math.nan
     slow = b.latency_s.median / a.latency_s.median if a.latency_s.median > 0 else math.nan
-    if gain >= 1.3:
-        return (f"Throughput grew {gain:.1f}\u00d7 from {a.concurrency} to {b.concurrency} parallel requests while "
-                f"each request took {slow:.1f}\u00d7 as long: the server batches requests together (continuous "
-                "batching seen from outside).")
-    return (f"Throughput stayed about the same ({gain:.2f}\u00d7) from {a.concurrency} to {b.concurrency} parallel "
-            f"requests while each request took {slow:.1f}\u00d7 as long: this server runs the requests one after "
-            "another (no batching across requests), so extra users only wait.")
+    ratio = b.concurrency / a.concurrency
+    noise = _noise(levels)
+    bar = batching_bar(ratio, noise)
+    if not math.isfinite(gain):
+        return "The throughput could not be measured at both ends of the sweep, so nothing can be said about batching."
+    if gain >= bar:
+        return (f"Throughput grew {gain:.1f}\u00d7 from {a.concurrency} to {b.concurrency} parallel requests "
+                f"({ratio:g}\u00d7 the requests; {bar:.1f}\u00d7 or more counts as batching) while each request took "
+                f"{slow:.1f}\u00d7 as long: the server batches requests together (continuous batching seen from "
+                "outside).")
+    if gain <= 1 + noise:
+        return (f"Throughput stayed about the same ({gain:.2f}\u00d7) from {a.concurrency} to {b.concurrency} "
+                f"parallel requests while each request took {slow:.1f}\u00d7 as long: this server runs the requests "
+                "one after another (no batching across requests), so extra users only wait.")
+    return (f"Throughput rose {gain:.2f}\u00d7 from {a.concurrency} to {b.concurrency} parallel requests: more than "
+            f"noise (\u00b1{noise:.0%}), but far from the {ratio:g}\u00d7 of full batching (the bar is {bar:.1f}\u00d7). "
+            "No clear batching: the server may overlap a little work between requests (tokenizing, sending), or "
+            "the machine was busy. Run it again, or with more parallel requests.")
 
 
 # ------------------------------------------------------------------------------------------------ logprobs
@@ -469,10 +556,10 @@ class NextToken:
         return {"tokens": list(self.tokens), "probs": list(self.probs), "chosen": self.chosen, "covered": self.covered}
 
 
-def next_token(cfg: C.ServerConfig, prompt: str, k: int = 10, client=None) -> NextToken:
+def next_token(cfg: C.ServerConfig, prompt: str, k: int = 10, client=None, cancel=None) -> NextToken:
     """One streamed request for a single token with ``top_logprobs = k`` (greedy)."""
     k = int(min(max(1, k), C.MAX_TOP_LOGPROBS))
-    res = C.stream(cfg, prompt, 1, top_logprobs=k, fixed_length=False, client=client)
+    res = C.stream(cfg, prompt, 1, top_logprobs=k, fixed_length=False, client=client, cancel=cancel)
     top = next((c.top_logprobs for c in res.chunks if c.top_logprobs), ())
     if not top:
         raise C.NoLogprobs(

@@ -74,20 +74,20 @@ def parse(text: str) -> Metrics:
                 if fam.type == "counter" and s.name == fam.name + "_total":
                     values[fam.name] = values[s.name]
                     counts[fam.name] = counts[s.name]
-    except (ValueError, TypeError, IndexError) as exc:
-        raise C.UnexpectedReply(f"/metrics is not in Prometheus text format ({C.snippet(str(exc), 100)}).") from None
+    except (ValueError, TypeError, IndexError, RecursionError):
+        raise C.UnexpectedReply("/metrics is not in Prometheus text format.") from None
     return Metrics(values, counts, tuple(fams))
 
 
-def fetch(cfg: C.ServerConfig, client=None) -> Metrics | None:
+def fetch(cfg: C.ServerConfig, client=None, cancel=None) -> Metrics | None:
     """The server's /metrics parsed, or None if it has none (404). Other failures raise ServingError."""
-    code, body = C.get_text(cfg, "/metrics", client)
+    code, body = C.get_text(cfg, "/metrics", client, cancel)
     if code == 404:
         return None
     if code in (401, 403):
         raise C.AuthFailed(f"/metrics refused the request ({code}). Check the API key.")
     if code >= 400:
-        raise C.ServerError(f"/metrics answered {code}: {C.snippet(body, 120)}")
+        raise C.ServerError(f"/metrics answered {code}.")
     return parse(body)
 
 
@@ -126,6 +126,8 @@ def sample_metrics(cfg: C.ServerConfig, client=None, t_s: float = 0.0) -> Metric
     """One summarized scrape, or None when the server has no usable /metrics (never raises: a sweep goes on)."""
     try:
         m = fetch(cfg, client)
+    except C.Cancelled:
+        raise  # the sweep's own stop, not a /metrics problem
     except C.ServingError:
         return None
     return summarize(m, t_s) if m is not None else None

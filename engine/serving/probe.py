@@ -26,13 +26,15 @@ class ServerInfo:
                 "notes": list(self.notes)}
 
 
-def probe(cfg: C.ServerConfig) -> ServerInfo:
+def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
     """GET /v1/models and /metrics. Raises ServingError if the server cannot be reached or is not OpenAI-like."""
-    with C.make_client(cfg, 2) as cl:
+    with C.make_client(cfg, 2, cancel=cancel) as cl:
         models = C.list_models(cfg, cl)
         try:
             met = M.fetch(cfg, cl)
             met_note = None
+        except C.Cancelled:
+            raise
         except C.ServingError as exc:
             met, met_note = None, f"/metrics could not be read: {exc}"
     ids = tuple(m["id"] for m in models)
@@ -52,4 +54,4 @@ def probe(cfg: C.ServerConfig) -> ServerInfo:
     elif met is None:
         notes.append("This server has no /metrics endpoint (404): KV-cache usage and speculative-decoding counters "
                      "cannot be read from it.")
-    return ServerInfo(cfg.base_url, ids, cfg.model, listed, engine, M.offer(met), tuple(notes))
+    return ServerInfo(cfg.label or cfg.base_url, ids, cfg.model, listed, engine, M.offer(met), tuple(notes))

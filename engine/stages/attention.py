@@ -16,7 +16,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from engine import instrument
-from engine.kv import kv_bytes_formula
+from engine.kv import kv_bytes_for
 from engine.models import LoadedModel, ModelInfo
 from engine.timing import now
 
@@ -76,8 +76,8 @@ class GQASaving:
 
 def gqa_saving(info: ModelInfo, tokens: int) -> GQASaving:
     """KV-cache bytes for ``tokens`` positions with this model's KV heads vs one KV head per query head."""
-    gqa = kv_bytes_formula(info.n_layers, info.n_kv_heads, info.head_dim, tokens, info.bytes_per_value)
-    mha = kv_bytes_formula(info.n_layers, info.n_heads, info.head_dim, tokens, info.bytes_per_value)
+    gqa = kv_bytes_for(info, tokens)  # per layer type: a sliding-window layer holds at most its window
+    mha = gqa * info.n_heads // max(1, info.n_kv_heads)  # the same layers with one KV head per query head
     return GQASaving(int(tokens), gqa, mha, mha / gqa if gqa else float("nan"))
 
 
@@ -135,7 +135,7 @@ def measure_forward(lm: LoadedModel, tokens: int, repeats: int = 3, warmup: int 
             seconds = now(lm.device) - t0
         if i >= warmup:
             fwd.append(seconds)
-            att.append(clock[0])
+            att.append(clock[0] if instrument.measured(model) else float("nan"))  # not seen: not a zero
     return CostPoint(int(tokens), tuple(fwd), tuple(att))
 
 

@@ -7,13 +7,12 @@ No forward pass through the blocks is needed, so all of it is cheap.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from engine import arch
+from engine import arch, archfacts
 from engine.models import LoadedModel
 from engine.prompt import token_text
 
@@ -150,46 +149,69 @@ def nearest_tokens(lm: LoadedModel, token_id: int, k: int = 10) -> Neighbours:
 
 def rotary_module(lm: LoadedModel):
     """The model's own rotary-embedding module (shared by all layers in current transformers), or None."""
-    body = arch.body(lm.model)
-    mod = getattr(body, "rotary_emb", None)
+    return archfacts.rotary_module(lm.model)
+
+
+def rope_refusal(lm: LoadedModel) -> str | None:
+    """Why the RoPE sections cannot be shown for this model (one line), or None."""
+    f = lm.info.arch
+    if f is not None and f.position != "rope":
+        return f"this model does not use rotary position embeddings ({f.position} positions)"
+    mod = rotary_module(lm)
     if mod is None:
-        mod = getattr(getattr(arch.blocks(lm.model)[0], "self_attn", None), "rotary_emb", None)
-    return mod
+        return ("this model rotates queries and keys inside each attention layer, not in a separate rotary module "
+                "the app can call")
+    if archfacts.inv_freq(lm.model, _layer_type(lm)) is None:
+        return "this model's rotary module has no inverse-frequency table to read"
+    return None
 
 
-def _rope_base(lm: LoadedModel, mod) -> float:
-    cfg = lm.model.config
-    params = getattr(cfg, "rope_parameters", None) or {}
-    base = params.get("rope_theta") if isinstance(params, dict) else None
-    base = base or getattr(cfg, "rope_theta", None) or lm.info.rope_theta
-    if base is None and mod is not None:  # recover it from inv_freq[1] = base^(-2/d)
-        inv = mod.inv_freq.float()
-        base = float(inv[1] ** (-(2 * len(inv)) / 2))
-    return float(base)
+def _layer_type(lm: LoadedModel, layer: int = 0) -> str | None:
+    return archfacts.rope_layer_types(lm.model)[layer]
+
+
+def _rotary(lm: LoadedModel, x, pos, layer_type: str | None):
+    mod = rotary_module(lm)
+    return mod(x, pos, layer_type=layer_type) if layer_type else mod(x, pos)
+
+
+def rope_layers(lm: LoadedModel) -> dict:
+    """{layer type or None: (layers using it, base)}: models such as Gemma 3 rotate with a different base in
+    their sliding-window and global layers."""
+    f, out = lm.info.arch, {}
+    for i, t in enumerate(archfacts.rope_layer_types(lm.model)):
+        layers, _ = out.get(t, ((), None))
+        out[t] = (layers + (i,), f.rope_bases[i] if f is not None else None)
+    return out
 
 
 @torch.inference_mode()
-def rope_angles(lm: LoadedModel, n_positions: int = 64) -> RopeAngles:
-    """Rotation angle of every query/key dimension pair at positions 0..n_positions-1, from the real config,
-    checked against the cos the model's rotary module actually produces."""
-    mod = rotary_module(lm)
-    if mod is None:
-        raise ValueError("this model has no rotary-embedding module")
-    inv = mod.inv_freq.float().cpu()  # [d/2]
+def rope_angles(lm: LoadedModel, n_positions: int = 64, layer: int = 0) -> RopeAngles:
+    """Rotation angle of every query/key dimension pair at positions 0..n_positions-1 in block ``layer``, from
+    the real config, checked against the cos the model's rotary module actually produces."""
+    reason = rope_refusal(lm)
+    if reason:
+        raise ValueError(reason)
+    lt = _layer_type(lm, layer)
+    inv = archfacts.inv_freq(lm.model, lt).float().cpu()  # [r/2]
     rot_dim = 2 * inv.shape[0]
-    base = _rope_base(lm, mod)
+    f = lm.info.arch
+    base = (f.rope_bases[layer] if f is not None else None) or float(inv[1] ** (-(rot_dim / 2)))
     i = torch.arange(rot_dim // 2, dtype=torch.float64)
-    formula = base ** (-2 * i / rot_dim)  # [d/2]
+    formula = base ** (-2 * i / rot_dim)  # [r/2]
     pos = torch.arange(n_positions, dtype=torch.float64)
-    angles = pos[:, None] * formula[None, :]  # [P, d/2]
+    angles = pos[:, None] * formula[None, :]  # [P, r/2]
     dummy = torch.zeros(1, dtype=torch.float32, device=lm.device)
-    cos, _ = mod(dummy, torch.arange(n_positions, device=lm.device)[None])  # [1, P, d]
-    scale = float(getattr(mod, "attention_scaling", 1.0) or 1.0)
+    cos, _ = _rotary(lm, dummy, torch.arange(n_positions, device=lm.device)[None], lt)  # [1, P, r]
+    mod = rotary_module(lm)
+    scale = float(getattr(mod, f"{lt}_attention_scaling" if lt else "attention_scaling", 1.0) or 1.0)
     half = cos[0, :, : rot_dim // 2].double().cpu() / scale  # HF layout: cat(freqs, freqs)
     diff = float((half - angles.cos()).abs().max())
     return RopeAngles(pos.numpy().astype(np.int64), inv.numpy(), angles.numpy(), base, lm.info.head_dim, rot_dim, diff,
                       f"dimension i rotates with dimension i + {rot_dim // 2} (the 'rotate half' layout of this "
-                      "implementation; the paper pairs neighbours 2i, 2i+1: same maths, different order)")
+                      "implementation; the paper pairs neighbours 2i, 2i+1: same maths, different order)"
+                      + (f"; only the first {rot_dim} of {lm.info.head_dim} dimensions of each head rotate, the "
+                         "rest pass through unchanged" if rot_dim < lm.info.head_dim else ""))
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -198,51 +220,54 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def _apply_rotary(lm: LoadedModel, q, k, cos, sin):
-    """The model's own apply_rotary_pos_emb where its module has one, else the standard rotate-half formula."""
-    attn = getattr(arch.blocks(lm.model)[0], "self_attn", None)
-    fn = getattr(sys.modules.get(type(attn).__module__), "apply_rotary_pos_emb", None) if attn is not None else None
-    if fn is not None:
-        try:
-            return fn(q, k, cos, sin)
-        except TypeError:
-            pass
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    """The standard rotate-half formula on the first cos.shape[-1] dimensions (all of them, or the rotary
+    fraction of a partial-rotary model: GPT-NeoX, Phi, StableLM), the rest passed through; checked against the
+    model's own apply_rotary_pos_emb where its module has one and it takes whole heads."""
+    r = cos.shape[-1]
+    c, s_ = cos.unsqueeze(1), sin.unsqueeze(1)
+    qr, kr = q[..., :r] * c + _rotate_half(q[..., :r]) * s_, k[..., :r] * c + _rotate_half(k[..., :r]) * s_
+    return torch.cat([qr, q[..., r:]], -1), torch.cat([kr, k[..., r:]], -1)
 
 
 @torch.inference_mode()
 def real_qk(lm: LoadedModel, q_token: int, k_token: int, head: int = 0):
     """Layer 0's query vector (head ``head``) for one token and key vector for another, before rotation:
-    q_proj / k_proj of the RMS-normed embedding, exactly what block 0 computes from those tokens."""
+    q_proj / k_proj of the normed embedding (and the per-head QK-norm where the model has one), exactly what
+    block 0 computes from those tokens. Returns (q, k, whether QK-norm was applied)."""
     blk = arch.blocks(lm.model)[0]
     attn = blk.self_attn
-    w = table(lm)
-    x = blk.input_layernorm(w[torch.tensor([int(q_token), int(k_token)], device=w.device)])  # [2, hidden]
+    x = lm.model.get_input_embeddings()(torch.tensor([int(q_token), int(k_token)], device=lm.device))  # [2, hidden]
+    x = blk.input_layernorm(x)
     d = lm.info.head_dim
     group = lm.info.n_heads // lm.info.n_kv_heads
-    q = attn.q_proj(x[:1]).view(-1, d)[head]  # [d]
-    k = attn.k_proj(x[1:]).view(-1, d)[head // group]  # [d]; grouped-query attention shares key heads
-    return q.float(), k.float()
+    q = attn.q_proj(x[:1]).view(-1, d)  # [heads, d]
+    k = attn.k_proj(x[1:]).view(-1, d)  # [kv_heads, d]
+    normed = False
+    for name_q, name_k in (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm")):
+        if hasattr(attn, name_q) and hasattr(attn, name_k):
+            q, k, normed = getattr(attn, name_q)(q), getattr(attn, name_k)(k), True
+    return q[head].float(), k[head // group].float(), normed
 
 
 @torch.inference_mode()
 def relative_demo(lm: LoadedModel, q_token: int | None = None, k_token: int | None = None, head: int = 0,
                   n_positions: int = 32, seed: int = 0) -> RelativeDemo:
-    """Rotate one q to every query position m and one k to every key position n with the model's rotary module;
-    the score q_m . k_n depends only on m - n (RoPE's defining property). Real layer-0 q/k when the tokens
-    are given and the block is Llama-like, else seeded random unit vectors (said in ``source``)."""
-    mod = rotary_module(lm)
-    if mod is None:
-        raise ValueError("this model has no rotary-embedding module")
+    """Rotate one q to every query position m and one k to every key position n with the model's rotary module
+    (layer 0's); the score q_m . k_n depends only on m - n (RoPE's defining property). Real layer-0 q/k when
+    the tokens are given and the block is Llama-like, else seeded random unit vectors (said in ``source``)."""
+    reason = rope_refusal(lm)
+    if reason:
+        raise ValueError(reason)
     d = lm.info.head_dim
     q = k = None
     if q_token is not None and k_token is not None:
         try:
-            q, k = real_qk(lm, q_token, k_token, head)
+            q, k, normed = real_qk(lm, q_token, k_token, head)
             names = token_text(lm.tokenizer, [q_token, k_token])
             source = (f"real layer-0 vectors: the query of head {head} for token {names[0]!r} and the key it reads "
-                      f"for token {names[1]!r} (q_proj / k_proj of the normed embedding)")
-        except (AttributeError, RuntimeError, IndexError):
+                      f"for token {names[1]!r} (q_proj / k_proj of the normed embedding"
+                      + (", then the model's QK-norm" if normed else "") + ")")
+        except (AttributeError, RuntimeError, IndexError, TypeError):
             q = k = None
     if q is None:
         g = torch.Generator().manual_seed(seed)
@@ -251,7 +276,7 @@ def relative_demo(lm: LoadedModel, q_token: int | None = None, k_token: int | No
         source = f"two random unit vectors of {d} dimensions (seed {seed}), not taken from the model"
     dev = lm.device
     pos = torch.arange(n_positions, device=dev)[None]  # [1, P]
-    cos, sin = mod(q.to(dev)[None, None], pos)  # [1, P, d]
+    cos, sin = _rotary(lm, q.to(dev)[None, None], pos, _layer_type(lm))  # [1, P, r]
     qs = q.to(dev).expand(1, 1, n_positions, d).to(cos.dtype)  # [batch, heads, P, d]
     ks = k.to(dev).expand(1, 1, n_positions, d).to(cos.dtype)
     qr, kr = _apply_rotary(lm, qs, ks, cos, sin)
@@ -266,12 +291,7 @@ def relative_demo(lm: LoadedModel, q_token: int | None = None, k_token: int | No
 
 def position_table(lm: LoadedModel) -> torch.nn.Module | None:
     """The learned absolute position embedding (GPT-2's wpe, OPT's embed_positions), or None."""
-    body = arch.body(lm.model)
-    for attr in ("wpe", "embed_positions", "position_embeddings"):
-        mod = getattr(body, attr, None)
-        if mod is not None and hasattr(mod, "weight"):
-            return mod
-    return None
+    return archfacts.position_table(lm.model)
 
 
 @torch.inference_mode()
@@ -279,7 +299,8 @@ def learned_positions(lm: LoadedModel, n_positions: int = 64) -> LearnedPosition
     mod = position_table(lm)
     if mod is None:
         raise ValueError("this model has no learned position table")
-    w = mod.weight.float()  # [max_positions, d]
+    off = int(getattr(mod, "offset", 0) or 0)  # OPT stores its position p at row p + 2
+    w = mod.weight.float()[off:]  # [max_positions, d]
     n = min(n_positions, w.shape[0])
     x = w[:n]
     unit = torch.nn.functional.normalize(x, dim=-1)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine import arch
 from engine.models import LoadedModel
 
 
@@ -29,8 +28,9 @@ def last_position(lm: LoadedModel, ids, n_preview: int = 8, k: int = 5) -> LastP
     """Embedding row, final hidden state and top logits at the last of ``ids`` (one pass, no cache)."""
     model = lm.model
     x = torch.tensor([list(ids)], device=lm.device)  # [1, n]
-    hidden = arch.body(model)(input_ids=x, use_cache=False).last_hidden_state[0, -1]  # [d], after the final norm
-    logits = model.get_output_embeddings()(hidden).float()  # [vocab]
+    out = model(input_ids=x, use_cache=False, output_hidden_states=True, logits_to_keep=1)
+    hidden = out.hidden_states[-1][0, -1]  # [d], after the final norm
+    logits = out.logits[0, -1].float()  # [vocab]: the model's own (soft-capping included where it has one)
     top = torch.topk(logits, k)
     row = model.get_input_embeddings().weight[int(ids[-1])]  # [d]
     return LastPosition(row[:n_preview].float().cpu().numpy(), hidden[:n_preview].float().cpu().numpy(),

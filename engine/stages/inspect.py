@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine import arch
+from engine import arch, archfacts
 from engine.models import LoadedModel
 
 
@@ -41,8 +41,12 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
         model(input_ids=x_ids, use_cache=False)
     x, recorded = stream[layer], stream[layer + 1]  # [1, n, hidden]: the block's input and output
     n = x.shape[1]
-    causal = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[None, None]  # [1, 1, n, n]
-    cos_sin = rotary(x, torch.arange(n, device=x.device)[None])
+    window = lm.info.arch.windows[layer] if lm.info.arch is not None else None
+    allowed = archfacts.window_mask(n, window).to(x.device)  # causal, and inside the layer's window if it has one
+    causal = torch.zeros(n, n, device=x.device, dtype=x.dtype).masked_fill(~allowed, float("-inf"))[None, None]
+    lt = archfacts.rope_layer_types(model)[layer]
+    pos = torch.arange(n, device=x.device)[None]
+    cos_sin = rotary(x, pos, layer_type=lt) if lt else rotary(x, pos)
     seen = {"input": x, "input_layernorm": blk.input_layernorm(x)}
     seen["self_attn"] = arch.block_output(blk.self_attn(hidden_states=seen["input_layernorm"],
                                                         position_embeddings=cos_sin, attention_mask=causal))

@@ -115,3 +115,35 @@ def test_class_mode_race_page_draft_box_is_the_allow_list(class_mode):
     assert not [t for t in at.text_input if t.key == "speculative_other"]
     box = at.selectbox(key="speculative_other")
     assert box.options == ["tiny-random", "Tiny copy"]
+
+
+# --- names carry no precision; the model cache holds what the server offers (issue 30) -------------------------
+
+def test_a_name_never_chooses_a_precision():
+    """?model=tiny-random@int8 once loaded an int8 copy that the loop page labelled float32: the suffix is
+    dropped, the precision setting alone chooses."""
+    at = run_page(HOME, model="tiny-random@int8", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    s = at.session_state["settings"]
+    assert s.model == "tiny-random"
+    assert at.session_state["last_good_model"] == "tiny-random"
+    assert at.session_state["last_good_precision"] == s.precision != "int8"
+
+
+def test_key_for_drops_a_typed_precision():
+    from engine.precision import plain_name
+
+    assert plain_name("embedded@int8@bfloat16") == "embedded" and plain_name("a@b") == "a@b"
+    assert ui.models.key_for("embedded@int8", "float32") == "embedded"
+    assert ui.models.key_for("embedded@float32", "int8") == "embedded@int8"
+
+
+def test_the_model_cache_holds_every_offered_pair():
+    from engine.model_names import policy_from_env
+    from engine.models import default_device
+    from engine.precision import supported
+
+    n_prec = len(supported(default_device()))
+    pol = policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": "embedded,tiny-random,a=/x,b=/y,c=/z"})
+    assert ui.models.cache_entries(pol) == 5 * n_prec > 4
+    assert ui.models._load._info.max_entries == ui.models.cache_entries() >= 2 * n_prec

@@ -106,13 +106,13 @@ def test_timeline_page_times_a_batched_answer_alone(monkeypatch):
     real = runs.trace_for
     solo_calls = []
 
-    def batched(*args):
-        tr = real(*args)
+    def batched(*args, **kw):
+        tr = real(*args, **kw)
         return replace(tr, steps=tuple(replace(s, batch_size=7) for s in tr.steps))
 
-    real_solo = runs.solo_trace_for
+    real_solo = runs.solo_generation_for
     monkeypatch.setattr(runs, "trace_for", batched)
-    monkeypatch.setattr(runs, "solo_trace_for", lambda *a: solo_calls.append(a) or real_solo(*a))
+    monkeypatch.setattr(runs, "solo_generation_for", lambda *a: solo_calls.append(a) or real_solo(*a))
     at = run_page("pages/timeline.py", model="tiny-random", max_new_tokens="4")
     assert not errors(at), errors(at)
     assert len(solo_calls) == 1, "the timeline page ran the prompt alone"

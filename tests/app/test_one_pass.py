@@ -21,3 +21,41 @@ def test_page_runs_no_second_pass_for_the_prompt(passes, page):
     at.run()
     assert not errors(at), errors(at)
     assert passes["n"] == home, f"{page} ran {passes['n'] - home} more forward pass(es) for the same prompt"
+
+
+def _home(prompt: str, **query) -> AppTest:
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    for k, v in {"model": "tiny-random", "max_new_tokens": "4", "prompt": prompt, **query}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not errors(at), errors(at)
+    return at
+
+
+def test_greedy_run_is_reused_when_only_top_k_top_p_or_seed_move(passes):
+    """At temperature 0 the argmax decides every token: top-k, top-p and the seed cannot change one, so moving
+    them runs no pass (and the trace says the settings the sidebar shows)."""
+    at = _home("greedy reuse, please", temperature="0")
+    before = passes["n"]
+    at.sidebar.number_input(key="w_top_k").set_value(7).run()
+    at.sidebar.number_input(key="w_seed").set_value(5).run()
+    assert not errors(at), errors(at)
+    assert passes["n"] == before, "a greedy run was generated again for settings that cannot change it"
+    from ui.runs import trace_for
+
+    tr = trace_for("tiny-random", "greedy reuse, please", True, 4, 0.0, 7, 0.95, 5)
+    assert tr.settings.top_k == 7 and tr.seed == 5 and tr.analysis is not None
+
+
+def test_a_sampled_nudge_reruns_the_generation_only(passes):
+    """Another temperature draws other tokens: the generation runs again (prefill + decode steps), the prompt's
+    analysis pass does not."""
+    at = _home("sampled nudge, please", temperature="0.7")
+    before = passes["n"]
+    at.sidebar.slider(key="w_temperature").set_value(0.75).run()
+    assert not errors(at), errors(at)
+    from ui.runs import trace_for
+
+    tr = trace_for("tiny-random", "sampled nudge, please", True, 4, 0.75, 50, 0.95, 0)
+    assert tr.settings.temperature == 0.75
+    assert passes["n"] - before == len(tr.steps), "the nudge ran more than the generation (prefill + decode steps)"

@@ -1,5 +1,7 @@
 """AppTest: the presenter view is one setting kept in the share link, off by default; on, the home page shows
 one section at a time and Next reveals the following one."""
+import pytest
+
 from tests.app.test_pages import errors, run_page
 
 
@@ -31,3 +33,45 @@ def test_presenter_link_opens_presenting_with_answer_behind_a_toggle():
     assert reveal.value is False and not any("vocabulary" in m.value for m in at.markdown if "logit" in m.value)
     reveal.set_value(True).run()
     assert any("logit" in m.value and "vocabulary" in m.value for m in at.markdown)
+
+
+def _section_label(at):
+    return next((m.value for m in at.markdown if "Section " in m.value and " of " in m.value), "")
+
+
+@pytest.mark.parametrize("path, first_next", [
+    ("pages/tokenization.py", ["Counts"]),
+    ("pages/embeddings.py", ["1. One vector per token"]),
+    ("pages/sampling.py", None),  # its fragment draws sections 1-5 as one presenter step
+    ("pages/timeline.py", ["2. With and without the KV cache"]),
+    ("pages/kv_cache.py", ["2. Measured size, step by step"]),
+    ("pages/attention.py", None),  # its fragment draws sections 1-3 as one presenter step
+])
+def test_presenter_next_works_on_every_page(path, first_next):
+    """Not only the loop page: every page shows one section at a time, and Next moves to the following one
+    (Previous comes back)."""
+    at = run_page(path, model="tiny-random", max_new_tokens="3", present="1")
+    assert not errors(at), errors(at)
+    before = _headers(at)
+    assert "Section 1 of" in _section_label(at), _section_label(at)
+    at.button(key="present_next").click().run()
+    assert not errors(at), errors(at)
+    after = _headers(at)
+    assert "Section 2 of" in _section_label(at) and after != before
+    if first_next is not None:
+        assert after == first_next, after
+    assert not set(after) & set(before)  # one section at a time: nothing of the first is drawn
+    at.button(key="present_prev").click().run()
+    assert _headers(at) == before
+
+
+def test_presenter_on_the_race_page_reaches_the_summary_and_the_sweep():
+    at = run_page("pages/speculative.py", model="tiny-random", max_new_tokens="8", present="1")
+    at.radio(key="speculative_drafter").set_value("model:self").run()
+    at.button(key="speculative_go").click().run()
+    assert not errors(at), errors(at)
+    assert "Section 1 of 3" in _section_label(at)
+    at.button(key="present_next").click().run()
+    assert any(h.startswith("Who won") for h in _headers(at))
+    at.button(key="present_next").click().run()
+    assert _headers(at) == ["Where is the best k?"] and at.button(key="present_next").disabled

@@ -29,7 +29,7 @@ def test_refused_connection_message_and_app_keeps_working():
     at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
     connect(at, f"http://127.0.0.1:{free_port()}", "m")
     assert not errors(at)
-    assert "connection refused" in texts(at)
+    assert "Could not connect" in texts(at) and "refused" not in texts(at)
     at.switch_page("pages/loop.py")
     at.run()
     assert not errors(at) and at.title
@@ -68,3 +68,80 @@ def test_every_section_runs_against_a_vllm_like_server():
         assert "**No logprobs.** The server streamed the token but no log" in shown  # explained
         assert "drafted" in shown and "accepted" in shown  # spec-decode counters read from /metrics
         assert len(at.get("plotly_chart")) >= 6  # timeline, gaps, prompt sweep, concurrency, gantt, KV usage
+
+
+# --- class mode: the teacher's servers only, by label (issue 30) ---------------------------------------------
+
+def everything(at) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "success", "error", "warning", "info", "title", "header",
+                                  "subheader", "text") for e in getattr(at, kind)]
+    parts += [str(d.value.to_dict()) for d in at.dataframe]
+    parts += [str(w.options) + str(w.value) for w in at.selectbox]
+    return " ".join(str(p) for p in parts)
+
+
+def test_class_mode_offers_listed_servers_by_label_and_nothing_else(monkeypatch):
+    from tests.serving_servers import HostileServer
+
+    with OddServer("metrics") as listed, HostileServer("secret") as hostile:
+        monkeypatch.setenv("ILE_CLASS_MODE", "on")
+        monkeypatch.setenv("ILE_MODELS", "tiny-random")
+        monkeypatch.setenv("ILE_SERVERS", f"teacher gpu={listed.base_url}")
+        port = str(listed.httpd.server_address[1])
+        # a link made by a hostile student: an address of their choosing and a label that is not listed
+        at = run_page(PAGE, model="tiny-random", max_new_tokens="2", serve_url=hostile.base_url, serve="nope")
+        assert not errors(at), errors(at)
+        assert not [t for t in at.text_input if t.key == "serving_url"]  # no address field at all
+        box = at.selectbox(key="serving_server")
+        assert box.options == ["teacher gpu"] and box.value == "teacher gpu"
+        next(b for b in at.button if b.label == "Connect").click()
+        at.run()
+        assert not errors(at), errors(at)
+        at.button(key="serving_send").click()
+        at.run()
+        assert not errors(at), errors(at)
+        page = everything(at)
+        assert "Connected to" in page and "teacher gpu" in page and "Time to first token" in " ".join(
+            m.label for m in at.metric)
+        assert port not in page and listed.base_url not in page  # the address never reaches the page
+        params = {k: at.query_params[k] for k in at.query_params}
+        assert params.get("serve") in ("teacher gpu", ["teacher gpu"]) and port not in repr(params)
+        assert hostile.connections == 0  # nothing was sent to the student's address
+
+
+def test_class_mode_without_a_list_connects_nowhere(monkeypatch):
+    from tests.serving_servers import HostileServer
+
+    with HostileServer("secret") as hostile:
+        monkeypatch.setenv("ILE_CLASS_MODE", "on")
+        monkeypatch.setenv("ILE_MODELS", "tiny-random")
+        monkeypatch.delenv("ILE_SERVERS", raising=False)
+        at = run_page(PAGE, model="tiny-random", max_new_tokens="2", serve_url=hostile.base_url)
+        assert not errors(at)
+        assert "lists no serving engines" in texts(at)
+        assert not at.text_input and hostile.connections == 0
+
+
+def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
+    """One measurement per server at a time: a newer click detaches the running job; the new one waits the
+    second it takes the old one to stop (and close its connection), instead of being told the server is busy."""
+    import time
+
+    from engine import worker
+    from engine.serving import client as C
+    from engine.serving.probe import probe
+    from tests.serving_servers import HostileServer
+    from ui import serving_runs as runs
+
+    with HostileServer("silent") as s:
+        cfg = C.ServerConfig(s.base_url, "odd")
+        net = worker.get_net_worker()
+        old = net.submit(runs._job, cfg, lambda p, c: probe(cfg, cancel=c), True, key="old", session="tab")
+        end = time.monotonic() + 5
+        while s.open == 0 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert s.open == 1
+        old.detach()  # what ui.work.run does when the newer click reruns the script
+        new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
+        assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
+        assert isinstance(old.result(2), C.Cancelled) and s.open == 0

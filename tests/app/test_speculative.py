@@ -3,7 +3,7 @@ clearly, and judges the speedup against its bounds."""
 import pytest
 
 import ui.speculative as ui_spec
-from tests.app.test_pages import errors, run_page
+from tests.app.test_pages import errors, run_page, shown
 
 PAGE = "pages/speculative.py"
 
@@ -38,12 +38,16 @@ def test_race_runs_only_when_start_is_pressed(race_calls):
     assert race_calls == [] and not any(m.label == "Measured speedup" for m in at.metric)
     _start(at)
     assert race_calls == [4] and _metric(at, "Identical output") == "yes"  # temperature 0 by default
-    # moving controls never starts a race: the page waits for Start again
+    # moving controls never starts a race: the page says what changed and keeps the last race, labelled k = 4
     at.slider(key="speculative_k").set_value(2).run()
+    assert not errors(at), errors(at)
+    assert race_calls == [4] and any("k 4 \u2192 2" in i.value and "Start the race" in i.value for i in at.info)
+    assert any("k = 4" in h.value for h in at.header) and any("k = 4" in m.value for m in at.markdown)
     at.radio(key="speculative_drafter").set_value("model:self").run()
     assert not errors(at), errors(at)
-    assert race_calls == [4] and not any(m.label == "Measured speedup" for m in at.metric)
+    assert race_calls == [4] and any("drafter lookup \u2192 model:self" in shown(i.value) for i in at.info)
     _start(at)
+    assert not any("Changed:" in i.value for i in at.info)
     assert race_calls == [4, 2]
     assert _metric(at, "Acceptance rate a") == "100%"  # the target as its own draft, temperature 0
     assert float(_metric(at, "Tokens per target pass")) >= 1.0
@@ -118,3 +122,46 @@ def test_early_exit_on_a_two_block_model_races_without_a_slider():
     assert any("L = 1 block" in c.value for c in at.caption)
     _start(at)
     assert any(m.label == "Measured speedup" for m in at.metric)
+
+
+def _open_link(**query):
+    """The race page opened directly from a shared link with these URL values (tiny model)."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui import nav
+
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    for k, v in {"model": "tiny-random", **query}.items():
+        at.query_params[k] = v
+    at.switch_page(PAGE)
+    at.run()
+    return at
+
+
+def test_race_settings_round_trip_through_the_url():
+    """The race's prompt preset, drafter, k and temperature go into the link, and a link opens them."""
+    at = run_page(PAGE, model="tiny-random")
+    at.selectbox(key="speculative_prompt").set_value(next(o for o in at.selectbox(key="speculative_prompt").options
+                                                          if o.startswith("story"))).run()
+    at.radio(key="speculative_drafter").set_value("model:self").run()
+    at.slider(key="speculative_k").set_value(7).run()
+    at.slider(key="speculative_temperature").set_value(0.35).run()
+    assert not errors(at), errors(at)
+    q = {k: at.query_params[k] for k in at.query_params}
+    q = {k: v[0] if isinstance(v, list) else v for k, v in q.items()}
+    assert (q["race_prompt"], q["race_drafter"], q["race_k"], q["race_t"]) == ("story", "model:self", "7", "0.35")
+
+    again = _open_link(race_prompt="story", race_drafter="model:self", race_k="7", race_t="0.35")
+    assert not errors(again), errors(again)
+    assert again.selectbox(key="speculative_prompt").value.startswith("story")
+    assert again.radio(key="speculative_drafter").value == "model:self"
+    assert again.slider(key="speculative_k").value == 7 and again.slider(key="speculative_temperature").value == 0.35
+    _start(again)
+    assert any("model:self, k = 7" in shown(m.value) for m in again.markdown)
+
+
+def test_hostile_race_values_in_the_url_fall_back_to_defaults():
+    at = _open_link(race_prompt="<script>", race_drafter="nope", race_k="999", race_t="nan")
+    assert not errors(at), errors(at)
+    assert at.radio(key="speculative_drafter").value == "lookup"
+    assert at.slider(key="speculative_k").value == 16 and at.slider(key="speculative_temperature").value == 0.0

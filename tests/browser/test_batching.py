@@ -10,12 +10,13 @@ def _slider(page, label: str):
     return page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider")
 
 
-def test_batching_results_in_browser(app_server, page):
-    page.goto(f"{app_server.url}/{URL}")
+def small_settings(page, url: str, drop_16: bool = True) -> None:
+    """Open the page and set small settings like a person would: 5 requests, at most 10 tokens each, and
+    (``drop_16``) batch sizes 1, 2, 4, 8."""
+    page.goto(f"{url}/{URL}")
     wait_idle(page)
     close_dialogs(page)
     assert_no_error(page)
-    # Smaller settings, set like a person would: 5 requests, at most 10 tokens each, batch sizes 1, 2, 4, 8.
     page.get_by_text("Settings: the requests and the server").click()
     _slider(page, "Requests").first.focus()
     for _ in range(3):
@@ -25,9 +26,14 @@ def test_batching_results_in_browser(app_server, page):
     for _ in range(14):
         page.keyboard.press("ArrowLeft")
     wait_idle(page)
-    page.locator('[data-testid="stMultiSelect"]').get_by_text("16", exact=True).locator("..").get_by_role(
-        "button").first.click()
-    wait_idle(page)
+    if drop_16:
+        page.locator('[data-testid="stMultiSelect"]').get_by_text("16", exact=True).locator("..").get_by_role(
+            "button").first.click()
+        wait_idle(page)
+
+
+def test_batching_results_in_browser(app_server, page):
+    small_settings(page, app_server.url)
     page.get_by_role("button", name="Run on the real model").click()
     wait_idle(page, timeout=300)
     assert_no_error(page)

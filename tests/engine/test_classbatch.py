@@ -243,3 +243,37 @@ def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
         t = j.result(300)
         assert t.largest_batch == len(prompts)
         assert t.generated_ids == run_trace(embedded_lm, p, GREEDY, 8, 0, True, analyse=False).generated_ids, p
+
+
+def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread):
+    """The sidebar's progress bar draws each token as it comes: in a batch each request's records are posted to
+    its own job as "step" events, the same records as its Trace."""
+    from engine import worker as W
+
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    jobs = [w.submit(batched_trace, tiny_lm, p, GREEDY, 5, 0, False, analyse=False, on_step=W.relay("step"),
+                     session=f"s{i}", batch=group(tiny_lm)) for i, p in enumerate(PROMPTS[:3])]
+    release.set()
+    for j in jobs:
+        t = j.result(60)
+        events = [e for e in j.events() if e[0] == "step"]
+        assert [e[1][0] for e in events] == list(t.steps) and t.largest_batch == 3
+
+
+def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
+    from engine.classbatch import analysis_group, batched_analysis
+    from engine.trace import analyse_prompt
+
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    prompts = [list(range(5, 5 + n)) for n in (3, 11, 7)]
+    jobs = [w.submit(batched_analysis, tiny_lm, ids, session=f"s{i}", batch=analysis_group(tiny_lm))
+            for i, ids in enumerate(prompts)]
+    release.set()
+    for ids, j in zip(prompts, jobs):
+        a, solo = j.result(60), analyse_prompt(tiny_lm, ids)
+        assert j.rows == 3, "the three waiting analyses ran in one pass"
+        assert a.attentions.shape == solo.attentions.shape
+        assert np.allclose(a.attentions.astype(np.float32), solo.attentions.astype(np.float32), atol=2e-3)
+        assert (a.top_ids[:, :3] == solo.top_ids[:, :3]).all()

@@ -61,7 +61,7 @@ def test_rotated_scores_depend_only_on_relative_distance(embedded_lm):
     assert demo.max_spread < 1e-3 * demo.value_range  # ... but only through m - n
     assert demo.scores[0, 0] == pytest.approx(demo.no_rope_score, abs=1e-4)  # distance 0: no net rotation
     # real q/k: the same numbers as block 0's own projections
-    q, k = E.real_qk(embedded_lm, 1000, 2000, head=4)
+    q, k, _ = E.real_qk(embedded_lm, 1000, 2000, head=4)
     assert q.shape == (embedded_lm.info.head_dim,) and k.shape == q.shape
 
 

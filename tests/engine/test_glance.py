@@ -31,3 +31,18 @@ def test_glance_values_and_stepping(tiny_lm):
     last = len(STAGES) - 1
     assert next_position(0, last, 3) == (1, DECODE_START) and previous_position(1, DECODE_START) == (0, last)
     assert next_position(2, last, 3) == (2, last)  # the last token stays
+
+
+def test_softmax_note_says_why_the_softmax_box_and_the_sampled_p_differ():
+    """The softmax box is temperature 1; the sampled token's p is under the sidebar's settings: a line says so
+    whenever they are not the same distribution, and only then."""
+    from engine.sampling import SamplingSettings
+    from ui.loop_view import TITLES, softmax_note
+
+    assert "T = 1" in TITLES["softmax"]
+    assert softmax_note(SamplingSettings(1.0, 0, 1.0)) is None
+    greedy = softmax_note(SamplingSettings(0.0, 50, 0.95))
+    assert "100%" in greedy and "temperature 1" in greedy
+    sampled = softmax_note(SamplingSettings(0.7, 50, 0.95))
+    assert "T 0.7 sharpens it" in sampled and "top-k / top-p" in sampled
+    assert "flattens" in softmax_note(SamplingSettings(1.5, 0, 1.0))

@@ -56,3 +56,89 @@ def test_trust_remote_code_is_never_enabled():
     src = inspect.getsource(models)
     assert "trust_remote_code=True" not in src and src.count("trust_remote_code=False") >= 2
     assert "use_safetensors=True" in src
+
+
+# --- the checksum covers config and tokenizer, not only the weights (issue 30) -------------------------------
+
+def _same_size_edit(path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    assert len(old) == len(new) and old in data
+    path.write_bytes(data.replace(old, new, 1))
+
+
+def _swap_two_ids(tok_json) -> None:
+    """Swap the ids of " Paris" and " London" in tokenizer.json's vocabulary: same size, valid JSON, wrong text."""
+    import re
+
+    data = tok_json.read_bytes()
+    spots = []
+    for word in ("\u0120Paris", "\u0120London"):  # GPT-2 style: \u0120 is the leading space
+        m = re.search(re.escape(json.dumps(word, ensure_ascii=False).encode()) + rb": ?(\d+)", data)
+        spots.append((m.start(1), m.end(1)))
+    (a0, a1), (b0, b1) = spots
+    assert a1 - a0 == b1 - b0  # both ids have as many digits: the file keeps its size
+    ia, ib = data[a0:a1], data[b0:b1]
+    out = bytearray(data)
+    out[a0:a1], out[b0:b1] = ib, ia
+    assert len(out) == len(data)
+    tok_json.write_bytes(bytes(out))
+
+
+@pytest.fixture
+def tiny_copy(tmp_path, tiny_lm):
+    """A tiny model saved like a converted copy (weights, config, tokenizer), with its checksum recorded."""
+    folder = tmp_path / "copy"
+    tiny_lm.model.save_pretrained(folder)
+    tiny_lm.tokenizer.save_pretrained(folder)
+    (folder / models._CHECKSUM).write_text(json.dumps(models.weights_checksum(folder)))
+    return folder
+
+
+def test_the_checksum_covers_config_and_tokenizer(tiny_copy):
+    want = json.loads((tiny_copy / models._CHECKSUM).read_text())
+    assert {"config.json", "model.safetensors"} <= set(want) and any(n.startswith("tokenizer") for n in want)
+    assert models.weights_intact(tiny_copy)
+
+
+def test_a_same_size_config_edit_is_detected(tiny_copy):
+    cfg = tiny_copy / "config.json"
+    n = json.loads(cfg.read_text())["num_hidden_layers"]
+    assert models.weights_intact(tiny_copy)  # hashed once, remembered for this file version
+    _same_size_edit(cfg, f'"num_hidden_layers": {n}'.encode(), f'"num_hidden_layers": {n - 1}'.encode()
+                    if len(str(n - 1)) == len(str(n)) else f'"num_hidden_layers":{n - 1} '.encode())
+    assert not models.weights_intact(tiny_copy)
+
+
+def test_a_missing_or_added_file_is_detected(tiny_copy):
+    (tiny_copy / "extra.json").write_text("{}")
+    assert not models.weights_intact(tiny_copy)
+    (tiny_copy / "extra.json").unlink()
+    assert models.weights_intact(tiny_copy)
+    next(tiny_copy.glob("tokenizer*.json")).unlink()
+    assert not models.weights_intact(tiny_copy)
+
+
+def test_a_weights_only_record_is_extended_not_reconverted(tiny_copy):
+    record = tiny_copy / models._CHECKSUM
+    want = json.loads(record.read_text())
+    record.write_text(json.dumps({k: v for k, v in want.items() if k.endswith(".safetensors")}))
+    assert models.weights_intact(tiny_copy)
+    assert json.loads(record.read_text()) == want  # now covers config and tokenizer too
+    _same_size_edit(tiny_copy / "config.json", b'"', b"'")  # an edit after the upgrade is caught
+    assert not models.weights_intact(tiny_copy)
+
+
+@pytest.mark.parametrize("edit", ["config", "tokenizer"])
+def test_a_same_size_edit_of_the_converted_copy_rebuilds_it(cache_copy, edit):
+    """The real converted model: fewer layers in config.json (same size), or two token ids swapped in
+    tokenizer.json (same size) loaded silently before ("The capital of France is London"); now it is rebuilt."""
+    folder = models.converted_dir()
+    assert models.embedded_is_converted()
+    if edit == "config":
+        _same_size_edit(folder / "config.json", b'"num_hidden_layers": 30', b'"num_hidden_layers": 10')
+    else:
+        _swap_two_ids(folder / "tokenizer.json")
+    assert not models.embedded_is_converted()
+    lm = models.load_embedded("cpu")
+    assert cache_copy == [1] and lm.info.n_layers == 30
+    assert models.embedded_is_converted()

@@ -40,3 +40,18 @@ def test_drafts_cut_by_the_tokens_requested_lower_the_formula():
 def test_speedup_check_reads_the_race_bounds():
     assert noise.check_speedup(6.0, 4, 30, 4.5).flags  # above k + 1 = 5
     assert noise.check_speedup(1.3, 4, 0, 1.0).shown == "no gain"
+
+
+def test_decode_only_speedup_leaves_the_shared_prefill_out():
+    """A long prefill both lanes pay pulls the wall clock toward 1x; the decode-only number keeps the rounds'
+    own gain, and the round-by-round formula with the measured verify cost predicts it exactly when the
+    acceptance rate is 1 (nothing is left to luck)."""
+    run = _run([(4, 4, 0.0)] * 5, step=0.04)  # 5 tokens per verify pass that costs one plain step
+    assert math.isclose(run.decode_speedup, 5.0, rel_tol=1e-9)
+    assert math.isclose(run.expected_speedup_as_run, run.decode_speedup, rel_tol=1e-9)
+    slow_prefill = SpecRun(**{**run.__dict__, "spec_prefill_seconds": 5.0,
+                              "plain_step_seconds": (5.0,) + run.plain_step_seconds[1:]})
+    assert slow_prefill.speedup < 1.5 < slow_prefill.decode_speedup == run.decode_speedup
+    assert slow_prefill.plain_prefill_share > 0.5 and slow_prefill.spec_prefill_share > 0.9
+    one = _run([], step=0.04)  # one token: nothing decoded, nothing to compare
+    assert math.isnan(one.decode_speedup)

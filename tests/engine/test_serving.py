@@ -44,10 +44,11 @@ def test_api_key_stays_out_of_repr_and_dict():
 
 
 # ------------------------------------------------------------------------------------------------ bad answers
-def test_refused_connection_is_explained():
+def test_refused_connection_is_explained_without_saying_the_port_is_closed():
     cfg = C.ServerConfig(f"http://127.0.0.1:{free_port()}", "m", connect_timeout_s=2)
-    with pytest.raises(C.ServerUnreachable, match="connection refused"):
+    with pytest.raises(C.ServerUnreachable, match="Could not connect") as e:
         probe(cfg)
+    assert "refused" not in str(e.value) and "nothing listens" not in str(e.value)
     with pytest.raises(C.ServerUnreachable, match="Is the server running"):
         C.stream(cfg, "hi", 4)
 
@@ -165,7 +166,7 @@ def test_llama_cpp_concurrency_sweep_serializes(llama_server):
     assert max(r.start_s for r in four.requests) < min(end for _, end in abs_first)  # all sent before any finished
     for (_, prev_last), (next_first, _) in zip(abs_first, abs_first[1:]):
         assert next_first >= prev_last - 0.05  # no two requests stream at the same time
-    assert "one after another" in Me.batching_verdict(cs.levels) or four.throughput_tok_s < 1.3 * one.throughput_tok_s
+    assert "batches requests" not in Me.batching_verdict(cs.levels)
     assert cs.metrics_before is None  # no /metrics: nothing sampled, nothing invented
 
 
@@ -182,6 +183,34 @@ def test_implausible_concurrency_numbers_are_flagged():
     assert len(superlinear) == 1 and "more than 2" in superlinear[0]
     assert "batches requests" in Me.batching_verdict([_level(1, 1.0, 30), _level(8, 1.5, 150)])
     assert "one after another" in Me.batching_verdict([_level(1, 1.0, 30), _level(8, 8.0, 31)])
+
+
+@pytest.mark.parametrize("lo,hi,ratio", [(1, 4, 4), (1, 2, 2), (1, 8, 8), (2, 8, 4)])
+def test_batching_verdict_needs_half_the_ideal_rise(lo, hi, ratio):
+    """Issue 31: llama-cpp-python's server (one request at a time) once showed 1.31x from 1 to 4 requests and was
+    called batching. The bar is half of the ideal rise (and above noise): just under it gets no batching verdict,
+    just over it does; a flat rise says one after another."""
+    bar = Me.batching_bar(ratio)
+    assert bar == pytest.approx(max(1 + 0.5 * (ratio - 1), 1 + 2 * Me.NOISE))
+    verdict = lambda gain: Me.batching_verdict([_level(lo, 1.0, 30), _level(hi, 2.0, 30 * gain)])  # noqa: E731
+    assert "batches requests" in verdict(bar * 1.02)
+    below = verdict(bar * 0.98)
+    assert "batches requests" not in below and "No clear batching" in below
+    assert "one after another" in verdict(1.05)
+    assert "batches requests" not in verdict(1.31)
+
+
+def test_batching_verdict_is_noise_aware():
+    """A level whose requests disagree among themselves by +-40% raises the noise, and the bar with it: a 1.55x
+    rise from 1 to 2 requests is batching in a quiet sweep, but no clear verdict in that noisy one."""
+    quiet = [_level(1, 1.0, 30), _level(2, 1.2, 30 * 1.55)]
+    assert "batches requests" in Me.batching_verdict(quiet)
+    noisy_tpot = Me.Spread(0.05, 0.03, 0.07, 2)  # half range 0.02 / median 0.05 = 40 %
+    sp = Me.Spread(1.2, 1.2, 1.2, 2)
+    rt = object()
+    noisy2 = Me.ConcurrencyLevel(2, (rt, rt), 1.2, 30 * 1.55, sp, sp, noisy_tpot, 0, (), ())
+    v = Me.batching_verdict([_level(1, 1.0, 30), noisy2])
+    assert "batches requests" not in v and "No clear batching" in v
 
 
 def test_implausible_prompt_numbers_are_flagged():
@@ -211,4 +240,4 @@ def test_serve_bench_cli_refused(capsys):
     from engine.__main__ import main
 
     assert main(["serve-bench", "--base-url", f"http://127.0.0.1:{free_port()}"]) == 2
-    assert "connection refused" in capsys.readouterr().err
+    assert "error (unreachable): Could not connect" in capsys.readouterr().err
