@@ -277,3 +277,14 @@ def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
         assert a.attentions.shape == solo.attentions.shape
         assert np.allclose(a.attentions.astype(np.float32), solo.attentions.astype(np.float32), atol=2e-3)
         assert (a.top_ids[:, :3] == solo.top_ids[:, :3]).all()
+
+
+def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thread):
+    from types import SimpleNamespace
+
+    from engine.bench import classroom
+
+    r = classroom.run(tiny_lm, SimpleNamespace(sessions=5, new_tokens=3, repeats=1, no_analysis=True))
+    assert r["same_answers"] and [x["batching"] for x in r["runs"]] == [False, True]
+    assert r["runs"][1]["largest_batch"] == 5 and r["runs"][0]["largest_batch"] == 1
+    assert r["throughput_ratio_batched_vs_serial"] > 0 and "batched / serial" in classroom.summary(r)
