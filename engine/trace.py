@@ -44,6 +44,10 @@ class StepRecord:
     top_tokens: tuple[str, ...]
     top_probs: tuple[float, ...]
     entropy_bits: float  # of the plain softmax
+    # Rows in the forward pass that ``seconds`` timed: 1 when the run was alone; more when the engine worker
+    # served this request in a batch with other sessions' requests (engine/classbatch.py). A step measured in a
+    # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
+    batch_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,15 @@ class Trace:
     def tokens_per_second(self) -> float:
         total = sum(s.seconds for s in self.steps)
         return len(self.generated_ids) / total if total > 0 else float("nan")
+
+    @property
+    def largest_batch(self) -> int:
+        """The most rows any of this run's timed passes had (1: every step was measured alone)."""
+        return max((s.batch_size for s in self.steps), default=1)
+
+    @property
+    def batched(self) -> bool:
+        return self.largest_batch > 1
 
     def to_dict(self, attentions: bool = True) -> dict:
         d = {
@@ -157,13 +170,14 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
     return top.indices.tolist(), top.values.tolist(), chosen_p, entropy_bits(probs)
 
 
-def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats) -> StepRecord:
+def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1) -> StepRecord:
     top_ids, top_probs, chosen_p, ent = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
         index=index, phase="prefill" if index == 0 else "decode", tokens_in=tokens_in, seconds=seconds,
         kv_bytes=kv[0], kv_tokens=kv[1], token_id=token_id, token=strings[0], prob=chosen_p,
         top_ids=tuple(top_ids), top_tokens=tuple(strings[1:]), top_probs=tuple(top_probs), entropy_bits=ent,
+        batch_size=int(batch_size),
     )
 
 
@@ -214,45 +228,65 @@ def analyse_prompt(lm: LoadedModel, ids: list[int]) -> PromptAnalysis:
     """Untimed look inside one pass over the prompt: attention weights (first ATTN_MAX positions;
     causality makes them identical to a pass over those alone), next-token predictions at every position,
     the residual stream's norm after each block, and the logit lens at the last position."""
+    return analyse_prompts(lm, [list(ids)])[0]
+
+
+@torch.inference_mode()
+def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAnalysis]:
+    """``analyse_prompt`` for several prompts in one pass (the class worker's requests that finish together).
+
+    Rows are RIGHT-padded and the pass is plainly causal: a real position never sees a later one, so every row's
+    real positions compute exactly what a pass over that prompt alone computes (no mask, no position shift), and
+    the padding after them is cut off."""
     model, dev = lm.model, lm.device
-    x = torch.tensor([ids], device=dev)  # [1, n]
-    m = min(len(ids), ATTN_MAX)
+    n_max = max(len(p) for p in prompts)
+    pad = getattr(lm.tokenizer, "pad_token_id", None) or 0
+    x = torch.tensor([list(p) + [pad] * (n_max - len(p)) for p in prompts], device=dev)  # [B, P]
+    m_max = min(n_max, ATTN_MAX)
     no_attention = lm.info.refused("analysis") or lm.info.refused("attention")
+    no_lens = lm.info.refused("lens")  # the final norm and head do not reproduce the logits (engine.archfacts)
     with arch.residual_stream(model) as captured:
         if no_attention:  # a plain pass: its logits and residual stream are right, its attention is not recorded
             logits, att = model(input_ids=x, use_cache=False).logits, []
         else:
-            logits, att = _analysis_pass(lm, x, m)
+            logits, att = _analysis_pass(lm, x, m_max)
     n_l = len(arch.blocks(model))
-    resid = torch.stack([c[0].float() for c in captured[: n_l + 1]])  # [L+1, n, d]
-    probs = logits[0].float().softmax(-1)  # [n, vocab]
-    top = torch.topk(probs, TOP_K_RECORD, dim=-1)
-    if lm.info.refused("lens"):  # the final norm and head do not reproduce the logits: no lens (engine.archfacts)
-        lens_ids, lens_probs, lens_resid = np.zeros((0, 5), np.int64), np.zeros((0, 5), np.float32), None
-        final_hidden = torch.full((8,), float("nan"))
-    else:
-        lens = arch.unembed(model, resid[:, -1].to(next(model.parameters()).dtype)).float().softmax(-1)  # [L+1, V]
-        # The last entry is the real output: the model applies the final norm itself.
-        lens[-1] = probs[-1]
-        lens_top = torch.topk(lens, 5, dim=-1)
-        lens_ids = lens_top.indices.cpu().numpy()
-        lens_probs = lens_top.values.cpu().numpy().astype(np.float32)
-        lens_resid = torch.stack([c[0, -MAX_LENS_POSITIONS:] for c in captured[: n_l + 1]]).float().cpu().numpy()
-        final_hidden = arch.final_norm(model)(resid[-1, -1:].to(next(model.parameters()).dtype))[0]
-    attentions = (torch.stack([a[0] for a in att]).float().cpu().numpy().astype(np.float16) if att else
-                  np.zeros((0, 0, m, m), dtype=np.float16))  # [L, H, m, m]; empty when refused
-    return PromptAnalysis(
-        top_ids=top.indices.cpu().numpy(),
-        top_probs=top.values.cpu().numpy().astype(np.float32),
-        attentions=attentions,
-        residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
-        lens_ids=lens_ids,
-        lens_probs=lens_probs,
-        embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
-        hidden_preview=final_hidden[:8].float().cpu().numpy(),
-        positions=predictions_from_logits(ids, logits[0]),
-        lens_resid=lens_resid,  # [L+1, P, d]
-    )
+    resid_all = torch.stack([c.float() for c in captured[: n_l + 1]])  # [L+1, B, P, d]
+    dtype = next(model.parameters()).dtype
+    out = []
+    for i, ids in enumerate(prompts):
+        n, m = len(ids), min(len(ids), ATTN_MAX)
+        resid = resid_all[:, i, :n]  # [L+1, n, d]
+        row_logits = logits[i, :n]  # [n, vocab]
+        probs = row_logits.float().softmax(-1)  # [n, vocab]
+        top = torch.topk(probs, TOP_K_RECORD, dim=-1)
+        if no_lens:
+            lens_ids, lens_probs, lens_resid = np.zeros((0, 5), np.int64), np.zeros((0, 5), np.float32), None
+            final_hidden = torch.full((8,), float("nan"))
+        else:
+            lens = arch.unembed(model, resid[:, -1].to(dtype)).float().softmax(-1)  # [L+1, vocab]
+            # The last entry is the real output: the model applies the final norm itself.
+            lens[-1] = probs[-1]
+            lens_top = torch.topk(lens, 5, dim=-1)
+            lens_ids = lens_top.indices.cpu().numpy()
+            lens_probs = lens_top.values.cpu().numpy().astype(np.float32)
+            lens_resid = resid[:, -MAX_LENS_POSITIONS:].float().cpu().numpy()  # [L+1, P, d]
+            final_hidden = arch.final_norm(model)(resid[-1, -1:].to(dtype))[0]
+        attentions = (torch.stack([a[i, :, :m, :m] for a in att]).float().cpu().numpy().astype(np.float16) if att
+                      else np.zeros((0, 0, m, m), dtype=np.float16))  # [L, H, m, m]; empty when refused
+        out.append(PromptAnalysis(
+            top_ids=top.indices.cpu().numpy(),
+            top_probs=top.values.cpu().numpy().astype(np.float32),
+            attentions=attentions,
+            residual_norms=resid.norm(dim=-1).cpu().numpy().astype(np.float32),
+            lens_ids=lens_ids,
+            lens_probs=lens_probs,
+            embedding_preview=resid[0, :, :8].cpu().numpy().astype(np.float32),
+            hidden_preview=final_hidden[:8].float().cpu().numpy(),
+            positions=predictions_from_logits(list(ids), row_logits),
+            lens_resid=lens_resid,
+        ))
+    return out
 
 
 def _analysis_pass(lm: LoadedModel, x: torch.Tensor, m: int):
@@ -275,6 +309,13 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
     ids, steps, first_logits, reason = generate_tokens(lm, list(enc.ids), settings, max_new_tokens, seed,
                                                        on_step=on_step)
     analysis = analyse_prompt(lm, list(enc.ids)) if analyse else None
+    return build_trace(lm, prompt, enc, settings, seed, max_new_tokens, ids, steps, first_logits, reason, analysis)
+
+
+def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: SamplingSettings, seed: int,
+                max_new_tokens: int, ids: list[int], steps, first_logits: torch.Tensor, reason: str,
+                analysis: PromptAnalysis | None) -> Trace:
+    """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.classbatch``)."""
     return Trace(
         info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
         prompt_tokens=tuple(token_text(lm.tokenizer, enc.ids)), generated_ids=tuple(ids),

@@ -16,21 +16,46 @@ the loaded models and returns plain records as they are.
 - Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
   ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
 
-The engine never imports streamlit: ``ui/work.py`` is the Streamlit side (poll, stop, cancel).
+Serving a class (issue 28): the worker is also a small server.
+
+- Fair order: the next job is the one whose session was served least recently (a session that has had no job
+  yet goes first; ties by submit time), so one student's string of experiments cannot hold everyone's home page.
+- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/classbatch.py)
+  is served together with the other queued jobs of that group (same model object, so the same precision):
+  continuous batching, requests join and leave between decode steps. Every other job (the timed experiments)
+  still runs alone, so its timings are its own; it waits for a running batch to drain, and a batch admits no
+  joiner that comes after a waiting experiment in the fair order.
+- A record of recent jobs and batch steps (no prompt text) feeds the teacher's class view; each job's end goes
+  to the server's log with when it was submitted and when it was ready (``ILE_WORKER_LOG=off`` silences it).
+- ``ILE_BATCHING=off`` serves batchable jobs one at a time (the serial worker, for comparison).
 """
 from __future__ import annotations
 
 import collections
 import contextvars
+import hashlib
 import itertools
 import json
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable
 
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
+MAX_BATCH = 32  # rows in one batch of the class worker (ILE_MAX_BATCH)
+HISTORY = 4000  # finished jobs and batch steps kept for the class view
+
+
+def session_tag(session: Any) -> str:
+    """A short stable tag for a session (the class view and the log show this, never the session id)."""
+    return "-" if session is None else hashlib.sha1(str(session).encode()).hexdigest()[:6]
+
+
+def job_kind(fn: Callable) -> str:
+    """What a job is, in words safe to show to anyone (a function's name, never its arguments)."""
+    return getattr(fn, "kind", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 class Cancelled(Exception):
@@ -65,13 +90,18 @@ def relay(tag: str) -> Callable[..., None]:
 class Job:
     _ids = itertools.count(1)
 
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any):
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None):
         self.id = next(Job._ids)
         self.fn, self.args, self.kwargs, self.key, self.session = fn, args, kwargs, key, session
+        self.batch = batch  # the group it may be batched with, or None: it runs alone
+        self.kind = job_kind(fn)
         self.state = "queued"  # queued | running | done | failed | cancelled
         self.submitted_at = time.monotonic()
         self.started_at: float | None = None
+        self.first_token_at: float | None = None  # batched jobs: when its first token was chosen
         self.finished_at: float | None = None
+        self.rows = 1  # the most requests in one pass while it ran (1: alone)
+        self.tokens = 0  # batched jobs: tokens it was given
         self._cancel_flag = threading.Event()
         self._done = threading.Event()
         self._result: Any = None
@@ -95,6 +125,11 @@ class Job:
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds between its submit and its start (so far, while still queued)."""
+        return (self.started_at or time.monotonic()) - self.submitted_at
 
     def cancel(self) -> None:
         self._cancel_flag.set()
@@ -140,16 +175,24 @@ class Job:
 
 
 class Worker:
-    """The process's engine thread and its queue (first in, first out across sessions)."""
+    """The process's engine thread and its queue (fair across sessions; see the module docstring)."""
 
-    def __init__(self, configure: Callable[[], None] | None = None, threads: int = 1, name: str = "ile-engine-worker",
+    def __init__(self, configure: Callable[[], None] | None = None, batching: bool | None = None,
+                 max_batch: int | None = None, threads: int = 1, name: str = "ile-engine-worker",
                  publish: bool = True):
-        self._publish_to_file = publish
+        self._publish_to_file = publish  # also: one line per finished job in the server's log
         self._cv = threading.Condition()
-        self._queue: collections.deque[Job] = collections.deque()
+        self._queue: list[Job] = []
         self._running: list[Job] = []
+        self._served: dict[Any, float] = {}  # session -> when its latest job started
         self._counts = collections.Counter()
+        self._history: collections.deque = collections.deque(maxlen=HISTORY)  # finished jobs (plain dicts)
+        self._steps: collections.deque = collections.deque(maxlen=HISTORY)  # (start, end, rows, phase)
         self._configure = configure
+        self.batching = os.environ.get("ILE_BATCHING", "on").strip().lower() not in ("0", "off", "false", "no") \
+            if batching is None else bool(batching)
+        self.max_batch = max(1, int(max_batch or os.environ.get("ILE_MAX_BATCH") or MAX_BATCH))
+        self.wall_offset = time.time() - time.monotonic()  # monotonic + this = wall clock (the log's times)
         self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}" if threads > 1 else name, daemon=True)
                          for i in range(max(1, int(threads)))]
         for t in self._threads:
@@ -162,10 +205,11 @@ class Worker:
     def owns(self, thread: threading.Thread) -> bool:
         return thread in self._threads
 
-    def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, **kwargs) -> Job:
+    def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None,
+               **kwargs) -> Job:
         with self._cv:
             if key is not None:
-                for job in list(self._running) + list(self._queue):
+                for job in self._running + self._queue:
                     if job.key == key and job.session == session and not job.should_stop():
                         job.attach()
                         self._counts["deduplicated"] += 1
@@ -176,12 +220,84 @@ class Worker:
                     old = mine.pop(0)
                     old.cancel()
                     self._counts["replaced"] += 1
-            job = Job(fn, args, kwargs, key, session)
+            job = Job(fn, args, kwargs, key, session, batch)
             self._queue.append(job)
             self._counts["submitted"] += 1
             self._cv.notify()
             return job
 
+    # -- the fair order
+    def _order(self, job: Job) -> tuple:
+        """Least recently served session first; a session never served before all others; then submit time."""
+        return (self._served.get(job.session, 0.0), job.submitted_at, job.id)
+
+    def _ordered(self) -> list[Job]:
+        return sorted(self._queue, key=self._order)
+
+    def _start(self, job: Job) -> None:
+        self._queue.remove(job)
+        job.state, job.started_at = "running", time.monotonic()
+        self._served[job.session] = job.started_at
+        self._running.append(job)
+
+    def _drop_stopped(self) -> None:
+        for job in [j for j in self._queue if j.should_stop()]:
+            self._queue.remove(job)
+            job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
+            self._counts["cancelled"] += 1
+            self._remember(job)
+
+    def admit(self, group: Any, room: int) -> list[Job]:
+        """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order,
+        up to ``room``. None once a job outside the group is next: that job runs when the batch drains."""
+        out: list[Job] = []
+        with self._cv:
+            self._drop_stopped()
+            for job in self._ordered():
+                if len(out) >= room or job.batch != group or not self.batching:
+                    break
+                self._start(job)
+                out.append(job)
+        if out:
+            self._publish()
+        return out
+
+    def note_step(self, phase: str, start: float, end: float, rows: int) -> None:
+        """A batch's forward pass (monotonic times), for the class view's batch size over time."""
+        self._steps.append((start, end, int(rows), phase))
+
+    def complete(self, job: Job, state: str, result=None, error: BaseException | None = None) -> None:
+        """End a running job (the batch runner ends each of its requests here)."""
+        job._finish(state, result=result, error=error)
+        with self._cv:
+            if job in self._running:
+                self._running.remove(job)
+            self._counts[state] += 1
+            self._remember(job)
+        self._log(job)
+
+    def _remember(self, job: Job) -> None:
+        self._history.append({
+            "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
+            "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
+            "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
+            "finished": job.finished_at,
+        })
+
+    def _log(self, job: Job) -> None:
+        """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
+        seconds), so a class's readiness can be read from the server itself (tests/browser/test_worker.py)."""
+        if not self._publish_to_file or \
+                os.environ.get("ILE_WORKER_LOG", "on").strip().lower() in ("0", "off", "false", "no"):
+            return
+        off = self.wall_offset
+        ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
+        batch = f", up to {job.rows} requests per pass" if job.rows > 1 else ""
+        print(f"[engine] worker: {job.kind} {job.state} session={session_tag(job.session)} "
+              f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
+              f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})", file=sys.stderr, flush=True)
+
+    # -- what it is doing
     def stats(self) -> dict:
         """What the worker is doing now (for tests and the health of a class session)."""
         with self._cv:
@@ -194,6 +310,37 @@ class Worker:
                 "queued": len(self._queue),
                 **{k: int(v) for k, v in self._counts.items()},
             }
+
+    def place(self, job: Job) -> dict:
+        """For a waiting page: its place in the fair order (1 = next; 0 = running), how many wait, and what
+        runs now (kinds and a count: never anyone's prompt)."""
+        with self._cv:
+            order = self._ordered()
+            running = list(self._running)
+            place = 0 if job in running else (order.index(job) + 1 if job in order else 0)
+            kinds = collections.Counter(j.kind for j in running)
+            return {"place": place, "queued": len(order), "running": dict(kinds),
+                    "batch": len(running) if any(j.batch is not None for j in running) else 0}
+
+    def snapshot(self, since_s: float = 300.0) -> dict:
+        """The class view's data: running and queued jobs now, finished jobs and batch steps of the last
+        ``since_s`` seconds (times in seconds before now, no prompt text)."""
+        t = time.monotonic()
+        with self._cv:
+            def live(j: Job) -> dict:
+                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
+                        "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
+                        "running_s": t - j.started_at if j.started_at else 0.0}
+            running = [live(j) for j in self._running]
+            queued = [live(j) for j in self._ordered()]
+            hist = [dict(h) for h in self._history if (h["finished"] or t) >= t - since_s]
+            steps = [s for s in self._steps if s[1] >= t - since_s]
+        for h in hist:
+            for k in ("submitted", "started", "first_token", "finished"):
+                h[k] = None if h[k] is None else h[k] - t
+        return {"now": t, "running": running, "queued": queued, "finished": hist,
+                "steps": [(a - t, b - t, r, p) for a, b, r, p in steps], "batching": self.batching,
+                "max_batch": self.max_batch}
 
     def _publish(self) -> None:
         """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
@@ -216,14 +363,11 @@ class Worker:
     def _next(self) -> Job:
         with self._cv:
             while True:
-                while self._queue:
-                    job = self._queue.popleft()
-                    if job.should_stop():
-                        job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
-                        self._counts["cancelled"] += 1
-                        continue
-                    self._running.append(job)
-                    return job
+                self._drop_stopped()
+                order = self._ordered()
+                if order:
+                    self._start(order[0])
+                    return order[0]
                 self._cv.wait()
 
     def _loop(self) -> None:
@@ -231,24 +375,29 @@ class Worker:
             self._configure()
         while True:
             job = self._next()
-            job.state, job.started_at = "running", time.monotonic()
             self._publish()
+            runner = getattr(job.fn, "batched", None)
+            if job.batch is not None and self.batching and runner is not None:
+                try:
+                    runner(self, job)
+                except BaseException as exc:  # the runner ends its own jobs; anything it left fails here
+                    with self._cv:
+                        left = [j for j in self._running]
+                    for j in left:
+                        self.complete(j, "failed", error=exc)
+                self._publish()
+                continue
             token = _current.set(job)
             try:
                 value = job.fn(*job.args, **job.kwargs)
             except Cancelled as exc:
-                job._finish("cancelled", error=exc)
-                self._counts["cancelled"] += 1
+                self.complete(job, "cancelled", error=exc)
             except BaseException as exc:  # handed to the waiter, who shows it
-                job._finish("failed", error=exc)
-                self._counts["failed"] += 1
+                self.complete(job, "failed", error=exc)
             else:
-                job._finish("done", result=value)
-                self._counts["done"] += 1
+                self.complete(job, "done", result=value)
             finally:
                 _current.reset(token)
-                with self._cv:
-                    self._running.remove(job)
                 self._publish()
 
 
@@ -267,8 +416,8 @@ def get_worker() -> Worker:
         return _WORKER
 
 
-def submit(fn: Callable, *args, key: Any = None, session: Any = None, **kwargs) -> Job:
-    return get_worker().submit(fn, *args, key=key, session=session, **kwargs)
+def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None, **kwargs) -> Job:
+    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, **kwargs)
 
 
 NET_THREADS = 8

@@ -6,7 +6,7 @@ import streamlit as st
 from ui import batching_runs as runs
 from ui import batching_sections as sections
 from ui import batching_view as V
-from ui import nav
+from ui import class_view, nav
 from ui.batching_figures import workload_chart
 from ui.layout import beside, chart, section, try_this, what_you_see
 from ui.lessons import lesson
@@ -14,6 +14,7 @@ from ui.models import current_model
 
 nav.through_router()
 st.title("Batching: serving many users at once")
+class_view.section()  # the teacher's live view of this server's own traffic (only with the teacher's token)
 lm = current_model()
 
 if section(None):

@@ -6,7 +6,7 @@ from ui import nav
 from ui.html import chips
 from ui.layout import chart, notes, section, try_this, what_you_see
 from ui.lessons import lesson
-from ui.loop_details import embedding_table, numbers, steps_table, top_logits_table
+from ui.loop_details import batch_note, embedding_table, numbers, steps_table, top_logits_table
 from ui.loop_figures import step_times_bar, top_probs_bar
 from ui.loop_stepper import block_inside, loop_picture
 from ui.loop_view import softmax_note
@@ -68,7 +68,7 @@ if section("9. Append, and repeat with the cache"):
     st.html(chips(tr.generated_tokens, tr.generated_ids, highlight={0}))
     chart(step_times_bar(tr.steps), "measured",
           f"Wall time per forward pass incl. sampling, after a device sync. Time to first token "
-          f"{v['ttft_ms']:.0f} ms; median decode step {v['decode_ms']:.0f} ms.")
+          f"{v['ttft_ms']:.0f} ms; median decode step {v['decode_ms']:.0f} ms." + batch_note(tr))
     st.dataframe(steps_table(tr), hide_index=True, height=min(420, 38 + 35 * len(tr.steps)))
     for col, target in zip(st.columns(3), ["pages/timeline.py", "pages/kv_cache.py", "pages/speculative.py"]):
         with col:

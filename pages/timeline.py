@@ -17,7 +17,7 @@ nav.through_router()
 st.title("Prefill vs decode: where the time goes")
 lm = current_model()
 s = settings()
-tr = current_trace()
+tr = current_trace(alone=True)  # its timeline is the lesson: step times measured alone, never in a batch
 notes(tr)
 tl = T.timeline(tr)
 ids = tuple(tr.prompt_ids)

@@ -31,9 +31,21 @@ def top_logits_table(trace) -> pd.DataFrame:
 
 
 def steps_table(trace) -> pd.DataFrame:
+    batched = trace.batched
     return pd.DataFrame([{"step": s.index, "phase": s.phase, "tokens in": s.tokens_in, "chosen": visible(s.token),
                           "p(chosen)": round(s.prob, 3), "ms": round(s.seconds * 1000, 1),
+                          **({"requests in the pass": s.batch_size} if batched else {}),
                           "KV cache (KiB)": round(s.kv_bytes / 1024, 1)} for s in trace.steps])
+
+
+def batch_note(trace) -> str:
+    """For a run the engine served in a batch with other sessions' requests: what its step times mean."""
+    if not trace.batched:
+        return ""
+    return (f" Measured in a batch of up to {trace.largest_batch}: other people on this server asked at the same "
+            "time, and the engine served your request together with theirs (continuous batching, see the Batching "
+            "page). Each bar is one pass that made a token for every request in it, so it is not the time of a "
+            "step alone; the Timeline page measures steps alone.")
 
 
 def numbers(trace) -> dict:

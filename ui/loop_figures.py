@@ -29,7 +29,12 @@ def step_times_bar(steps) -> go.Figure:
     xs = [s.index for s in steps]
     ms = [s.seconds * 1000 for s in steps]
     colors = [COLORS["warn"] if s.phase == "prefill" else COLORS["primary"] for s in steps]
+    batch = max((getattr(s, "batch_size", 1) for s in steps), default=1)
     fig = go.Figure(go.Bar(x=xs, y=ms, marker_color=colors,
-                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {s.token!r}" for s in steps]))
-    return style(fig, "Time of each forward pass (orange: prefill over the whole prompt; blue: one decode step)",
-                 "step (0 = prefill)", "wall time (ms)", height=320)
+                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {s.token!r}"
+                                      + (f"; measured in a batch of {s.batch_size}" if s.batch_size > 1 else "")
+                                      for s in steps]))
+    title = "Time of each forward pass (orange: prefill over the whole prompt; blue: one decode step)"
+    if batch > 1:
+        title = f"Time of each forward pass, measured in a batch of up to {batch} requests (orange: prefill; blue: decode)"
+    return style(fig, title, "step (0 = prefill)", "wall time (ms)", height=320)

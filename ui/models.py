@@ -126,11 +126,12 @@ def model_box() -> None:
         shown = default_model(pol)
     if st.session_state.get("w_model") != shown:
         st.session_state["w_model"] = shown
+    pin = state.pinned()  # a pinned class link fixes the model
     if pol.class_mode:
-        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change,
+        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, disabled=pin,
                      help="The models this server offers.")
         return
-    st.text_input("Model", key="w_model", on_change=on_model_change,
+    st.text_input("Model", key="w_model", on_change=on_model_change, disabled=pin,
                   help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. 'tiny-random' is a tiny model "
                        "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
                        "safetensors weights.")

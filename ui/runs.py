@@ -4,7 +4,12 @@ The sidebar's run is two parts, kept apart: the generation (prefill + decode loo
 and the prompt's untimed analysis (attention weights, predictions at every position, residual stream: it
 depends on the prompt alone). A sampling nudge therefore reruns only the generation, and shows its progress
 token by token; at temperature 0 top-k, top-p and the seed cannot change a single token, so changing them reuses
-the kept run."""
+the kept run.
+
+Both parts are served in batches with other sessions' requests for the same model (engine/classbatch.py): the
+generation joins the running batch (its Trace says when a step was measured in a batch), and prompts' analysis
+passes that wait together run as one. A page whose lesson is its step times asks for them measured alone
+(``current_trace(alone=True)``)."""
 from __future__ import annotations
 
 import threading
@@ -13,9 +18,10 @@ from dataclasses import replace
 
 import streamlit as st
 
+from engine.classbatch import analysis_group, batched_analysis, batched_trace, group
 from engine.prompt import PromptError
 from engine.sampling import SamplingSettings
-from engine.trace import PromptAnalysis, Trace, analyse_prompt, run_trace
+from engine.trace import PromptAnalysis, Trace, run_trace
 from ui import state, work
 from ui.models import current_model, get_model
 from ui.cache import memo
@@ -57,9 +63,10 @@ def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, tem
     tr = kept(key)
     if tr is None:
         settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
-        tr = work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, key[7], chat,
+        lm = get_model(model)
+        tr = work.run(batched_trace, lm, prompt, settings, max_new_tokens, key[7], chat,
                       on_step=work.relay("step") if on_step else None, analyse=False,
-                      key=("trace", key), events={"step": on_step} if on_step else None)
+                      key=("trace", key), events={"step": on_step} if on_step else None, batch=group(lm))
         keep(key, tr)
     return tr
 
@@ -67,7 +74,18 @@ def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, tem
 @memo(24)
 def analysis_for(model: str, ids: tuple[int, ...]) -> PromptAnalysis:
     """The prompt's untimed analysis pass (one forward pass): the same for every sampling setting."""
-    return work.run(analyse_prompt, get_model(model), list(ids))
+    lm = get_model(model)
+    return work.run(batched_analysis, lm, list(ids), batch=analysis_group(lm))
+
+
+@memo(8)
+def solo_generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+                        top_p: float, seed: int) -> Trace:
+    """The same generation, alone on the engine worker (never in a batch): for a page whose lesson is its step
+    times (prefill vs decode)."""
+    key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
+    settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
+    return work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, key[7], chat, analyse=False)
 
 
 def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
@@ -88,9 +106,12 @@ def _what(s) -> str:
             "runs again")
 
 
-def current_trace() -> Trace:
+def current_trace(alone: bool = False) -> Trace:
     """The trace for the sidebar's settings, with its progress shown while it is computed (a kept run returns at
-    once, with nothing drawn). An unusable prompt shows a message and stops the page."""
+    once, with nothing drawn). An unusable prompt shows a message and stops the page.
+
+    ``alone``: a page that teaches from its step times needs them measured alone; when the answer was served in
+    a batch with other sessions' requests, its generation is repeated alone (the same tokens)."""
     lm = current_model()
     s = state.settings()
     args = (lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
@@ -118,6 +139,10 @@ def current_trace() -> Trace:
         st.warning(str(exc), icon=":material/edit_note:")
         st.stop()
     slot.empty()
+    if alone and tr.batched:
+        with st.spinner("Your answer was served in a batch with other people's; timing it alone..."):
+            solo = solo_generation_for(*args)
+        tr = replace(solo, settings=tr.settings, seed=tr.seed, analysis=tr.analysis)
     return tr
 
 

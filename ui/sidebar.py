@@ -9,23 +9,31 @@ from ui.html import md_escape
 from ui.models import current_model, model_box, on_precision_change
 
 
+PINNED = {"prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model and precision
+
+
 def _widget(kind, label: str, name: str, on_change=None, **kw):
-    """A widget whose value lives in the shared settings (see ui.state)."""
+    """A widget whose value lives in the shared settings (see ui.state); a pinned class link fixes most of them."""
     if on_change is None:
         on_change, kw["args"] = state.from_widget, (name,)
+    if name in PINNED and state.pinned():
+        kw["disabled"] = True
     return kind(label, value=getattr(state.settings(), name), key=f"w_{name}", on_change=on_change, **kw)
 
 
 def render() -> None:
     with st.sidebar:
         st.markdown("### Model and prompt")
+        if state.pinned():
+            st.caption(":material/push_pin: Your teacher's class link sets the model, prompt and settings for "
+                       "everyone in the room.")
         model_box()  # free text for one person; the allow-list in class mode
         lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:
             st.error(md_escape(err), icon=":material/error:")
         st.selectbox("Precision", PRECISIONS, index=PRECISIONS.index(lm_precision(lm)), key="w_precision",
-                     format_func=LABELS.get, on_change=on_precision_change,
+                     format_func=LABELS.get, on_change=on_precision_change, disabled=state.pinned(),
                      help="Bytes per weight. Decode reads every weight once per token, so fewer bytes can mean "
                           "faster decode, at some cost in accuracy. float16 needs a CUDA GPU. int8 quantizes the "
                           "linear layers' weights (a scale per row) and their inputs on the fly. The prefill vs "

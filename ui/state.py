@@ -147,6 +147,26 @@ def put_page_params(**values) -> None:
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
 
 
+PIN = "pin"  # a class link: "?...&pin=1" fixes model, precision, prompt and generation settings for its sessions
+
+
+def pinned() -> bool:
+    """Did this session open a pinned class link? (Read once, on the session's first run; kept in its address.)
+    The sidebar then shows the link's settings without letting them change, so the whole room runs the same
+    thing. A convenience for a lesson, not a lock: a student who edits the address away gets a free session."""
+    if PIN not in st.session_state:
+        st.session_state[PIN] = str(st.query_params.get(PIN, "")).strip().lower() in ("1", "true", "yes", "on")
+    return bool(st.session_state[PIN])
+
+
+def class_link_params() -> dict[str, str]:
+    """The current settings as a pinned class link's values (what the teacher's class view offers to share)."""
+    want = share_params()
+    want.pop("present", None)
+    want[PIN] = "1"
+    return want
+
+
 def share_params(before_page: bool = False) -> dict[str, str]:
     """The shared settings as URL values (only what differs from the defaults keeps links short); with
     ``before_page`` every other value already in the URL is kept too (see ``write_query_params``)."""
@@ -158,6 +178,8 @@ def share_params(before_page: bool = False) -> dict[str, str]:
         if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)
+    if pinned():
+        want[PIN] = "1"
     return want
 
 

@@ -285,9 +285,10 @@ def _lpad(t: torch.Tensor, length: int) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def prefill_rows(lm: LoadedModel, prompts: list[tuple[int, ...]]):
+def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
     """One pass over several prompts, left-padded to the longest. Returns (per-layer (keys, values),
-    mask [g, P], greedy next tokens [g], padded positions)."""
+    mask [g, P], next-token logits [g, vocab] on the model's device, padded positions). The class worker
+    (engine/classbatch.py) samples from these logits per request; the experiments here take the argmax."""
     dev = lm.device
     length = max(len(p) for p in prompts)
     pad = lm.tokenizer.pad_token_id or 0
@@ -297,19 +298,31 @@ def prefill_rows(lm: LoadedModel, prompts: list[tuple[int, ...]]):
     cache = new_cache(lm)
     logits = forward(lm, ids, cache, attention_mask=mask, position_ids=pos)[:, -1]  # [g, vocab]
     kv = [(layer.keys, layer.values) for layer in cache.layers]
-    return kv, mask, logits.argmax(-1).cpu(), int((mask == 0).sum())
+    return kv, mask, logits, int((mask == 0).sum())
+
+
+def prefill_rows(lm: LoadedModel, prompts: list[tuple[int, ...]]):
+    """``prefill_logits`` with the greedy next token of each row [g] instead of the logits."""
+    kv, mask, logits, pad = prefill_logits(lm, prompts)
+    return kv, mask, logits.argmax(-1).cpu(), pad
 
 
 @torch.inference_mode()
-def decode_rows(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
-    """One decode step for every row: the new token sits at position = that row's real cached tokens."""
+def decode_logits(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
+    """One decode step for every row: the new token sits at position = that row's real cached tokens.
+    Returns the logits [B, vocab] on the model's device."""
     dev = lm.device
     x = torch.tensor(tokens, device=dev)[:, None]  # [B, 1]
     pos = batch.mask.sum(-1, keepdim=True)  # [B, 1]
     mask = torch.cat([batch.mask, batch.mask.new_ones(len(tokens), 1)], dim=-1)  # [B, L + 1]
     logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[:, -1]  # [B, vocab]
     batch.mask = mask
-    return logits.argmax(-1).cpu()
+    return logits
+
+
+def decode_rows(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
+    """``decode_logits`` with the greedy next token of each row [B]."""
+    return decode_logits(lm, batch, tokens).argmax(-1).cpu()
 
 
 # ----------------------------------------------------------------------------------------------- scheduler

@@ -1,15 +1,18 @@
 """The engine worker seen from real browsers: closing a tab mid-race stops the worker's job within a few seconds,
 and a class of sessions opening the home page at once each get their own answer, with no error, and the
-server's memory settles after they close. ILE_FULL_CLASS_TEST=1 runs the full 20-session class (the suite: 5)."""
+server's memory settles after they close; the server's own log says when each answer was ready, and the teacher's
+class view shows them batched (screenshot). ILE_FULL_CLASS_TEST=1 runs the full 20-session class (the suite: 5;
+ILE_CLASS_SESSIONS=N any number)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.parse
 
 import pytest
 
-from tests.browser.harness import assert_no_error, wait_idle
+from tests.browser.harness import assert_no_error, screenshot, wait_idle
 
 CLASS_PROMPTS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                  "Say hello in Spanish.", "What animal says moo?", "Name a planet.", "What is the opposite of hot?",
@@ -60,16 +63,38 @@ def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, browser):
     print(f"worker idle {waited:.1f} s after the tab closed")
 
 
+READY = re.compile(r"worker: answer done session=\S+ submitted_at=([\d.]+) ready_at=([\d.]+)")
+
+
+def server_ready_times(log_text: str, since: float) -> list[tuple[float, float]]:
+    """(submitted, ready) epoch seconds of every answer the server's worker finished after ``since``, from the
+    server's own log (engine/worker.py writes one line per finished job)."""
+    return sorted((float(a), float(b)) for a, b in READY.findall(log_text) if float(a) >= since)
+
+
+def _teacher_token(app_server) -> str | None:
+    m = re.search(r"/batching\?teacher=([\w-]+)", open(app_server.log.name).read())
+    return m.group(1) if m else None
+
+
 def _class(app_server, browser, embedded_lm, n: int) -> float:
     from engine.sampling import SamplingSettings
     from engine.trace import run_trace
     from ui.html import visible
 
-    prompts = CLASS_PROMPTS[:n]
+    prompts = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] + ("" if i < len(CLASS_PROMPTS) else f" (student {i + 1})")
+               for i in range(n)]  # 30 sessions: every prompt still different
     expected = [visible(run_trace(embedded_lm, p, SamplingSettings(0.0), 6, analyse=False).generated_tokens[0])
                 for p in prompts]
     pid = app_server.proc.pid
     rss0 = _rss_kib(pid)
+    token = _teacher_token(app_server)
+    assert token, "the server's log gives the teacher's class-view link"
+    teacher_ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    teacher = teacher_ctx.new_page()
+    teacher.set_default_timeout(600_000)
+    teacher.goto(f"{app_server.url}/batching?teacher={token}&model=embedded")
+    teacher.get_by_text("Your class, batched").first.wait_for(timeout=300_000)
     ctxs, pages = [], []
     t0 = time.time()
     for p in prompts:
@@ -88,6 +113,17 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
         wait_idle(page, timeout=300)
         assert_no_error(page)
         assert f"the model chose {want!r}" in page.inner_text("body")
+    log = open(app_server.log.name).read()
+    ready = server_ready_times(log, t0 - 1)
+    assert len(ready) >= n, f"the server's log has {len(ready)} answers for {n} sessions"
+    first_submit, last_ready = min(a for a, _ in ready), max(b for _, b in ready)
+    # the class view: batched answers, drawn with the batching page's charts, and nobody's prompt
+    teacher.wait_for_function("() => document.body.innerText.includes('tokens/s')", timeout=120_000)
+    teacher_text = teacher.inner_text("body")
+    assert not any(p in teacher_text for p in prompts), "the class view shows no student's prompt"
+    assert "Your class, batched" in teacher_text
+    screenshot(teacher, f"class-view-{n}-sessions")
+    teacher_ctx.close()
     rss_open = _rss_kib(pid)
     for ctx in ctxs:
         ctx.close()
@@ -96,14 +132,18 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
     rss_a = _rss_kib(pid)
     time.sleep(10)
     rss_b = _rss_kib(pid)
-    print(f"{n} sessions: last answer after {last:.1f} s; server RSS {rss0 / 1024:.0f} MiB before, "
+    batches = re.findall(r"worker: answer done .* up to (\d+) requests per pass", log)
+    print(f"{n} sessions: last answer visible in a browser after {last:.1f} s; server log: first request "
+          f"{first_submit - t0:.1f} s after the first tab opened, last answer ready {last_ready - first_submit:.1f} s "
+          f"after the first request (ready times, s after it: "
+          f"{', '.join(f'{b - first_submit:.1f}' for _, b in ready)}); largest batch "
+          f"{max(map(int, batches), default=1)}; server RSS {rss0 / 1024:.0f} MiB before, "
           f"{rss_open / 1024:.0f} MiB open, {rss_a / 1024:.0f} -> {rss_b / 1024:.0f} MiB after closing")
     assert rss_b <= rss_a * 1.03, "memory kept growing after every session closed"
-    log = open(app_server.log.name).read()
     assert log.count("loaded model 'embedded' for the app") == 1, "the model must be loaded once for all sessions"
     return last
 
 
 def test_a_class_of_sessions_each_get_their_own_answer(app_server, browser, embedded_lm):
-    n = 20 if os.environ.get("ILE_FULL_CLASS_TEST") == "1" else 5
+    n = int(os.environ.get("ILE_CLASS_SESSIONS") or (20 if os.environ.get("ILE_FULL_CLASS_TEST") == "1" else 5))
     _class(app_server, browser, embedded_lm, n)

@@ -1,0 +1,290 @@
+"""The class worker batches generation requests of many sessions: every request gets exactly what it gets alone
+(greedy token for token; sampled with the same seed semantics), requests join mid-batch and leave when their
+session goes away, timed experiments wait for the batch and then run alone, and the order is fair."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from engine import classbatch
+from engine.classbatch import batched_trace, group
+from engine.sampling import SamplingSettings
+from engine.trace import run_trace
+from engine.worker import Cancelled, Worker
+
+PROMPTS = ["hello there", "a much longer prompt with several more words in it than the first", "x",
+           "the quick brown fox", "one two three four five six", "why", "tell me a story about a cat"]
+GREEDY = SamplingSettings(0.0)
+
+
+def _submit(w, lm, prompt, n=6, settings=GREEDY, seed=0, session=None, chat=False, analyse=False):
+    return w.submit(batched_trace, lm, prompt, settings, n, seed, chat, analyse=analyse, session=session,
+                    key=("gen", prompt, n, seed), batch=group(lm))
+
+
+def _solo(lm, prompt, n=6, settings=GREEDY, seed=0, chat=False, analyse=False):
+    return run_trace(lm, prompt, settings, n, seed, chat, analyse=analyse)
+
+
+def _blocker(started: threading.Event, release: threading.Event):
+    """A job that holds the worker until released (so the next ones queue up together)."""
+    started.set()
+    release.wait(30)
+    return "blocker"
+
+
+def _queue_behind_blocker(w):
+    started, release = threading.Event(), threading.Event()
+    b = w.submit(_blocker, started, release, session="teacher")
+    started.wait(10)
+    return b, release
+
+
+def test_batched_greedy_equals_solo_for_every_request(tiny_lm, one_thread):
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    lengths = [6, 3, 9, 1, 6, 12, 4]
+    jobs = [_submit(w, tiny_lm, p, n, session=f"s{i}", analyse=(i != 1)) for i, (p, n) in
+            enumerate(zip(PROMPTS, lengths))]
+    release.set()
+    traces = [j.result(60) for j in jobs]
+    assert max(t.largest_batch for t in traces) == len(PROMPTS), "all the queued requests ran as one batch"
+    for p, n, t, j in zip(PROMPTS, lengths, traces, jobs):
+        solo = _solo(tiny_lm, p, n, analyse=(p != PROMPTS[1]))
+        assert t.generated_ids == solo.generated_ids, f"{p!r}: batched output differs from running alone"
+        assert t.stop_reason == solo.stop_reason and t.prompt_ids == solo.prompt_ids
+        assert [s.kv_tokens for s in t.steps] == [s.kv_tokens for s in solo.steps]
+        assert [s.kv_bytes for s in t.steps] == [s.kv_bytes for s in solo.steps], "its own rows of the cache"
+        assert [s.top_ids[:3] for s in t.steps] == [s.top_ids[:3] for s in solo.steps]
+        assert t.steps[0].batch_size > 1 and j.rows > 1
+        assert all(s.seconds > 0 for s in t.steps)
+        if solo.analysis is None:
+            assert t.analysis is None
+            continue
+        # the analysis passes of requests that finish together ran as one right-padded pass: the same numbers
+        a, b = t.analysis, solo.analysis
+        assert a.attentions.shape == b.attentions.shape
+        assert np.allclose(a.attentions.astype(np.float32), b.attentions.astype(np.float32), atol=2e-3)
+        assert np.allclose(a.residual_norms, b.residual_norms, rtol=1e-4, atol=1e-4)
+        assert (a.top_ids[:, :3] == b.top_ids[:, :3]).all() and (a.lens_ids[:, 0] == b.lens_ids[:, 0]).all()
+        assert np.allclose(a.positions.actual_probs, b.positions.actual_probs, atol=1e-5)
+        assert a.lens_resid.shape == b.lens_resid.shape
+    assert traces[1].analysis is None
+
+
+def test_batched_sampling_keeps_seed_semantics(tiny_lm, one_thread):
+    """Sampled requests in one batch: each draws with its own generator from its own row, so it equals its solo
+    run with the same seed (and two seeds still differ)."""
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    s = SamplingSettings(1.0, 0, 1.0)
+    cases = [(p, seed) for p in PROMPTS[:3] for seed in (1, 2)]
+    jobs = [_submit(w, tiny_lm, p, 10, s, seed, session=f"s{i}") for i, (p, seed) in enumerate(cases)]
+    release.set()
+    got = [j.result(60) for j in jobs]
+    assert max(t.largest_batch for t in got) > 1
+    for (p, seed), t in zip(cases, got):
+        assert t.generated_ids == _solo(tiny_lm, p, 10, s, seed).generated_ids, (p, seed)
+    assert got[0].generated_ids != got[1].generated_ids  # the seed matters (random weights: a flat distribution)
+
+
+def test_a_request_joins_mid_batch(tiny_lm, one_thread, monkeypatch):
+    _slow_steps(monkeypatch)
+    w = Worker()
+    first = _submit(w, tiny_lm, PROMPTS[1], 60, session="a")
+    deadline = time.time() + 20
+    while not w.snapshot()["steps"] and time.time() < deadline:
+        time.sleep(0.005)  # the first request is decoding
+    late = _submit(w, tiny_lm, PROMPTS[3], 5, session="b")
+    t_late, t_first = late.result(60), first.result(60)
+    assert t_late.largest_batch == 2, "the late request ran beside the first one"
+    assert late.finished_at < first.finished_at, "it left the batch when its own tokens were done"
+    assert t_late.generated_ids == _solo(tiny_lm, PROMPTS[3], 5).generated_ids
+    assert t_first.generated_ids == _solo(tiny_lm, PROMPTS[1], 60).generated_ids
+    assert t_first.steps[0].batch_size == 1 and t_first.largest_batch == 2
+
+
+def _slow_steps(monkeypatch, seconds=0.01):
+    """The tiny model decodes 200 tokens in a blink: slow each batch step so a test can act mid-batch."""
+    real = classbatch._decode
+
+    def slow(*a, **k):
+        time.sleep(seconds)
+        return real(*a, **k)
+
+    monkeypatch.setattr(classbatch, "_decode", slow)
+
+
+def test_a_closed_tab_frees_its_slot(tiny_lm, one_thread, monkeypatch):
+    from engine import worker
+
+    _slow_steps(monkeypatch)
+    monkeypatch.setattr(worker, "DETACH_GRACE_S", 0.1)
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    stay = _submit(w, tiny_lm, PROMPTS[0], 100, session="stay")
+    leave = _submit(w, tiny_lm, PROMPTS[1], 250, session="leave")
+    release.set()
+    deadline = time.time() + 20
+    while w.place(leave)["place"] != 0 and time.time() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    leave.detach()  # its script run was stopped: the tab closed
+    with pytest.raises(Cancelled):
+        leave.result(30)
+    assert not stay.done, "the other request goes on"
+    snap_rows = [s[2] for s in w.snapshot()["steps"]]
+    t = stay.result(60)
+    assert t.generated_ids == _solo(tiny_lm, PROMPTS[0], 100).generated_ids
+    assert t.steps[-1].batch_size == 1 and max(snap_rows) == 2, "its slot was freed"
+    assert w.stats()["cancelled"] == 1
+
+
+def _experiment(log: list, w):
+    """A timed experiment: it must run alone (nothing else in the worker while it runs)."""
+    log.append(("experiment start", w.stats()["running_jobs"]))
+    time.sleep(0.05)
+    return "measured"
+
+
+def test_an_experiment_waits_for_the_batch_and_then_runs_alone(tiny_lm, one_thread):
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    gens = [_submit(w, tiny_lm, p, 20, session=f"g{i}") for i, p in enumerate(PROMPTS[:3])]
+    log: list = []
+    exp = w.submit(_experiment, log, w, session="e", key="exp")
+    later = _submit(w, tiny_lm, PROMPTS[4], 4, session="late")  # after the experiment in the fair order
+    release.set()
+    assert exp.result(60) == "measured"
+    assert log == [("experiment start", 1)], "the experiment ran alone"
+    assert all(g.finished_at <= exp.started_at for g in gens), "it waited for the batch to drain"
+    assert later.result(60).largest_batch == 1 and later.started_at >= exp.finished_at, \
+        "a request behind a waiting experiment does not join the batch ahead of it"
+    assert exp.waited_s > 0
+
+
+def test_fairness_a_short_job_of_another_session_goes_first(tiny_lm, one_thread):
+    """Session A had the worker (its blocker ran) and submits a long job; session B submits a short job just after.
+    B was served less recently, so B's job runs first and finishes before A's."""
+    w = Worker(batching=False)
+    b, release = _queue_behind_blocker(w)
+    long_a = w.submit(lambda: time.sleep(0.5) or "long", session="teacher", key="long")
+    short_b = w.submit(lambda: "short", session="student", key="short")
+    assert w.place(short_b)["place"] == 1 and w.place(long_a)["place"] == 2
+    release.set()
+    assert short_b.result(30) == "short" and long_a.result(30) == "long"
+    assert short_b.finished_at < long_a.finished_at
+
+
+def test_fairness_with_batching_a_short_answer_leaves_before_a_long_one(tiny_lm, one_thread, monkeypatch):
+    _slow_steps(monkeypatch)
+    w = Worker()
+    long_a = _submit(w, tiny_lm, PROMPTS[1], 120, session="a")
+    time.sleep(0.05)
+    short_b = _submit(w, tiny_lm, PROMPTS[2], 3, session="b")
+    short_b.result(60)
+    long_a.result(60)
+    assert short_b.finished_at < long_a.finished_at
+
+
+def test_serial_worker_gives_the_same_answers(tiny_lm, one_thread):
+    w = Worker(batching=False)
+    jobs = [_submit(w, tiny_lm, p, 5, session=f"s{i}") for i, p in enumerate(PROMPTS[:3])]
+    for p, j in zip(PROMPTS, jobs):
+        t = j.result(60)
+        assert t.largest_batch == 1 and t.generated_ids == _solo(tiny_lm, p, 5).generated_ids
+
+
+def test_a_bad_prompt_fails_only_its_request(tiny_lm, one_thread):
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    good = _submit(w, tiny_lm, PROMPTS[0], 4, session="a")
+    bad = _submit(w, tiny_lm, "   ", 4, session="b")
+    release.set()
+    from engine.prompt import PromptError
+    with pytest.raises(PromptError):
+        bad.result(30)
+    assert good.result(30).generated_ids == _solo(tiny_lm, PROMPTS[0], 4).generated_ids
+
+
+def test_class_view_snapshot_has_no_prompt_text(tiny_lm, one_thread):
+    w = Worker()
+    secret = "my secret prompt about zebras"
+    _submit(w, tiny_lm, secret, 3, session="s").result(30)
+    snap = w.snapshot()
+    assert snap["finished"] and snap["finished"][0]["kind"] == "answer"
+    assert "zebra" not in repr(snap)
+
+
+def test_prefill_chunks_bound_padded_positions(tiny_lm):
+    class J:
+        def __init__(self, n):
+            self.ids = tuple(range(n))
+
+    rows = [J(n) for n in (10, 500, 600, 30, 2000, 5)]
+    chunks = classbatch._chunks(rows)
+    assert sum(len(c) for c in chunks) == len(rows)
+    assert all(len(c) * max(len(r.ids) for r in c) <= classbatch.PREFILL_CHUNK_TOKENS or len(c) == 1 for c in chunks)
+
+
+@pytest.mark.model
+def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    prompts = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
+               "Say hello in Spanish.", "What animal says moo?"]
+    jobs = [w.submit(batched_trace, embedded_lm, p, GREEDY, 8, 0, True, analyse=False, session=f"s{i}",
+                     batch=group(embedded_lm)) for i, p in enumerate(prompts)]
+    release.set()
+    for p, j in zip(prompts, jobs):
+        t = j.result(300)
+        assert t.largest_batch == len(prompts)
+        assert t.generated_ids == run_trace(embedded_lm, p, GREEDY, 8, 0, True, analyse=False).generated_ids, p
+
+
+def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread):
+    """The sidebar's progress bar draws each token as it comes: in a batch each request's records are posted to
+    its own job as "step" events, the same records as its Trace."""
+    from engine import worker as W
+
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    jobs = [w.submit(batched_trace, tiny_lm, p, GREEDY, 5, 0, False, analyse=False, on_step=W.relay("step"),
+                     session=f"s{i}", batch=group(tiny_lm)) for i, p in enumerate(PROMPTS[:3])]
+    release.set()
+    for j in jobs:
+        t = j.result(60)
+        events = [e for e in j.events() if e[0] == "step"]
+        assert [e[1][0] for e in events] == list(t.steps) and t.largest_batch == 3
+
+
+def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
+    from engine.classbatch import analysis_group, batched_analysis
+    from engine.trace import analyse_prompt
+
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    prompts = [list(range(5, 5 + n)) for n in (3, 11, 7)]
+    jobs = [w.submit(batched_analysis, tiny_lm, ids, session=f"s{i}", batch=analysis_group(tiny_lm))
+            for i, ids in enumerate(prompts)]
+    release.set()
+    for ids, j in zip(prompts, jobs):
+        a, solo = j.result(60), analyse_prompt(tiny_lm, ids)
+        assert j.rows == 3, "the three waiting analyses ran in one pass"
+        assert a.attentions.shape == solo.attentions.shape
+        assert np.allclose(a.attentions.astype(np.float32), solo.attentions.astype(np.float32), atol=2e-3)
+        assert (a.top_ids[:, :3] == solo.top_ids[:, :3]).all()
+
+
+def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thread):
+    from types import SimpleNamespace
+
+    from engine.bench import classroom
+
+    r = classroom.run(tiny_lm, SimpleNamespace(sessions=5, new_tokens=3, repeats=1, no_analysis=True))
+    assert r["same_answers"] and [x["batching"] for x in r["runs"]] == [False, True]
+    assert r["runs"][1]["largest_batch"] == 5 and r["runs"][0]["largest_batch"] == 1
+    assert r["throughput_ratio_batched_vs_serial"] > 0 and "batched / serial" in classroom.summary(r)

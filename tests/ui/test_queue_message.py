@@ -1,0 +1,29 @@
+"""A waiting page's line: its place in the fair order and what runs now, by kind only (never a prompt)."""
+from ui.work import queue_message
+
+
+def test_queue_message_names_place_and_what_runs():
+    msg = queue_message({"place": 3, "queued": 5, "running": {"answer": 7}, "batch": 7}, 12.4)
+    assert "place 3 of 5" in msg and "a batch of 7 answers" in msg and "12 s" in msg
+    alone = queue_message({"place": 1, "queued": 1, "running": {"decode_sweep": 1}, "batch": 0}, 2.0)
+    assert "decode sweep" in alone and "runs alone" in alone
+    assert "nothing" in queue_message({"place": 1, "queued": 1, "running": {}, "batch": 0}, 0.5)
+
+
+def test_worker_place_follows_the_fair_order():
+    import threading
+
+    from engine.worker import Worker
+
+    w = Worker(batching=False)
+    started, release = threading.Event(), threading.Event()
+    w.submit(lambda: (started.set(), release.wait(10)), session="a")
+    started.wait(10)
+    a2 = w.submit(lambda: None, session="a", key="a2")
+    b1 = w.submit(lambda: None, session="b", key="b1")
+    assert w.place(b1)["place"] == 1 and w.place(a2)["place"] == 2  # b has not been served yet: b first
+    info = w.place(a2)
+    assert info["queued"] == 2 and info["running"] == {"<lambda>": 1}
+    release.set()
+    a2.result(10), b1.result(10)
+    assert b1.finished_at < a2.finished_at
