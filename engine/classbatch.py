@@ -25,7 +25,7 @@ import time
 import torch
 
 from engine.experiments.batching import _Batch, decode_logits, prefill_logits
-from engine.kv import kv_bytes
+from engine.kv import cache_tensors
 from engine.loop import eos_ids, warm_up
 from engine.models import LoadedModel
 from engine.prompt import MAX_PROMPT_TOKENS, encode_prompt
@@ -50,8 +50,14 @@ def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Sam
 batched_trace.kind = "answer"  # what the class view and the queue messages call it
 
 
-def group(lm: LoadedModel) -> tuple:
-    """Requests batch together only on the same loaded model object: same weights, same precision."""
+def group(lm: LoadedModel) -> tuple | None:
+    """Requests batch together only on the same loaded model object: same weights, same precision. A model with
+    sliding-window layers runs each request alone (None): a left-padded batch whose rows joined at different
+    times changed a tiny Mistral's greedy tokens against its solo run (tests/engine/test_architectures.py), and
+    an answer that differs from running alone is worse than a slower one."""
+    facts = getattr(lm.info, "arch", None)
+    if facts is not None and facts.has_windows:
+        return None
     return ("trace", lm.name, id(lm))
 
 
@@ -100,11 +106,17 @@ class _Row:
 
 
 def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
-    """(bytes, tokens) of row ``i``'s real cached positions: the cache's bytes per position times its tokens."""
-    b, length = batch.mask.shape
-    per_position = kv_bytes(batch.cache) // (b * length)
+    """(bytes, tokens) of row ``i``'s real cached positions, layer by layer: each layer's bytes per position times
+    the row's real tokens it holds. Rows are left-padded, so a sliding-window layer that keeps its last positions
+    holds min(real tokens, its length) of them, as the row's own cache would alone (issue 26's per-layer formula)."""
     real = int(batch.mask[i].sum())
-    return per_position * real, real
+    held = 0
+    for _, k, v in cache_tensors(batch.cache):  # k, v: [batch, kv_heads, positions, head_dim]
+        b, positions = k.shape[0], k.shape[-2]
+        if positions:
+            per_position = (k.numel() * k.element_size() + v.numel() * v.element_size()) // (b * positions)
+            held += per_position * min(real, positions)
+    return held, real
 
 
 def _chunks(rows: list[_Row], budget: int = PREFILL_CHUNK_TOKENS) -> list[list[_Row]]:
