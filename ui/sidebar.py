@@ -6,7 +6,7 @@ import streamlit as st
 from ui import state
 from engine.precision import LABELS, PRECISIONS, lm_precision
 from ui.html import md_escape
-from ui.models import current_model, model_box, on_precision_change
+from ui.models import current_model, model_box, on_precision_change, start_background_preparation
 
 
 def _widget(kind, label: str, name: str, on_change=None, **kw):
@@ -20,6 +20,7 @@ def render() -> None:
     with st.sidebar:
         st.markdown("### Model and prompt")
         model_box()  # free text for one person; the allow-list in class mode
+        start_background_preparation()  # Gemma's one-time conversion, in a child process (engine.background)
         lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:
