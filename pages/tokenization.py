@@ -3,7 +3,7 @@ import ui.boot  # noqa: F401  first: every module imported once, in one thread (
 import streamlit as st
 
 from engine.prompt import PromptError
-from ui import nav
+from ui import nav, tokenization_pair
 from ui import tokenization_view as V
 from ui.layout import chart, try_this, what_you_see
 from ui.lessons import lesson
@@ -91,5 +91,8 @@ if len(counts) <= 3:
     st.caption(lesson("tokenization", "no other tokenizers"))
 for p in problems:
     st.caption(f":material/warning: {p}")
+
+st.header("Two real tokenizers: SmolLM2 vs Gemma 3", divider="gray")
+tokenization_pair.render(text)
 
 nav.link("pages/embeddings.py", "Next: each token id becomes a vector (embeddings & position)")
