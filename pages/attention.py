@@ -31,6 +31,7 @@ else:
 
     # ------------------------------------------------------------ 1-3. the heads (one fragment: see the module)
     sections.heads(p, info, tr)
+    sections.local_and_global(lm)  # windowed models only: a sliding layer beside a global one, past the window
 nav.link("pages/kv_cache.py")
 
 # ---------------------------------------------------------------- 4. cost

@@ -51,3 +51,5 @@ sections.calculator_and_paging()
 st.header("5. The cost of not caching", divider="gray")
 st.markdown(V.no_cache_text(rc))
 nav.link("pages/timeline.py", "Measure it: decode with and without the cache")
+
+sections.past_the_window(lm)  # the two real models: measured past Gemma's 512-token window

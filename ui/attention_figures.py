@@ -275,3 +275,28 @@ def residual_norms_chart(norms: np.ndarray) -> go.Figure:
     fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
                       margin=dict(t=100))
     return fig
+
+
+def window_maps(view, names: tuple[str, str]) -> go.Figure:
+    """Two heatmaps, a sliding-window layer beside a global one: the last queries (rows) over every key (columns),
+    mean over heads; the oldest key the window still lets each query see is outlined on both."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[html.escape(n, quote=False) for n in names],
+                        horizontal_spacing=0.08)
+    qs = np.arange(view.q0, view.n)
+    w = next(x for x in view.windows if x)
+    for i in range(2):
+        z = np.where(view.weights[i] > 0, np.sqrt(view.weights[i]), np.nan)  # sqrt: faint weights stay visible
+        fig.add_trace(go.Heatmap(z=z, x=np.arange(view.n), y=qs, colorscale="Viridis", showscale=i == 1,
+                                 colorbar=dict(title="√weight"), hovertemplate="query %{y}, key %{x}<extra></extra>"),
+                      row=1, col=i + 1)
+        fig.add_trace(go.Scatter(x=qs - w + 1, y=qs, mode="lines", line=dict(color=COLORS["accent"], width=3),
+                                 name=f"oldest key in a {w}-token window", showlegend=i == 0), row=1, col=i + 1)
+    for i in (1, 2):
+        fig.update_xaxes(title_text="key position (token)", row=1, col=i)
+        fig.update_yaxes(title_text="query position (token)", autorange="reversed", row=1, col=i)
+    fig.update_layout(title=dict(text="Sliding vs global layer on a prompt longer than the window", font=dict(size=19)),
+                      template="plotly_white", height=440, margin=dict(l=60, r=20, t=80, b=55),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="right", x=1.0))
+    return fig

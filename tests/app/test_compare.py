@@ -52,3 +52,23 @@ def test_tokenization_contrasts_smollm2_and_gemma(embedded_lm, gemma_installed):
     assert set(table["Text"]) >= {"Hindi", "Emoji", "Numbers", "Python code", "Your text"}
     ratios = [abs(__import__("math").log(float(r.rstrip("x")))) for r in table["Ratio"]]
     assert ratios == sorted(ratios, reverse=True)
+
+
+def test_attention_on_gemma_shows_a_sliding_and_a_global_layer_past_the_window(gemma_installed):
+    at = run_page("pages/attention.py", model="gemma3-270m", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    assert any(h.value == "Local and global layers past the window" for h in at.header)
+    at.toggle(key="attention_window_run").set_value(True).run()
+    assert not errors(at), errors(at)
+    m = {x.label: x.value for x in at.metric}
+    assert m["Layer 0: attention on keys 512+ back"] == "0.0%"  # the window masks them
+    assert float(m["Layer 5: attention on keys 512+ back"].rstrip("%")) > 0.5  # a global layer reads them
+
+
+def test_kv_cache_on_gemma_measures_past_the_window(gemma_installed):
+    at = run_page("pages/kv_cache.py", model="gemma3-270m", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    assert any(h.value.startswith("6. Past the sliding window") for h in at.header)
+    kv = next(d.value for d in at.dataframe if "Tokens" in d.value.columns and "gemma3-270m" in d.value.columns)
+    measured = [v for v in kv["gemma3-270m"] if "measured" in v]
+    assert len(measured) == 6 and all("= formula" in v for v in measured)
