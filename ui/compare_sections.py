@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import compare as C
+from engine import background, compare as C
+from engine.stages.tokens import gemma_tokenizer_ready
 from engine.models import EMBEDDED, GEMMA, TINY
 from engine.model_names import BUILTIN
 from ui import compare_runs as R
@@ -32,7 +33,21 @@ def pick_pair(current: str) -> tuple[str, str]:
     if a == b:
         st.info("Pick two different models to compare.", icon=":material/info:")
         st.stop()
+    if GEMMA in (pol.target_of(a), pol.target_of(b)):
+        gemma_gate()
     return a, b
+
+
+def gemma_gate() -> None:
+    """Gemma 3 270M not prepared and no background preparation running (it is off, ILE_PREPARE_GEMMA=0): offer
+    to prepare it rather than start minutes of work on a page visit. Otherwise loading waits on the background
+    preparation with its progress (ui.models)."""
+    if gemma_tokenizer_ready() or not background.disabled() or background.current() is not None:
+        return
+    st.info(lesson("compare", "gemma not ready"), icon=":material/hourglass_empty:")
+    if not st.button("Prepare Gemma 3 270M now", key="compare_prepare", icon=":material/download:"):
+        st.stop()
+    background.start()
 
 
 def facts(a: str, b: str) -> None:
