@@ -71,7 +71,7 @@ def overview(p: V.Prompt, info) -> tuple[int, int]:
         st.caption(lesson("attention", "pick a head"))
     with left:
         overview_chart(head_overview(s.values, s.name, s.unit, (layer, head),
-                                     kv_groups(info.n_heads, info.n_kv_heads)), "model", s.explain)
+                                     kv_groups(info.n_heads, info.n_kv_heads), p.windows), "model", s.explain)
     return layer, head
 
 
