@@ -44,6 +44,7 @@ chart(embedding_heatmap(emb.vectors, tokens, MAX_SHOWN), "model",
       "A repeated token gets the identical row: the lookup knows nothing about context.")
 chart(norms_bar(emb.norms, tokens, emb.vocab_norm_quantiles, MAX_SHOWN), "model",
       "L2 norm of each row, against the spread of norms over all vocabulary rows.")
+sections.scale_note(info, emb.norms)  # Gemma: rows scaled by sqrt(hidden) before block 0
 
 st.header("2. Which tokens look alike", divider="gray")
 chart(cosine_heatmap(emb.cosine, tokens, "Cosine similarity between the prompt's embedding vectors",

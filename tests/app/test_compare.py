@@ -72,3 +72,15 @@ def test_kv_cache_on_gemma_measures_past_the_window(gemma_installed):
     kv = next(d.value for d in at.dataframe if "Tokens" in d.value.columns and "gemma3-270m" in d.value.columns)
     measured = [v for v in kv["gemma3-270m"] if "measured" in v]
     assert len(measured) == 6 and all("= formula" in v for v in measured)
+
+
+def test_embeddings_on_gemma_show_the_scale_and_both_rope_bases(gemma_installed):
+    at = run_page("pages/embeddings.py", model="gemma3-270m", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    assert any("scales its embeddings" in i.value and "25.30" in i.value for i in at.info)
+    import json
+
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    wave = next(f for f in figs if "full turn" in f["layout"]["title"]["text"])
+    names = [t.get("name", "") for t in wave["data"]]
+    assert len(wave["data"]) == 2 and any("1,000,000" in n for n in names) and any("10,000" in n for n in names)
