@@ -68,7 +68,7 @@ def decode_bars(stage_ms: dict[str, dict[str, float]], floors: dict[str, float])
                     marker_color=STAGE_COLORS[s], hovertemplate=f"{s}: %{{y:.1f}} ms<extra></extra>")
     fig.add_scatter(x=[_esc(n) for n in names], y=[floors.get(n, float("nan")) for n in names],
                     mode="markers", name="bandwidth floor (derived)",
-                    marker=dict(symbol="line-ew-open", size=60, line=dict(width=4, color="black")))
+                    marker=dict(symbol="line-ew-open", size=60, color="black", line=dict(width=4, color="black")))
     fig.update_layout(barmode="stack")
     return style(fig, "One decode step, stage by stage", "model", "milliseconds per token")
 
