@@ -161,14 +161,36 @@ def model_box() -> None:
     if st.session_state.get("w_model") != shown:
         st.session_state["w_model"] = shown
     if pol.class_mode:
-        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change,
+        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, format_func=nice_name,
                      help="The models this server offers.")
         return
+    pick = shown if shown in BUILTIN else None
+    if st.session_state.get("w_model_pick") != pick:
+        st.session_state["w_model_pick"] = pick
+    st.pills("Models shipped with the app", list(BUILTIN), key="w_model_pick", format_func=nice_name,
+             on_change=_on_pick, help="Both real models run offline; tiny-random is a test model.")
     st.text_input("Model", key="w_model", on_change=on_model_change,
                   help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app; '{GEMMA}' is Gemma 3 270M (base "
                        "model, also offline). 'tiny-random' is a tiny model "
                        "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
                        "safetensors weights.")
+
+
+NICE_NAMES = {EMBEDDED: "SmolLM2-135M (embedded)", GEMMA: "Gemma 3 270M", "tiny-random": "tiny random"}
+
+
+def nice_name(name: str) -> str:
+    """A built-in model's name as a person reads it (the name itself for anything else)."""
+    return NICE_NAMES.get(name, name)
+
+
+def _on_pick() -> None:
+    """The pills above the model box: a built-in model chosen with one click (a click on the chosen one clears the
+    pills; the model stays)."""
+    picked = st.session_state.get("w_model_pick")
+    if picked:
+        st.session_state["w_model"] = picked
+        on_model_change()
 
 
 def draft_model_box(key: str) -> str:
