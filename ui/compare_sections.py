@@ -13,7 +13,7 @@ from ui import measured
 from ui.compare_figures import decode_bars, kv_lines, params_bar, top5_bar
 from ui.layout import chart
 from ui.lessons import lesson
-from ui.models import policy
+from ui.models import get_model, policy
 
 
 def pick_pair(current: str) -> tuple[str, str]:
@@ -35,7 +35,15 @@ def pick_pair(current: str) -> tuple[str, str]:
         st.stop()
     if GEMMA in (pol.target_of(a), pol.target_of(b)):
         gemma_gate()
+    load_both(a, b)
     return a, b
+
+
+def load_both(a: str, b: str) -> None:
+    """Load both models here, outside every cached function: a first load may draw progress (Gemma's
+    preparation), and an element drawn inside st.cache_data would be replayed on every later hit."""
+    for name in (a, b):
+        get_model(name)
 
 
 def gemma_gate() -> None:
@@ -63,6 +71,7 @@ def params(a: str, b: str) -> None:
 
 
 def kv(a: str, b: str) -> None:
+    load_both(a, b)
     with st.spinner(f"Feeding {R.KV_LENGTHS[-1]:,} tokens through each model's cache and reading its bytes..."):
         points = {a: R.kv(a), b: R.kv(b)}
     derived = {n: [(t, C.kv_bytes_at(R.facts_info(n), t)) for t in R.KV_DERIVED
