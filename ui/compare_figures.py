@@ -41,8 +41,9 @@ def kv_lines(points: dict[str, list], derived: dict[str, list[tuple[int, int]]])
     """KV cache MB against tokens fed: measured points (markers) and the formula past them (dashed)."""
     fig = go.Figure()
     palette = [COLORS["primary"], COLORS["accent"], COLORS["good"], COLORS["warn"]]
+    fixed = {"embedded": COLORS["primary"], "gemma3-270m": COLORS["accent"]}  # the same colour on every page
     for i, (name, pts) in enumerate(points.items()):
-        c = palette[i % len(palette)]
+        c = fixed.get(name, palette[(i + 2) % len(palette)])
         fig.add_scatter(x=[p.tokens for p in pts], y=[p.measured / 1e6 for p in pts], mode="lines+markers",
                         name=f"{_esc(name)} (measured)", line=dict(color=c, width=3), marker=dict(size=9))
         more = derived.get(name) or []
