@@ -161,8 +161,9 @@ def model_box() -> None:
     if st.session_state.get("w_model") != shown:
         st.session_state["w_model"] = shown
     if pol.class_mode:
-        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, format_func=nice_name,
-                     help="The models this server offers.")
+        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if n in (EMBEDDED, GEMMA))
+        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change,
+                     help="The models this server offers" + (f" ({known})." if known else "."))
         return
     pick = shown if shown in BUILTIN else None
     if st.session_state.get("w_model_pick") != pick:
