@@ -10,6 +10,7 @@ from engine import compare as C, kv, loop, models
 from engine.stages import tokens as T
 
 WINDOW = 512
+pytestmark = pytest.mark.model  # the real Gemma 3 270M: never in the fast unit tier
 
 
 def test_facts_read_from_the_real_model(gemma_lm):
@@ -59,7 +60,7 @@ def test_kv_bytes_equal_the_per_layer_formula_at_every_step_past_the_window(gemm
     assert before_window == 18 * 2 * 256 * 4  # before it: every layer
 
 
-def test_converted_copy_has_its_tokenizer_and_no_chat_template():
+def test_converted_copy_has_its_tokenizer_and_no_chat_template(gemma_lm):
     folder = models.gemma_converted_dir()
     assert models.gemma_is_converted() and (folder / "tokenizer.json").is_file()
     assert not list(folder.glob("chat_template*"))
