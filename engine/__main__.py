@@ -1,4 +1,4 @@
-"""Command line: python -m engine info | trace | race | bench NAME | serve-bench  (add --json for machine-readable output).
+"""Command line: python -m engine info | trace | race | bench NAME | serve-bench | prepare  (add --json for machine-readable output).
 
 Benchmarks live in the package ``engine/bench/`` (one module per name) with ``run(lm, args) -> dict`` and optional
 ``add_arguments(parser)`` and ``summary(result) -> str``; they are discovered by name.
@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--model", default=EMBEDDED, help="'embedded' (default), 'tiny-random', a folder or a hub id")
+        p.add_argument("--model", default=EMBEDDED, help="'embedded' (default, SmolLM2-135M-Instruct), 'gemma3-270m' (Gemma 3 270M), "
+                                                     "'tiny-random', a folder or a hub id")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
 
@@ -68,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"engine.bench.{name}")
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(bp)
+    sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
+                                   "python -m engine prepare [--model embedded|gemma3-270m|all]")
     sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, TGI, llama.cpp) over its OpenAI API; "
                                             "loads no local model")
     importlib.import_module("engine.serving.bench").add_arguments(sb)
@@ -83,10 +86,32 @@ def _serve_bench(argv) -> int:
     return mod.cli(sb.parse_args(argv), _emit)
 
 
+def _prepare(argv) -> int:
+    """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
+    from engine.models import GEMMA, convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+
+    pp = argparse.ArgumentParser(prog="python -m engine prepare",
+                                 description="Convert the packaged models once (the app and the tests load them fast "
+                                             "afterwards).")
+    pp.add_argument("--model", choices=[EMBEDDED, GEMMA, "all"], default="all")
+    args = pp.parse_args(argv)
+    try:
+        if args.model in (EMBEDDED, "all") and not embedded_is_converted():
+            convert_embedded()
+        if args.model in (GEMMA, "all") and not gemma_is_converted():
+            convert_gemma()
+    except ModelLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve-bench"]:
         return _serve_bench(argv[1:])
+    if argv[:1] == ["prepare"]:
+        return _prepare(argv[1:])
     args = build_parser().parse_args(argv)
     apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:

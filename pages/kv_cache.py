@@ -55,3 +55,6 @@ if section(None):  # the fragment draws its own headers 3 and 4
 if section("5. The cost of not caching"):
     st.markdown(V.no_cache_text(rc))
     nav.link("pages/timeline.py", "Measure it: decode with and without the cache")
+
+if section(None):  # draws its own header; the two real models, measured past Gemma's 512-token window
+    sections.past_the_window(lm)

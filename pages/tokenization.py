@@ -3,7 +3,7 @@ import ui.boot  # noqa: F401  first: every module imported once, in one thread (
 import streamlit as st
 
 from engine.prompt import PromptError
-from ui import nav
+from ui import nav, tokenization_pair
 from ui import tokenization_view as V
 from ui.layout import chart, section, try_this, what_you_see
 from ui.lessons import lesson
@@ -93,4 +93,7 @@ if section("Compare tokenizers"):
     for p in problems:
         st.caption(f":material/warning: {p}")
 
+
+if section("Two real tokenizers: SmolLM2 vs Gemma 3"):
+    tokenization_pair.render(text)
     nav.link("pages/embeddings.py", "Next: each token id becomes a vector (embeddings & position)")

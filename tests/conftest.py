@@ -7,7 +7,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import os  # noqa: E402
+
 import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/threads.py)
+
+# The app starts Gemma's one-time conversion in the background when its first page is drawn; under test (AppTest,
+# browser servers, private cache folders) that would convert it again per cache folder. Tests that want Gemma
+# load it through the ``gemma_lm`` fixture (scripts/install.sh --test converts it once per machine).
+os.environ.setdefault("ILE_PREPARE_GEMMA", "0")
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +30,16 @@ def embedded_lm():
     from engine.models import load_model
 
     return load_model("embedded", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def gemma_lm():
+    """The real Gemma 3 270M (converted once per machine into the user cache; loaded once per test session)."""
+    from engine.models import gemma_package, load_model
+
+    if gemma_package() is None:
+        pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
+    return load_model("gemma3-270m", device="cpu")
 
 
 @pytest.fixture(scope="session")
@@ -84,11 +101,12 @@ _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browse
 
 def _uses_embedded_model(item) -> bool:
     names = getattr(item, "fixturenames", ())
-    if "embedded_lm" in names or any(n in names for n in ("llama_server", "llama_cpp_server", "llama_cpp_spec_server")):
+    if "embedded_lm" in names or "gemma_lm" in names or any(
+            n in names for n in ("llama_server", "llama_cpp_server", "llama_cpp_spec_server")):
         # the llama.cpp servers run the embedded GGUF
         return True
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return "embedded_lm" in params.values()  # parametrized over fixture names, fetched with getfixturevalue
+    return "embedded_lm" in params.values() or "gemma_lm" in params.values()  # parametrized over fixture names, fetched with getfixturevalue
 
 
 def pytest_collection_modifyitems(config, items):

@@ -80,3 +80,20 @@ def overview_chart(fig, kind: str, text: str) -> None:
     st.plotly_chart(fig, width="stretch", key=OVERVIEW_KEY, on_select=_on_overview_select,
                     selection_mode="points", config={"displaylogo": False})
     st.caption(caption(kind, text))
+
+
+WINDOW_EXTRA = 88  # tokens past the window in the local-vs-global prompt (600 for a 512-token window)
+
+
+def window_length(window: int) -> int:
+    return int(window) + WINDOW_EXTRA
+
+
+@memo(4)
+def window_view_for(model: str, n: int):
+    """The local-vs-global view on a natural ``n``-token prompt (engine.stages.attention.window_view)."""
+    from engine.experiments.timeline import sweep_prompt
+    from engine.stages.attention import window_view
+
+    lm = get_model(model)
+    return work.run(window_view, lm, sweep_prompt(lm, n))

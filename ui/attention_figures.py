@@ -38,9 +38,11 @@ def _square(v: float, layer: int, head: int) -> str:
 
 
 def head_overview(values: np.ndarray, metric: str, unit: str, selected: tuple[int, int] | None = None,
-                  kv_groups: list[list[int]] | None = None) -> go.Figure:
+                  kv_groups: list[list[int]] | None = None, windows: tuple = ()) -> go.Figure:
     """All layers x heads as one heatmap (values: [layers, heads]). A transparent marker sits on every cell so
-    a click can select it (plotly heatmaps themselves send no selection events)."""
+    a click can select it (plotly heatmaps themselves send no selection events). ``windows`` (per layer, None =
+    global): with sliding-window layers present, each layer's kind is written on its axis label and the global
+    layers are outlined."""
     n_layers, n_heads = values.shape
     # The heatmap itself takes no hover: plotly would report a heatmap cell, which carries no selection in
     # Streamlit. The (transparent) markers on top carry the hover text and the click.
@@ -60,10 +62,20 @@ def head_overview(values: np.ndarray, metric: str, unit: str, selected: tuple[in
         layer, head = selected
         fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
                       line=dict(color=COLORS["accent"], width=3))
+    mixed = len(windows) == n_layers and any(w for w in windows) and not all(w for w in windows)
     style(fig, f"{metric} of every head (click a cell to open it)", "head (white lines: KV-head groups)",
-          "layer (block)", height=max(380, 18 * n_layers + 140))
+          "layer (block)" + ("; outlined: global layers, the rest sliding-window" if mixed else ""),
+          height=max(380, 18 * n_layers + 140))
     fig.update_xaxes(dtick=1, range=[-0.5, n_heads - 0.5], showgrid=False)
     fig.update_yaxes(dtick=1 if n_layers <= 12 else 2, range=[-0.5, n_layers - 0.5], showgrid=False)
+    if mixed:
+        fig.update_yaxes(tickmode="array", tickvals=list(range(n_layers)),
+                         ticktext=[f"{i} global" if not w else f"{i} local {w}" for i, w in enumerate(windows)],
+                         tickfont=dict(size=11))
+        for i, w in enumerate(windows):
+            if not w:
+                fig.add_shape(type="rect", x0=-0.5, x1=n_heads - 0.5, y0=i - 0.5, y1=i + 0.5,
+                              line=dict(color=COLORS["warn"], width=3, dash="dash"))
     fig.update_layout(clickmode="event+select", dragmode=False)
     return fig
 
@@ -274,4 +286,29 @@ def residual_norms_chart(norms: np.ndarray) -> go.Figure:
     fig.update_yaxes(type="log")
     fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
                       margin=dict(t=100))
+    return fig
+
+
+def window_maps(view, names: tuple[str, str]) -> go.Figure:
+    """Two heatmaps, a sliding-window layer beside a global one: the last queries (rows) over every key (columns),
+    mean over heads; the oldest key the window still lets each query see is outlined on both."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[html.escape(n, quote=False) for n in names],
+                        horizontal_spacing=0.08)
+    qs = np.arange(view.q0, view.n)
+    w = next(x for x in view.windows if x)
+    for i in range(2):
+        z = np.where(view.weights[i] > 0, np.sqrt(view.weights[i]), np.nan)  # sqrt: faint weights stay visible
+        fig.add_trace(go.Heatmap(z=z, x=np.arange(view.n), y=qs, colorscale="Viridis", showscale=i == 1,
+                                 colorbar=dict(title="√weight"), hovertemplate="query %{y}, key %{x}<extra></extra>"),
+                      row=1, col=i + 1)
+        fig.add_trace(go.Scatter(x=qs - w + 1, y=qs, mode="lines", line=dict(color=COLORS["accent"], width=3),
+                                 name=f"oldest key in a {w}-token window", showlegend=i == 0), row=1, col=i + 1)
+    for i in (1, 2):
+        fig.update_xaxes(title_text="key position (token)", row=1, col=i)
+        fig.update_yaxes(title_text="query position (token)", autorange="reversed", row=1, col=i)
+    fig.update_layout(title=dict(text="Sliding vs global layer on a prompt longer than the window", font=dict(size=19)),
+                      template="plotly_white", height=440, margin=dict(l=60, r=20, t=80, b=55),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="right", x=1.0))
     return fig

@@ -75,7 +75,7 @@ def overview(p: V.Prompt, info) -> tuple[int, int]:
         st.caption(lesson("attention", "pick a head"))
     with left:
         overview_chart(head_overview(s.values, s.name, s.unit, (layer, head),
-                                     kv_groups(info.n_heads, info.n_kv_heads)), "model", s.explain)
+                                     kv_groups(info.n_heads, info.n_kv_heads), p.windows), "model", s.explain)
     return layer, head
 
 
@@ -136,3 +136,32 @@ def lens(lm, tr, info) -> None:
     chart(final_prob_line(ln.final_prob[:, -1], answer), "model",
           lesson("attention", "lens line caption", answer=md_escape(repr(visible(answer)))),
           key="attention_lens_line")
+
+
+def local_and_global(lm) -> None:
+    """Section 3b (windowed models): a sliding-window layer beside a global one on a prompt past the window,
+    run on demand (one recorded pass over window + 88 tokens)."""
+    from engine.stages.attention import window_pair
+    from ui.attention_data import window_length, window_view_for
+    from ui.attention_figures import window_maps
+
+    pair = window_pair(lm.info)
+    if pair is None:
+        return
+    local, glob = pair
+    w = lm.info.arch.windows[local]
+    n = window_length(w)
+    st.header("Local and global layers past the window", divider="gray")
+    st.markdown(lesson("attention", "local global", local=local, glob=glob, window=w, n=n,
+                       n_local=len(lm.info.arch.sliding_layers), n_layers=lm.info.n_layers))
+    if not st.toggle(f"Run a {n}-token prompt and record both layers", key="attention_window_run"):
+        return
+    with st.spinner(f"One pass over {n} tokens, recording attention..."):
+        view = window_view_for(lm.name, n)
+    names = (f"layer {local}: sliding window of {w}", f"layer {glob}: global")
+    chart(window_maps(view, names), "model", lesson("attention", "local global caption", rows=n - view.q0, n=n))
+    c1, c2 = st.columns(2)
+    c1.metric(f"Layer {local}: attention on keys {w}+ back", f"{view.beyond_window_mass(0):.1%}",
+              help="Measured from the recorded weights: zero, the window masks them.")
+    c2.metric(f"Layer {glob}: attention on keys {w}+ back", f"{view.beyond_window_mass(1):.1%}",
+              help="Measured from the recorded weights: a global layer still reads the oldest tokens.")

@@ -36,8 +36,8 @@ def neighbours_for(model: str, token_id: int, k: int) -> E.Neighbours:
 
 
 @memo(16)
-def rope_for(model: str, n_positions: int) -> E.RopeAngles:
-    return work.run(E.rope_angles, get_model(model), n_positions)
+def rope_for(model: str, n_positions: int, layer: int = 0) -> E.RopeAngles:
+    return work.run(E.rope_angles, get_model(model), n_positions, layer)
 
 
 @memo(32)

@@ -115,13 +115,18 @@ def rope_angle_heatmap(ra) -> go.Figure:
     return fig
 
 
-def rope_wavelength_line(ra) -> go.Figure:
-    """Tokens per full turn (2 pi / frequency) of each pair, on a log axis."""
-    wl = 2 * np.pi / ra.inv_freq
-    fig = go.Figure(go.Scatter(x=list(range(len(wl))), y=wl, mode="lines+markers", line_color=COLORS["primary"],
-                               hovertemplate="pair %{x}<br>one full turn every %{y:,.1f} tokens<extra></extra>"))
+def rope_wavelength_line(ra, others: dict | None = None) -> go.Figure:
+    """Tokens per full turn (2 pi / frequency) of each pair, on a log axis; ``others`` ({label: RopeAngles}) adds
+    the lines of other layer kinds (a model with a RoPE base per kind: Gemma 3's local and global layers)."""
+    fig = go.Figure()
+    lines = {f"base {ra.base:,.0f}" + (" (layer 0)" if others else ""): ra, **(others or {})}
+    for (name, r), color in zip(lines.items(), [COLORS["primary"], COLORS["accent"], COLORS["good"]]):
+        wl = 2 * np.pi / r.inv_freq
+        fig.add_scatter(x=list(range(len(wl))), y=wl, mode="lines+markers", line_color=color, name=name,
+                        hovertemplate="pair %{x}<br>one full turn every %{y:,.1f} tokens<extra></extra>")
     style(fig, "How many positions each dimension pair needs for one full turn", "dimension pair i",
           "wavelength (tokens, log scale)", height=340)
+    fig.update_layout(showlegend=bool(others))
     fig.update_yaxes(type="log")
     return fig
 

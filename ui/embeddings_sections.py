@@ -52,6 +52,17 @@ def neighbours(lm, info, q_id: int) -> None:
 
 
 @errors.fragment
+def scale_note(info, norms) -> None:
+    """Models that multiply the embedding before block 0 (Gemma: by sqrt(hidden)): the factor and what it does to
+    the rows' norms (read from the model; the norms are this prompt's real rows)."""
+    scale = getattr(info.arch, "embedding_scale", None) if info.arch is not None else None
+    if not scale:
+        return
+    med = float(sorted(norms)[len(norms) // 2]) if len(norms) else float("nan")
+    st.info(lesson("embeddings", "scaled", scale=scale, hidden=info.hidden_size, norm=med, scaled=med * scale),
+            icon=":material/open_in_full:")
+
+
 def position(lm, info, names: dict, default: int, key_default: int) -> None:
     """Section 3: RoPE (or a learned position table), from the real model."""
     choices = list(names.items())
@@ -66,9 +77,19 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
         chart(rope_angle_heatmap(ra), "derived",
               f"The formula above with this model's config; it matches the cos values the model's own rotary module "
               f"produces to {ra.module_max_diff:.1e}. Pairing: {ra.pairing}.")
-        chart(rope_wavelength_line(ra), "derived", "Wavelength 2\u03c0 / base^(-2i/d) of each pair, from the config.")
         f = info.arch
         bases = sorted({b for b in f.rope_bases if b}) if f is not None else []
+        others = {}
+        if len(bases) > 1:  # one line per RoPE base: the first layer using each other base
+            for b in bases:
+                i = next(i for i, x in enumerate(f.rope_bases) if x == b)
+                if i and b != ra.base:
+                    kind = f"sliding window {f.windows[i]}" if f.windows[i] else "global"
+                    others[f"base {b:,.0f} (layer {i}, {kind})"] = rope_for(lm.name, int(n_pos), i)
+        chart(rope_wavelength_line(ra, others), "derived",
+              "Wavelength 2\u03c0 / base^(-2i/d) of each pair, from the config"
+              + (": a larger base turns slower, so a global layer can tell apart positions far further apart."
+                 if others else "."))
         if len(bases) > 1:
             st.caption("This model rotates with a different base per layer kind: " + "; ".join(
                 f"layer {i} ({'sliding window ' + str(w) if w else 'global'}): base {b:g}"

@@ -113,3 +113,21 @@ def paging(c: V.Calc) -> None:
     chart(paging_totals(alloc, c.b.kv_per_token), "illustrative",
           lesson("kv_cache", "paging totals caption", model=c.name, dtype=c.kv_dtype, per_token=c.b.kv_per_token),
           key="kv_paging_totals")
+
+
+def past_the_window(lm) -> None:
+    """Section 6 (the two real models): both caches measured past Gemma 3's 512-token window, against the
+    per-layer formula (ui.compare_sections.kv). On SmolLM2 it appears once Gemma has been prepared."""
+    from engine.models import EMBEDDED, GEMMA
+    from engine.stages.tokens import gemma_tokenizer_ready
+    from ui import compare_sections
+
+    name = lm.name.split("@")[0]
+    if name not in (EMBEDDED, GEMMA) or not gemma_tokenizer_ready():
+        return
+    other = EMBEDDED if name == GEMMA else GEMMA
+    st.header("6. Past the sliding window: MQA with windows vs GQA, measured", divider="gray")
+    st.markdown(lesson("kv_cache", "past window"))
+    if name == EMBEDDED and not st.toggle("Load Gemma 3 270M beside SmolLM2 and measure both", key="kv_past_window"):
+        return  # on demand: a second model (1 GB) is loaded only when asked for
+    compare_sections.kv(name, other)

@@ -12,7 +12,8 @@ from dataclasses import replace
 import streamlit as st
 
 from engine.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
-from engine.models import EMBEDDED, LoadedModel, ModelLoadError, convert_embedded, default_device, \
+from engine import background
+from engine.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
     embedded_is_converted, load_model, log
 from engine.model_names import BUILTIN
 from engine.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
@@ -81,6 +82,37 @@ def _ensure_embedded_converted() -> None:
         box.update(label="Embedded model ready", state="complete", expanded=False)
 
 
+def start_background_preparation() -> None:
+    """Called on every page run (cheap after the first): when this server offers Gemma 3 270M, its one-time
+    conversion starts in a child process (engine.background) as soon as the first page is drawn, so it never
+    delays that page and is usually done before anyone picks Gemma."""
+    if background.disabled() or background.current() is not None:
+        return
+    pol = policy()
+    if pol.class_mode and GEMMA not in dict(pol.allowed).values():
+        return
+    background.start()
+
+
+def _ensure_gemma_converted() -> None:
+    """Wait, with progress, for the background preparation of Gemma (starting it if it has not started or
+    failed before). The conversion itself never runs on this script thread."""
+    prep = background.start()
+    if not prep.thread.is_alive() and prep.state == "ready":
+        return
+    with st.status("Preparing Gemma 3 270M (one time per machine: 2-4 minutes on a busy laptop)...",
+                   expanded=True) as box:
+        line = st.empty()
+        while prep.thread.is_alive():
+            shown = prep.last_line() if prep.state == "converting" else "Checking the converted copy..."
+            line.write(md_escape(shown or "Starting..."))
+            prep.thread.join(1.0)
+        if prep.state != "ready":
+            box.update(label="Gemma 3 270M could not be prepared", state="error")
+            raise ModelLoadError(f"Gemma 3 270M could not be prepared: {prep.message}")
+        box.update(label="Gemma 3 270M ready", state="complete", expanded=False)
+
+
 def key_for(name: str, precision: str) -> str:
     """The cache key of ``name`` (as typed: any precision suffix in it is dropped) at the setting's precision."""
     return model_key(plain_name(name), precision, default_device())
@@ -97,6 +129,8 @@ def get_model(name: str) -> LoadedModel:
     canon, target = pol.resolve(base)
     if target == EMBEDDED:
         _ensure_embedded_converted()
+    elif target == GEMMA:
+        _ensure_gemma_converted()
     label = f"Loading model {md_escape(canon)} ..." if precision is None else \
         f"Preparing {md_escape(canon)} at {LABELS.get(precision, precision)}: a copy cast or quantized once..."
     try:
@@ -128,13 +162,37 @@ def model_box() -> None:
         st.session_state["w_model"] = shown
     pin = state.pinned()  # a pinned class link fixes the model
     if pol.class_mode:
+        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if n in (EMBEDDED, GEMMA))
         st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, disabled=pin,
-                     help="The models this server offers.")
+                     help="The models this server offers" + (f" ({known})." if known else "."))
         return
+    pick = shown if shown in BUILTIN else None
+    if st.session_state.get("w_model_pick") != pick:
+        st.session_state["w_model_pick"] = pick
+    st.pills("Models shipped with the app", list(BUILTIN), key="w_model_pick", format_func=nice_name,
+             on_change=_on_pick, disabled=pin, help="Both real models run offline; tiny-random is a test model.")
     st.text_input("Model", key="w_model", on_change=on_model_change, disabled=pin,
-                  help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app. 'tiny-random' is a tiny model "
+                  help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app; '{GEMMA}' is Gemma 3 270M (base "
+                       "model, also offline). 'tiny-random' is a tiny model "
                        "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
                        "safetensors weights.")
+
+
+NICE_NAMES = {EMBEDDED: "SmolLM2-135M (embedded)", GEMMA: "Gemma 3 270M", "tiny-random": "tiny random"}
+
+
+def nice_name(name: str) -> str:
+    """A built-in model's name as a person reads it (the name itself for anything else)."""
+    return NICE_NAMES.get(name, name)
+
+
+def _on_pick() -> None:
+    """The pills above the model box: a built-in model chosen with one click (a click on the chosen one clears the
+    pills; the model stays)."""
+    picked = st.session_state.get("w_model_pick")
+    if picked:
+        st.session_state["w_model"] = picked
+        on_model_change()
 
 
 def draft_model_box(key: str) -> str:

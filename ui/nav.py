@@ -39,6 +39,7 @@ PAGES = [
     PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative"),
     PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching"),
     PageSpec("pages/serving.py", "Serving engines", ":material/dns:", "serving"),
+    PageSpec("pages/compare.py", "Two models side by side", ":material/compare_arrows:", "compare"),
 ]
 
 

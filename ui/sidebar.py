@@ -6,7 +6,7 @@ import streamlit as st
 from ui import state
 from engine.precision import LABELS, PRECISIONS, lm_precision
 from ui.html import md_escape
-from ui.models import current_model, model_box, on_precision_change
+from ui.models import current_model, model_box, on_precision_change, start_background_preparation
 
 
 PINNED = {"prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model and precision
@@ -28,6 +28,7 @@ def render() -> None:
             st.caption(":material/push_pin: Your teacher's class link sets the model, prompt and settings for "
                        "everyone in the room.")
         model_box()  # free text for one person; the allow-list in class mode
+        start_background_preparation()  # Gemma's one-time conversion, in a child process (engine.background)
         lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.stages import tokens as T
-from engine.models import EMBEDDED, TINY
+from engine.models import EMBEDDED, GEMMA, TINY
 from ui.models import get_model
 from ui.cache import memo, shared
 
@@ -35,8 +35,8 @@ def _tokenizer(name: str, path: str | None):
 
 def sources(current: str) -> list[T.TokenizerSource]:
     """Every tokenizer available offline: the app's two models, the model loaded now, the local hub cache."""
-    out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(TINY, None)]
-    if current not in (EMBEDDED, TINY):
+    out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(GEMMA, None), T.TokenizerSource(TINY, None)]
+    if current not in (EMBEDDED, GEMMA, TINY):
         out.append(T.TokenizerSource(current, None))
     out += T.packaged_tokenizers()
     names = {s.name for s in out}
@@ -63,3 +63,14 @@ def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) ->
         except Exception as exc:  # a broken cached tokenizer must not break the page
             problems.append(f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
     return counts, problems
+
+
+@memo(24)
+def contrast_for(text: str) -> list[T.ContrastRow] | None:
+    """SmolLM2's and Gemma 3's tokenizers on the contrast texts and on ``text`` (None: one is not available
+    yet, e.g. Gemma still being prepared). Tokenizers only: no model weights are loaded for this."""
+    a, b = _tokenizer(EMBEDDED, None), _tokenizer(GEMMA, None)
+    if a is None or b is None:
+        return None
+    texts = ((("Your text", text),) if text.strip() else ()) + T.CONTRAST_TEXTS
+    return T.contrast("SmolLM2 (49k BPE)", a, "Gemma 3 (262k)", b, texts)

@@ -106,3 +106,18 @@ def bytes_per_token_bar(table) -> go.Figure:
     style(fig, "Bytes of text per token",
           "token position", "UTF-8 bytes", height=320)
     return fig
+
+
+def pair_bar(rows) -> go.Figure:
+    """Grouped bars: tokens per text for two tokenizers (rows from engine.stages.tokens.contrast)."""
+    if not rows:
+        return style(go.Figure(), "Two tokenizers, same texts", "text", "tokens")
+    kinds = [html.escape(r.kind, quote=False) for r in rows]
+    fig = go.Figure()
+    for side, color in (("a", COLORS["primary"]), ("b", COLORS["accent"])):
+        counts = [getattr(r, side) for r in rows]
+        fig.add_bar(x=kinds, y=[c.n_tokens for c in counts], name=html.escape(counts[0].name, quote=False),
+                    marker_color=color, text=[c.n_tokens for c in counts], textposition="outside")
+    fig.update_layout(barmode="group")
+    return style(fig, "Two real tokenizers, same texts: tokens needed", "text (largest disagreement first)",
+                 "tokens")

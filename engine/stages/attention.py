@@ -181,3 +181,57 @@ def first_token_pull(att: np.ndarray) -> FirstTokenPull:
     last = att[:, :, -1, :].astype(np.float64)  # [L, H, m]
     return FirstTokenPull(int((last.argmax(-1) == 0).sum()), int(last.shape[0] * last.shape[1]),
                           float(last[..., 0].mean()))
+
+
+# ---------------------------------------------------------------- local vs global layers past the window
+
+@dataclass(frozen=True)
+class WindowView:
+    """The attention of the last ``rows`` queries over every key, for one sliding-window layer and one global
+    layer, on a prompt longer than the window (measured: one recorded forward pass)."""
+
+    n: int  # prompt tokens
+    q0: int  # first query position shown
+    layers: tuple[int, ...]  # (sliding layer, global layer)
+    windows: tuple[int | None, ...]  # their windows (None: global)
+    weights: np.ndarray  # [2, rows, n] float32: mean over the layer's heads; rows sum to 1
+
+    def beyond_window_mass(self, i: int) -> float:
+        """Attention mass on keys at least the layer's window back (0 for a sliding layer, by construction)."""
+        w = self.windows[i]
+        if not w:
+            w = self._sliding_window()
+        q = np.arange(self.q0, self.n)[:, None]
+        k = np.arange(self.n)[None, :]
+        return float((self.weights[i] * (q - k >= w)).sum(-1).mean())
+
+    def _sliding_window(self) -> int:
+        return next(w for w in self.windows if w)
+
+
+def window_pair(info: ModelInfo) -> tuple[int, int] | None:
+    """(first sliding-window layer, first global layer) of this model, or None if it has no such pair."""
+    f = info.arch
+    if f is None or not f.has_windows:
+        return None
+    local = next((i for i, w in enumerate(f.windows) if w), None)
+    glob = next((i for i, w in enumerate(f.windows) if not w), None)
+    return None if local is None or glob is None else (local, glob)
+
+
+@torch.inference_mode()
+def window_view(lm: LoadedModel, ids: Sequence[int], rows: int = 48) -> WindowView:
+    """One pass over ``ids`` (longer than the window) recording every layer's weights, kept for the last ``rows``
+    queries of the sliding/global pair only (the full [layers, heads, n, n] record is dropped at once)."""
+    pair = window_pair(lm.info)
+    if pair is None:
+        raise ValueError(f"{lm.info.model_type} has no sliding-window layer next to a global one")
+    n = len(ids)
+    x = torch.tensor([list(ids)], device=lm.device)  # [1, n]
+    from engine.archfacts import analysis_pass
+
+    _, att = analysis_pass(lm.model, x, n, logits_to_keep=1)
+    keep = np.stack([att[i][0, :, n - rows:, :].float().mean(0).cpu().numpy() for i in pair])  # [2, rows, n]
+    del att
+    f = lm.info.arch
+    return WindowView(n, n - rows, pair, tuple(f.windows[i] for i in pair), keep)

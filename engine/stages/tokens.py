@@ -282,7 +282,7 @@ def count_tokens(name: str, tokenizer, text: str) -> TokenizerCount:
 
 def builtin_tokenizer(name: str):
     """The tokenizer of one of the app's own models without loading its weights (None if not available)."""
-    from engine.models import EMBEDDED, TINY, converted_dir, embedded_is_converted
+    from engine.models import EMBEDDED, GEMMA, TINY, converted_dir, embedded_is_converted, gemma_converted_dir
 
     if name == TINY:
         from engine.tiny import make_tiny_tokenizer
@@ -290,4 +290,53 @@ def builtin_tokenizer(name: str):
         return make_tiny_tokenizer()
     if name == EMBEDDED and embedded_is_converted():
         return load_tokenizer(str(converted_dir()))
+    if name == GEMMA and gemma_tokenizer_ready():
+        # the tokenizer files only (its weights need not be hashed to cut text into tokens)
+        return load_tokenizer(str(gemma_converted_dir()))
     return None
+
+
+def gemma_tokenizer_ready() -> bool:
+    """Has Gemma's conversion finished (its marker is written last, after the tokenizer files)?"""
+    from engine.models import _CONVERTED_MARKER, gemma_converted_dir
+
+    folder = gemma_converted_dir()
+    return (folder / _CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()
+
+
+# Texts on which two tokenizers of different vocabulary sizes differ most: (kind, text). Each is one kind of text
+# a tokenizer's training mix may under- or over-represent.
+CONTRAST_TEXTS = (
+    ("English prose", "The quick brown fox jumps over the lazy dog while the cat watches from the window."),
+    ("Python code", "def mean(xs):\n    if not xs:\n        return 0.0\n    return sum(xs) / len(xs)\n"),
+    ("Numbers", "Order 4417 shipped 1,234,567 units at $89.95 on 2026-11-25 (3.14159% more)."),
+    ("German", "Die Geschwindigkeitsbegrenzung auf der Autobahn wird heute wieder diskutiert."),
+    ("Hindi", "\u092d\u093e\u0930\u0924 \u0915\u0940 \u0930\u093e\u091c\u0927\u093e\u0928\u0940 "
+              "\u0928\u0908 \u0926\u093f\u0932\u094d\u0932\u0940 \u0939\u0948\u0964"),
+    ("Japanese", "\u6771\u4eac\u306f\u65e5\u672c\u306e\u9996\u90fd\u3067\u3001\u4eba\u53e3\u306f"
+                 "\u7d04\u5343\u56db\u767e\u4e07\u4eba\u3067\u3059\u3002"),
+    ("Emoji", "Great job \U0001f389\U0001f680 see you at 5 \U0001f44b\U0001f3fd \U0001f469\u200d\U0001f4bb"),
+)
+
+
+@dataclass(frozen=True)
+class ContrastRow:
+    kind: str
+    text: str
+    a: TokenizerCount
+    b: TokenizerCount
+
+    @property
+    def ratio(self) -> float:
+        """Tokens of ``a`` per token of ``b`` (above 1: ``b`` needs fewer tokens for the same text)."""
+        return self.a.n_tokens / self.b.n_tokens if self.b.n_tokens else float("nan")
+
+
+def contrast(name_a: str, tok_a, name_b: str, tok_b, texts=CONTRAST_TEXTS) -> list[ContrastRow]:
+    """The same texts through two tokenizers, largest disagreement first (by the ratio of token counts, either
+    way). Plain text: no template, no special tokens."""
+    import math
+
+    rows = [ContrastRow(kind, text, count_tokens(name_a, tok_a, text), count_tokens(name_b, tok_b, text))
+            for kind, text in texts if text]
+    return sorted(rows, key=lambda r: -abs(math.log(r.ratio)) if r.ratio == r.ratio and r.ratio > 0 else 0.0)

@@ -60,8 +60,8 @@ def test_class_mode_setting(mode, address, on):
     env = {} if mode is None else {"ILE_CLASS_MODE": mode}
     pol = policy_from_env(env, address)
     assert pol.class_mode is on
-    assert pol.labels == ["embedded", "tiny-random"]  # the default allow-list
+    assert pol.labels == ["embedded", "gemma3-270m", "tiny-random"]  # the default allow-list
 
 
 def test_empty_allow_list_offers_the_built_in_models():
-    assert policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": " , "}).labels == ["embedded", "tiny-random"]
+    assert policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": " , "}).labels == ["embedded", "gemma3-270m", "tiny-random"]

@@ -129,3 +129,18 @@ def test_norm_and_final_prob_charts():
     fig2 = final_prob_line(np.array([0.0, 0.1, 0.7]), "<x>")
     _titled(fig2)
     assert "&lt;x&gt;" in fig2.layout.title.text
+
+
+def test_overview_marks_global_layers_among_sliding_ones():
+    import numpy as np
+
+    from ui.attention_figures import head_overview
+
+    windows = (512, 512, None, 512, None)
+    fig = head_overview(np.zeros((5, 4)), "entropy", "bits", windows=windows)
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert ticks == ["0 local 512", "1 local 512", "2 global", "3 local 512", "4 global"]
+    outlined = sorted(round(sh.y0 + 0.5) for sh in fig.layout.shapes if sh.line.dash == "dash")
+    assert outlined == [2, 4]
+    plain = head_overview(np.zeros((5, 4)), "entropy", "bits", windows=(None,) * 5)  # all global: nothing marked
+    assert plain.layout.yaxis.ticktext is None and not [sh for sh in plain.layout.shapes if sh.line.dash == "dash"]

@@ -1,0 +1,40 @@
+"""Two models side by side: SmolLM2-135M (Llama layout) and Gemma 3 270M, on the same machine and prompt."""
+import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import streamlit as st
+
+from ui import compare_sections as sections
+from ui import nav
+from ui.layout import section, try_this, what_you_see
+from ui.lessons import lesson
+from ui.state import settings
+
+nav.through_router()
+st.title("Two models side by side")
+a, b = sections.pick_pair(settings().model)
+if section(None):
+    st.markdown(lesson("compare", "intro"))
+    what_you_see(lesson("compare", "what you see"))
+    try_this(lesson("compare", "try this"), lesson("compare", "answer"), key="compare_try")
+
+if section("1. The architecture facts, differences shaded"):
+    sections.facts(a, b)
+
+if section("2. Where the parameters are"):
+    sections.params(a, b)
+    st.markdown(lesson("compare", "params note"))
+
+if section("3. KV cache: bytes per token and at longer contexts"):
+    sections.kv(a, b)
+
+if section("4. One decode step: time, stages, bytes read"):
+    sections.decode(a, b)
+    st.markdown(lesson("compare", "decode note"))
+
+if section("5. The same prompt, the next token"):
+    sections.top5(a, b, settings().prompt)
+    st.markdown(lesson("compare", "top5 note"))
+
+st.divider()
+for col, target in zip(st.columns(3), ["pages/attention.py", "pages/kv_cache.py", "pages/tokenization.py"]):
+    with col:
+        nav.link(target)
