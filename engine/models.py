@@ -653,33 +653,32 @@ def _from_dir(path: Path, dtype: torch.dtype, **kw):
     return model, tok
 
 
-def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
+def _load_converted(name: str, label: str, is_converted, convert, folder, device, progress: Progress
+                    ) -> LoadedModel:
+    """A model shipped as a GGUF, from its converted copy in the user cache (converted first when missing; a copy
+    that cannot be read is rebuilt once rather than failing)."""
     device = torch.device(device) if device is not None else default_device()
-    if not embedded_is_converted():
-        convert_embedded(progress)
+    if not is_converted():
+        convert(progress)
     try:
-        model, tok = _from_dir(converted_dir(), default_dtype(device))
+        model, tok = _from_dir(folder(), default_dtype(device))
     except Exception as exc:  # a corrupt or partial cache: rebuild it once rather than fail
-        progress(f"The converted model cache could not be read ({type(exc).__name__}); rebuilding it.")
-        shutil.rmtree(converted_dir(), ignore_errors=True)
-        convert_embedded(progress)
-        model, tok = _from_dir(converted_dir(), default_dtype(device))
-    return _finish(EMBEDDED, EMBEDDED_LABEL, model, tok, device)
+        progress(f"The converted copy of {label} could not be read ({type(exc).__name__}); rebuilding it.")
+        shutil.rmtree(folder(), ignore_errors=True)
+        convert(progress)
+        model, tok = _from_dir(folder(), default_dtype(device))
+    return _finish(name, label, model, tok, device)
+
+
+def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
+    return _load_converted(EMBEDDED, EMBEDDED_LABEL, embedded_is_converted, convert_embedded, converted_dir,
+                           device, progress)
 
 
 def load_gemma(device=None, progress: Progress = log) -> LoadedModel:
     """Gemma 3 270M from its converted copy (converted first if needed: minutes, once per machine)."""
-    device = torch.device(device) if device is not None else default_device()
-    if not gemma_is_converted():
-        convert_gemma(progress)
-    try:
-        model, tok = _from_dir(gemma_converted_dir(), default_dtype(device))
-    except Exception as exc:  # a corrupt or partial cache: rebuild it once rather than fail
-        progress(f"The converted Gemma copy could not be read ({type(exc).__name__}); rebuilding it.")
-        shutil.rmtree(gemma_converted_dir(), ignore_errors=True)
-        convert_gemma(progress)
-        model, tok = _from_dir(gemma_converted_dir(), default_dtype(device))
-    return _finish(GEMMA, GEMMA_LABEL, model, tok, device)
+    return _load_converted(GEMMA, GEMMA_LABEL, gemma_is_converted, convert_gemma, gemma_converted_dir, device,
+                           progress)
 
 
 def _config_json(path: Path) -> dict:
