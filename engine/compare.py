@@ -133,7 +133,8 @@ def kv_growth(lm: LoadedModel, lengths: tuple[int, ...]) -> list[KVPoint]:
     vocab = lm.info.vocab_size
     cache = new_cache(lm)
     out, done = [], 0
-    for n in sorted(set(int(t) for t in lengths if t > 0)):
+    # a model with learned positions cannot read past its table (GPT-2); none is run past its context
+    for n in sorted(set(int(t) for t in lengths if 0 < t <= lm.info.max_positions)):
         x = (torch.arange(done, n, device=lm.device)[None] * 7 + 11) % vocab  # [1, n - done]
         forward(lm, x, cache)  # [1, 1, vocab]: the logits are not needed
         done = n

@@ -81,6 +81,9 @@ def kv(a: str, b: str) -> None:
     cols = st.columns(2)
     for col, n in zip(cols, (a, b)):
         first, last = V.per_token(points[n])
+        if len(points[n]) < 2:  # a context too short to measure growth over two lengths
+            col.metric(f"{n}: bytes per new token (measured)", "n/a")
+            continue
         col.metric(f"{n}: bytes per new token (measured)", f"{last:,.0f} B",
                    delta=f"{last - first:+,.0f} B vs the first {points[n][1].tokens} tokens", delta_color="off")
     st.markdown(lesson("compare", "kv note"))
