@@ -222,7 +222,7 @@ def _finish(w, lm, rows: list[_Row]) -> None:
         try:
             steps = [_make_record(lm, *raw) for raw in r.raw]
             trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
-                                r.reason, found.get(id(r)))
+                                r.reason, found.get(id(r)), timed_in_batcher=True)
         except Exception as exc:
             w.complete(r.job, "failed", error=exc)
             continue

@@ -82,6 +82,8 @@ class Trace:
     steps: tuple[StepRecord, ...]
     first_logits: np.ndarray  # [vocab] raw logits for the token after the prompt (re-sampling needs no pass)
     analysis: PromptAnalysis | None = field(default=None)
+    # timed by the class batcher's padded loop (engine.classbatch), even with one row: not the solo loop's times
+    timed_in_batcher: bool = False
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -314,7 +316,7 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
 
 def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: SamplingSettings, seed: int,
                 max_new_tokens: int, ids: list[int], steps, first_logits: torch.Tensor, reason: str,
-                analysis: PromptAnalysis | None) -> Trace:
+                analysis: PromptAnalysis | None, timed_in_batcher: bool = False) -> Trace:
     """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.classbatch``)."""
     return Trace(
         info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
@@ -322,4 +324,5 @@ def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: Samp
         generated_tokens=tuple(token_text(lm.tokenizer, ids)),
         generated_text=lm.tokenizer.decode(ids, clean_up_tokenization_spaces=False), stop_reason=reason,
         steps=tuple(steps), first_logits=first_logits.numpy().astype(np.float32), analysis=analysis,
+        timed_in_batcher=timed_in_batcher,
     )

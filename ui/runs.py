@@ -139,8 +139,8 @@ def current_trace(alone: bool = False) -> Trace:
         st.warning(str(exc), icon=":material/edit_note:")
         st.stop()
     slot.empty()
-    if alone and tr.batched:
-        with st.spinner("Your answer was served in a batch with other people's; timing it alone..."):
+    if alone and tr.timed_in_batcher:  # even a batch of one: the padded batch loop is not the solo loop's clock
+        with st.spinner("Your answer was served by the class batcher; timing it alone on the plain loop..."):
             solo = solo_generation_for(*args)
         tr = replace(solo, settings=tr.settings, seed=tr.seed, analysis=tr.analysis)
     return tr
