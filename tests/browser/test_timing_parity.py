@@ -6,7 +6,7 @@ browser or a video call running.
 The served app once ran without the engine's thread policy (it imported torch before the engine set OpenMP's wait
 policy): on a busy laptop its decode step took 469 ms against the CLI's 278 and its first token 5.3 s against 0.35-1.0.
 The server here starts without the test process's OMP_WAIT_POLICY (tests/browser/harness.py), as `streamlit run`
-does for a person, so that bug fails this test. One disturbed triple does not decide it: up to three are measured,
+does for a person, so that bug fails this test. One disturbed triple does not decide it: up to five are measured,
 and the page must agree with the CLI within 1.3x in one whose two CLI runs agreed with each other within 30%."""
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
     load = start_load("spin", 900)  # bounded: it stops by itself
     tries = []
     try:
-        for i in range(3):
+        for i in range(5):
             cli_a = _cli_ms(NEW + i)
             page_ttft, page_tpot = _page_ms(page, app_server.url, NEW + i)
             cli_b = _cli_ms(NEW + i)
