@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import importlib.util
+import contextlib
 import json
 import os
 import re
@@ -441,6 +442,21 @@ def _finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:
     os.replace(tmp, target)
 
 
+@contextlib.contextmanager
+def _cleaned_on_failure(tmp: Path, target: Path):
+    """A conversion into ``tmp``: on any failure the temporary folder goes, and a file-system error becomes the
+    cache fault message (what to do about the folder) instead of a bare OSError."""
+    try:
+        yield
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log(f"conversion failed: {exc!r}")
+        raise _cache_fault(exc, target.parent) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def convert_embedded(progress: Progress = log) -> Path:
     """Dequantize the embedded GGUF into a safetensors copy in the user cache (once, ~30 s).
 
@@ -455,19 +471,12 @@ def convert_embedded(progress: Progress = log) -> Path:
         )
     target = converted_dir()
     tmp = prepare_cache(target)
-    try:
+    with _cleaned_on_failure(tmp, target):
         progress("Converting the embedded GGUF model to safetensors (one time: about 30 s on a quiet machine, 2-3 minutes on a busy laptop)...")
         t0 = time.perf_counter()
         tok = _convert_gguf(gguf, tmp, progress, "SmolLM2-135M", "272")
         tok.save_pretrained(tmp)
         _finish_conversion(tmp, target, _gguf_stamp(gguf))
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        log(f"conversion failed: {exc!r}")
-        raise _cache_fault(exc, target.parent) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     progress(f"Converted in {time.perf_counter() - t0:.0f} s -> {target}")
     return target
 
@@ -514,7 +523,7 @@ def _exclusive(lock_path: Path):
 
 def _convert_gemma_locked(pkg, target: Path, progress: Progress) -> Path:
     tmp = prepare_cache(target, GEMMA_CONVERT_NEEDS_BYTES)
-    try:
+    with _cleaned_on_failure(tmp, target):
         t0 = time.perf_counter()
         progress("Preparing Gemma 3 270M (one time: reassembling its 240 MB GGUF, building its tokenizer and "
                  "dequantizing: 2-4 minutes on a busy laptop)...")
@@ -532,13 +541,6 @@ def _convert_gemma_locked(pkg, target: Path, progress: Progress) -> Path:
             f.unlink()
         shutil.rmtree(tmp / "gguf", ignore_errors=True)
         _finish_conversion(tmp, target, _gemma_stamp(pkg))
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        log(f"conversion failed: {exc!r}")
-        raise _cache_fault(exc, target.parent) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     progress(f"Gemma 3 270M converted in {time.perf_counter() - t0:.0f} s -> {target}")
     return target
 
