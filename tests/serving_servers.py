@@ -252,6 +252,17 @@ class OddServer:
         self.httpd.server_close()
 
 
+def wait_for(pred, timeout: float = 5.0) -> bool:
+    """Poll ``pred`` until it holds or ``timeout`` seconds pass: a hostile server's handler thread notices a
+    closed connection a moment after the client closed it."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
 # ------------------------------------------------------------------------------------------------ hostile
 MB = 2**20
 _BLOCK = b" " * MB  # one megabyte, reused: the hostile server never holds more than this

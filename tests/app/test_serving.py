@@ -130,7 +130,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
     from engine import worker
     from engine.serving import client as C
     from engine.serving.probe import probe
-    from tests.serving_servers import HostileServer
+    from tests.serving_servers import HostileServer, wait_for
     from ui import serving_runs as runs
 
     with HostileServer("silent") as s:
@@ -144,4 +144,5 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
         old.detach()  # what ui.work.run does when the newer click reruns the script
         new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
         assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
-        assert isinstance(old.result(2), C.Cancelled) and s.open == 0
+        assert isinstance(old.result(2), C.Cancelled)
+        assert wait_for(lambda: s.open == 0, 2), "the replaced job's connection was left open"

@@ -12,21 +12,12 @@ from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
 from engine.serving.servers import ServerNotListed, ServerPolicy, parse_servers, server_policy_from_env
-from tests.serving_servers import MB, HostileServer, OddServer
+from tests.serving_servers import MB, HostileServer, OddServer, wait_for
 
 
 def rss_mb() -> float:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
-
-
-def wait_for(pred, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def cfg(server, **kw) -> C.ServerConfig:
