@@ -60,7 +60,13 @@ def gemma_gate() -> None:
 
 def facts(a: str, b: str) -> None:
     df = V.facts_table(R.facts(a, b), a, b)
-    st.dataframe(V.highlight_differences(df), hide_index=True, width="stretch", height=38 + 35 * len(df))
+    # the two models' values get the room (at 1366x768 the default widths cut "15 sliding (window 512), 3 global");
+    # pixel widths that add up to the main column's ~900 px, so "Differs" and "How" stay on the first screen
+    wide = {name: st.column_config.TextColumn(width=270) for name in (a, b)}
+    narrow = {"Fact": st.column_config.TextColumn(width=170), "Differs": st.column_config.TextColumn(width=60),
+              "How": st.column_config.TextColumn(width=130)}
+    st.dataframe(V.highlight_differences(df), hide_index=True, width="stretch", height=38 + 35 * len(df),
+                 column_config={**wide, **narrow})
     st.caption(lesson("compare", "facts caption"))
 
 
