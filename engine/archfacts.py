@@ -34,7 +34,7 @@ class ArchFacts:
     n_heads: int
     kv_heads: tuple[int, ...]  # per layer, measured from the cache
     head_dim: int  # measured from the cache
-    attention: str  # "MHA" | "GQA" | "MQA" (from the measured KV heads)
+    attention: str  # "MHA" | "GQA" | "MQA" (from the measured KV heads) | "MLA" (a cached latent)
     position: str  # "rope" | "learned" | "alibi" | "none"
     rope_bases: tuple[float | None, ...]  # per layer (RoPE only)
     rotary_fraction: float | None  # share of each head's dimensions that rotate (RoPE only)
@@ -47,6 +47,12 @@ class ArchFacts:
     attn_softcap: float | None
     cache_layers: tuple[str, ...]  # the cache layer class per layer ("DynamicLayer", "DynamicSlidingWindowLayer")
     refusals: dict = field(default_factory=dict)  # feature -> one-line reason it is not shown
+    v_head_dim: int | None = None  # measured from the cache where its values are narrower or wider than its keys
+    # (DeepSeek's MLA as transformers caches it: "keys" are the latent, "values" the shared RoPE key); None: same
+
+    @property
+    def value_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
 
     @property
     def sliding_layers(self) -> tuple[int, ...]:
@@ -75,10 +81,17 @@ class ArchFacts:
             pos = (f"RoPE ({'base ' + ', '.join(f'{b:g}' for b in bases) if bases else 'inside each attention layer'}"
                    + (f", {self.rotary_fraction:.0%} of each head's dimensions" if self.rotary_fraction not in
                       (None, 1.0) else "") + ")")
+            if bases and any(b is None for b in self.rope_bases):
+                pos += "; no position encoding (NoPE) in layers " + ", ".join(
+                    str(i) for i, b in enumerate(self.rope_bases) if b is None)
         kv = sorted(set(self.kv_heads))
+        heads = (f"{self.n_heads} query heads; cached per token: a latent of {self.head_dim} and a RoPE key of "
+                 f"{self.value_dim}" if self.attention == "MLA" else
+                 f"{self.n_heads} query heads, {'/'.join(map(str, kv))} KV head{'s' if max(kv) > 1 else ''}, "
+                 f"head dim {self.head_dim}"
+                 + (f", value head dim {self.v_head_dim}" if self.v_head_dim not in (None, self.head_dim) else ""))
         return (f"{self.family}: {self.n_blocks} blocks at {self.blocks_path}; {self.attention} attention "
-                f"({self.n_heads} query heads, {'/'.join(map(str, kv))} KV head{'s' if max(kv) > 1 else ''}, "
-                f"head dim {self.head_dim}); "
+                f"({heads}); "
                 f"{kinds}; positions: {pos}; {self.norm}"
                 + ("; QK-norm" if self.qk_norm else "") + ("; parallel residual" if self.parallel_residual else "")
                 + ("; tied embeddings" if self.tied_embeddings else "")
@@ -127,6 +140,14 @@ def rope_layer_types(model) -> list[str | None]:
     if mod is None or not types or not any(hasattr(mod, f"{t}_inv_freq") for t in set(types)):
         return [None] * len(arch.blocks(model))
     return list(types)[: len(arch.blocks(model))]
+
+
+def nope_layers(cfg, n_layers: int) -> tuple[int, ...]:
+    """Layers that skip RoPE (NoPE): SmolLM3 and Llama 4 list a 0 in ``no_rope_layers`` for each of them."""
+    flags = getattr(cfg, "no_rope_layers", None)
+    if not isinstance(flags, (list, tuple)):
+        return ()
+    return tuple(i for i, use in enumerate(list(flags)[:n_layers]) if not use)
 
 
 def inv_freq(model, layer_type: str | None = None) -> torch.Tensor | None:
@@ -191,7 +212,7 @@ def _norm_kind(model, blk, cfg, family: str) -> str:
 
 
 def _parallel(cfg, family: str) -> bool:
-    if family in ("gptj", "codegen", "phi"):
+    if family in ("gptj", "codegen", "phi", "cohere", "cohere2"):
         return True
     for key in ("use_parallel_residual", "parallel_attn"):
         v = getattr(cfg, key, None)
@@ -218,7 +239,7 @@ def read_facts(model) -> ArchFacts:
     n_heads = int(_cfg_get(cfg, "num_attention_heads", "n_head", "n_heads", default=0))
     refusals: dict[str, str] = {}
     # KV heads, head dim and the cache layer classes, measured from a real cache
-    cache_layers, kv_heads, head_dim = [], [], 0
+    cache_layers, kv_heads, head_dim, v_dim = [], [], 0, None
     try:
         cache = _probe_cache(model, 1)
         layers = getattr(cache, "layers", None) or []
@@ -228,6 +249,9 @@ def read_facts(model) -> ArchFacts:
             if isinstance(k, torch.Tensor) and k.dim() == 4:
                 kv_heads.append(int(k.shape[1]))
                 head_dim = int(k.shape[-1])
+                v = getattr(layer, "values", None)
+                if isinstance(v, torch.Tensor) and v.dim() == 4 and int(v.shape[-1]) != head_dim:
+                    v_dim = int(v.shape[-1])
         if len(kv_heads) != len(blks) or any(c not in ("DynamicLayer", "DynamicSlidingWindowLayer")
                                              for c in cache_layers):
             refusals["kv_cache"] = (f"{family}'s KV cache is not one [batch, KV heads, tokens, head dim] tensor per "
@@ -248,12 +272,22 @@ def read_facts(model) -> ArchFacts:
         kv_heads = [int(kv)] * len(blks)
     kv_set = set(kv_heads)
     attention = "MQA" if kv_set == {1} and n_heads > 1 else "MHA" if kv_set == {n_heads} else "GQA"
+    latent, rope_key = getattr(cfg, "kv_lora_rank", None), getattr(cfg, "qk_rope_head_dim", None)
+    if latent and kv_set == {1} and (head_dim, v_dim) == (latent, rope_key):
+        # multi-head latent attention (DeepSeek-V2/V3) as transformers caches it: one compressed latent and one
+        # shared RoPE key per token, which every query head expands; not a key/value head shared by a group
+        attention = "MLA"
+        refusals["gqa"] = (f"{family} caches one compressed latent of {latent} values and one shared RoPE key of "
+                           f"{rope_key} per token (multi-head latent attention), not keys and values per head, so "
+                           "the grouped-query picture does not apply")
     position = _position(model, cfg, family)
     rope_types = rope_layer_types(model)
     bases: list[float | None] = [None] * len(blks)
     fraction = None
     if position == "rope":
         bases = [_rope_base(model, t) for t in rope_types]
+        for i in nope_layers(cfg, len(blks)):  # these layers add no position at all (NoPE): no base to show
+            bases[i] = None
         inv = inv_freq(model, rope_types[0])
         if inv is not None and head_dim:
             fraction = 2 * inv.numel() / head_dim
@@ -275,7 +309,7 @@ def read_facts(model) -> ArchFacts:
         rope_bases=tuple(bases), rotary_fraction=fraction, qk_norm=qk_norm, norm=_norm_kind(model, blks[0], cfg, family),
         parallel_residual=_parallel(cfg, family), tied_embeddings=bool(tied), embedding_scale=scale,
         logit_softcap=float(cap) if cap else None, attn_softcap=float(acap) if acap else None,
-        cache_layers=tuple(cache_layers), refusals=refusals,
+        cache_layers=tuple(cache_layers), refusals=refusals, v_head_dim=v_dim,
     )
 
 

@@ -43,11 +43,12 @@ def layer_bytes(cache) -> list[int]:
 def layer_bytes_formula(info, tokens: int, batch: int = 1) -> list[int]:
     """Per layer: 2 (K and V) x its KV heads x head_dim x the tokens it holds x bytes per value (x batch). A
     global layer holds every token; a sliding-window layer of window W at most W - 1 (the newest token's key
-    is added during the pass)."""
+    is added during the pass). Where values have their own head dim (DeepSeek's MLA as transformers caches it),
+    K and V are counted apart: KV heads x (key dim + value dim) x tokens x bytes."""
     f = getattr(info, "arch", None)
     if f is None:
         return [kv_bytes_formula(1, info.n_kv_heads, info.head_dim, tokens, info.bytes_per_value, batch)] * info.n_layers
-    return [kv_bytes_formula(1, f.kv_heads[i], f.head_dim, f.held_tokens(i, tokens), info.bytes_per_value, batch)
+    return [f.kv_heads[i] * (f.head_dim + f.value_dim) * f.held_tokens(i, tokens) * info.bytes_per_value * batch
             for i in range(f.n_blocks)]
 
 

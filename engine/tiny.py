@@ -117,11 +117,38 @@ def _arch_configs(vocab: int, ids: dict) -> dict:
         "mpt": lambda: t.MptConfig(vocab_size=vocab, d_model=h, n_layers=n, n_heads=4, max_seq_len=512, **ids),
         "codegen": lambda: t.CodeGenConfig(vocab_size=vocab, n_embd=h, n_layer=n, n_head=4, rotary_dim=8,
                                            n_positions=512, n_ctx=512, **ids),
+        "gpt_bigcode": lambda: t.GPTBigCodeConfig(vocab_size=vocab, n_embd=h, n_layer=n, n_head=4, n_positions=512,
+                                                  multi_query=True, **ids),
+        "cohere": lambda: t.CohereConfig(vocab_size=vocab, hidden_size=h, intermediate_size=2 * h, num_hidden_layers=n,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                                         **ids),
+        "llama-scaled-rope": lambda: t.LlamaConfig(
+            vocab_size=vocab, hidden_size=h, intermediate_size=2 * h, num_hidden_layers=n, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=512,
+            rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 128}, **ids),
+        "smollm3": lambda: t.SmolLM3Config(vocab_size=vocab, hidden_size=h, intermediate_size=2 * h,
+                                           num_hidden_layers=n, num_attention_heads=4, num_key_value_heads=2,
+                                           max_position_embeddings=512, no_rope_layer_interval=2, **ids),
+        "deepseek_v3": lambda: t.DeepseekV3Config(
+            vocab_size=vocab, hidden_size=h, intermediate_size=2 * h, moe_intermediate_size=h, num_hidden_layers=n,
+            num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8,
+            qk_nope_head_dim=8, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+            first_k_dense_replace=1, max_position_embeddings=512, **ids),
+        "gpt_oss": lambda: t.GptOssConfig(vocab_size=vocab, hidden_size=h, intermediate_size=h, num_hidden_layers=n,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                          sliding_window=TINY_WINDOW, num_local_experts=4, num_experts_per_tok=2,
+                                          max_position_embeddings=512,
+                                          layer_types=["sliding_attention", "full_attention"], **ids),
     }
 
 
 TINY_ARCHS = ("llama", "gpt2", "opt", "falcon", "gpt_neox", "qwen3", "gemma3", "mistral", "phi", "gemma2", "qwen2",
-              "stablelm", "gptj", "bloom", "mpt", "codegen")
+              "stablelm", "gptj", "bloom", "mpt", "codegen",
+              # layouts that broke what the first sixteen did not: multi-query with learned positions, RoPE on
+              # neighbouring pairs, rescaled RoPE frequencies, RoPE skipped in some layers (NoPE), values with
+              # their own head dim plus experts (MLA), and experts, attention sinks and half-width cos (GPT-OSS)
+              "gpt_bigcode", "cohere", "llama-scaled-rope", "smollm3", "deepseek_v3", "gpt_oss")
 
 
 def make_tiny_arch(arch: str, seed: int = 0):

@@ -38,6 +38,9 @@ def heads(p: V.Prompt, info, tr, lead=None) -> None:
         lead()
     one_head(p, layer, head)
     st.header("3. Grouped-query attention: heads share keys and values", divider="gray")
+    if info.refused("gqa"):
+        st.info(f"Not shown for this model: {info.refused('gqa')}.", icon=":material/block:")
+        return
     g = V.gqa(info, tr, head)
     st.markdown(g.text)
     chart(gqa_diagram(g.groups, head), "model", lesson("attention", "gqa caption", group=g.group), key="attention_gqa")

@@ -74,9 +74,12 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
         ra = rope_for(lm.name, int(n_pos))
         st.markdown(lesson("embeddings", "rope", head_dim=info.head_dim, pairs=ra.rotary_dim // 2, base=ra.base,
                            d=ra.rotary_dim))
+        source = ("The formula above with this model's config" if not ra.scaling else
+                  f"This model's own frequencies: its config's rope_type '{ra.scaling}' rescales base^(-2i/d) for "
+                  "long contexts, so the slow pairs turn slower than the formula above says")
         chart(rope_angle_heatmap(ra), "derived",
-              f"The formula above with this model's config; it matches the cos values the model's own rotary module "
-              f"produces to {ra.module_max_diff:.1e}. Pairing: {ra.pairing}.")
+              f"{source}; it matches the cos values the model's own rotary module produces to "
+              f"{ra.module_max_diff:.1e}. Pairing: {ra.pairing}.")
         f = info.arch
         bases = sorted({b for b in f.rope_bases if b}) if f is not None else []
         others = {}
@@ -92,7 +95,8 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
                  if others else "."))
         if len(bases) > 1:
             st.caption("This model rotates with a different base per layer kind: " + "; ".join(
-                f"layer {i} ({'sliding window ' + str(w) if w else 'global'}): base {b:g}"
+                f"layer {i} ({'sliding window ' + str(w) if w else 'global'}): "
+                + (f"base {b:g}" if b else "no RoPE (NoPE)")
                 for i, (w, b) in enumerate(zip(f.windows, f.rope_bases))) + ". Shown above: layer 0's.")
 
         st.subheader("The score depends only on the distance")

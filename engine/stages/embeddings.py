@@ -53,15 +53,17 @@ class Neighbours:
 
 @dataclass(frozen=True)
 class RopeAngles:
-    """theta_{p,i} = p * base^(-2i/d) for dimension pair i at position p (radians)."""
+    """theta_{p,i} = p * inv_freq_i for dimension pair i at position p (radians); inv_freq_i = base^(-2i/d), or
+    that rescaled where ``scaling`` names the config's rope_type."""
     positions: np.ndarray  # [P]
-    inv_freq: np.ndarray  # [d/2] base^(-2i/d), as the model's rotary module holds it
+    inv_freq: np.ndarray  # [d/2] as the model's rotary module holds it (base^(-2i/d) unless scaled)
     angles: np.ndarray  # [P, d/2] radians
     base: float
     head_dim: int
     rotary_dim: int  # dimensions that rotate (d above)
-    module_max_diff: float  # max |cos from the model's module - cos(formula)|: the formula is what runs
+    module_max_diff: float  # max |cos from the model's module - cos(angles)|: the angles are what runs
     pairing: str  # which dimensions rotate together
+    scaling: str | None = None  # rope_type of a model whose frequencies are not the plain formula (llama3, yarn...)
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,14 @@ def _layer_type(lm: LoadedModel, layer: int = 0) -> str | None:
 
 
 def _rotary(lm: LoadedModel, x, pos, layer_type: str | None):
+    """(cos, sin) from the model's rotary module, one value per rotating dimension: a module that returns one
+    per pair (GPT-OSS: its attention splits each head in halves itself) is widened to the rotate-half layout."""
     mod = rotary_module(lm)
-    return mod(x, pos, layer_type=layer_type) if layer_type else mod(x, pos)
+    cos, sin = mod(x, pos, layer_type=layer_type) if layer_type else mod(x, pos)
+    inv = archfacts.inv_freq(lm.model, layer_type)
+    if inv is not None and cos.shape[-1] == inv.shape[-1]:  # [.., r/2] -> [.., r]
+        cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    return cos, sin
 
 
 def rope_layers(lm: LoadedModel) -> dict:
@@ -187,31 +195,61 @@ def rope_layers(lm: LoadedModel) -> dict:
 
 @torch.inference_mode()
 def rope_angles(lm: LoadedModel, n_positions: int = 64, layer: int = 0) -> RopeAngles:
-    """Rotation angle of every query/key dimension pair at positions 0..n_positions-1 in block ``layer``, from
-    the real config, checked against the cos the model's rotary module actually produces."""
+    """Rotation angle of every query/key dimension pair at positions 0..n_positions-1 in block ``layer``:
+    theta_{p,i} = p * inv_freq_i with the model's own inverse frequencies (base^(-2i/d) from the config, or that
+    formula rescaled where the config names a rope_type such as llama3 or yarn), checked against the cos the
+    model's rotary module actually produces, in the pairing layout that module uses."""
     reason = rope_refusal(lm)
     if reason:
         raise ValueError(reason)
-    lt = _layer_type(lm, layer)
-    inv = archfacts.inv_freq(lm.model, lt).float().cpu()  # [r/2]
-    rot_dim = 2 * inv.shape[0]
     f = lm.info.arch
+    if f is not None and f.position == "rope" and f.rope_bases[layer] is None and any(f.rope_bases):
+        raise ValueError(f"layer {layer} adds no position encoding (NoPE): it does not rotate queries and keys")
+    lt = _layer_type(lm, layer)
+    inv = archfacts.inv_freq(lm.model, lt).double().cpu()  # [r/2]
+    rot_dim = 2 * inv.shape[0]
     base = (f.rope_bases[layer] if f is not None else None) or float(inv[1] ** (-(rot_dim / 2)))
     i = torch.arange(rot_dim // 2, dtype=torch.float64)
     formula = base ** (-2 * i / rot_dim)  # [r/2]
+    scaled = bool(((inv - formula).abs() > 1e-6 * formula).any())
     pos = torch.arange(n_positions, dtype=torch.float64)
-    angles = pos[:, None] * formula[None, :]  # [P, r/2]
+    angles = pos[:, None] * (inv if scaled else formula)[None, :]  # [P, r/2]: the formula, in float64, unless
+    # the config rescales it (then the model's own float32 frequencies are the truth)
     dummy = torch.zeros(1, dtype=torch.float32, device=lm.device)
     cos, _ = _rotary(lm, dummy, torch.arange(n_positions, device=lm.device)[None], lt)  # [1, P, r]
     mod = rotary_module(lm)
     scale = float(getattr(mod, f"{lt}_attention_scaling" if lt else "attention_scaling", 1.0) or 1.0)
-    half = cos[0, :, : rot_dim // 2].double().cpu() / scale  # HF layout: cat(freqs, freqs)
+    layout = _layout(cos)
+    full = cos[0].double().cpu() / scale  # [P, r]
+    half = full[:, 0::2] if layout == "interleaved" else full[:, : rot_dim // 2]  # one cos per pair
     diff = float((half - angles.cos()).abs().max())
-    return RopeAngles(pos.numpy().astype(np.int64), inv.numpy(), angles.numpy(), base, lm.info.head_dim, rot_dim, diff,
-                      f"dimension i rotates with dimension i + {rot_dim // 2} (the 'rotate half' layout of this "
-                      "implementation; the paper pairs neighbours 2i, 2i+1: same maths, different order)"
-                      + (f"; only the first {rot_dim} of {lm.info.head_dim} dimensions of each head rotate, the "
-                         "rest pass through unchanged" if rot_dim < lm.info.head_dim else ""))
+    pairing = ("dimensions 2i and 2i + 1 rotate together (neighbours, as in the paper)" if layout == "interleaved"
+               else f"dimension i rotates with dimension i + {rot_dim // 2} (the 'rotate half' layout of this "
+                    "implementation; the paper pairs neighbours 2i, 2i+1: same maths, different order)")
+    if rot_dim < lm.info.head_dim:
+        pairing += (f"; only the first {rot_dim} of {lm.info.head_dim} dimensions of each head rotate, the rest "
+                    "pass through unchanged")
+    return RopeAngles(pos.numpy().astype(np.int64), inv.float().numpy(), angles.numpy(), base, lm.info.head_dim,
+                      rot_dim, diff, pairing, _rope_type(lm, lt) if scaled else None)
+
+
+def _rope_type(lm: LoadedModel, layer_type: str | None) -> str:
+    """The config's rope_type for a layer type (what rescales the frequencies), 'scaled' when it names none."""
+    params = getattr(arch.text_config(lm.model), "rope_parameters", None)
+    if isinstance(params, dict) and layer_type and isinstance(params.get(layer_type), dict):
+        params = params[layer_type]
+    kind = params.get("rope_type") if isinstance(params, dict) else None
+    return str(kind) if kind and kind != "default" else "scaled"
+
+
+def _layout(cos: torch.Tensor) -> str:
+    """How the rotary module lays out each pair's cos: 'half' (cat(freqs, freqs): dimension i with i + r/2, as
+    Llama's code does) or 'interleaved' (each frequency twice in a row: neighbours 2i, 2i+1, as Cohere's does)."""
+    c = cos.reshape(-1, cos.shape[-1]).double()
+    h = c.shape[-1] // 2
+    if c.shape[-1] >= 4 and torch.allclose(c[:, 0::2], c[:, 1::2]) and not torch.allclose(c[:, :h], c[:, h:]):
+        return "interleaved"
+    return "half"
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -219,13 +257,19 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def _rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...): the rotation of neighbouring pairs."""
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
 def _apply_rotary(lm: LoadedModel, q, k, cos, sin):
-    """The standard rotate-half formula on the first cos.shape[-1] dimensions (all of them, or the rotary
+    """The standard RoPE rotation (rotate-half or neighbouring pairs, in the module's own layout) on the first cos.shape[-1] dimensions (all of them, or the rotary
     fraction of a partial-rotary model: GPT-NeoX, Phi, StableLM), the rest passed through; checked against the
     model's own apply_rotary_pos_emb where its module has one and it takes whole heads."""
     r = cos.shape[-1]
     c, s_ = cos.unsqueeze(1), sin.unsqueeze(1)
-    qr, kr = q[..., :r] * c + _rotate_half(q[..., :r]) * s_, k[..., :r] * c + _rotate_half(k[..., :r]) * s_
+    rot = _rotate_pairs if _layout(cos) == "interleaved" else _rotate_half
+    qr, kr = q[..., :r] * c + rot(q[..., :r]) * s_, k[..., :r] * c + rot(k[..., :r]) * s_
     return torch.cat([qr, q[..., r:]], -1), torch.cat([kr, k[..., r:]], -1)
 
 

@@ -52,7 +52,7 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
                                                         position_embeddings=cos_sin, attention_mask=causal))
     after_attn = x + seen["self_attn"]
     seen["post_attention_layernorm"] = blk.post_attention_layernorm(after_attn)
-    seen["mlp"] = blk.mlp(seen["post_attention_layernorm"])
+    seen["mlp"] = arch.block_output(blk.mlp(seen["post_attention_layernorm"]))  # an MoE MLP also returns its router
     seen["output"] = after_attn + seen["mlp"]
     scale = float(recorded.float().abs().max()) or 1.0
     tol = 1e-3 if x.dtype == torch.float32 else 3e-2  # half precisions round the same sums differently

@@ -53,9 +53,9 @@ def cache_snapshot(lm: LoadedModel, prompt_ids, generated_ids) -> CacheSnapshot:
         dtype = str(k.dtype).replace("torch.", "")
         t = int(k.shape[-2])  # a sliding-window layer holds the newest t <= n positions
         held.append(t)
-        pad = np.full((k.shape[1], n - t, k.shape[-1]), np.nan, dtype=np.float32)
-        ks.append(np.concatenate([pad, k[0].float().cpu().numpy()], axis=1))  # [kv_heads, n, head_dim]
-        vs.append(np.concatenate([pad, v[0].float().cpu().numpy()], axis=1))
+        for out, x in ((ks, k), (vs, v)):  # values may have their own head dim (MLA): each padded to its own
+            pad = np.full((x.shape[1], n - t, x.shape[-1]), np.nan, dtype=np.float32)
+            out.append(np.concatenate([pad, x[0].float().cpu().numpy()], axis=1))  # [kv_heads, n, head_dim]
     ids = (tuple(int(i) for i in prompt_ids) + tuple(int(i) for i in generated_ids))[:n]
     return CacheSnapshot(keys=np.stack(ks), values=np.stack(vs), layer_shape=shape, dtype=dtype,
                          measured_bytes=kv_bytes(cache), tokens=n, token_ids=ids, layer_tokens=tuple(held),

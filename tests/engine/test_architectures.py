@@ -44,11 +44,21 @@ def test_facts_are_measured_not_assumed(case):
     loop.prefill(lm, torch.tensor([ids]), cache)
     for i, _k, _v in kv.cache_tensors(cache):  # KV heads and head dim as the cache really holds them
         assert _k.shape[1] == f.kv_heads[i] and _k.shape[-1] == f.head_dim
-    assert f.attention == ("MQA" if set(f.kv_heads) == {1} else "MHA" if set(f.kv_heads) == {f.n_heads} else "GQA")
-    expected_windows = {"gemma3": (TINY_WINDOW, None), "gemma2": (TINY_WINDOW, None),
+    assert f.attention == ("MLA" if name == "deepseek_v3" else "MQA" if set(f.kv_heads) == {1} else
+                           "MHA" if set(f.kv_heads) == {f.n_heads} else "GQA")
+    expected_windows = {"gemma3": (TINY_WINDOW, None), "gemma2": (TINY_WINDOW, None), "gpt_oss": (TINY_WINDOW, None),
                         "mistral": (TINY_WINDOW, TINY_WINDOW)}.get(name, (None, None))
     assert f.windows == expected_windows
-    assert f.position == {"gpt2": "learned", "opt": "learned", "bloom": "alibi", "mpt": "alibi"}.get(name, "rope")
+    assert f.position == {"gpt2": "learned", "opt": "learned", "gpt_bigcode": "learned", "bloom": "alibi",
+                          "mpt": "alibi"}.get(name, "rope")
+    if name == "gpt_bigcode":
+        assert f.attention == "MQA"
+    if name == "smollm3":  # layer 1 skips RoPE: no base claimed for it, and the facts say so
+        assert f.rope_bases[0] and f.rope_bases[1] is None and "NoPE" in f.describe()
+    if name == "deepseek_v3":  # MLA: a latent of kv_lora_rank (16) and a shared RoPE key (8) cached per token
+        assert (f.head_dim, f.value_dim, f.attention) == (16, 8, "MLA") and one_line(f.refused("gqa"))
+    if name == "cohere":
+        assert f.parallel_residual
     if name == "falcon":
         assert f.attention == "MQA" and lm.info.n_kv_heads == 1
     if name in ("gpt_neox", "phi", "stablelm"):
@@ -57,7 +67,7 @@ def test_facts_are_measured_not_assumed(case):
         assert f.qk_norm and len({b for b in f.rope_bases}) == 2  # local and global RoPE bases
     for reason in f.refusals.values():
         one_line(reason)
-    assert name in f.describe()
+    assert name.split("-")[0] in f.describe()
 
 
 def test_greedy_engine_output_equals_model_generate(case):
@@ -138,8 +148,14 @@ def test_positions_rope_or_learned_or_refused(case):
     reason = E.rope_refusal(lm)
     if lm.info.position_encoding == "rope" and reason is None:
         for layer in range(lm.info.n_layers):
+            if lm.info.arch.rope_bases[layer] is None:  # a NoPE layer: refused in one line, not drawn as RoPE
+                with pytest.raises(ValueError, match="NoPE"):
+                    E.rope_angles(lm, 32, layer=layer)
+                continue
             r = E.rope_angles(lm, 32, layer=layer)
             assert r.module_max_diff < 1e-4 and r.base == lm.info.arch.rope_bases[layer]
+            assert (r.scaling == "llama3") == (name == "llama-scaled-rope") or name == "gpt_oss"
+            assert ("2i and 2i + 1 rotate together" in r.pairing) == (name == "cohere")
         demo = E.relative_demo(lm, ids[0], ids[1], n_positions=24)
         assert demo.max_spread < 1e-3 * max(demo.value_range, 1e-6)
         if lm.info.arch.qk_norm and demo.source.startswith("real"):
