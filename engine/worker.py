@@ -240,25 +240,29 @@ class Worker:
         self._served[job.session] = job.started_at
         self._running.append(job)
 
-    def _drop_stopped(self) -> None:
-        for job in [j for j in self._queue if j.should_stop()]:
+    def _drop_stopped(self) -> int:
+        """End the queued jobs nobody waits for any more; how many were dropped (the caller publishes the new
+        state: a dropped job left out of the stats file read as a job queued forever on an idle worker)."""
+        stopped = [j for j in self._queue if j.should_stop()]
+        for job in stopped:
             self._queue.remove(job)
             job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
             self._counts["cancelled"] += 1
             self._remember(job)
+        return len(stopped)
 
     def admit(self, group: Any, room: int) -> list[Job]:
         """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order,
         up to ``room``. None once a job outside the group is next: that job runs when the batch drains."""
         out: list[Job] = []
         with self._cv:
-            self._drop_stopped()
+            dropped = self._drop_stopped()
             for job in self._ordered():
                 if len(out) >= room or job.batch != group or not self.batching:
                     break
                 self._start(job)
                 out.append(job)
-        if out:
+        if out or dropped:
             self._publish()
         return out
 
@@ -363,7 +367,8 @@ class Worker:
     def _next(self) -> Job:
         with self._cv:
             while True:
-                self._drop_stopped()
+                if self._drop_stopped():
+                    self._publish()  # the condition's lock is re-entrant: stats() may take it again
                 order = self._ordered()
                 if order:
                     self._start(order[0])

@@ -88,6 +88,32 @@ def test_abandoned_job_is_cancelled_after_the_grace(tiny_lm):
     assert w.idle()
 
 
+def test_a_queued_job_dropped_with_its_tab_leaves_the_published_stats_idle(tiny_lm, tmp_path, monkeypatch):
+    """A tab closes with a race running and another job queued: both are abandoned; the queued one is dropped
+    when the worker looks for its next job, and the stats file (how a browser test sees the worker) must say so.
+    It once read 'queued: 1' forever on an idle worker: dropping a job published nothing."""
+    import json
+
+    stats = tmp_path / "stats.json"
+    monkeypatch.setenv("ILE_WORKER_STATS", str(stats))
+    w = Worker()
+    started = threading.Event()
+    race = w.submit(_slow_decode, tiny_lm, 10_000, started, key="race", session="tab")
+    started.wait(10)
+    queued = w.submit(_slow_decode, tiny_lm, 5, key="analysis", session="tab")
+    race.detach()
+    queued.detach()  # the script run that waited for both was stopped (tab closed)
+    with pytest.raises(Cancelled):
+        race.result(worker.DETACH_GRACE_S + 5)
+    with pytest.raises(Cancelled):
+        queued.result(5)
+    end = time.monotonic() + 5
+    while time.monotonic() < end and json.loads(stats.read_text()).get("queued") != 0:
+        time.sleep(0.02)
+    published = json.loads(stats.read_text())
+    assert published["queued"] == 0 and not published["busy"] and published["cancelled"] == 2, published
+
+
 def test_rerun_reattaches_instead_of_restarting(tiny_lm):
     w = Worker()
     started = threading.Event()
