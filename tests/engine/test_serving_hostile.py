@@ -127,17 +127,18 @@ def test_a_16_request_sweep_against_a_silent_server_ends_by_its_cap():
         with pytest.raises(C.ServerTimeout, match="time allowed for this measurement ran out"):
             Me.concurrency_sweep(cfg(s), (1, 2, 4, 8), new_tokens=4, prompt_tokens=16, max_s=4)
         took = time.monotonic() - t0
-        assert took < 4.0 + 1.0, took
+        assert took < 4.0 + 2.0, took  # the cap, plus closing 16 sockets and joining their threads on a busy machine
         assert wait_for(lambda: s.open == 0, 2), "connections left open after the sweep"
         t0 = time.monotonic()
         with pytest.raises(C.ServerTimeout):
             Me.prompt_sweep(cfg(s), (16, 64), new_tokens=4, repeats=2, max_s=3)
-        assert time.monotonic() - t0 < 3.0 + 1.0
+        assert time.monotonic() - t0 < 3.0 + 2.0
 
 
 def test_a_sweep_that_runs_out_of_time_keeps_what_it_measured():
     with OddServer("plain") as s:
-        sw = Me.concurrency_sweep(cfg(s), (1, 2, 4, 8, 16, 32), new_tokens=4, prompt_tokens=16, max_s=0.5,
+        # 1.5 s: the first level must fit even on a loaded machine (at 0.5 s none did once beside a full suite)
+        sw = Me.concurrency_sweep(cfg(s), (1, 2, 4, 8, 16, 32), new_tokens=4, prompt_tokens=16, max_s=1.5,
                                   poll_metrics=False)
         assert sw.levels and sw.truncated or len(sw.levels) == 6
 
