@@ -1,14 +1,14 @@
 """Logits & sampling: from the model's scores to one chosen token, stage by stage, and the loop one step at a time."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import nav
-from ui import sampling_view as SV
-from ui.layout import beside, chart, notes, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.runs import current_trace
-from ui.sampling_sections import dice_and_sections
+from ui.frame import nav
+from ui.sampling import view as SV
+from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.frame.runs import current_trace
+from ui.sampling.sections import dice_and_sections
 
 nav.through_router()
 st.title("Logits & sampling: rolling the model's dice")

@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--model", default="tiny-random")
     args = parser.parse_args()
-    from ui import nav
+    from ui.frame import nav
     dumps = [dump_page(p.path, args.model) for p in nav.available()]
     Path(args.out).write_text("\n".join(dumps) + "\n")
 

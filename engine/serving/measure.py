@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from engine.serving import client as C
 from engine.serving.metrics import MetricsSample, Scraper
-from engine.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
+from engine.measure.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 MAX_CONCURRENCY = 32  # parallel requests in one round
 MAX_REQUESTS = 160  # requests in one sweep, all rounds together

@@ -5,13 +5,13 @@ import pytest
 import torch
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from engine.stages.attention import (TIMED_IMPL, fit_power, first_token_pull, gqa_saving, growth_exponent,
+from engine.attention.analysis import (TIMED_IMPL, fit_power, first_token_pull, gqa_saving, growth_exponent,
                               head_entropy_bits, head_mean_distance, kv_groups, kv_head_of, measure_cost,
                               measure_forward)
-from engine.kv import kv_bytes
-from engine.prompt import encode_prompt
-from engine.trace import ATTN_MAX, analyse_prompt
-from engine.loop import new_cache, prefill
+from engine.core.kv import kv_bytes
+from engine.core.prompt import encode_prompt
+from engine.core.trace import ATTN_MAX, analyse_prompt
+from engine.core.loop import new_cache, prefill
 
 
 def _check_causal_rows(att: np.ndarray, n_layers: int, n_heads: int, m: int) -> None:

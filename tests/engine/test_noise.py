@@ -3,7 +3,7 @@ import subprocess
 import sys
 import time
 
-from engine import noise
+from engine.measure import noise
 
 
 def test_summarize_median_quartiles_and_wide_spread():

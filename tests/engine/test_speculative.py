@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experiments.drafters import DrafterError, LookupDrafter, ModelDrafter, crop_to, early_exit_model, make_drafter
-from engine.prompt import encode_prompt
-from engine.sampling import SamplingSettings, make_generator
-from engine.experiments.speculative import expected_speedup, race, speculative_generate, sweep_k, verify
-from engine.trace import generate_tokens
-from engine.loop import new_cache, prefill
+from engine.speculative.drafters import DrafterError, LookupDrafter, ModelDrafter, crop_to, early_exit_model, make_drafter
+from engine.core.prompt import encode_prompt
+from engine.core.sampling import SamplingSettings, make_generator
+from engine.speculative.decoding import expected_speedup, race, speculative_generate, sweep_k, verify
+from engine.core.trace import generate_tokens
+from engine.core.loop import new_cache, prefill
 
 
 
