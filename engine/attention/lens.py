@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.core import arch
+from engine.core import arch, instrument
 from engine.core.models import LoadedModel
 from engine.core.prompt import token_text
 
@@ -44,7 +44,7 @@ def logit_lens(lm: LoadedModel, ids: list[int], max_positions: int = MAX_LENS_PO
     n = len(ids)
     p = max(1, min(int(max_positions), n))
     keep = slice(n - p, n)
-    with arch.residual_stream(model, lambda t: t[0, keep]) as captured:
+    with instrument.residual_stream(model, lambda t: t[0, keep]) as captured:
         model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
     return lens_from_residual(lm, ids, torch.stack(captured), top_k, chunk_layers)  # [L+1, P, d]
 

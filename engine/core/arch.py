@@ -1,8 +1,6 @@
 """Where the parts of a causal LM live, found on the loaded model (known attribute paths first, then the\nModuleList of the config's layer count), and the unembedding the logit lens uses."""
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Callable
 
 import torch
 
@@ -90,29 +88,3 @@ def block_output(out) -> torch.Tensor:
 def block_input(args, kwargs) -> torch.Tensor:
     """The residual stream a block receives: its first positional argument or ``hidden_states``."""
     return args[0] if args else kwargs["hidden_states"]
-
-
-@contextmanager
-def residual_stream(model, select: Callable[[torch.Tensor], torch.Tensor] = lambda t: t):
-    """While active, every forward pass appends block 0's input (the embedding plus, where the model has
-    them, learned positions, scaling or an embedding norm), then each block's output (the residual
-    stream after that block), passed through ``select``, to the yielded list. A loaded model has these hooks
-    from load time (engine.core.instrument) and they are only switched on here; a bare model gets them for the
-    duration of the block."""
-    from engine.core import instrument
-
-    if instrument.installed(model):
-        with instrument.residual_stream(select) as captured:
-            yield captured
-        return
-    captured: list[torch.Tensor] = []
-    first = blocks(model)[0]
-    hooks = [first.register_forward_pre_hook(lambda m, a, k: captured.append(select(block_input(a, k))),
-                                             with_kwargs=True)]
-    for blk in blocks(model):
-        hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(select(block_output(o)))))
-    try:
-        yield captured
-    finally:
-        for h in hooks:
-            h.remove()

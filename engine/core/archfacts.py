@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.core import arch
+from engine.core import arch, instrument
 
 GLOBAL, SLIDING, CHUNKED = "global", "sliding", "chunked"
 CHECK_TOL = 1e-4  # relative to the logits' scale; float32 passes agree to ~1e-6
@@ -234,8 +234,6 @@ def read_facts(model) -> ArchFacts:
                                     "layer, so its bytes per layer cannot be read and checked here")
     except Exception as exc:  # noqa: BLE001
         refusals["kv_cache"] = f"a cached pass of {family} failed ({type(exc).__name__}), so its KV cache is not shown"
-    from engine.core import instrument
-
     if not instrument.measured(model):
         refusals["attention_time"] = (f"{family} runs {model.config._attn_implementation} attention, not the app's "
                                       "timed SDPA, so the time inside attention cannot be measured apart from the "
@@ -313,8 +311,6 @@ def attention_problem(att: list[torch.Tensor], facts: ArchFacts, n: int) -> str 
 def check_analysis(model, facts: ArchFacts) -> dict:
     """Refusals for the analysis pass and the logit lens, found by running them on a short sequence and
     comparing with a plain forward pass. Returns {feature: reason}."""
-    from engine.core import instrument
-
     out: dict[str, str] = {}
     n = check_length(facts)
     vocab = model.get_input_embeddings().weight.shape[0]
@@ -329,7 +325,7 @@ def check_analysis(model, facts: ArchFacts) -> dict:
     scale = float(plain.abs().max()) or 1.0
     tol = CHECK_TOL if next(model.parameters()).dtype == torch.float32 else 3e-2
     try:
-        with arch.residual_stream(model) as resid:
+        with instrument.residual_stream(model) as resid:
             logits, att = analysis_pass(model, x, n, **kw)
     except Exception as exc:  # noqa: BLE001
         out["analysis"] = f"recording {facts.family}'s attention weights failed ({type(exc).__name__})"
@@ -373,8 +369,6 @@ def _keep_kw(model, keep: int) -> dict:
 def analysis_pass(model, x: torch.Tensor, m: int, **kw):
     """One plain forward pass over ``x`` that also records every layer's attention weights (first ``m``
     positions). Returns (logits, [weights [b, h, m, m] per layer]); ``kw`` goes to the forward pass."""
-    from engine.core import instrument
-
     if instrument.measured(model):
         with instrument.attention_weights(limit=m) as att:
             logits = model(input_ids=x, use_cache=False, **kw).logits

@@ -8,7 +8,7 @@ attribute set): the app's other sessions and the timings would see it. So at loa
   or ``attention_timer()`` (SDPA with the time spent inside it added up);
 - block 0 gets a pre-hook (its input: embeddings plus any learned positions or scaling) and every block a
   forward hook that append the residual stream to the list of an
-  active ``residual_stream()`` and does nothing otherwise.
+  active ``residual_stream(model)`` and does nothing otherwise.
 
 ContextVars are per thread, so a job on the engine worker switches them on for itself only.
 """
@@ -132,12 +132,36 @@ def attention_timer():
 
 
 @contextmanager
-def residual_stream(select: Callable[[torch.Tensor], torch.Tensor] = lambda t: t):
+def _residuals_switched_on(select: Callable[[torch.Tensor], torch.Tensor]):
     """While active, every forward pass appends the embedding output, then each block's output (the residual
-    stream after that block), passed through ``select``, to the yielded list."""
+    stream after that block), passed through ``select``, to the yielded list (the hooks installed at load)."""
     captured: list[torch.Tensor] = []
     token = _resid.set((captured, select))
     try:
         yield captured
     finally:
         _resid.reset(token)
+
+
+@contextmanager
+def residual_stream(model, select: Callable[[torch.Tensor], torch.Tensor] = lambda t: t):
+    """While active, every forward pass appends block 0's input (the embedding plus, where the model has
+    them, learned positions, scaling or an embedding norm), then each block's output (the residual
+    stream after that block), passed through ``select``, to the yielded list. A loaded model has these hooks
+    from load time (install) and they are only switched on here; a bare model gets them for the
+    duration of the block."""
+    if installed(model):
+        with _residuals_switched_on(select) as captured:
+            yield captured
+        return
+    captured: list[torch.Tensor] = []
+    first = arch.blocks(model)[0]
+    hooks = [first.register_forward_pre_hook(lambda m, a, k: captured.append(select(arch.block_input(a, k))),
+                                             with_kwargs=True)]
+    for blk in arch.blocks(model):
+        hooks.append(blk.register_forward_hook(lambda m, i, o: captured.append(select(arch.block_output(o)))))
+    try:
+        yield captured
+    finally:
+        for h in hooks:
+            h.remove()

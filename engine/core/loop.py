@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
 from engine.core.worker import check_cancelled

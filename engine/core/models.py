@@ -15,11 +15,13 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
+
+from engine.core.loaded import (LoadedModel, ModelInfo, ModelLoadError,  # noqa: F401  (re-exported)
+                                attention_implementation)
 
 EMBEDDED = "embedded"
 TINY = "tiny-random"
@@ -46,61 +48,6 @@ CACHE_ADVICE = ("Set ILE_CACHE_DIR to a writable folder with at least 1 GB free 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[\w.-]{1,96})?$")
 
 Progress = Callable[[str], None]
-
-
-class ModelLoadError(RuntimeError):
-    """A model could not be loaded; the message is written for the person who asked for it."""
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    source: str
-    device: str
-    dtype: str
-    n_params: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    hidden_size: int
-    intermediate_size: int
-    vocab_size: int
-    max_positions: int
-    model_type: str
-    tied_embeddings: bool
-    has_chat_template: bool
-    position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.core.archfacts, read from the model)
-    rope_theta: float | None
-    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.core.precision); "" = dtype's own
-    arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
-    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.core.precision)
-
-    def refused(self, feature: str) -> str | None:
-        """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
-        return self.arch.refused(feature) if self.arch is not None else None
-
-    @property
-    def bytes_per_value(self) -> int:
-        return torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class LoadedModel:
-    """A model, its tokenizer and facts about it. Shared by every browser session and never changed by a
-    request; its forward passes all run on the one engine worker (engine/core/worker.py), one at a time."""
-
-    name: str
-    model: torch.nn.Module
-    tokenizer: object
-    info: ModelInfo
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
 
 
 def short(name: str, limit: int = 60) -> str:
@@ -622,21 +569,6 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return _HUB_CHECK["ok"]
 
 
-def attention_implementation(path_or_config, **kw) -> str:
-    """"sdpa" for a family whose attention goes through transformers' AttentionInterface (the app's measuring
-    attention is installed there, engine.core.instrument); "eager" for one with its own attention code (Falcon):
-    its SDPA branch cannot record weights, and its weights-recording branch is its eager one."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    try:
-        cfg = path_or_config if not isinstance(path_or_config, (str, Path)) else AutoConfig.from_pretrained(
-            str(path_or_config), trust_remote_code=False, **kw)
-        cls = AutoModelForCausalLM._model_mapping[type(cfg)]
-    except Exception:  # noqa: BLE001 - unknown here: the load itself says what is wrong
-        return "sdpa"
-    return "sdpa" if getattr(cls, "_supports_attention_backend", True) else "eager"
-
-
 def _from_dir(path: Path, dtype: torch.dtype, **kw):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -783,3 +715,12 @@ def _load_default(name: str, device: torch.device, progress: Progress) -> Loaded
     except Exception as exc:
         raise ModelLoadError(f"Could not load '{short(name)}': {type(exc).__name__}: {str(exc)[:300]}") from exc
     return _finish(name, source, model, tok, device)
+
+
+def load_tiny_arch(arch: str, seed: int = 0, device: str = "cpu"):
+    """A LoadedModel of ``make_tiny_arch(arch)``, instrumented and described as the loader does it."""
+    from engine.core.tiny import make_tiny_arch
+
+    model, tok = make_tiny_arch(arch, seed)
+    return _finish(f"tiny-{arch}", f"tiny random {arch} model (random weights, built from its config class)", model,
+                   tok, torch.device(device))

@@ -34,7 +34,7 @@ from dataclasses import replace
 import torch
 
 from engine.core import smoothing
-from engine.core.models import LoadedModel, ModelLoadError
+from engine.core.loaded import LoadedModel, ModelLoadError
 
 PRECISIONS = ("float32", "bfloat16", "float16", "int8")
 LABELS = {

@@ -126,14 +126,14 @@ TINY_ARCHS = ("llama", "gpt2", "opt", "falcon", "gpt_neox", "qwen3", "gemma3", "
 
 def make_tiny_arch(arch: str, seed: int = 0):
     """Return (model, tokenizer): a random-weight model of family ``arch`` (one of TINY_ARCHS), built from its
-    config class with the attention implementation the loader would pick (engine.core.models.attention_implementation;
+    config class with the attention implementation the loader would pick (engine.core.loaded.attention_implementation;
     eager where the family has no SDPA)."""
     from transformers import AutoModelForCausalLM
 
     tok = make_tiny_tokenizer()
     ids = dict(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     cfg = _arch_configs(len(tok), ids)[arch]()
-    from engine.core.models import attention_implementation
+    from engine.core.loaded import attention_implementation
 
     torch.manual_seed(seed)
     try:
@@ -144,12 +144,3 @@ def make_tiny_arch(arch: str, seed: int = 0):
     with torch.no_grad():
         model.get_input_embeddings().weight.normal_(0, 1.0)
     return model.eval(), tok
-
-
-def load_tiny_arch(arch: str, seed: int = 0, device: str = "cpu"):
-    """A LoadedModel of ``make_tiny_arch(arch)``, instrumented and described as the loader does it."""
-    from engine.core.models import _finish
-
-    model, tok = make_tiny_arch(arch, seed)
-    return _finish(f"tiny-{arch}", f"tiny random {arch} model (random weights, built from its config class)", model,
-                   tok, torch.device(device))

@@ -247,7 +247,7 @@ def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAna
     m_max = min(n_max, ATTN_MAX)
     no_attention = lm.info.refused("analysis") or lm.info.refused("attention")
     no_lens = lm.info.refused("lens")  # the final norm and head do not reproduce the logits (engine.core.archfacts)
-    with arch.residual_stream(model) as captured:
+    with instrument.residual_stream(model) as captured:
         if no_attention:  # a plain pass: its logits and residual stream are right, its attention is not recorded
             logits, att = model(input_ids=x, use_cache=False).logits, []
         else:

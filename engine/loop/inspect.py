@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.core import arch, archfacts
+from engine.core import arch, archfacts, instrument
 from engine.core.models import LoadedModel
 
 
@@ -37,7 +37,7 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
     if rotary is None or not all(hasattr(blk, a) for a, _ in _PARTS):
         return None
     x_ids = torch.tensor([ids], device=lm.device)  # [1, n]
-    with arch.residual_stream(model) as stream:
+    with instrument.residual_stream(model) as stream:
         model(input_ids=x_ids, use_cache=False)
     x, recorded = stream[layer], stream[layer + 1]  # [1, n, hidden]: the block's input and output
     n = x.shape[1]

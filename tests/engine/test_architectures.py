@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.core import arch, archfacts, kv, loop, trace
+from engine.core import arch, archfacts, instrument, kv, loop, trace
 from engine.speculative import decoding as speculative
 from engine.sampling import stepper
 from engine.core.precision import PrecisionError, to_precision, weight_bytes
@@ -15,7 +15,8 @@ from engine.embeddings import analysis as E
 from engine.loop import inspect as I
 from engine.kv_cache import snapshot as kv_snapshot
 from engine.attention import lens
-from engine.core.tiny import TINY_ARCHS, TINY_WINDOW, load_tiny_arch
+from engine.core.models import load_tiny_arch
+from engine.core.tiny import TINY_ARCHS, TINY_WINDOW
 
 PROMPT = ("The capital of France is Paris. The capital of Italy is Rome. Once upon a time there was a small model "
           "that learned")
@@ -96,7 +97,7 @@ def test_residual_stream_and_logit_lens(case):
     _, lm, ids, tr = case
     a = tr.analysis
     x = torch.tensor([ids])
-    with torch.inference_mode(), arch.residual_stream(lm.model) as got:
+    with torch.inference_mode(), instrument.residual_stream(lm.model) as got:
         lm.model(input_ids=x, use_cache=False)
     # row 0 is block 0's real input (GPT-2's learned positions included, Gemma's scaling included)
     blk0_in = []

@@ -8,7 +8,8 @@ import torch
 from engine.core import background, models
 from engine.compare import analysis as C
 from engine.core.model_names import BUILTIN, DEFAULT_ALLOWED, ModelPolicy, normalise, policy_from_env
-from engine.core.tiny import TINY_WINDOW, load_tiny_arch
+from engine.core.models import load_tiny_arch
+from engine.core.tiny import TINY_WINDOW
 
 
 @pytest.fixture(scope="module")

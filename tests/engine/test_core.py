@@ -251,13 +251,13 @@ def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(ti
     when the recorded output differs from what those modules give (here: shifted after the pass), it refuses."""
     from contextlib import contextmanager
 
-    from engine.core import arch
+    from engine.core import instrument
     from engine.loop.inspect import block_walk
 
     ids = [1, 2, 3, 4, 5, 6]
     walk = block_walk(tiny_lm, ids, layer=1)
     assert walk is not None and len(walk) == 7
-    real = arch.residual_stream
+    real = instrument.residual_stream
 
     @contextmanager
     def shifted(model, select=lambda t: t):
@@ -265,5 +265,5 @@ def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(ti
             yield stream
             stream[2] = stream[2] + 1.0  # block 1's recorded output, moved off what the block computes
 
-    monkeypatch.setattr(arch, "residual_stream", shifted)
+    monkeypatch.setattr(instrument, "residual_stream", shifted)
     assert block_walk(tiny_lm, ids, layer=1) is None
