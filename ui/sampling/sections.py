@@ -94,3 +94,10 @@ def draws(lm, sg, logits, settings, seed: int) -> None:
           f"{n:,} independent draws (one vectorised torch.multinomial call, seed {seed}) from the real distribution. "
           f"Total variation distance between shares and probabilities: {total_variation(counts):.3f} "
           "(0 = identical; shrinks roughly as 1/\u221aN).", key="sampling_draws_chart")
+
+
+def position_table(table, bars: dict[str, str], height: int) -> None:
+    """Section 6's table: the probability columns in ``bars`` drawn as bars from 0 to 1, in their format."""
+    col = st.column_config.ProgressColumn
+    st.dataframe(table, hide_index=True, height=height,
+                 column_config={name: col(min_value=0.0, max_value=1.0, format=fmt) for name, fmt in bars.items()})

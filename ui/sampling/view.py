@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-import streamlit as st
 
 from engine.sampling.stages import Stages, draw_at, stages
 from ui.frame.html import chips, visible
@@ -86,7 +85,5 @@ def every_position(lm, tr):
         "p(that token)": list(pp.actual_probs.round(4)) + [None],
         "its rank": [int(r) for r in pp.actual_ranks] + [None],
     })
-    col = st.column_config.ProgressColumn
-    config = {"p(top guess)": col(min_value=0.0, max_value=1.0, format="%.3f"),
-              "p(that token)": col(min_value=0.0, max_value=1.0, format="%.3g")}
-    return fig, caption, table, config, min(420, 38 + 35 * len(toks))
+    bars = {"p(top guess)": "%.3f", "p(that token)": "%.3g"}  # probability columns drawn as bars, their format
+    return fig, caption, table, bars, min(420, 38 + 35 * len(toks))
