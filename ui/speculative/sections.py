@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.speculative.bench import PROMPTS
+from engine.speculative.race import PROMPTS
 from engine.speculative.drafters import DrafterError
 from engine.speculative.decoding import MAX_K
 from engine.core.models import ModelLoadError
