@@ -11,16 +11,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from engine.core import instrument
 from engine.core.kv import kv_bytes_for
 from engine.core.models import LoadedModel, ModelInfo
 from engine.measure.timing import now
 
-TIMED_IMPL = "ile_timed_sdpa"  # PyTorch SDPA, wrapped so the time spent inside attention is recorded
 DEFAULT_LENGTHS = (32, 64, 128, 256, 512)
 FILLER = ("The quick brown fox jumps over the lazy dog while the teacher explains how a language model reads "
           "every earlier word before it writes the next one. ")
@@ -96,20 +92,6 @@ class CostPoint:
     @property
     def attention_median(self) -> float:
         return statistics.median(self.attention_s)
-
-
-_clock: dict[str, float] = {"t": 0.0}
-
-
-def _timed_sdpa(module, query, key, value, attention_mask, **kw):
-    t0 = now(query.device)
-    out = sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
-    _clock["t"] += now(query.device) - t0
-    return out
-
-
-AttentionInterface.register(TIMED_IMPL, _timed_sdpa)
-AttentionMaskInterface.register(TIMED_IMPL, sdpa_mask)
 
 
 def filler_ids(lm: LoadedModel, tokens: int) -> list[int]:

@@ -144,9 +144,6 @@ class ModelDrafter:
         self._fed_drafts = 0
 
 
-crop_to = crop  # the older name; engine.core.loop.crop is the one rollback
-
-
 def _shallow(module: torch.nn.Module) -> torch.nn.Module:
     """A new module object that shares every parameter with ``module`` but has its own child table."""
     new = copy.copy(module)

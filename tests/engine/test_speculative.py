@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.speculative.drafters import DrafterError, LookupDrafter, ModelDrafter, crop_to, early_exit_model, make_drafter
+from engine.speculative.drafters import DrafterError, LookupDrafter, ModelDrafter, early_exit_model, make_drafter
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator
 from engine.speculative.decoding import expected_speedup, race, speculative_generate, sweep_k, verify
 from engine.core.trace import generate_tokens
-from engine.core.loop import new_cache, prefill
+from engine.core.loop import crop, new_cache, prefill
 
 
 
@@ -136,7 +136,7 @@ def test_kv_cache_after_rollback_equals_fresh_pass(tiny_lm):
     cache = new_cache(tiny_lm)
     prefill(tiny_lm, torch.tensor([ids[:12]]), cache)
     tiny_lm.model(input_ids=torch.tensor([[5, 6, 7, 8]]), past_key_values=cache, use_cache=True)  # rejected drafts
-    crop_to(cache, 12)
+    crop(cache, 12)
     assert cache.get_seq_length() == 12
     cont = tiny_lm.model(input_ids=torch.tensor([ids[12:20]]), past_key_values=cache, use_cache=True).logits
     fresh = tiny_lm.model(input_ids=torch.tensor([ids[:20]]), use_cache=False).logits[:, 12:]
