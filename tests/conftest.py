@@ -118,3 +118,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
         if tier and not (tier == "unit" and model):  # a test on the real model is never in the fast tier
             item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture
+def door():
+    """Counts top-level model forward passes (any *ForCausalLM module) in this process, split by whether they came
+    through engine.core.loop (the one door to the model: cancellation and the thread rule for every pass)."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    from engine.core import loop
+
+    count = {"through": 0, "outside": 0, "where": []}
+
+    def hook(module, args):
+        if type(module).__name__.endswith("ForCausalLM"):
+            if loop.through_door():
+                count["through"] += 1
+            else:
+                import traceback
+
+                count["outside"] += 1
+                count["where"].append("".join(traceback.format_stack(limit=8)[:-1]))
+
+    handle = register_module_forward_pre_hook(hook)
+    yield count
+    handle.remove()

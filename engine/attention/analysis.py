@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from engine.core import instrument
+from engine.core import instrument, loop
 from engine.core.kv import kv_bytes_for
 from engine.core.models import LoadedModel, ModelInfo
 from engine.measure.timing import now
@@ -113,7 +113,7 @@ def measure_forward(lm: LoadedModel, tokens: int, repeats: int = 3, warmup: int 
     for i in range(warmup + repeats):
         with instrument.attention_timer() as clock:  # switched on for this pass; the model is not changed
             t0 = now(lm.device)
-            model(input_ids=x, use_cache=False, logits_to_keep=1)
+            loop.full_pass(model, x, logits_to_keep=1)
             seconds = now(lm.device) - t0
         if i >= warmup:
             fwd.append(seconds)

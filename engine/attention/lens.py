@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.core import arch, instrument
+from engine.core import arch, instrument, loop
 from engine.core.models import LoadedModel
 from engine.core.prompt import token_text
 
@@ -45,7 +45,7 @@ def logit_lens(lm: LoadedModel, ids: list[int], max_positions: int = MAX_LENS_PO
     p = max(1, min(int(max_positions), n))
     keep = slice(n - p, n)
     with instrument.residual_stream(model, lambda t: t[0, keep]) as captured:
-        model(input_ids=torch.tensor([ids], device=lm.device), use_cache=False, logits_to_keep=1)
+        loop.full_pass(model, torch.tensor([ids], device=lm.device), logits_to_keep=1)
     return lens_from_residual(lm, ids, torch.stack(captured), top_k, chunk_layers)  # [L+1, P, d]
 
 

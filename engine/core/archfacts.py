@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.core import arch, instrument
+from engine.core import arch, instrument, loop
 
 GLOBAL, SLIDING, CHUNKED = "global", "sliding", "chunked"
 CHECK_TOL = 1e-4  # relative to the logits' scale; float32 passes agree to ~1e-6
@@ -201,8 +201,6 @@ def _parallel(cfg, family: str) -> bool:
 
 
 def _probe_cache(model, n_tokens: int):
-    from engine.core import loop  # the one module that hands a cache to a model
-
     dev = next(model.parameters()).device
     cache = loop.new_cache(model)
     loop.forward(model, torch.zeros(1, n_tokens, dtype=torch.long, device=dev), cache)
@@ -320,7 +318,7 @@ def check_analysis(model, facts: ArchFacts) -> dict:
     # the others out: with a 262k vocabulary the full [517, vocab] logits were 0.5 GB per copy, and the check
     # peaked at 5.4 GB and took a minute at load (Gemma 3 270M).
     kw = _keep_kw(model, min(n, CHECK_LOGITS))
-    plain = model(input_ids=x, use_cache=False, **kw).logits.float()  # [1, keep, vocab]
+    plain = loop.full_pass(model, x, **kw).logits.float()  # [1, keep, vocab]
     keep = plain.shape[1]
     scale = float(plain.abs().max()) or 1.0
     tol = CHECK_TOL if next(model.parameters()).dtype == torch.float32 else 3e-2
@@ -371,9 +369,9 @@ def analysis_pass(model, x: torch.Tensor, m: int, **kw):
     positions). Returns (logits, [weights [b, h, m, m] per layer]); ``kw`` goes to the forward pass."""
     if instrument.measured(model):
         with instrument.attention_weights(limit=m) as att:
-            logits = model(input_ids=x, use_cache=False, **kw).logits
+            logits = loop.full_pass(model, x, **kw).logits
         return logits, att
-    out = model(input_ids=x, use_cache=False, output_attentions=True, **kw)
+    out = loop.full_pass(model, x, output_attentions=True, **kw)
     return out.logits, [a[..., :m, :m] for a in (out.attentions or ())]
 
 

@@ -2,13 +2,19 @@
 over the prompt, one decode step per new token, ``decode`` for n steps with a callback, rolling the cache back
 (``crop``), warm-up, and the end-of-sequence ids that stop it.
 
-This is the only module that passes a KV cache (``past_key_values=``) to a model: trace, timeline, KV
-snapshots, the stepper, speculative decoding and the batching scheduler all call it. Every forward pass here
-first asks ``engine.core.worker.check_cancelled()``, so a job whose session went away stops within one step.
+This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
+model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
+and a pass with no cache (an analysis, the logit lens, timing without a cache, calibration) is ``full_pass``.
+Every forward pass here first asks ``engine.core.worker.check_cancelled()``, so a job whose session went away
+stops within one step, and follows the thread rule (``engine.measure.threads.pass_threads``).
+``through_door()`` tells a hook whether the pass running now came through here (tests count the ones that
+did not).
 """
 from __future__ import annotations
 
+import contextvars
 import weakref
+from contextlib import contextmanager
 from typing import Callable
 
 import torch
@@ -24,8 +30,25 @@ from engine.core.worker import check_cancelled
 _WARMED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
 
+_DOOR: contextvars.ContextVar[bool] = contextvars.ContextVar("ile_through_the_door", default=False)
+
+
 def _module(m) -> torch.nn.Module:
     return m.model if isinstance(m, LoadedModel) else m
+
+
+def through_door() -> bool:
+    """True while a forward pass made by this module runs (on this thread)."""
+    return _DOOR.get()
+
+
+@contextmanager
+def _door():
+    token = _DOOR.set(True)
+    try:
+        yield
+    finally:
+        _DOOR.reset(token)
 
 
 def eos_ids(lm: LoadedModel) -> set[int]:
@@ -103,9 +126,23 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
         kw["attention_mask"] = attention_mask
     if position_ids is not None:
         kw["position_ids"] = position_ids
-    with pass_threads(ids.numel(), ids.device):  # a small pass runs on one CPU thread (engine/measure/threads.py)
+    with pass_threads(ids.numel(), ids.device), _door():  # a small pass: one CPU thread (engine/measure/threads.py)
         return _module(lm)(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep),
                            **kw).logits
+
+
+def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
+    """One forward pass over the whole of ``ids`` [batch, n] with no KV cache; returns the model's output
+    (``.logits`` [batch, n or logits_to_keep, vocab]; hidden states or attentions where ``kw`` asks for them).
+    ``params``: run with these tensors in place of the model's own (``torch.func.functional_call``: the training
+    pass of the memory measurement). The same cancellation check and thread rule as ``forward``; the caller
+    chooses inference or grad mode."""
+    check_cancelled()
+    model = _module(lm)
+    with pass_threads(ids.numel(), ids.device), _door():
+        if params is not None:
+            return torch.func.functional_call(model, params, (), {"input_ids": ids, "use_cache": False, **kw})
+        return model(input_ids=ids, use_cache=False, **kw)
 
 
 def prefill(lm, ids: torch.Tensor, cache) -> torch.Tensor:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from engine.core import loop
+
 ALPHA = 0.5
 # Architectures whose decoder layers are: input_layernorm (RMSNorm, output * weight) -> q/k/v_proj, and
 # post_attention_layernorm -> gate/up_proj. Others (Gemma's norms multiply by 1 + weight) are left unsmoothed.
@@ -70,7 +72,7 @@ def _input_max(model, groups, ids: list[int]) -> list[torch.Tensor]:
         hooks.append(lins[0].register_forward_pre_hook(hook))
     try:
         dev = next(model.parameters()).device
-        model(input_ids=torch.tensor([ids], device=dev), use_cache=False, logits_to_keep=1)
+        loop.full_pass(model, torch.tensor([ids], device=dev), logits_to_keep=1)
     finally:
         for h in hooks:
             h.remove()

@@ -16,7 +16,7 @@ import torch
 
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
-from engine.core.loop import decode, eos_ids, new_cache, prefill, warm_up
+from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, warm_up
 from engine.core.models import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
@@ -249,7 +249,7 @@ def analyse_prompts(lm: LoadedModel, prompts: list[list[int]]) -> list[PromptAna
     no_lens = lm.info.refused("lens")  # the final norm and head do not reproduce the logits (engine.core.archfacts)
     with instrument.residual_stream(model) as captured:
         if no_attention:  # a plain pass: its logits and residual stream are right, its attention is not recorded
-            logits, att = model(input_ids=x, use_cache=False).logits, []
+            logits, att = full_pass(model, x).logits, []
         else:
             logits, att = _analysis_pass(lm, x, m_max)
     n_l = len(arch.blocks(model))

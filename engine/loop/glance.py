@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.core import loop
 from engine.core.models import LoadedModel
 
 
@@ -28,7 +29,7 @@ def last_position(lm: LoadedModel, ids, n_preview: int = 8, k: int = 5) -> LastP
     """Embedding row, final hidden state and top logits at the last of ``ids`` (one pass, no cache)."""
     model = lm.model
     x = torch.tensor([list(ids)], device=lm.device)  # [1, n]
-    out = model(input_ids=x, use_cache=False, output_hidden_states=True, logits_to_keep=1)
+    out = loop.full_pass(model, x, output_hidden_states=True, logits_to_keep=1)
     hidden = out.hidden_states[-1][0, -1]  # [d], after the final norm
     logits = out.logits[0, -1].float()  # [vocab]: the model's own (soft-capping included where it has one)
     top = torch.topk(logits, k)

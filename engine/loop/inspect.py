@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.core import arch, archfacts, instrument
+from engine.core import arch, archfacts, instrument, loop
 from engine.core.models import LoadedModel
 
 
@@ -38,7 +38,7 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
         return None
     x_ids = torch.tensor([ids], device=lm.device)  # [1, n]
     with instrument.residual_stream(model) as stream:
-        model(input_ids=x_ids, use_cache=False)
+        loop.full_pass(model, x_ids)
     x, recorded = stream[layer], stream[layer + 1]  # [1, n, hidden]: the block's input and output
     n = x.shape[1]
     window = lm.info.arch.windows[layer] if lm.info.arch is not None else None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.core.loop import full_pass
 from engine.core.models import LoadedModel
 
 TOP = 5
@@ -27,7 +28,7 @@ class PositionPredictions:
 def position_predictions(lm: LoadedModel, ids: list[int], top: int = TOP) -> PositionPredictions:
     """One forward pass over ``ids`` (no cache); the logits at position i predict token i + 1."""
     x = torch.tensor([list(ids)], device=lm.device)  # [1, n]
-    return predictions_from_logits(ids, lm.model(input_ids=x, use_cache=False).logits[0], top)
+    return predictions_from_logits(ids, full_pass(lm, x).logits[0], top)
 
 
 @torch.inference_mode()

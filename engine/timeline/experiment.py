@@ -33,10 +33,9 @@ from engine.core.kv import kv_bytes_for
 from engine.core.models import LoadedModel
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
-from engine.measure.threads import pass_threads
 from engine.measure.timing import now
 from engine.core.trace import Trace
-from engine.core.loop import decode_step, new_cache, prefill, warm_up
+from engine.core.loop import decode_step, full_pass, new_cache, prefill, warm_up
 from engine.measure.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
@@ -188,8 +187,7 @@ class CacheComparison:
 def _recompute_step(lm: LoadedModel, x: torch.Tensor) -> torch.Tensor:
     """No cache: a full forward pass over the whole sequence so far. x: [1, n] -> logits [1, vocab]. The same
     thread rule as a cached pass (engine.core.loop.forward), so the comparison is of the work, not of threads."""
-    with pass_threads(x.numel(), x.device):
-        return lm.model(input_ids=x, use_cache=False, logits_to_keep=1).logits[:, -1]
+    return full_pass(lm, x, logits_to_keep=1).logits[:, -1]
 
 
 def cache_comparison(lm: LoadedModel, ids: list[int], new_tokens: int = 16) -> CacheComparison:
@@ -526,9 +524,9 @@ def _measure_pass(lm: LoadedModel, x: torch.Tensor, training: bool) -> tuple[int
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     if training:
         grad_params = {n: p.detach().requires_grad_(True) for n, p in model.named_parameters()}
-        run = lambda: torch.func.functional_call(model, grad_params, (), {"input_ids": x, "use_cache": False})  # noqa: E731
+        run = lambda: full_pass(model, x, params=grad_params)  # noqa: E731
     else:
-        run = lambda: model(input_ids=x, use_cache=False)  # noqa: E731
+        run = lambda: full_pass(model, x)  # noqa: E731
     saved: dict[int, int] = {}
 
     def pack(t):
@@ -570,7 +568,7 @@ def training_vs_inference_memory(lm: LoadedModel, ids: list[int]) -> MemoryCompa
     cuda = lm.device.type == "cuda"
     warm_up(lm)
     with torch.inference_mode():
-        lm.model(input_ids=x, use_cache=False)  # warm-up at this length
+        full_pass(lm, x)  # warm-up at this length
     inf = _measure_pass(lm, x, training=False)
     tr = _measure_pass(lm, x, training=True)
     method = ("torch.cuda.max_memory_allocated (peak) and memory_allocated (held) on the GPU"
