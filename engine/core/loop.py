@@ -186,6 +186,20 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
     return out, "max_new_tokens"
 
 
+def timed_greedy(lm, ids: list[int], n: int) -> tuple[list[int], float, list[float]]:
+    """Greedy prefill then ``decode`` to ``n`` tokens in all (EOS ignored), each pass timed after a device sync:
+    (token ids, prefill seconds, decode step seconds). The timed greedy loop of the timeline, precision and
+    thread benchmarks."""
+    dev = next(_module(lm).parameters()).device
+    cache = new_cache(lm)
+    t0 = now(dev)
+    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache)[0])  # [1, n] -> [vocab] -> id
+    t_prefill = now(dev) - t0
+    steps: list[float] = []
+    out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s))
+    return [first, *out], t_prefill, steps
+
+
 def warm_up(lm) -> None:
     """One small pass so the first timed step does not pay for one-off allocations (once per model)."""
     model = _module(lm)

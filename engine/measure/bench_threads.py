@@ -70,7 +70,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
     """Runs in the fresh subprocess: decode steps of the model, quiet and busy, alternating."""
     import torch
 
-    from engine.core.loop import decode_step, new_cache, prefill, warm_up
+    from engine.core.loop import timed_greedy, warm_up
     from engine.core.models import load_model
     from engine.core.prompt import encode_prompt
     from engine.measure.threads import small_pass_rows
@@ -81,14 +81,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
     ids = list(encode_prompt(lm.tokenizer, "Explain in two sentences why the sky is blue.", True).ids)
 
     def phase() -> list[float]:
-        cache = new_cache(lm)
-        logits = prefill(lm, torch.tensor([ids]), cache)
-        times = []
-        for _ in range(steps + 2):
-            tok = logits.argmax(-1, keepdim=True)  # [1, 1]
-            t0 = time.perf_counter()
-            logits = decode_step(lm, tok, cache)
-            times.append(time.perf_counter() - t0)
+        _, _, times = timed_greedy(lm, ids, steps + 3)  # steps + 2 decode steps after the prefill
         return times[2:]  # the first two steps after a prefill are warm-up
 
     phase()

@@ -18,10 +18,9 @@ from typing import Callable
 import torch
 
 from engine.timeline.experiment import Spread
-from engine.core.loop import decode_step, forward, new_cache, prefill, warm_up
+from engine.core.loop import forward, new_cache, timed_greedy, warm_up
 from engine.core.models import LoadedModel
 from engine.core.precision import decode_weight_bytes, lm_precision
-from engine.measure.timing import now
 
 Progress = Callable[[float, str], None]
 
@@ -76,17 +75,7 @@ def text_logits(lm: LoadedModel, ids: list[int]) -> torch.Tensor:
 
 def _greedy_timed(lm: LoadedModel, ids: list[int], n: int) -> tuple[float, list[float], list[int]]:
     """Greedy decode of ``n`` tokens (EOS ignored): (prefill s, decode step seconds, token ids)."""
-    x = torch.tensor([ids], device=lm.device)  # [1, n]
-    cache = new_cache(lm)
-    t0 = now(lm.device)
-    tok = prefill(lm, x, cache).argmax(-1, keepdim=True)  # [1, 1]
-    t_prefill = now(lm.device) - t0
-    out, steps = [int(tok)], []
-    for _ in range(n - 1):
-        t0 = now(lm.device)
-        tok = decode_step(lm, tok, cache).argmax(-1, keepdim=True)  # [1, 1]
-        steps.append(now(lm.device) - t0)
-        out.append(int(tok))
+    out, t_prefill, steps = timed_greedy(lm, ids, n)
     return t_prefill, steps, out
 
 

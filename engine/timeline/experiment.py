@@ -35,7 +35,7 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import Trace
-from engine.core.loop import decode_step, full_pass, new_cache, prefill, warm_up
+from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_up
 from engine.measure.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
@@ -124,17 +124,8 @@ def sweep_prompt(lm: LoadedModel, length: int) -> list[int]:
 
 def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int) -> tuple[float, list[float]]:
     """Greedy prefill + decode with the cache; returns (TTFT seconds, decode step seconds)."""
-    dev = lm.device
-    cache = new_cache(lm)
-    x = torch.tensor([ids], device=dev)  # [1, n]
-    times = []
-    for i in range(new_tokens):
-        t0 = now(dev)
-        logits = (prefill if i == 0 else decode_step)(lm, x, cache)  # [1, vocab]
-        tok = int(logits[0].argmax())
-        times.append(now(dev) - t0)
-        x = torch.tensor([[tok]], device=dev)
-    return times[0], times[1:]
+    _, first, steps = timed_greedy(lm, ids, new_tokens)
+    return first, steps
 
 
 def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int = 8, repeats: int = 3,
@@ -217,17 +208,8 @@ def cache_comparison(lm: LoadedModel, ids: list[int], new_tokens: int = 16) -> C
 
 def _timed_generate_ids(lm: LoadedModel, ids: list[int], new_tokens: int) -> tuple[list[int], list[float]]:
     """Greedy with the cache, keeping the tokens: (token ids, seconds per step incl. the prefill)."""
-    dev = lm.device
-    cache = new_cache(lm)
-    x = torch.tensor([ids], device=dev)  # [1, n]
-    out, times = [], []
-    for i in range(new_tokens):
-        t0 = now(dev)
-        tok = int((prefill if i == 0 else decode_step)(lm, x, cache)[0].argmax())
-        times.append(now(dev) - t0)
-        out.append(tok)
-        x = torch.tensor([[tok]], device=dev)
-    return out, times
+    out, first, steps = timed_greedy(lm, ids, new_tokens)
+    return out, [first, *steps]
 
 
 # ----------------------------------------------------------------------------------- stage breakdown

@@ -46,3 +46,19 @@ def new_cache_prefilled(lm, ids):
     cache = new_cache(lm)
     prefill(lm, ids, cache)
     return cache
+
+
+def test_timed_greedy_is_the_loops_greedy_decode(tiny_lm):
+    """The one timed greedy loop (timeline, precision, bench threads): the same tokens as prefill + decode, one
+    time per pass."""
+    import torch
+
+    from engine.core.loop import decode, greedy, new_cache, prefill, timed_greedy
+
+    ids = [1, 2, 3, 4, 5]
+    out, t_prefill, steps = timed_greedy(tiny_lm, ids, 6)
+    cache = new_cache(tiny_lm)
+    first = greedy(prefill(tiny_lm, torch.tensor([ids]), cache)[0])
+    rest, _ = decode(tiny_lm, first, cache, 5)
+    assert out == [first, *rest] and len(steps) == 5 and t_prefill > 0 and all(s > 0 for s in steps)
+    assert timed_greedy(tiny_lm, ids, 1)[0] == [first] and timed_greedy(tiny_lm, ids, 1)[2] == []
