@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine.speculative.drafters import make_drafter
+from engine.speculative.drafters import Drafter, make_drafter
 from engine.core.models import LoadedModel
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample, sampling_probs
@@ -320,7 +320,7 @@ def verify(logits: torch.Tensor, drafted: list[int], q: torch.Tensor | None, set
     return m, tok, "plain" if m == 0 else "bonus", "a draw from p at the next position", ps, qs, probs[m]
 
 
-def speculative_generate(lm: LoadedModel, ids: list[int], drafter, k: int, settings: SamplingSettings,
+def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: int, settings: SamplingSettings,
                          max_new_tokens: int, seed: int, stop_at_eos: bool = True,
                          on_round: Callable[[SpecRound], None] | None = None,
                          on_prefill: Callable[[int, float], None] | None = None):
@@ -411,7 +411,7 @@ class SweepPoint:
 
 def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: SamplingSettings = SamplingSettings(),
             max_new_tokens: int = 48, seed: int = 0, on_progress: Callable[[int, int], None] | None = None,
-            loader: Callable | None = None, drafter=None) -> tuple[SweepPoint, ...]:
+            loader: Callable | None = None, drafter: Drafter | None = None) -> tuple[SweepPoint, ...]:
     """Speedup against k for one drafter. Plain decoding is re-measured before every k (interleaved), so a
     shared machine's drift hits both sides of each ratio alike."""
     ks = sorted({int(k) for k in ks if 1 <= int(k) <= MAX_K})

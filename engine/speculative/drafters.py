@@ -1,7 +1,7 @@
 """Drafters for speculative decoding: cheap guessers of the target's next k tokens.
 
 Letters follow Leviathan et al. 2023: p is the target's distribution, q the draft's. Every drafter has one
-small interface:
+small interface, the ``Drafter`` protocol (as Hugging Face's CandidateGenerator is for ``generate``):
 
 - ``start(prompt_ids, settings, generator)`` before a run;
 - ``propose(context, k) -> (tokens, q)``: up to k guessed tokens after ``context``; ``q`` is a float tensor
@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 import torch
@@ -31,6 +31,24 @@ from engine.core.sampling import SamplingSettings, sampling_probs
 
 LOOKUP_MAX_NGRAM = 3
 LOOKUP_MIN_NGRAM = 2
+
+
+class Drafter(Protocol):
+    """What speculative decoding asks of a drafter (engine.speculative.decoding.speculative_generate)."""
+
+    name: str  # the spec it was built from, as shown on the page ("lookup", "early-exit:8", "model:NAME")
+    deterministic: bool  # q is one-hot at each proposed token (propose returns q = None)
+    cost_layers: int  # transformer blocks one draft token costs (0: no model)
+
+    def start(self, prompt_ids, settings: SamplingSettings, generator) -> None:
+        """Before a run: the prompt ids, the sampling settings and the run's random generator."""
+
+    def propose(self, context: list[int], k: int) -> tuple[list[int], torch.Tensor | None]:
+        """Up to k guessed token ids after ``context``, and q [len(tokens), vocab] they were drawn from (None
+        when deterministic)."""
+
+    def update(self, accepted: int) -> None:
+        """How many of the proposed tokens the target kept (a model drafter rolls its KV cache back)."""
 
 
 class DrafterError(ValueError):
@@ -233,7 +251,7 @@ def same_vocabulary(tok_a, tok_b) -> bool:
     return len(tok_a) == len(tok_b) and tok_a.get_vocab() == tok_b.get_vocab()
 
 
-def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel] = load_model):
+def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel] = load_model) -> Drafter:
     """Build a drafter from a short spec: ``lookup[:N | :M-N]``, ``early-exit:L``, ``model:NAME``.
 
     ``model:self`` (or the target's own name) drafts with the target itself; ``model:random:L`` with a

@@ -210,3 +210,16 @@ def test_expected_speedup_formula():
 def test_sweep_k_small(tiny_lm):
     pts = sweep_k(tiny_lm, _ids(tiny_lm), "lookup", [1, 3], max_new_tokens=8)
     assert [p.k for p in pts] == [1, 3] and all(p.identical and p.tokens_per_pass >= 1 for p in pts)
+
+
+def test_every_drafter_keeps_the_drafter_protocol(tiny_lm):
+    """lookup, early exit and a draft model all offer what speculative_generate asks (engine.speculative.drafters.
+    Drafter), checked against the protocol's own members."""
+    from engine.speculative.drafters import Drafter
+
+    members = [m for m in vars(Drafter) if not m.startswith("_")] + list(Drafter.__annotations__)
+    assert {"start", "propose", "update", "name", "deterministic", "cost_layers"} <= set(members)
+    for spec in ("lookup", "early-exit:1", "model:self"):
+        d = make_drafter(tiny_lm, spec)
+        missing = [m for m in members if not hasattr(d, m)]
+        assert missing == [], (spec, missing)
