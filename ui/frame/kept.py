@@ -1,8 +1,10 @@
 """Run on a button and keep the result: the one place a page keeps what a person asked to be run.
 
-Results live in this session only, in one bounded store (the oldest goes first), keyed by the page's own
-key and the inputs that produced them, so a changed input shows "not run yet" instead of a stale result
-and a return to earlier inputs shows their result again without running anything.
+Results live in this session only, in one bounded store (the least recently used goes first), keyed by the
+page's own key and the inputs that produced them, so a changed input shows "not run yet" instead of a stale
+result and a return to earlier inputs shows their result again without running anything. Every page keeps its
+results here (the speculative page's races and sweeps, the serving page's measurements, ...), each under keys
+that start with its own name, so ``items(name)`` lists one page's results.
 """
 from __future__ import annotations
 
@@ -35,6 +37,11 @@ def put(key: Hashable, value: Any) -> Any:
     while len(store) > MAX_KEPT:
         store.popitem(last=False)
     return value
+
+
+def items(name: str) -> list[tuple[tuple, Any]]:
+    """The kept (key without ``name``, result) pairs whose key is a tuple starting with ``name``, oldest first."""
+    return [(k[1:], v) for k, v in _store().items() if isinstance(k, tuple) and k[:1] == (name,)]
 
 
 def forget(key: Hashable) -> None:

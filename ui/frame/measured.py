@@ -2,9 +2,9 @@
 busy warning with its "Measure again" button, when and under what load it was taken, the thread policy).
 
 A measured result is kept with its calibration (when, and under what load, it was taken: engine/measure/noise.py).
-A quiet measurement is shared with every session (keyed on plain values, bounded, like st.cache_data); a
-disturbed one stays with the session that made it, so a busy moment on one laptop is never served to the
-others. "Measure again" really measures again: it replaces this session's result, and the shared one when the
+A quiet measurement is shared with every session (keyed on plain values, bounded, like st.cache_data); every
+one, disturbed or not, is also kept in the session that made it (in ui.frame.kept, the session's one bounded
+store of results), so a busy moment on one laptop is never served to the others. "Measure again" really measures again: it replaces this session's result, and the shared one when the
 new measurement is quiet.
 
 Not st.cache_data: the measured functions draw progress bars, which st.cache_data cannot replay on a hit
@@ -20,13 +20,11 @@ from typing import Any, Callable
 import streamlit as st
 
 from engine.measure import noise
-from ui.frame import work
+from ui.frame import kept, work
 
 _SHARED: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
 MAX_SHARED = 48
-MAX_PER_SESSION = 24
-_SESSION = "measured_results"
 
 
 @dataclass(frozen=True)
@@ -39,13 +37,9 @@ class Measured:
 _COUNTER = [0]
 
 
-def _session() -> OrderedDict:
-    return st.session_state.setdefault(_SESSION, OrderedDict())
-
-
 def lookup(key: tuple) -> Measured | None:
     """This session's own result first (it may be disturbed), else a quiet shared one."""
-    mine = _session().get(key)
+    mine = kept.get(("measured", key))
     if mine is not None:
         return mine
     with _LOCK:
@@ -58,9 +52,9 @@ def lookup(key: tuple) -> Measured | None:
 def measure(key: tuple, fn: Callable[[], Any], again: bool = False) -> Measured:
     """The result for ``key``: kept, or measured now (always measured now when ``again``)."""
     if not again:
-        kept = lookup(key)
-        if kept is not None:
-            return kept
+        known = lookup(key)
+        if known is not None:
+            return known
     with calibrated() as cal:
         value = fn()
     with _LOCK:
@@ -71,12 +65,7 @@ def measure(key: tuple, fn: Callable[[], Any], again: bool = False) -> Measured:
             _SHARED.move_to_end(key)
             while len(_SHARED) > MAX_SHARED:
                 _SHARED.popitem(last=False)
-    mine = _session()
-    mine[key] = m
-    mine.move_to_end(key)
-    while len(mine) > MAX_PER_SESSION:
-        mine.popitem(last=False)
-    return m
+    return kept.put(("measured", key), m)
 
 
 def calibrated() -> noise.calibrated:

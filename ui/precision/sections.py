@@ -12,11 +12,11 @@ from engine.core.prompt import encode_prompt
 from engine.measure.threads import threads_said
 from ui.frame.layout import chart, try_this
 from ui.frame.lessons import lesson
-from ui.frame import work
+from ui.frame import kept, work
 from ui.frame.models import get_model, key_for
 from ui.precision.figures import bytes_vs_speed, decode_vs_floor
 
-RESULT = "precision_result"
+RESULT = ("precision",)  # kept: (base model, comparison) of this session's last run
 
 
 def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, read_gb_s: float
@@ -67,7 +67,7 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     base = split_key(lm.name)[0]
     options = list(supported(default_device()))
     st.markdown(lesson("timeline", "precision"))
-    res = st.session_state.get(RESULT)
+    res = kept.get(RESULT)
     res = res if res and res[0] == base else None
     try_this(lesson("timeline", "precision try this"),
              _reveal(res[1]) if res else lesson("timeline", "precision answer first"), key="precision_try")
@@ -83,7 +83,7 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     if st.button("Compare the precisions", key="precision_run", type="primary",
                  help="Prepares a copy of the model at each precision (once), then times them alternately."):
         try:
-            st.session_state[RESULT] = (base, _run(base, precisions, new_tokens, repeats, read_gb_s))
+            kept.put(RESULT, (base, _run(base, precisions, new_tokens, repeats, read_gb_s)))
             st.rerun()  # so the reveal above is written from the new numbers
         except ModelLoadError as exc:
             st.error(f"{exc}", icon=":material/error:")

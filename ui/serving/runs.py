@@ -23,12 +23,11 @@ from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
 from engine.serving.servers import ServerPolicy, server_policy_from_env
-from ui.frame import state, work
+from ui.frame import kept, state, work
 from ui.serving.view import literal
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 _CONN = "serving_conn"
-_RESULTS = "serving_results"
 _BUSY: dict[str, threading.Lock] = {}
 _BUSY_LOCK = threading.Lock()
 
@@ -80,18 +79,16 @@ def _key(cfg: C.ServerConfig) -> tuple:
 
 
 def results() -> dict:
-    return st.session_state.setdefault(_RESULTS, {})
+    """This session's kept serving results: {(server key, what, settings): result}, oldest first."""
+    return dict(kept.items("serving"))
 
 
 def stored(cfg: C.ServerConfig, what: str, settings: tuple = ()):
-    return results().get((_key(cfg), what, settings))
+    return kept.get(("serving", _key(cfg), what, settings))
 
 
 def _store(cfg, what, settings, value) -> None:
-    res = results()
-    res[(_key(cfg), what, settings)] = value
-    while len(res) > 24:  # bounded per session
-        res.pop(next(iter(res)))
+    kept.put(("serving", _key(cfg), what, settings), value)  # the one bounded store of kept results
 
 
 def connect(cfg: C.ServerConfig):

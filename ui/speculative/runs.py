@@ -10,14 +10,12 @@ from engine.speculative.drafters import make_drafter
 from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import SpecRun, race, sweep_k
-from ui.frame import measured, work
+from ui.frame import kept, measured, work
 from ui.speculative import race as race_view
 from ui.frame.models import get_model
 from ui.speculative.race import RaceResult
 from ui.speculative.figures import clock_html, lane_html
 
-_RACES = "speculative_races"
-_SWEEPS = "speculative_sweeps"
 _LAST = "speculative_last"  # (params, result) of this session's last finished race, whatever its settings
 
 
@@ -40,13 +38,9 @@ class RaceParams:
                                 self.top_p if self.temperature > 0 else 1.0)
 
 
-def _store(name: str) -> dict:
-    return st.session_state.setdefault(name, {})
-
-
 def finished(params: RaceParams) -> RaceResult | None:
     """This session's last race for exactly these settings (None: not raced yet; the page waits for Start)."""
-    return _store(_RACES).get(params)
+    return kept.get(("speculative race", params))
 
 
 def last() -> tuple[RaceParams, RaceResult] | None:
@@ -77,7 +71,7 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
             run = work.run(race, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens,
                            params.seed, drafter=drafter, key=("race", params))
     result = race_view.judge(run, cal.result)
-    _store(_RACES)[params] = result
+    kept.put(("speculative race", params), result)
     st.session_state[_LAST] = (params, result)
     race_view.replay(run, plain_pieces_of(run), lane_pieces(run), plain_lane, plain_clock, spec_lane, spec_clock)
     show_final(run, plain_lane, plain_clock, spec_lane, spec_clock)
@@ -115,12 +109,13 @@ def plain_pieces_of(run: SpecRun) -> list[tuple[str, str]]:
 def sweep(params: RaceParams, ks: tuple[int, ...], max_new_tokens: int, progress=None):
     """Speedup against k (plain re-measured for each k), kept per session; None until run on request."""
     key = (params, ks, max_new_tokens)
-    store = _store(_SWEEPS)
-    if key not in store and progress is not None:
+    done = kept.get(("speculative sweep", key))
+    if done is None and progress is not None:
         lm = get_model(params.model)
         ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
         drafter = make_drafter(lm, params.drafter, loader=get_model)  # loads a draft model here, not on the worker
-        store[key] = work.run(sweep_k, lm, ids, params.drafter, ks, params.settings, max_new_tokens, params.seed,
-                              on_progress=work.relay("progress"), drafter=drafter,
-                              key=("sweep", key), events={"progress": progress})
-    return store.get(key)
+        done = kept.put(("speculative sweep", key),
+                        work.run(sweep_k, lm, ids, params.drafter, ks, params.settings, max_new_tokens, params.seed,
+                                 on_progress=work.relay("progress"), drafter=drafter,
+                                 key=("sweep", key), events={"progress": progress}))
+    return done
