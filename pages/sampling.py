@@ -8,6 +8,7 @@ from ui.frame.layout import beside, chart, notes, section, try_this, what_you_se
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
 from ui.frame.runs import current_trace
+from ui.sampling.controls import predictions_of
 from ui.sampling.sections import dice_and_sections, position_table
 
 nav.through_router()
@@ -34,7 +35,7 @@ if section(None):  # the fragment draws its own headers 1-5
 
 if section("6. A prediction at every position, from one pass"):
     st.markdown(lesson("sampling", "every position"))
-    fig, caption, table, bars, height = SV.every_position(lm, tr)
+    fig, caption, table, bars, height = SV.every_position(lm, tr, *predictions_of(lm, tr))
     chart(fig, "model", caption, key="sampling_positions_chart")
     position_table(table, bars, height)
     c = st.columns(2)

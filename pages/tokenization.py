@@ -10,7 +10,7 @@ from ui.frame.layout import chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
 from ui.frame.state import settings
-from ui.tokenization.runs import compare_for, ids_for, segments_for, sources, table_for
+from ui.tokenization.runs import compare_for, ids_for, paris_ids, segments_for, sources, table_for
 from ui.tokenization.figures import bytes_per_token_bar, chip_label, compare_bar, template_view, token_chips
 
 nav.through_router()
@@ -46,7 +46,7 @@ if section(None):
           "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
           "token), from this model's own tokenizer; no forward pass is needed.")
     what_you_see(lesson("tokenization", "what you see", vocab=info.vocab_size, source=info.source))
-    answer = V.paris_answer(lm.name)
+    answer = V.paris_answer(paris_ids(lm.name))
     if answer:
         try_this(lesson("tokenization", "try this"), answer, key="tokenization_try")
 

@@ -120,10 +120,6 @@ def actions(lm, stp: Stepper, step: int, token_id: int, token: str) -> None:
                 disabled=stp.step == 0, icon=":material/first_page:")
 
 
-def token_strings(lm, ids) -> list[str]:
-    return token_text(lm.tokenizer, [int(i) for i in ids])
-
-
 @memo(8)
 def predictions_for(model: str, ids: tuple[int, ...]) -> tuple[PositionPredictions, list[str]]:
     """One forward pass over the prompt (cached): predictions at every position, and the top guesses' text."""
@@ -148,10 +144,3 @@ def histogram_rows(sg, draws, limit: int = 15) -> tuple[list[int], list[float], 
     probs.update(zip(map(int, draws.ids), map(float, draws.probs)))
     counts = dict(zip(map(int, draws.ids), map(int, draws.counts)))
     return ids, [probs.get(i, 0.0) for i in ids], [counts.get(i, 0) for i in ids]
-
-
-def md_code(text: str) -> str:
-    """Model text as an inline code span in markdown (nothing inside is read as markup or LaTeX)."""
-    text = visible(text)
-    fence = "``" if "`" in text else "`"
-    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"

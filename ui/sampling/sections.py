@@ -14,7 +14,8 @@ from engine.sampling.stages import draw_counts, total_variation
 from ui.sampling import view as SV
 from ui.frame.layout import chart, try_this
 from ui.frame.lessons import lesson
-from ui.sampling.controls import actions, histogram_rows, local_settings, md_code, stepper, token_strings, view_step
+from ui.sampling.controls import actions, histogram_rows, local_settings, stepper, view_step
+from ui.sampling.view import md_code, token_strings
 from ui.sampling.figures import cumulative_curve, draws_vs_probs, stage_bars
 
 DRAWS = [10, 50, 100, 500, 1000, 2000, 5000]

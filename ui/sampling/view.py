@@ -6,12 +6,23 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from engine.core.prompt import token_text
 from engine.sampling.stages import Stages, draw_at, stages
 from ui.frame.html import chips, visible
-from ui.sampling.controls import md_code, predictions_of, token_strings
 from ui.sampling.figures import position_probs, step_chart
 
 SHOW = 15  # tokens shown in the stage panels
+
+
+def token_strings(lm, ids) -> list[str]:
+    return token_text(lm.tokenizer, [int(i) for i in ids])
+
+
+def md_code(text: str) -> str:
+    """Model text as an inline code span in markdown (nothing inside is read as markup or LaTeX)."""
+    text = visible(text)
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
 
 
 def position_strip(lm, tr, stp) -> tuple[str, str]:
@@ -70,9 +81,9 @@ def steps(lm, stp):
     return fig, df, min(400, 38 + 35 * len(rows))
 
 
-def every_position(lm, tr):
-    """The chart, its caption, the table (with its column formats) of every prompt position's prediction."""
-    pp, guesses = predictions_of(lm, tr)
+def every_position(lm, tr, pp, guesses):
+    """The chart, its caption, the table (with its column formats) of every prompt position's prediction;
+    ``pp, guesses``: controls.predictions_of(lm, tr)."""
     toks = list(tr.prompt_tokens)
     fig = position_probs(toks[:-1], toks[1:], pp.actual_probs, pp.actual_ranks)
     caption = (f"One forward pass over the {len(toks)} prompt tokens (temperature 1). The model's top guess was right "

@@ -74,3 +74,11 @@ def contrast_for(text: str) -> list[T.ContrastRow] | None:
         return None
     texts = ((("Your text", text),) if text.strip() else ()) + T.CONTRAST_TEXTS
     return T.contrast("SmolLM2 (49k BPE)", a, "Gemma 3 (262k)", b, texts)
+
+
+def paris_ids(model: str) -> tuple | None:
+    """This tokenizer's ids of "Paris", " Paris" and "paris" (None: it cannot encode them)."""
+    try:
+        return tuple(ids_for(model, w) for w in ("Paris", " Paris", "paris"))
+    except Exception:  # a tokenizer that cannot encode these: the lesson box is left out
+        return None

@@ -6,7 +6,6 @@ import pandas as pd
 
 from engine.tokenization.tokens import TokenTable
 from ui.frame.lessons import lesson
-from ui.tokenization.runs import ids_for
 from ui.tokenization.figures import label
 
 YOUR_PROMPT = "Your prompt (sidebar)"
@@ -31,12 +30,12 @@ def is_example(choice: str | None) -> bool:
     return EXAMPLES.get(choice or YOUR_PROMPT) is not None
 
 
-def paris_answer(model: str) -> str | None:
-    """The reveal of the "Try this" box, from this tokenizer's real ids (None: it cannot encode them)."""
-    try:
-        a, b, c = (ids_for(model, w) for w in ("Paris", " Paris", "paris"))
-    except Exception:  # a tokenizer that cannot encode these: the lesson box is left out
+def paris_answer(ids) -> str | None:
+    """The reveal of the "Try this" box from this tokenizer's real ids of "Paris", " Paris" and "paris"
+    (runs.paris_ids; None: it cannot encode them, and the lesson box is left out)."""
+    if ids is None:
         return None
+    a, b, c = ids
     name = "answer all different" if len({a, b, c}) == 3 else "answer some shared"
     return lesson("tokenization", name, a=list(a), b=list(b), c=list(c))
 
