@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.measure.spread import Spread
+
 BUSY_MESSAGE = "This machine was busy during the measurement; numbers may be off."
 PROBE_SLOWDOWN = 1.5  # probe this much slower than before / than the best seen: disturbed
 OTHER_CORES_BUSY = 0.5  # other processes used at least half a core on average: disturbed
@@ -30,38 +32,12 @@ WIDE_SPREAD = 0.25  # interquartile range above a quarter of the median: noisy
 # ---------------------------------------------------------------------------------------------- repeats
 
 
-@dataclass(frozen=True)
-class Repeats:
-    """A median over repeats with its spread: min/max and the interquartile range."""
-
-    median: float
-    lo: float
-    hi: float
-    q1: float
-    q3: float
-    n: int
-    flags: tuple[str, ...] = ()
-
-    @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
-
-    @property
-    def relative_spread(self) -> float:
-        """IQR / median (0 for a single value)."""
-        return self.iqr / self.median if self.median else float("nan")
-
-    def overlaps(self, other: "Repeats") -> bool:
-        """True when the two min..max ranges overlap: the difference of the medians may be noise."""
-        return self.lo <= other.hi and other.lo <= self.hi
-
-
-def summarize(values, what: str = "the measurement") -> Repeats:
+def summarize(values, what: str = "the measurement") -> Spread:
     """Median, min, max and quartiles of repeated measurements; flags a wide spread."""
     v = sorted(float(x) for x in values)
     if not v:
-        return Repeats(float("nan"), float("nan"), float("nan"), float("nan"), float("nan"), 0,
-                       (f"No repeats of {what}.",))
+        return Spread(float("nan"), float("nan"), float("nan"), 0, float("nan"), float("nan"),
+                      (f"No repeats of {what}.",))
     if len(v) >= 4:
         q = statistics.quantiles(v, n=4, method="inclusive")
         q1, q3 = q[0], q[2]
@@ -72,7 +48,7 @@ def summarize(values, what: str = "the measurement") -> Repeats:
     if len(v) >= 3 and med > 0 and (q3 - q1) / med > WIDE_SPREAD:
         flags.append(f"The repeats of {what} vary widely (interquartile range {(q3 - q1) / med:.0%} of the "
                      "median): the machine may be busy.")
-    return Repeats(med, v[0], v[-1], q1, q3, len(v), tuple(flags))
+    return Spread(med, v[0], v[-1], len(v), q1, q3, tuple(flags))
 
 
 # ---------------------------------------------------------------------------------------------- calibration
@@ -248,7 +224,7 @@ class MonotoneCheck:
 
 
 def check_batch_steps(points) -> MonotoneCheck:
-    """points: (batch size, Repeats of seconds per step) in any order. A bigger batch does more work per step,
+    """points: (batch size, Spread of seconds per step) in any order. A bigger batch does more work per step,
     so it cannot be faster per step than a smaller one: flag every such pair (noise if the ranges overlap)."""
     pts = sorted(points, key=lambda p: p[0])
     flags = []
@@ -262,7 +238,7 @@ def check_batch_steps(points) -> MonotoneCheck:
 
 
 def check_batch_throughput(points, slack: float = 0.15) -> MonotoneCheck:
-    """points: (batch size, Repeats of seconds per step) in any order. A step over b2 rows reads the weights once,
+    """points: (batch size, Spread of seconds per step) in any order. A step over b2 rows reads the weights once,
     as a step over b1 < b2 rows does, so its tokens per second (b / step time) should not fall: at worst, on a CPU
     already at its compute limit, it stays about flat. Flag a bigger batch whose tokens per second fell by more
     than ``slack`` (relative): its step took more than b2/b1 times as long, which the work cannot explain (one run
