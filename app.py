@@ -1,18 +1,11 @@
 """Inference Loop Explorer: router only (page config, shared sidebar, navigation)."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 
-from engine.timing import restore_threads
-from ui import errors, layout, nav, sidebar, state, style
+from engine.measure.timing import restore_threads
+from ui.frame import errors, layout, legacy_pages, nav, sidebar, state, style
 
-# A pages/ folder beside app.py puts Streamlit in its legacy multipage mode: every run is wrapped in a
-# navigation of its own built from the file names, which answers deep links with "Page not found" and can
-# run a page file without app.py (so without the shared sidebar). The pages are listed explicitly below, so
-# switch that mode off for this server process. Streamlit decides it when the first session opens, before
-# this file runs, so that session's first run still goes through the legacy router: URL paths equal the file
-# stems so it finds the page, and the page hands over to this file (ui.nav.through_router).
-PagesManager.uses_pages_directory = False
+legacy_pages.legacy_mode_off()  # pages/ beside app.py: Streamlit's legacy router off (ui/frame/legacy_pages.py)
 
 restore_threads()  # this run's thread may have started inside another session's one-thread section
 present = state.settings().present

@@ -1,7 +1,8 @@
 """Command line: python -m engine info | trace | race | bench NAME | serve-bench | prepare  (add --json for machine-readable output).
 
-Benchmarks live in the package ``engine/bench/`` (one module per name) with ``run(lm, args) -> dict`` and optional
-``add_arguments(parser)`` and ``summary(result) -> str``; they are discovered by name.
+Each benchmark lives beside its topic (``engine/<topic>/bench.py``; BENCHES below maps the names) with
+``run(lm, args) -> dict`` and optional ``add_arguments(parser)`` and ``summary(result) -> str``; each compares
+against a peer measured in the same run.
 """
 from __future__ import annotations
 
@@ -10,20 +11,27 @@ import importlib
 import importlib.util
 import json
 import math
-import pkgutil
 import sys
 
 from engine.cli_args import add_run_arguments
-from engine.models import EMBEDDED, ModelLoadError, load_model
-from engine.prompt import PromptError
-from engine.sampling import SamplingSettings
-from engine.threads import apply_policy
+from engine.core.models import EMBEDDED, ModelLoadError, load_model
+from engine.core.prompt import PromptError
+from engine.core.sampling import SamplingSettings
+from engine.measure.threads import apply_policy
 
 
-def _benches() -> list[str]:
-    import engine.bench
-
-    return sorted(m.name for m in pkgutil.iter_modules(engine.bench.__path__))
+# python -m engine bench NAME -> the module that runs it (imported only when the command line is built)
+BENCHES = {
+    "attention": "engine.attention.bench",
+    "batching": "engine.batching.bench",
+    "classroom": "engine.batching.bench_classroom",
+    "decode": "engine.timeline.bench_decode",
+    "kv": "engine.kv_cache.bench",
+    "precision": "engine.precision.bench",
+    "specdec": "engine.speculative.bench",
+    "threads": "engine.measure.bench_threads",
+    "timeline": "engine.timeline.bench",
+}
 
 
 def _strict(x):
@@ -56,17 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     common(tr)
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
-    if importlib.util.find_spec("engine.experiments.race") is not None:
-        race = importlib.import_module("engine.experiments.race")
+    if importlib.util.find_spec("engine.speculative.race") is not None:
+        race = importlib.import_module("engine.speculative.race")
         rp = sub.add_parser("race", help="plain vs speculative decoding")
         common(rp)
         race.add_arguments(rp)
     bench = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
     bsub = bench.add_subparsers(dest="bench", required=True)
-    for name in _benches():
+    for name in sorted(BENCHES):
         bp = bsub.add_parser(name)
         common(bp)
-        mod = importlib.import_module(f"engine.bench.{name}")
+        mod = importlib.import_module(BENCHES[name])
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(bp)
     sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
@@ -88,7 +96,7 @@ def _serve_bench(argv) -> int:
 
 def _prepare(argv) -> int:
     """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
-    from engine.models import GEMMA, convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+    from engine.core.models import GEMMA, convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
 
     pp = argparse.ArgumentParser(prog="python -m engine prepare",
                                  description="Convert the packaged models once (the app and the tests load them fast "
@@ -132,7 +140,7 @@ def main(argv=None) -> int:
         _emit(args, i.to_dict(), text)
         return 0
     if args.cmd == "trace":
-        from engine.trace import run_trace
+        from engine.core.trace import run_trace
 
         s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
         try:
@@ -146,8 +154,8 @@ def main(argv=None) -> int:
         _emit(args, t.to_dict(attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
-        return importlib.import_module("engine.experiments.race").cli(lm, args, _emit)
-    mod = importlib.import_module(f"engine.bench.{args.bench}")
+        return importlib.import_module("engine.speculative.race").cli(lm, args, _emit)
+    mod = importlib.import_module(BENCHES[args.bench])
     result = mod.run(lm, args)
     _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))
     return 0

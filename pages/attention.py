@@ -1,15 +1,15 @@
 """Attention: which earlier tokens each token reads, head by head; what it costs; what the blocks make of it."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import attention_sections as sections
-from ui import attention_view as V
-from ui import nav
-from ui.attention_figures import residual_norms_chart
-from ui.layout import beside, chart, notes, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.runs import current_trace
+from ui.attention import sections
+from ui.attention import view as V
+from ui.frame import nav
+from ui.attention.figures import residual_norms_chart
+from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.frame.runs import current_trace
 
 nav.through_router()
 st.title("Attention: how each token reads the ones before it")
@@ -17,7 +17,7 @@ lm = current_model()
 info = lm.info
 tr = current_trace()
 notes(tr)
-refused = V.refusal(info)  # this architecture's weights could not be recorded faithfully (engine.archfacts)
+refused = V.refusal(info)  # this architecture's weights could not be recorded faithfully (engine.core.archfacts)
 p = None if refused else V.prompt_of(tr)
 
 if section(None):

@@ -1,16 +1,17 @@
 """Batching: many users share one model. Batched decode measured by batch size; a real scheduler, static vs
 continuous; one user's latency on a quiet and a busy server."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import batching_runs as runs
-from ui import batching_sections as sections
-from ui import batching_view as V
-from ui import class_view, nav
-from ui.batching_figures import workload_chart
-from ui.layout import beside, chart, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
+from ui.batching import runs
+from ui.batching import sections
+from ui.batching import view as V
+from ui.batching import classroom as class_view
+from ui.frame import nav
+from ui.batching.figures import workload_chart
+from ui.frame.layout import beside, chart, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
 
 nav.through_router()
 st.title("Batching: serving many users at once")

@@ -1,12 +1,12 @@
 """Two models side by side: SmolLM2-135M (Llama layout) and Gemma 3 270M, on the same machine and prompt."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import compare_sections as sections
-from ui import nav
-from ui.layout import section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.state import settings
+from ui.compare import sections
+from ui.frame import nav
+from ui.frame.layout import section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.state import settings
 
 nav.through_router()
 st.title("Two models side by side")

@@ -1,18 +1,18 @@
 """Embeddings & position: each token id becomes a row of the embedding table; position enters as RoPE rotations
 (or learned position vectors), read from the real model."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.stages.embeddings import PCA_METHOD
-from engine.prompt import PromptError
-from ui import embeddings_sections as sections
-from ui import nav
-from ui.embeddings_data import embeddings_for, map_for, prompt_ids
-from ui.embeddings_figures import cosine_heatmap, embedding_heatmap, norms_bar, pca_scatter
-from ui.layout import chart, section, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.state import settings
+from engine.embeddings.analysis import PCA_METHOD
+from engine.core.prompt import PromptError
+from ui.embeddings import sections
+from ui.frame import nav
+from ui.embeddings.runs import embeddings_for, map_for, prompt_ids
+from ui.embeddings.figures import cosine_heatmap, embedding_heatmap, norms_bar, pca_scatter
+from ui.frame.layout import chart, section, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.frame.state import settings
 
 SAMPLE_SIZE = 2000
 SAMPLE_SEED = 0

@@ -1,16 +1,16 @@
 """KV cache: what it holds, how big it grows on this run (measured = formula), and what it costs real models."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import kv_cache_sections as sections
-from ui import kv_cache_view as V
-from ui import nav
-from ui.kv_figures import growth_chart
-from ui.layout import beside, chart, notes, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.precision_view import precision_note
-from ui.runs import current_trace
+from ui.kv_cache import sections
+from ui.kv_cache import view as V
+from ui.frame import nav
+from ui.kv_cache.figures import growth_chart
+from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.precision.sections import precision_note
+from ui.frame.runs import current_trace
 
 nav.through_router()
 st.title("KV cache: the model's notes on every earlier token")

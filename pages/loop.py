@@ -1,16 +1,16 @@
 """Home page: the whole loop at a glance, then one token end to end with the real numbers at every stage."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import nav
-from ui.html import chips
-from ui.layout import chart, notes, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.loop_details import batch_note, embedding_table, numbers, steps_table, top_logits_table
-from ui.loop_figures import step_times_bar, top_probs_bar
-from ui.loop_stepper import block_inside, loop_picture
-from ui.loop_view import softmax_note
-from ui.runs import current_trace
+from ui.frame import nav
+from ui.frame.html import chips
+from ui.frame.layout import chart, notes, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.loop.details import batch_note, embedding_table, numbers, steps_table, top_logits_table
+from ui.loop.figures import step_times_bar, top_probs_bar
+from ui.loop.sections import block_inside, loop_picture
+from ui.loop.view import softmax_note
+from ui.frame.runs import current_trace
 
 nav.through_router()
 st.title("The loop: one token, end to end")

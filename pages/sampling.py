@@ -1,14 +1,15 @@
 """Logits & sampling: from the model's scores to one chosen token, stage by stage, and the loop one step at a time."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import nav
-from ui import sampling_view as SV
-from ui.layout import beside, chart, notes, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.runs import current_trace
-from ui.sampling_sections import dice_and_sections
+from ui.frame import nav
+from ui.sampling import view as SV
+from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.frame.runs import current_trace
+from ui.sampling.controls import predictions_of
+from ui.sampling.sections import dice_and_sections, position_table
 
 nav.through_router()
 st.title("Logits & sampling: rolling the model's dice")
@@ -34,9 +35,9 @@ if section(None):  # the fragment draws its own headers 1-5
 
 if section("6. A prediction at every position, from one pass"):
     st.markdown(lesson("sampling", "every position"))
-    fig, caption, table, config, height = SV.every_position(lm, tr)
+    fig, caption, table, bars, height = SV.every_position(lm, tr, *predictions_of(lm, tr))
     chart(fig, "model", caption, key="sampling_positions_chart")
-    st.dataframe(table, hide_index=True, height=height, column_config=config)
+    position_table(table, bars, height)
     c = st.columns(2)
     with c[0]:
         nav.link("pages/speculative.py")

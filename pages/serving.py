@@ -1,12 +1,12 @@
 """Serving engines: the loop's timings measured on a real server (vLLM, SGLang, TGI, llama.cpp) over HTTP."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import nav
-from ui import serving_sections as sections
-from ui.layout import section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.serving_view import fmt, literal
+from ui.frame import nav
+from ui.serving import sections
+from ui.frame.layout import section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.serving.view import fmt, literal
 
 nav.through_router()
 st.title("Serving engines: the same loop on a real server")

@@ -1,14 +1,14 @@
 """Speculative decoding: plain decoding and draft-and-verify race on the same prompt, for real."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui import nav
-from ui import speculative_sections as sections
-from ui.layout import chart, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.race_view import self_draft_answer
-from ui.speculative_figures import progress_lines, round_times_bar, rounds_bar
+from ui.frame import nav
+from ui.speculative import sections
+from ui.frame.layout import chart, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.speculative.race import self_draft_answer
+from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 
 nav.through_router()
 st.title("Speculative decoding: the race")

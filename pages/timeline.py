@@ -1,17 +1,18 @@
 """Prefill vs decode, and where the time goes: every number measured on this machine, or derived and said so."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.experiments import timeline as T
-from ui import nav, precision_view
-from ui import timeline_sections as sections
-from ui import timeline_view as V
-from ui.layout import beside, chart, notes, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.runs import current_trace
-from ui.state import settings
-from ui.timeline_figures import gantt
+from engine.timeline import experiment as T
+from ui.frame import nav
+from ui.precision import sections as precision_view
+from ui.timeline import sections
+from ui.timeline import view as V
+from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.frame.runs import current_trace
+from ui.frame.state import settings
+from ui.timeline.figures import gantt
 
 nav.through_router()
 st.title("Prefill vs decode: where the time goes")

@@ -1,16 +1,17 @@
 """Tokenization: the text cut into the token ids the model really receives."""
-import ui.boot  # noqa: F401  first: every module imported once, in one thread (see ui/boot.py)
+import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.prompt import PromptError
-from ui import nav, tokenization_pair
-from ui import tokenization_view as V
-from ui.layout import chart, section, try_this, what_you_see
-from ui.lessons import lesson
-from ui.models import current_model
-from ui.state import settings
-from ui.tokenization_data import compare_for, ids_for, segments_for, sources, table_for
-from ui.tokenization_figures import bytes_per_token_bar, chip_label, compare_bar, template_view, token_chips
+from engine.core.prompt import PromptError
+from ui.frame import nav
+from ui.tokenization import sections as tokenization_pair
+from ui.tokenization import view as V
+from ui.frame.layout import chart, section, try_this, what_you_see
+from ui.frame.lessons import lesson
+from ui.frame.models import current_model
+from ui.frame.state import settings
+from ui.tokenization.runs import compare_for, ids_for, paris_ids, segments_for, sources, table_for
+from ui.tokenization.figures import bytes_per_token_bar, chip_label, compare_bar, template_view, token_chips
 
 nav.through_router()
 st.title("Tokenization: from text to token ids")
@@ -45,7 +46,7 @@ if section(None):
           "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
           "token), from this model's own tokenizer; no forward pass is needed.")
     what_you_see(lesson("tokenization", "what you see", vocab=info.vocab_size, source=info.source))
-    answer = V.paris_answer(lm.name)
+    answer = V.paris_answer(paris_ids(lm.name))
     if answer:
         try_this(lesson("tokenization", "try this"), answer, key="tokenization_try")
 

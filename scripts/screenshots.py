@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tests.browser.harness import App, launch, wait_idle  # noqa: E402
-from ui import nav  # noqa: E402
+from ui.frame import nav  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
 SIZE = {"width": 1366, "height": 768}

@@ -9,7 +9,7 @@ sys.path.insert(0, str(ROOT))
 
 import os  # noqa: E402
 
-import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/threads.py)
+import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/measure/threads.py)
 
 # The app starts Gemma's one-time conversion in the background when its first page is drawn; under test (AppTest,
 # browser servers, private cache folders) that would convert it again per cache folder. Tests that want Gemma
@@ -19,7 +19,7 @@ os.environ.setdefault("ILE_PREPARE_GEMMA", "0")
 
 @pytest.fixture(scope="session")
 def tiny_lm():
-    from engine.models import load_model
+    from engine.core.models import load_model
 
     return load_model("tiny-random", device="cpu")
 
@@ -27,7 +27,7 @@ def tiny_lm():
 @pytest.fixture(scope="session")
 def embedded_lm():
     """The real SmolLM2-135M-Instruct (converted once per machine into the user cache)."""
-    from engine.models import load_model
+    from engine.core.models import load_model
 
     return load_model("embedded", device="cpu")
 
@@ -35,7 +35,7 @@ def embedded_lm():
 @pytest.fixture(scope="session")
 def gemma_lm():
     """The real Gemma 3 270M (converted once per machine into the user cache; loaded once per test session)."""
-    from engine.models import gemma_package, load_model
+    from engine.core.models import gemma_package, load_model
 
     if gemma_package() is None:
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
@@ -45,7 +45,7 @@ def gemma_lm():
 @pytest.fixture(scope="session")
 def llama_server():
     """llama-cpp-python's OpenAI-compatible server running the embedded GGUF on 127.0.0.1 (one per test session)."""
-    from engine.models import embedded_gguf_path
+    from engine.core.models import embedded_gguf_path
     from tests.serving_servers import LlamaServer, llama_cpp_missing
 
     why = llama_cpp_missing()
@@ -59,7 +59,7 @@ def llama_server():
     server.stop()
 
 def _llama_cpp_server(**kw):
-    from engine.models import embedded_gguf_path
+    from engine.core.models import embedded_gguf_path
     from tests.serving_servers import LlamaCppServer, llama_server_binary
 
     binary, why = llama_server_binary()
@@ -85,7 +85,7 @@ def llama_cpp_server():
 def llama_cpp_spec_server():
     """The same llama-server decoding speculatively: the embedded GGUF drafts for itself (-md, the same file), so
     nearly every drafted token is accepted; 2 slots."""
-    from engine.models import embedded_gguf_path
+    from engine.core.models import embedded_gguf_path
 
     gguf = embedded_gguf_path()
     server = _llama_cpp_server(parallel=2, extra=("-md", str(gguf), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
@@ -118,3 +118,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
         if tier and not (tier == "unit" and model):  # a test on the real model is never in the fast tier
             item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture
+def door():
+    """Counts top-level model forward passes (any *ForCausalLM module) in this process, split by whether they came
+    through engine.core.loop (the one door to the model: cancellation and the thread rule for every pass)."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    from engine.core import loop
+
+    count = {"through": 0, "outside": 0, "where": []}
+
+    def hook(module, args):
+        if type(module).__name__.endswith("ForCausalLM"):
+            if loop.through_door():
+                count["through"] += 1
+            else:
+                import traceback
+
+                count["outside"] += 1
+                count["where"].append("".join(traceback.format_stack(limit=8)[:-1]))
+
+    handle = register_module_forward_pre_hook(hook)
+    yield count
+    handle.remove()

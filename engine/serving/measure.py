@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from engine.serving import client as C
 from engine.serving.metrics import MetricsSample, Scraper
-from engine.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
+from engine.measure.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
 MAX_CONCURRENCY = 32  # parallel requests in one round
 MAX_REQUESTS = 160  # requests in one sweep, all rounds together
@@ -199,7 +199,8 @@ class PromptSweep:
         return {"new_tokens": self.new_tokens, "repeats": self.repeats, "truncated": self.truncated,
                 "flags": list(self.flags),
                 "points": [{"target_tokens": p.target_tokens, "prompt_tokens": p.prompt_tokens,
-                            "prompt_source": p.prompt_source, "ttft_s": p.ttft_s.__dict__, "tpot_s": p.tpot_s.__dict__}
+                            "prompt_source": p.prompt_source, "ttft_s": p.ttft_s.range_dict(),
+                            "tpot_s": p.tpot_s.range_dict()}
                            for p in self.points]}
 
 
@@ -308,7 +309,8 @@ class ConcurrencyLevel:
 
     def to_dict(self) -> dict:
         return {"concurrency": self.concurrency, "wall_s": self.wall_s, "throughput_tok_s": self.throughput_tok_s,
-                "latency_s": self.latency_s.__dict__, "ttft_s": self.ttft_s.__dict__, "tpot_s": self.tpot_s.__dict__,
+                "latency_s": self.latency_s.range_dict(), "ttft_s": self.ttft_s.range_dict(),
+                "tpot_s": self.tpot_s.range_dict(),
                 "failed": self.failed, "errors": list(self.errors),
                 "metrics": [m.to_dict() for m in self.metrics],
                 "requests": [r.to_dict() for r in self.requests]}

@@ -4,7 +4,7 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from tests.app.test_pages import errors, run_page
-from ui import nav
+from ui.frame import nav
 
 PAGE = "pages/attention.py"
 

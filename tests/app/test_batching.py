@@ -27,7 +27,7 @@ def test_batching_runs_on_demand_tiny(passes):
 
 
 def test_batching_measure_again_measures_again(monkeypatch):
-    from engine.experiments import batching as B
+    from engine.batching import experiment as B
 
     calls = []
     real = B.decode_sweep
@@ -51,8 +51,8 @@ def test_batching_measure_again_measures_again(monkeypatch):
 def test_lesson_note_follows_the_sweep():
     import numpy as np
 
-    from engine.experiments.batching import SweepPoint
-    from ui.batching_runs import sweep_lesson_note
+    from engine.batching.experiment import SweepPoint
+    from ui.batching.runs import sweep_lesson_note
 
     def pts(t8):
         return [SweepPoint(1, np.array([0.04] * 4), 10, 0, 4), SweepPoint(8, np.array([t8] * 4), 10, 0, 4)]

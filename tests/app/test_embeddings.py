@@ -1,5 +1,5 @@
 """AppTest of the embeddings page: display options reuse cached records; the page adapts to the position scheme."""
-import engine.stages.embeddings as E
+import engine.embeddings.analysis as E
 from tests.app.test_pages import errors, run_page
 
 PAGE = "pages/embeddings.py"
@@ -16,7 +16,7 @@ def _neighbour_title(at) -> str:
 
 
 def test_rope_page_and_display_options_recompute_nothing(monkeypatch):
-    from ui import embeddings_data as D
+    from ui.embeddings import runs as D
 
     for cached in (D.rope_for, D.relative_for, D.map_for):  # another test's run of this page may have filled them
         cached.clear()
@@ -51,7 +51,7 @@ def test_learned_positions_model_from_a_local_folder(tmp_path):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from engine.tiny import make_tiny_tokenizer
+    from engine.core.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 from streamlit.testing.v1 import AppTest
 
 from tests.app.test_pages import errors, run_page
-from ui import nav
+from ui.frame import nav
 
 HOME = "pages/loop.py"
 

@@ -2,15 +2,15 @@
 other sessions, a disturbed one is not, and the busy warning shows on the page."""
 from streamlit.testing.v1 import AppTest
 
-from engine import noise
-from engine.experiments import timeline as T
+from engine.measure import noise
+from engine.timeline import experiment as T
 from tests.app.test_pages import errors, run_page
 
 
 def _script():
     import streamlit as st
 
-    from ui import measured
+    from ui.frame import measured
 
     m = measured.measure(("test-measured-key",), lambda: 42, again=measured.again_pressed("again"))
     st.markdown(f"run {m.run_id} value {m.value} disturbed {m.calibration.disturbed}")
@@ -22,7 +22,7 @@ def _run_id(at):
 
 
 def test_quiet_results_are_shared_and_disturbed_ones_are_not(monkeypatch):
-    from ui import measured
+    from ui.frame import measured
 
     measured._SHARED.pop(("test-measured-key",), None)
     monkeypatch.setattr(noise, "judge", lambda *a: ("Other programs used 1.9 CPU cores on average.",))
@@ -42,7 +42,7 @@ def test_quiet_results_are_shared_and_disturbed_ones_are_not(monkeypatch):
 
 
 def test_measure_again_on_the_timeline_page_measures_again(monkeypatch):
-    from ui import measured
+    from ui.frame import measured
 
     # a quiet result of the same run measured by an earlier test (tests/app/test_timeline.py) would be shared here
     for key in [k for k in measured._SHARED if k[0] == "timeline_cache"]:

@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.test_pages import errors
-from ui import nav
+from ui.frame import nav
 
 
 @pytest.mark.parametrize("page", ["pages/sampling.py", "pages/attention.py"])
@@ -41,7 +41,7 @@ def test_greedy_run_is_reused_when_only_top_k_top_p_or_seed_move(passes):
     at.sidebar.number_input(key="w_seed").set_value(5).run()
     assert not errors(at), errors(at)
     assert passes["n"] == before, "a greedy run was generated again for settings that cannot change it"
-    from ui.runs import trace_for
+    from ui.frame.runs import trace_for
 
     tr = trace_for("tiny-random", "greedy reuse, please", True, 4, 0.0, 7, 0.95, 5)
     assert tr.settings.top_k == 7 and tr.seed == 5 and tr.analysis is not None
@@ -54,7 +54,7 @@ def test_a_sampled_nudge_reruns_the_generation_only(passes):
     before = passes["n"]
     at.sidebar.slider(key="w_temperature").set_value(0.75).run()
     assert not errors(at), errors(at)
-    from ui.runs import trace_for
+    from ui.frame.runs import trace_for
 
     tr = trace_for("tiny-random", "sampled nudge, please", True, 4, 0.75, 50, 0.95, 0)
     assert tr.settings.temperature == 0.75

@@ -4,8 +4,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui import nav
-from ui.html import WJ
+from ui.frame import nav
+from ui.frame.html import WJ
 
 PAGES = [p.path for p in nav.available()]
 
@@ -25,7 +25,7 @@ def run_page(path: str, model: str = "embedded", timeout: int = 240, **query) ->
 
 
 def shown(markdown: str) -> str:
-    """The text a reader sees of markdown written with ui.html.md_escape: escapes resolved, word joiners gone."""
+    """The text a reader sees of markdown written with ui.frame.html.md_escape: escapes resolved, word joiners gone."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(markdown)).replace(WJ, "")
 
 

@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.test_pages import PAGES, errors, run_page
-from ui import nav
+from ui.frame import nav
 
 HOME = "pages/loop.py"
 
@@ -75,7 +75,7 @@ def test_every_page_renders_with_int8_weights(path):
 def test_a_precision_copy_is_made_from_the_loaded_model_not_a_second_load(monkeypatch):
     """One model in memory per name: the bfloat16 copy is cast from the float32 model already loaded. The copy's
     inner cache lookup once passed its arguments differently, missed, and loaded the model a second time."""
-    from ui import models as M
+    from ui.frame import models as M
 
     M._load.clear()
     loads = []

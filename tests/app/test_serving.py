@@ -127,11 +127,11 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
     second it takes the old one to stop (and close its connection), instead of being told the server is busy."""
     import time
 
-    from engine import worker
+    from engine.core import worker
     from engine.serving import client as C
     from engine.serving.probe import probe
     from tests.serving_servers import HostileServer, wait_for
-    from ui import serving_runs as runs
+    from ui.serving import runs
 
     with HostileServer("silent") as s:
         cfg = C.ServerConfig(s.base_url, "odd")
@@ -141,7 +141,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
         while s.open == 0 and time.monotonic() < end:
             time.sleep(0.02)
         assert s.open == 1
-        old.detach()  # what ui.work.run does when the newer click reruns the script
+        old.detach()  # what ui.frame.work.run does when the newer click reruns the script
         new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
         assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
         assert isinstance(old.result(2), C.Cancelled)

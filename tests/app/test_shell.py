@@ -1,5 +1,5 @@
 """The app shell: settings round-trip through the URL, bad input gives messages, never a traceback."""
-from engine.sampling import SamplingSettings
+from engine.core.sampling import SamplingSettings
 from tests.app.test_pages import errors, run_page
 
 HOME = "pages/loop.py"

@@ -2,7 +2,7 @@
 clearly, and judges the speedup against its bounds."""
 import pytest
 
-import ui.speculative as ui_spec
+import ui.speculative.runs as ui_spec
 from tests.app.test_pages import errors, run_page, shown
 
 PAGE = "pages/speculative.py"
@@ -78,7 +78,7 @@ def test_no_accepted_draft_shows_no_gain():
 
 def test_impossible_speedup_is_flagged(monkeypatch):
     """A speedup above k + 1 (as a disturbed plain lane produced: 17.5x at k = 4) is flagged, not praised."""
-    from engine.experiments import speculative as S
+    from engine.speculative import decoding as S
 
     real = ui_spec.race
 
@@ -128,7 +128,7 @@ def _open_link(**query):
     """The race page opened directly from a shared link with these URL values (tiny model)."""
     from streamlit.testing.v1 import AppTest
 
-    from ui import nav
+    from ui.frame import nav
 
     at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
     for k, v in {"model": "tiny-random", **query}.items():

@@ -2,7 +2,7 @@
 recompute nothing."""
 import html
 
-import engine.stages.tokens as T
+import engine.tokenization.tokens as T
 from tests.app.test_pages import errors, run_page
 
 PAGE = "pages/tokenization.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.models import cache_dir
+from engine.core.models import cache_dir
 from tests.browser.harness import ROOT, free_port
 
 

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 def served_env_has_engine_wait_policy() -> bool:
     """Was OMP_WAIT_POLICY in this process's environment put there by the engine (not by the person)?"""
-    from engine import threads
+    from engine.measure import threads
 
     return threads._ENV_WAIT_BEFORE is None and "OMP_WAIT_POLICY" in os.environ
 
@@ -35,11 +35,11 @@ class App:
     def __init__(self, script: str = "app.py"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.run_log = SHOTS.parent / f"runs-{self.port}.log"  # one line per full script run (ui.state.start_run)
+        self.run_log = SHOTS.parent / f"runs-{self.port}.log"  # one line per full script run (ui.frame.state.start_run)
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.run_log.write_text("")
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/worker.py)
+        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/core/worker.py)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
         if served_env_has_engine_wait_policy():
             # The test process imported the engine, which set OMP_WAIT_POLICY for itself: a person's `streamlit

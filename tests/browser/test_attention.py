@@ -1,6 +1,6 @@
 """Real browser: a click on a cell of the layers x heads overview opens that head (tiny model, fast)."""
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/attention.py")
 

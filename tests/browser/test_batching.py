@@ -1,7 +1,7 @@
 """Real browser: change the batching settings like a person, run the experiment on the embedded model (small
 settings keep it to about 40 s), screenshot the results (the README shows that picture)."""
 from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/batching.py")
 

@@ -5,7 +5,7 @@ On the served app without the engine's thread policy a busy machine once gave 7,
 320 at batch 8, drawn plainly as "batching lowers throughput"."""
 import re
 
-from engine.bench.threads import start_load, stop_load
+from engine.measure.bench_threads import start_load, stop_load
 from tests.browser.harness import assert_no_error, wait_idle, wait_text
 from tests.browser.test_batching import small_settings
 
@@ -42,7 +42,7 @@ def test_batching_lesson_beside_a_busy_process(app_server, page):
 def test_race_decode_only_speedup_beside_a_busy_process(app_server, page):
     """The race's decode-only speedup (each lane after its first token) on the quote prompt, prompt lookup, k = 4,
     greedy: speculation wins there (98% acceptance on a quiet machine), or the page says the run was disturbed."""
-    from engine.noise import BUSY_MESSAGE
+    from engine.measure.noise import BUSY_MESSAGE
 
     page.goto(f"{app_server.url}/speculative?temperature=0&max_new_tokens=48&race_drafter=lookup&race_k=4")
     wait_idle(page, timeout=300)

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from tests.browser.harness import ROOT, SHOTS, assert_no_error, free_port, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 PAGES = nav.available()
 # The race runs only on Start, the serving page measures a server you name, and the comparison (in a fresh cache,

@@ -4,7 +4,7 @@ counts full script runs through the run log (app_server.runs()): a fragment reru
 import re
 
 from tests.browser.harness import assert_no_error, wait_idle
-from ui import nav
+from ui.frame import nav
 
 
 def _url(path: str) -> str:

@@ -4,7 +4,7 @@ window, and the two-models page. Pictures at 1366x768 (a projector's first scree
 import pytest
 
 from tests.browser.harness import ROOT, assert_no_error, screenshots_wanted, wait_idle, wait_text
-from ui import nav
+from ui.frame import nav
 
 DOCS = ROOT / "docs" / "screenshots"
 SIZE = {"width": 1366, "height": 768}
@@ -12,7 +12,7 @@ SIZE = {"width": 1366, "height": 768}
 
 @pytest.fixture(scope="module")
 def gemma_installed():
-    from engine.models import gemma_is_converted, gemma_package
+    from engine.core.models import gemma_is_converted, gemma_package
 
     if gemma_package() is None or not gemma_is_converted():
         pytest.skip("Gemma 3 270M is not installed and prepared (scripts/install.sh does both)")

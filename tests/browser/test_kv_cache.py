@@ -2,7 +2,7 @@
 import re
 
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/kv_cache.py")
 

@@ -1,10 +1,10 @@
 """Real browser: the home page's loop picture shows the current prompt's real chosen token and steps it round
 the loop; stepping is fragment-scoped (no full script run); the presenter view round-trips through the URL."""
-from engine.sampling import SamplingSettings
-from engine.trace import run_trace
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
-from ui.html import visible
-from ui.state import DEFAULT_PROMPT
+from ui.frame.html import visible
+from ui.frame.state import DEFAULT_PROMPT
 
 
 def _loop(page):

@@ -1,7 +1,7 @@
 """Real browser: "Fewer bytes, faster decode" on the embedded model, run by clicking, at 1366x768."""
 from tests.browser.harness import (SHOTS, assert_no_error, close_dialogs, screenshot, screenshots_wanted,
                                    wait_idle)
-from ui import nav
+from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/timeline.py")
 

@@ -7,7 +7,7 @@ server decoding speculatively, whose counters grow during a sweep. Every chart d
 import re
 
 from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/serving.py")
 

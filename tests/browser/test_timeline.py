@@ -1,6 +1,6 @@
 """Real browser: the prefill-vs-decode page on the embedded model, with two measurements run by clicking."""
 from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/timeline.py")
 

@@ -19,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-from engine.bench.threads import start_load, stop_load
+from engine.measure.bench_threads import start_load, stop_load
 from tests.browser.harness import ROOT, assert_no_error, wait_idle
 
 PROMPT = "Explain in two sentences why the sky is blue."
@@ -38,7 +38,7 @@ def _cli_ms(new: int) -> tuple[float, float]:
 
 
 def _page_ms(page, url: str, new: int) -> tuple[float, float]:
-    # a new token count makes a new run: at temperature 0 another seed would reuse the kept one (ui/runs.py)
+    # a new token count makes a new run: at temperature 0 another seed would reuse the kept one (ui/frame/runs.py)
     q = urllib.parse.urlencode({"prompt": PROMPT, "max_new_tokens": new, "temperature": 0})
     page.goto(f"{url}/timeline?{q}")
     wait_idle(page, timeout=600)

@@ -2,7 +2,7 @@
 from urllib.parse import quote
 
 from tests.browser.harness import assert_no_error, screenshot, wait_idle
-from ui import nav
+from ui.frame import nav
 
 PROMPT = "<script>alert(1)</script> <b>x</b> \U0001f642 \u6771\u4eac \u05e9\u05dc\u05d5\u05dd a\u200bb"
 

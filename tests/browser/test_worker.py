@@ -68,7 +68,7 @@ READY = re.compile(r"worker: answer done session=\S+ submitted_at=([\d.]+) ready
 
 def server_ready_times(log_text: str, since: float) -> list[tuple[float, float]]:
     """(submitted, ready) epoch seconds of every answer the server's worker finished after ``since``, from the
-    server's own log (engine/worker.py writes one line per finished job)."""
+    server's own log (engine/core/worker.py writes one line per finished job)."""
     return sorted((float(a), float(b)) for a, b in READY.findall(log_text) if float(a) >= since)
 
 
@@ -78,9 +78,9 @@ def _teacher_token(app_server) -> str | None:
 
 
 def _class(app_server, browser, embedded_lm, n: int) -> float:
-    from engine.sampling import SamplingSettings
-    from engine.trace import run_trace
-    from ui.html import visible
+    from engine.core.sampling import SamplingSettings
+    from engine.core.trace import run_trace
+    from ui.frame.html import visible
 
     # every prompt different (30 sessions too), and new to this server: an answer another test already asked for
     # comes from the app's cache without a worker job, and the log then has fewer answers than sessions

@@ -1,19 +1,22 @@
 """The architecture matrix (issue 26): tiny random models built here from the config classes of many families
-(engine.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
+(engine.core.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
 the engine paths the pages use. Each path gives correct numbers (checked against an independent computation:
 a plain forward pass, ``model.generate``, the cache's own tensors) or refuses in one line; none crashes."""
 import numpy as np
 import pytest
 import torch
 
-from engine import arch, archfacts, kv, loop, trace
-from engine.experiments import speculative, stepper
-from engine.precision import PrecisionError, to_precision, weight_bytes
-from engine.sampling import SamplingSettings
-from engine.stages import embeddings as E
-from engine.stages import inspect as I
-from engine.stages import kv_snapshot, lens
-from engine.tiny import TINY_ARCHS, TINY_WINDOW, load_tiny_arch
+from engine.core import arch, archfacts, instrument, kv, loop, trace
+from engine.speculative import decoding as speculative
+from engine.sampling import stepper
+from engine.core.precision import PrecisionError, to_precision, weight_bytes
+from engine.core.sampling import SamplingSettings
+from engine.embeddings import analysis as E
+from engine.loop import inspect as I
+from engine.kv_cache import snapshot as kv_snapshot
+from engine.attention import lens
+from engine.core.models import load_tiny_arch
+from engine.core.tiny import TINY_ARCHS, TINY_WINDOW
 
 PROMPT = ("The capital of France is Paris. The capital of Italy is Rome. Once upon a time there was a small model "
           "that learned")
@@ -104,7 +107,7 @@ def test_residual_stream_and_logit_lens(case):
     _, lm, ids, tr = case
     a = tr.analysis
     x = torch.tensor([ids])
-    with torch.inference_mode(), arch.residual_stream(lm.model) as got:
+    with torch.inference_mode(), instrument.residual_stream(lm.model) as got:
         lm.model(input_ids=x, use_cache=False)
     # row 0 is block 0's real input (GPT-2's learned positions included, Gemma's scaling included)
     blk0_in = []
@@ -126,7 +129,7 @@ def test_residual_stream_and_logit_lens(case):
 
 
 def test_glance_reads_the_models_own_last_logits(case):
-    from engine.stages.glance import last_position
+    from engine.loop.glance import last_position
 
     _, lm, ids, tr = case
     g = last_position(lm, ids)
@@ -254,7 +257,7 @@ def test_stepper_back_past_the_window_gives_the_same_distribution(case):
 
 
 def test_batched_serving_gives_each_request_its_solo_tokens(case):
-    from engine.experiments import batching as B
+    from engine.batching import experiment as B
 
     _, lm, ids, tr = case
     reqs = B.make_workload(lm.tokenizer, B.WorkloadSettings(n_requests=3, rate_per_s=50, min_new_tokens=6,
@@ -265,7 +268,7 @@ def test_batched_serving_gives_each_request_its_solo_tokens(case):
 
 
 def test_attention_time_is_measured_or_refused_never_zero(case):
-    from engine.stages.attention import measure_forward
+    from engine.attention.analysis import measure_forward
 
     _, lm, ids, tr = case
     p = measure_forward(lm, 12, repeats=1, warmup=0)
@@ -295,8 +298,8 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
     analysis numbers (per-position predictions, residual stream) taken from a plain pass, still right."""
     from transformers import AutoModelForCausalLM
 
-    from engine.models import _finish
-    from engine.tiny import _arch_configs, make_tiny_tokenizer
+    from engine.core.models import _finish
+    from engine.core.tiny import _arch_configs, make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)
@@ -311,8 +314,8 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
 
 
 def test_an_unknown_layout_is_a_one_line_load_error():
-    from engine.models import ModelLoadError, _finish
-    from engine.tiny import make_tiny_tokenizer
+    from engine.core.models import ModelLoadError, _finish
+    from engine.core.tiny import make_tiny_tokenizer
 
     class Odd(torch.nn.Module):  # no blocks anywhere
         def __init__(self):
@@ -331,12 +334,12 @@ def test_an_unknown_layout_is_a_one_line_load_error():
 
 
 def test_the_batched_worker_gives_each_request_its_solo_record(case):
-    """The class batcher (engine.classbatch, issue 28) serves requests of different lengths together: each gets
+    """The class batcher (engine.core.classbatch, issue 28) serves requests of different lengths together: each gets
     its solo tokens, and its KV bytes per step equal its solo run's (counted layer by layer: a padded batch once
     counted every layer as holding every token). Models with sliding windows run alone there (a batched tiny
     Mistral changed its tokens): this checks that, and that the solo path then gives the same records."""
-    from engine.classbatch import batched_trace, group
-    from engine.worker import Worker
+    from engine.core.classbatch import batched_trace, group
+    from engine.core.worker import Worker
 
     name, lm, _, _ = case
     if lm.info.arch.has_windows:  # such models are served one request at a time (classbatch.group)

@@ -4,10 +4,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine.bench import batching as bench_batching
-from engine.experiments.batching import (POLICIES, Request, WorkloadSettings, decode_sweep, load_sweep, make_workload,
+from engine.batching import bench as bench_batching
+from engine.batching.experiment import (POLICIES, Request, WorkloadSettings, decode_sweep, load_sweep, make_workload,
                              scale_arrivals, serve, solo_tokens)
-from engine.kv import kv_bytes_for
+from engine.core.kv import kv_bytes_for
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_single_token_requests_and_idle_gaps(tiny_lm):
 def test_bench_tiny():
     args = SimpleNamespace(batch_sizes="1,2", steps=1, warmup=0, requests=3, rate=50.0, min_new=1, max_new=3,
                            max_batch=2, timeout=0.02, seed=0, check=True)
-    from engine.models import load_model
+    from engine.core.models import load_model
 
     r = bench_batching.run(load_model("tiny-random", device="cpu"), args)
     assert [p["batch"] for p in r["decode_sweep"]] == [1, 2]

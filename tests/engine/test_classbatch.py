@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
-from engine import classbatch
-from engine.classbatch import batched_trace, group
-from engine.sampling import SamplingSettings
-from engine.trace import run_trace
-from engine.worker import Cancelled, Worker
+from engine.core import classbatch
+from engine.core.classbatch import batched_trace, group
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
+from engine.core.worker import Cancelled, Worker
 
 PROMPTS = ["hello there", "a much longer prompt with several more words in it than the first", "x",
            "the quick brown fox", "one two three four five six", "why", "tell me a story about a cat"]
@@ -119,7 +119,7 @@ def _slow_steps(monkeypatch, seconds=0.01):
 
 
 def test_a_closed_tab_frees_its_slot(tiny_lm, one_thread, monkeypatch):
-    from engine import worker
+    from engine.core import worker
 
     _slow_steps(monkeypatch)
     monkeypatch.setattr(worker, "DETACH_GRACE_S", 0.1)
@@ -204,7 +204,7 @@ def test_a_bad_prompt_fails_only_its_request(tiny_lm, one_thread):
     good = _submit(w, tiny_lm, PROMPTS[0], 4, session="a")
     bad = _submit(w, tiny_lm, "   ", 4, session="b")
     release.set()
-    from engine.prompt import PromptError
+    from engine.core.prompt import PromptError
     with pytest.raises(PromptError):
         bad.result(30)
     assert good.result(30).generated_ids == _solo(tiny_lm, PROMPTS[0], 4).generated_ids
@@ -248,7 +248,7 @@ def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
 def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread):
     """The sidebar's progress bar draws each token as it comes: in a batch each request's records are posted to
     its own job as "step" events, the same records as its Trace."""
-    from engine import worker as W
+    from engine.core import worker as W
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
@@ -262,8 +262,8 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
 
 def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
-    from engine.classbatch import analysis_group, batched_analysis
-    from engine.trace import analyse_prompt
+    from engine.core.classbatch import analysis_group, batched_analysis
+    from engine.core.trace import analyse_prompt
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
@@ -282,7 +282,7 @@ def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
 def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thread):
     from types import SimpleNamespace
 
-    from engine.bench import classroom
+    from engine.batching import bench_classroom as classroom
 
     r = classroom.run(tiny_lm, SimpleNamespace(sessions=5, new_tokens=3, repeats=1, no_analysis=True))
     assert r["same_answers"] and [x["batching"] for x in r["runs"]] == [False, True]

@@ -5,9 +5,11 @@ import math
 import pytest
 import torch
 
-from engine import background, compare as C, models
-from engine.model_names import BUILTIN, DEFAULT_ALLOWED, ModelPolicy, normalise, policy_from_env
-from engine.tiny import TINY_WINDOW, load_tiny_arch
+from engine.core import background, models
+from engine.compare import analysis as C
+from engine.core.model_names import BUILTIN, DEFAULT_ALLOWED, ModelPolicy, normalise, policy_from_env
+from engine.core.models import load_tiny_arch
+from engine.core.tiny import TINY_WINDOW
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.kv import kv_bytes_for
-from engine.models import ModelLoadError, load_model
-from engine.prompt import PromptError, encode_prompt
-from engine.sampling import SamplingSettings
-from engine.trace import ATTN_MAX, run_trace
-from engine.loop import decode_step, new_cache, prefill
+from engine.core.kv import kv_bytes_for
+from engine.core.models import ModelLoadError, load_model
+from engine.core.prompt import PromptError, encode_prompt
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import ATTN_MAX, run_trace
+from engine.core.loop import decode_step, new_cache, prefill
 
 
 def full_logits(lm, ids):
@@ -145,7 +145,7 @@ def test_odd_unicode_and_html_round_trip(tiny_lm):
 
 
 def test_model_without_chat_template_falls_back_with_a_note(tiny_lm):
-    from engine.tiny import make_tiny_tokenizer
+    from engine.core.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer(chat_template=False)
     enc = encode_prompt(tok, "hello", use_chat_template=True)
@@ -231,7 +231,7 @@ def test_cli_bench_decode_runs(capsys):
 
 def test_block_walk_adds_up(embedded_lm):
     """Inside a block: input + attention = first add; its output equals the model's hidden state there."""
-    from engine.stages.inspect import block_walk
+    from engine.loop.inspect import block_walk
 
     ids = list(encode_prompt(embedded_lm.tokenizer, "The capital of France is", False).ids)
     walk = block_walk(embedded_lm, ids, layer=3)
@@ -251,13 +251,13 @@ def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(ti
     when the recorded output differs from what those modules give (here: shifted after the pass), it refuses."""
     from contextlib import contextmanager
 
-    from engine import arch
-    from engine.stages.inspect import block_walk
+    from engine.core import instrument
+    from engine.loop.inspect import block_walk
 
     ids = [1, 2, 3, 4, 5, 6]
     walk = block_walk(tiny_lm, ids, layer=1)
     assert walk is not None and len(walk) == 7
-    real = arch.residual_stream
+    real = instrument.residual_stream
 
     @contextmanager
     def shifted(model, select=lambda t: t):
@@ -265,5 +265,5 @@ def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(ti
             yield stream
             stream[2] = stream[2] + 1.0  # block 1's recorded output, moved off what the block computes
 
-    monkeypatch.setattr(arch, "residual_stream", shifted)
+    monkeypatch.setattr(instrument, "residual_stream", shifted)
     assert block_walk(tiny_lm, ids, layer=1) is None

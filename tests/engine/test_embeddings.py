@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.stages import embeddings as E
+from engine.embeddings import analysis as E
 
 
 def test_prompt_embeddings_are_table_rows(tiny_lm):
@@ -82,8 +82,8 @@ def test_tied_embeddings(tiny_lm, embedded_lm):
 def tiny_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from engine.models import _finish
-    from engine.tiny import make_tiny_tokenizer
+    from engine.core.models import _finish
+    from engine.core.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)

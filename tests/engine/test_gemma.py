@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from engine import compare as C, kv, loop, models
-from engine.stages import tokens as T
+from engine.compare import analysis as C
+from engine.core import kv, loop, models
+from engine.tokenization import tokens as T
 
 WINDOW = 512
 pytestmark = pytest.mark.model  # the real Gemma 3 270M: never in the fast unit tier

@@ -8,9 +8,9 @@ import time
 import pytest
 import torch
 
-import engine.models as models
-from engine.experiments.drafters import DrafterError, make_drafter
-from engine.models import ModelLoadError, load_model
+import engine.core.models as models
+from engine.speculative.drafters import DrafterError, make_drafter
+from engine.core.models import ModelLoadError, load_model
 
 
 # --- names -------------------------------------------------------------------------------------------------
@@ -63,8 +63,8 @@ def test_random_draft_depth_is_capped_by_the_target(tiny_lm, spec):
 
 
 def test_a_random_draft_bigger_than_memory_is_refused_before_building():
-    from engine.experiments.drafters import random_draft_model
-    from engine.tiny import make_tiny
+    from engine.speculative.drafters import random_draft_model
+    from engine.core.tiny import make_tiny
 
     model, tok = make_tiny()
     lm = models._finish("tiny-hostile", "a private tiny model", model, tok, torch.device("cpu"))
@@ -97,7 +97,7 @@ def test_cli_refuses_nonsense_sampling_settings_with_a_message(capsys, flag, val
 
 
 def test_nan_sampling_settings_are_refused_in_the_engine():
-    from engine.sampling import SamplingSettings
+    from engine.core.sampling import SamplingSettings
 
     with pytest.raises(ValueError, match="nan"):
         SamplingSettings(temperature=float("nan"))

@@ -3,12 +3,12 @@ import numpy as np
 import torch
 
 from engine.__main__ import main
-from engine.bench.kv import measure_steps
-from engine.kv import kv_bytes_for
-from engine.stages.kv_snapshot import cache_snapshot
-from engine.sampling import SamplingSettings
-from engine.trace import generate_tokens, run_trace
-from engine.loop import new_cache, prefill
+from engine.kv_cache.bench import measure_steps
+from engine.core.kv import kv_bytes_for
+from engine.kv_cache.snapshot import cache_snapshot
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import generate_tokens, run_trace
+from engine.core.loop import new_cache, prefill
 
 
 def _check_steps(lm, steps, prompt_len):

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-import engine.models as models
+import engine.core.models as models
 
 
 @pytest.fixture

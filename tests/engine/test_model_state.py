@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import worker
+from engine.core import worker
 
 
 def model_state(model) -> dict:
@@ -28,19 +28,19 @@ def model_state(model) -> dict:
 
 
 def _jobs():
-    from engine.experiments import batching as B
-    from engine.experiments import timeline as T
-    from engine.experiments.speculative import race, sweep_k
-    from engine.experiments.stepper import Stepper
-    from engine.sampling import SamplingSettings
-    from engine.stages import embeddings as E
-    from engine.stages.attention import measure_forward
-    from engine.stages.inspect import block_walk
-    from engine.stages.kv_snapshot import cache_snapshot
-    from engine.stages.lens import logit_lens
-    from engine.stages.positions import position_predictions
-    from engine.trace import run_trace
-    from engine.bench import decode as bench_decode
+    from engine.batching import experiment as B
+    from engine.timeline import experiment as T
+    from engine.speculative.decoding import race, sweep_k
+    from engine.sampling.stepper import Stepper
+    from engine.core.sampling import SamplingSettings
+    from engine.embeddings import analysis as E
+    from engine.attention.analysis import measure_forward
+    from engine.loop.inspect import block_walk
+    from engine.kv_cache.snapshot import cache_snapshot
+    from engine.attention.lens import logit_lens
+    from engine.sampling.positions import position_predictions
+    from engine.core.trace import run_trace
+    from engine.timeline import bench_decode
 
     ids = list(range(5, 25))
 
@@ -84,7 +84,7 @@ def test_model_state_unchanged(tiny_lm, job):
 
 def test_attention_capture_matches_eager(tiny_lm):
     """The load-time measuring attention returns the same weights as transformers' eager attention."""
-    from engine.trace import analyse_prompt
+    from engine.core.trace import analyse_prompt
 
     ids = list(range(5, 20))
     a = analyse_prompt(tiny_lm, ids)

@@ -3,7 +3,7 @@ import subprocess
 import sys
 import time
 
-from engine import noise
+from engine.measure import noise
 
 
 def test_summarize_median_quartiles_and_wide_spread():
@@ -101,3 +101,21 @@ def test_calibration_flags_a_busy_neighbour():
     assert c.other_cores is not None and c.other_cores >= 0.5, c
     assert c.disturbed and noise.BUSY_MESSAGE
     assert "measured at" in c.describe()
+
+
+def test_one_summary_type_for_repeats():
+    """summarize and Spread.of give the same type (engine.measure.spread.Spread): median and range alike; summarize
+    adds the quartiles and the flags."""
+    from engine.measure.spread import Spread
+
+    a, b = noise.summarize([1.0, 2.0, 3.0, 4.0, 100.0], "x"), Spread.of([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert type(a) is type(b) is Spread
+    assert (a.median, a.lo, a.hi, a.n) == (b.median, b.lo, b.hi, b.n) == (3.0, 1.0, 100.0, 5)
+    assert a.q1 == 2.0 and a.q3 == 4.0 and a.iqr == 2.0 and a.flags and b.flags == ()
+    assert a.scaled(2).q3 == 8.0 and a.overlaps(b)
+
+
+def test_the_serving_records_write_a_spread_as_before():
+    from engine.measure.spread import Spread
+
+    assert Spread.of([1.0, 3.0]).range_dict() == {"median": 2.0, "lo": 1.0, "hi": 3.0, "n": 2}

@@ -6,13 +6,13 @@ import math
 import pytest
 import torch
 
-from engine.experiments import precision as P
-from engine.kv import kv_bytes_for
-from engine.models import ModelLoadError, load_model
-from engine.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
+from engine.precision import experiment as P
+from engine.core.kv import kv_bytes_for
+from engine.core.models import ModelLoadError, load_model
+from engine.core.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
                               to_precision, weight_bytes)
-from engine.sampling import SamplingSettings
-from engine.trace import run_trace
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
 
 CPU = supported("cpu")
 BYTES = {"float32": 4, "bfloat16": 2, "int8": 4}  # KV cache bytes per value: int8 keeps float32 activations
@@ -118,7 +118,7 @@ def test_comparison_on_the_tiny_model(tiny_lm, one_thread):
 
 
 def test_bench_precision_reports_every_precision(tiny_lm, one_thread):
-    from engine.bench import precision as B
+    from engine.precision import bench as B
 
     args = argparse.Namespace(new_tokens=4, repeats=1, precisions="", prompt="Hello", no_llama_cpp=False)
     r = B.run(tiny_lm, args)

@@ -1,4 +1,4 @@
-"""engine.sampling against transformers' own logits warpers, seeded reproducibility, greedy, and a
+"""engine.core.sampling against transformers' own logits warpers, seeded reproducibility, greedy, and a
 statistical test that draws follow the sampling distribution."""
 import itertools
 import math
@@ -9,7 +9,7 @@ from transformers.generation.logits_process import (
     LogitsProcessorList, MinPLogitsWarper, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper,
 )
 
-from engine.sampling import SamplingSettings, filter_logits, make_generator, sample, sampling_probs
+from engine.core.sampling import SamplingSettings, filter_logits, make_generator, sample, sampling_probs
 
 VOCAB = 300
 TEMPERATURES = [0.3, 0.7, 1.0, 1.6]
@@ -129,7 +129,7 @@ def chi2_stat(counts: torch.Tensor, probs: torch.Tensor, n: int) -> tuple[float,
 @pytest.mark.parametrize("settings", [SamplingSettings(1.0), SamplingSettings(0.8, 40, 0.9, 0.02)],
                          ids=["plain", "filtered"])
 def test_histogram_of_draws_converges_to_the_probabilities(settings):
-    """N draws through engine.sampling.sample (the loop's own function): Pearson's chi-square stays below
+    """N draws through engine.core.sampling.sample (the loop's own function): Pearson's chi-square stays below
     its 1-in-10^6 quantile (z = 4.75; fixed seed, so the test is deterministic), and the same statistic
     rejects a wrong distribution, so the test can fail."""
     n = 40_000

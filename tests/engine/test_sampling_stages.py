@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.stages.positions import position_predictions
-from engine.sampling import SamplingSettings, sampling_probs
-from engine.stages.sampling_stages import draw_at, draw_counts, stages, total_variation
-from engine.experiments.stepper import Stepper
-from engine.trace import run_trace
-from engine.loop import new_cache, prefill
+from engine.sampling.positions import position_predictions
+from engine.core.sampling import SamplingSettings, sampling_probs
+from engine.sampling.stages import draw_at, draw_counts, stages, total_variation
+from engine.sampling.stepper import Stepper
+from engine.core.trace import run_trace
+from engine.core.loop import new_cache, prefill
 
 
 def peaked_logits(vocab: int = 500, seed: int = 0) -> np.ndarray:
@@ -133,11 +133,11 @@ def test_position_predictions_from_one_pass(tiny_lm):
 
 def test_a_thread_started_inside_one_thread_gets_its_count_back(monkeypatch):
     """Streamlit starts each script run in a new thread, which inherits the OpenMP thread count in force at that
-    moment; app.py calls restore_threads so such a run gets the thread policy's count (engine/threads.py), not
+    moment; app.py calls restore_threads so such a run gets the thread policy's count (engine/measure/threads.py), not
     one thread. The policy asks for 2 here (ILE_THREADS) so that the two cases differ on any machine."""
     import threading
 
-    from engine.timing import one_thread, restore_threads
+    from engine.measure.timing import one_thread, restore_threads
 
     monkeypatch.setenv("ILE_THREADS", "2")
     seen = {}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from engine import worker
+from engine.core import worker
 from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
@@ -168,7 +168,7 @@ def test_cancel_mid_request_closes_the_connection_at_once():
 
 def test_a_job_whose_tab_left_is_cancelled_and_its_connection_closed():
     """The page's mechanism without the browser: the probe runs as a job on the network worker with
-    worker.cancel_event(); the waiter detaches (what ui.work.run does when Streamlit stops the script of a closed
+    worker.cancel_event(); the waiter detaches (what ui.frame.work.run does when Streamlit stops the script of a closed
     tab); the worker's grace passes, the job stops and the server sees the connection close."""
     with HostileServer("silent") as s:
         net = worker.get_net_worker()

@@ -1,10 +1,10 @@
-"""SmoothQuant folding (engine/smoothing.py): exact in float, balanced as its formula says, skipped where the
+"""SmoothQuant folding (engine/core/smoothing.py): exact in float, balanced as its formula says, skipped where the
 layout is not the one it knows."""
 import copy
 
 import torch
 
-from engine import smoothing
+from engine.core import smoothing
 
 
 def _logits(lm_model, ids):

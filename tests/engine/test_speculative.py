@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experiments.drafters import DrafterError, LookupDrafter, ModelDrafter, crop_to, early_exit_model, make_drafter
-from engine.prompt import encode_prompt
-from engine.sampling import SamplingSettings, make_generator
-from engine.experiments.speculative import expected_speedup, race, speculative_generate, sweep_k, verify
-from engine.trace import generate_tokens
-from engine.loop import new_cache, prefill
+from engine.speculative.drafters import DrafterError, LookupDrafter, ModelDrafter, early_exit_model, make_drafter
+from engine.core.prompt import encode_prompt
+from engine.core.sampling import SamplingSettings, make_generator
+from engine.speculative.decoding import expected_speedup, race, speculative_generate, sweep_k, verify
+from engine.core.trace import generate_tokens
+from engine.core.loop import crop, new_cache, prefill
 
 
 
@@ -136,7 +136,7 @@ def test_kv_cache_after_rollback_equals_fresh_pass(tiny_lm):
     cache = new_cache(tiny_lm)
     prefill(tiny_lm, torch.tensor([ids[:12]]), cache)
     tiny_lm.model(input_ids=torch.tensor([[5, 6, 7, 8]]), past_key_values=cache, use_cache=True)  # rejected drafts
-    crop_to(cache, 12)
+    crop(cache, 12)
     assert cache.get_seq_length() == 12
     cont = tiny_lm.model(input_ids=torch.tensor([ids[12:20]]), past_key_values=cache, use_cache=True).logits
     fresh = tiny_lm.model(input_ids=torch.tensor([ids[:20]]), use_cache=False).logits[:, 12:]
@@ -210,3 +210,16 @@ def test_expected_speedup_formula():
 def test_sweep_k_small(tiny_lm):
     pts = sweep_k(tiny_lm, _ids(tiny_lm), "lookup", [1, 3], max_new_tokens=8)
     assert [p.k for p in pts] == [1, 3] and all(p.identical and p.tokens_per_pass >= 1 for p in pts)
+
+
+def test_every_drafter_keeps_the_drafter_protocol(tiny_lm):
+    """lookup, early exit and a draft model all offer what speculative_generate asks (engine.speculative.drafters.
+    Drafter), checked against the protocol's own members."""
+    from engine.speculative.drafters import Drafter
+
+    members = [m for m in vars(Drafter) if not m.startswith("_")] + list(Drafter.__annotations__)
+    assert {"start", "propose", "update", "name", "deterministic", "cost_layers"} <= set(members)
+    for spec in ("lookup", "early-exit:1", "model:self"):
+        d = make_drafter(tiny_lm, spec)
+        missing = [m for m in members if not hasattr(d, m)]
+        assert missing == [], (spec, missing)

@@ -5,10 +5,10 @@ import time
 
 import torch
 
-from engine import noise, threads
-from engine.bench.threads import start_load, stop_load
-from engine.loop import decode_step, new_cache, prefill, warm_up
-from engine.prompt import encode_prompt
+from engine.measure import noise, threads
+from engine.measure.bench_threads import start_load, stop_load
+from engine.core.loop import decode_step, new_cache, prefill, warm_up
+from engine.core.prompt import encode_prompt
 
 
 def _decode_steps(lm, ids, n):
@@ -67,8 +67,8 @@ def test_describe_policy_says_what_is_in_force():
 
 
 def _threads_seen_by_forward(lm, ids: torch.Tensor) -> int:
-    """The torch thread count in force while the model's forward runs for ``ids`` via engine.loop.forward."""
-    from engine.loop import forward
+    """The torch thread count in force while the model's forward runs for ``ids`` via engine.core.loop.forward."""
+    from engine.core.loop import forward
 
     seen = []
     hook = lm.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from engine.bench import timeline as bench_timeline
-from engine.experiments import timeline as T
-from engine.sampling import SamplingSettings
-from engine.trace import run_trace
+from engine.timeline import bench as bench_timeline
+from engine.timeline import experiment as T
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
 
 
 @pytest.fixture(scope="module")

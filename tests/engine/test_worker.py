@@ -7,15 +7,15 @@ import time
 
 import pytest
 
-from engine import worker
-from engine.worker import Cancelled, Worker
+from engine.core import worker
+from engine.core.worker import Cancelled, Worker
 
 
 def _slow_decode(lm, n, started=None):
-    """A decode of n steps on the tiny model: every pass checks for cancellation (engine.loop.forward)."""
+    """A decode of n steps on the tiny model: every pass checks for cancellation (engine.core.loop.forward)."""
     import torch
 
-    from engine.loop import decode, new_cache, prefill
+    from engine.core.loop import decode, new_cache, prefill
 
     cache = new_cache(lm)
     tok = int(prefill(lm, torch.tensor([[1, 2, 3]]), cache)[0].argmax())
@@ -129,9 +129,9 @@ def test_rerun_reattaches_instead_of_restarting(tiny_lm):
 def test_two_races_with_each_others_models_as_drafts_both_finish():
     """Session 1 races target A with draft B while session 2 races target B with draft A (the lock-ordering
     deadlock of per-model locks): on one worker both finish, with greedy output equal to plain decoding."""
-    from engine.experiments.drafters import make_drafter
-    from engine.experiments.speculative import race
-    from engine.models import load_model
+    from engine.speculative.drafters import make_drafter
+    from engine.speculative.decoding import race
+    from engine.core.models import load_model
 
     a, b = load_model("tiny-random"), load_model("tiny-random")
     ids = list(range(5, 20))

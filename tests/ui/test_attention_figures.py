@@ -3,7 +3,7 @@ reference curve and the GQA wiring say what the data says."""
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.attention_figures import (MASKED, attention_map, cost_chart, final_prob_line, gqa_diagram, head_overview,
+from ui.attention.figures import (MASKED, attention_map, cost_chart, final_prob_line, gqa_diagram, head_overview,
                                   kv_saving_bar, labels, lens_grid, query_bar, residual_norms_chart)
 
 
@@ -134,7 +134,7 @@ def test_norm_and_final_prob_charts():
 def test_overview_marks_global_layers_among_sliding_ones():
     import numpy as np
 
-    from ui.attention_figures import head_overview
+    from ui.attention.figures import head_overview
 
     windows = (512, 512, None, 512, None)
     fig = head_overview(np.zeros((5, 4)), "entropy", "bits", windows=windows)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ui import attention_view as AV
+from ui.attention import view as AV
 
 INFO = SimpleNamespace(n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, bytes_per_value=2, dtype="bfloat16",
                        max_positions=1024, source="tiny", position_encoding="rope")

@@ -1,8 +1,8 @@
 """Figure builders of the embeddings page, on real records from the tiny model."""
 import numpy as np
 
-from engine.stages import embeddings as E
-from ui.embeddings_figures import (cosine_heatmap, embedding_heatmap, neighbours_bar, norms_bar, pca_scatter,
+from engine.embeddings import analysis as E
+from ui.embeddings.figures import (cosine_heatmap, embedding_heatmap, neighbours_bar, norms_bar, pca_scatter,
                                    relative_heatmap, relative_lines, rope_angle_heatmap, rope_wavelength_line)
 
 IDS = [5, 9, 5, 12]

@@ -1,8 +1,8 @@
 """The timeline page's hardware probe allocates about 512 MiB: it is measured once per process and shared."""
 import threading
 
-from engine.experiments import timeline as T
-from ui import timeline_runs
+from engine.timeline import experiment as T
+from ui.timeline import runs as timeline_runs
 
 
 def test_concurrent_first_calls_measure_once(monkeypatch):

@@ -1,9 +1,9 @@
 """View builders of the KV-cache page: the run's cache against the formula, the calculator's tables and texts."""
 from types import SimpleNamespace
 
-from engine.kv import kv_bytes_for
-from engine.stages import kv_presets as kp
-from ui import kv_cache_view as KV
+from engine.core.kv import kv_bytes_for
+from engine.kv_cache import presets as kp
+from ui.kv_cache import view as KV
 
 INFO = SimpleNamespace(n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, bytes_per_value=2, dtype="bfloat16",
                        max_positions=1024, source="tiny", position_encoding="rope")

@@ -3,7 +3,7 @@
 - at most 110 lines;
 - imports no numpy or torch, and never touches st.session_state (per-session state lives in ui/ helpers);
 - each page has a lesson file in assets/lessons/ with the sections the page asks for;
-- Streamlit's caches are declared in ui/cache.py only.
+- Streamlit's caches are declared in ui/frame/cache.py only.
 """
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ def test_every_page_has_a_lesson_file(path):
 
 def test_every_lesson_section_asked_for_exists():
     """Every literal lesson("page", "section") in pages/ and ui/ names a section that its file has."""
-    from ui.lessons import sections
+    from ui.frame.lessons import sections
 
     asked = set()
-    for p in [*ROOT.glob("pages/*.py"), *ROOT.glob("ui/*.py")]:
+    for p in [*ROOT.glob("pages/*.py"), *ROOT.glob("ui/**/*.py")]:
         asked.update(re.findall(r"lesson\(\s*\"([a-z_]+)\"\s*,\s*\"([^\"{]+)\"", p.read_text(encoding="utf-8")))
     assert ("loop", "glance") in asked  # the pattern finds what it is for
     missing = [f"{page}: {name}" for page, name in sorted(asked) if name.lower() not in sections(page)]
@@ -55,10 +55,10 @@ def test_every_lesson_section_asked_for_exists():
 
 
 def test_streamlit_caches_are_declared_in_one_module():
-    offenders = [p.relative_to(ROOT).as_posix() for p in sorted([*ROOT.glob("ui/*.py"), *ROOT.glob("pages/*.py"),
+    offenders = [p.relative_to(ROOT).as_posix() for p in sorted([*ROOT.glob("ui/**/*.py"), *ROOT.glob("pages/*.py"),
                                                                   ROOT / "app.py"])
                  if re.search(r"st\.cache_(data|resource)\(", p.read_text(encoding="utf-8"))
-                 and p.name != "cache.py"]
+                 and p.relative_to(ROOT).as_posix() != "ui/frame/cache.py"]
     assert offenders == [], offenders
 
 

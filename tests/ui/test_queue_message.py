@@ -1,5 +1,5 @@
 """A waiting page's line: its place in the fair order and what runs now, by kind only (never a prompt)."""
-from ui.work import queue_message
+from ui.frame.work import queue_message
 
 
 def test_queue_message_names_place_and_what_runs():
@@ -13,7 +13,7 @@ def test_queue_message_names_place_and_what_runs():
 def test_worker_place_follows_the_fair_order():
     import threading
 
-    from engine.worker import Worker
+    from engine.core.worker import Worker
 
     w = Worker(batching=False)
     started, release = threading.Event(), threading.Event()

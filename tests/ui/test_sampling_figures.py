@@ -2,10 +2,10 @@
 import numpy as np
 import torch
 
-from engine.sampling import SamplingSettings
-from engine.stages.sampling_stages import draw_counts, stages
-from ui.figures import COLORS
-from ui.sampling_figures import (
+from engine.core.sampling import SamplingSettings
+from engine.sampling.stages import draw_counts, stages
+from ui.frame.figures import COLORS
+from ui.sampling.figures import (
     cumulative_curve, draws_vs_probs, position_probs, removed_by, stage_bars, step_chart, unique_labels,
 )
 

@@ -1,10 +1,10 @@
 """The served app runs under the engine's thread policy however it is started (issue 31).
 
-OpenMP reads OMP_WAIT_POLICY once, when torch loads it. The app's first import (ui.boot) once imported torch before
+OpenMP reads OMP_WAIT_POLICY once, when torch loads it. The app's first import (ui.frame.boot) once imported torch before
 engine/__init__ could set the policy, so the served app ran with spinning idle threads while the CLI did not: on a
 busy laptop a decode step took 469 ms in the app and 278 ms from the command line. Two guards:
-- every file Streamlit can run first (app.py and each page) imports ui.boot before anything else;
-- a fresh interpreter that imports ui.boot, as `streamlit run` does (Streamlit itself loads no torch), reports the
+- every file Streamlit can run first (app.py and each page) imports ui.frame.boot before anything else;
+- a fresh interpreter that imports ui.frame.boot, as `streamlit run` does (Streamlit itself loads no torch), reports the
   engine's wait policy in force, not "torch was loaded before the engine could set the wait policy".
 """
 from __future__ import annotations
@@ -34,19 +34,19 @@ def _first_import(path: Path) -> str:
 
 @pytest.mark.parametrize("path", ENTRIES, ids=lambda p: p.name)
 def test_every_entry_imports_boot_first(path):
-    assert _first_import(path) == "ui.boot", f"{path.name}: `import ui.boot` must be its first import"
+    assert _first_import(path) == "ui.frame.boot", f"{path.name}: `import ui.frame.boot` must be its first import"
 
 
 def test_boot_imports_the_engine_before_torch():
     order = [n.names[0].name if isinstance(n, ast.Import) else n.module
-             for n in ast.parse((ROOT / "ui" / "boot.py").read_text(encoding="utf-8")).body
+             for n in ast.parse((ROOT / "ui" / "frame" / "boot.py").read_text(encoding="utf-8")).body
              if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert order.index("engine") < order.index("torch"), order
 
 
 def test_a_fresh_app_process_runs_the_engines_wait_policy():
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "ILE_THREAD_POLICY")}
-    code = ("import sys; assert 'torch' not in sys.modules; import ui.boot; from engine import threads; "
+    code = ("import sys; assert 'torch' not in sys.modules; import ui.frame.boot; from engine.measure import threads; "
             "p = threads.describe_policy(); print(p.wait, '|', p.wait_note, '|', __import__('os').environ.get("
             "'OMP_WAIT_POLICY'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,

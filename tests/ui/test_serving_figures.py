@@ -5,8 +5,8 @@ import pytest
 from engine.serving import client as C
 from engine.serving import measure as Me
 from tests.serving_servers import OddServer
-from ui import serving_figures as F
-from ui.serving_view import concurrency_table, literal, offers_table
+from ui.serving import figures as F
+from ui.serving.view import concurrency_table, literal, offers_table
 
 
 def _labelled(fig, y=True):

@@ -1,13 +1,13 @@
 """Chart text readable from the back of a room: every axis's tick labels at least 14 px and dark, on every figure
-shown (ui.figures.readable, applied by ui.layout.chart), and log axes labelled at powers of ten only."""
+shown (ui.frame.figures.readable, applied by ui.frame.layout.chart), and log axes labelled at powers of ten only."""
 import re
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ui import figures
-from ui.figures import MIN_TICK_SIZE, readable
+from ui.frame import figures
+from ui.frame.figures import MIN_TICK_SIZE, readable
 
 
 def dark(colour: str) -> bool:
@@ -75,17 +75,17 @@ def test_readable_never_shrinks_a_larger_font():
 
 
 def test_every_chart_call_goes_through_readable():
-    """The only two st.plotly_chart calls (ui.layout.chart and the attention overview) apply the rule: a new
+    """The only two st.plotly_chart calls (ui.frame.layout.chart and the attention overview) apply the rule: a new
     direct call would escape it, so it fails here."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     calls = {}
-    for path in list((root / "ui").glob("*.py")) + list((root / "pages").glob("*.py")):
+    for path in list((root / "ui").rglob("*.py")) + list((root / "pages").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         if "st.plotly_chart(" in text:
-            calls[path.name] = text
-    assert set(calls) == {"layout.py", "attention_data.py"}, sorted(calls)
+            calls[path.relative_to(root / path.relative_to(root).parts[0]).as_posix()] = text
+    assert set(calls) == {"frame/layout.py", "attention/runs.py"}, sorted(calls)
     for name, text in calls.items():
         body = text.split("st.plotly_chart(")[0].rsplit("def ", 1)[1]
         assert "readable(fig" in body, name

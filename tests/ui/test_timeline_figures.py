@@ -3,10 +3,10 @@ import math
 
 import pytest
 
-from engine.experiments import timeline as T
-from engine.sampling import SamplingSettings
-from engine.trace import run_trace
-from ui import timeline_figures as F
+from engine.timeline import experiment as T
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
+from ui.timeline import figures as F
 
 
 def sp(m, lo=None, hi=None, n=3):

@@ -2,8 +2,8 @@
 outlines its edge; the KV heatmap leaves positions a window dropped blank and scales by the held ones."""
 import numpy as np
 
-from ui.attention_figures import attention_map
-from ui.kv_figures import cache_heatmap
+from ui.attention.figures import attention_map
+from ui.kv_cache.figures import cache_heatmap
 
 
 def test_attention_map_masks_and_outlines_the_window():

@@ -1,0 +1,106 @@
+"""Benchmark: a class of requests on the batched engine worker vs the serial one, measured in the same run.
+
+N different prompts (a class of students opening the home page at once: chat template, greedy, the app's full
+record with the untimed analysis pass) are submitted together to a worker that batches them (engine/core/classbatch.py)
+and to one that serves them one at a time (``batching=False``: today's worker before issue 28), in the order
+serial, batched, serial, batched... Both give the same answers (checked); what differs is when each is ready.
+Compare the ratios: the machine may be shared.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+
+from engine.core.models import LoadedModel
+
+CLASS_PROMPTS = ("What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
+                 "Say hello in Spanish.", "What animal says moo?", "Name a planet.", "What is the opposite of hot?",
+                 "Name a fruit that is yellow.", "How many legs does a spider have?", "What colour is the sky?",
+                 "Name a day of the week.", "What do bees make?", "What is frozen water called?",
+                 "Name a musical instrument.", "What is the largest ocean?", "Which month comes after May?",
+                 "What is the capital of Japan?", "Name a shape with three sides.", "What do cows drink?",
+                 "What gas do plants breathe in?")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--sessions", type=int, default=20, help="requests submitted at once, one per session")
+    p.add_argument("--new-tokens", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=1, help="serial/batched pairs")
+    p.add_argument("--no-analysis", action="store_true", help="skip the untimed analysis pass of each request")
+
+
+def _prompts(n: int) -> list[str]:
+    return [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] + ("" if i < len(CLASS_PROMPTS) else f" ({i})") for i in range(n)]
+
+
+def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: bool, analyse: bool = True) -> dict:
+    """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
+    from engine.core.classbatch import batched_trace, group
+    from engine.core.sampling import SamplingSettings
+    from engine.measure.timing import configure_worker_threads
+    from engine.core.worker import Worker
+
+    w = Worker(configure=configure_worker_threads, batching=batching)
+    w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
+    t0 = time.monotonic()
+    jobs = [w.submit(batched_trace, lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse,
+                     session=f"student-{i}", batch=group(lm)) for i, p in enumerate(prompts)]
+    traces = [j.result(3600) for j in jobs]
+    ready = np.array([j.finished_at - t0 for j in jobs])
+    first = np.array([(j.first_token_at or j.finished_at) - t0 for j in jobs])
+    tokens = sum(len(t.generated_ids) for t in traces)
+    return {"batching": batching, "last_ready_s": float(ready.max()), "first_ready_s": float(ready.min()),
+            "p50_ready_s": float(np.percentile(ready, 50)), "p90_ready_s": float(np.percentile(ready, 90)),
+            "mean_time_to_first_token_s": float(first.mean()), "tokens": tokens,
+            "throughput_tok_s": tokens / float(ready.max()), "largest_batch": max(t.largest_batch for t in traces),
+            "ids": [list(t.generated_ids) for t in traces]}
+
+
+def run(lm: LoadedModel, args) -> dict:
+    prompts = _prompts(int(args.sessions))
+    before = os.environ.get("ILE_WORKER_LOG")
+    os.environ["ILE_WORKER_LOG"] = "off"
+    try:
+        from engine.core.loop import warm_up
+
+        warm_up(lm)
+        runs = []
+        for _ in range(max(1, int(args.repeats))):
+            for batching in (False, True):
+                runs.append(serve_class(lm, prompts, int(args.new_tokens), batching, not args.no_analysis))
+    finally:
+        if before is None:
+            os.environ.pop("ILE_WORKER_LOG", None)
+        else:
+            os.environ["ILE_WORKER_LOG"] = before
+    serial = [r for r in runs if not r["batching"]]
+    batched = [r for r in runs if r["batching"]]
+    same = all(r["ids"] == serial[0]["ids"] for r in runs)
+    for r in runs:
+        r.pop("ids")
+    med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+    return {
+        "benchmark": "classroom", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "sessions": len(prompts), "new_tokens": int(args.new_tokens), "runs": runs,
+        "serial_throughput_tok_s": med(serial, "throughput_tok_s"),
+        "batched_throughput_tok_s": med(batched, "throughput_tok_s"),
+        "throughput_ratio_batched_vs_serial": med(batched, "throughput_tok_s") / med(serial, "throughput_tok_s"),
+        "serial_last_ready_s": med(serial, "last_ready_s"), "batched_last_ready_s": med(batched, "last_ready_s"),
+        "same_answers": same,
+        "note": "every request submitted at t = 0, one session each; greedy, chat template; ready = its Trace done "
+                "(analysis pass included unless --no-analysis); serial = the worker with batching off",
+    }
+
+
+def summary(r: dict) -> str:
+    lines = [f"{r['sessions']} sessions x {r['new_tokens']} new tokens on {r['model']} ({r['device']})",
+             "worker    last ready s  p50 ready s  tokens/s  largest batch"]
+    for x in r["runs"]:
+        lines.append(f"{'batched' if x['batching'] else 'serial':8s}  {x['last_ready_s']:11.2f}  {x['p50_ready_s']:11.2f}"
+                     f"  {x['throughput_tok_s']:8.1f}  {x['largest_batch']:13d}")
+    lines.append(f"batched / serial throughput: {r['throughput_ratio_batched_vs_serial']:.2f}x; "
+                 f"same answers: {r['same_answers']}")
+    return "\n".join(lines)

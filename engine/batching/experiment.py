@@ -1,0 +1,535 @@
+"""Serving many users with one model: batched decoding, and a small real scheduler with two policies.
+
+* ``decode_sweep``: one decode step for B sequences at once, timed for several batch sizes B. A step streams
+  every weight once whatever B is, so the step time grows slowly while the tokens per step grow with B.
+* ``serve``: a list of requests (arrival time, prompt, tokens to generate) served greedily on the real model
+  under one of two policies, on the real wall clock (a request is not scheduled before it has arrived):
+
+  - ``static``: wait until ``max_batch`` requests are queued (or the oldest has waited ``batch_timeout_s``),
+    run that batch until its longest request is done; rows whose request is already done keep decoding as
+    wasted (padded) slots, and later arrivals wait for the whole batch.
+  - ``continuous`` (iteration-level scheduling, Yu et al. 2022, "Orca"): after every decode step, finished
+    requests leave the batch and queued ones join it (their prompts prefilled in one pass, their keys and
+    values merged into the batch cache).
+
+Variable lengths share one batch by left padding: an attention mask marks padded cache positions and
+explicit ``position_ids`` give each row its own positions, so every request gets the tokens it would get
+alone. Keys are stored after RoPE, so left-padding a cache never changes a stored key.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from engine.core.kv import kv_bytes, kv_bytes_for
+from engine.core.models import LoadedModel
+from engine.core.prompt import encode_prompt
+from engine.measure.timing import now
+from engine.core.loop import forward, new_cache, warm_up
+
+POLICIES = ("static", "continuous")
+
+PROMPTS = (
+    "What is the capital of France?",
+    "Give me three tips for sleeping better.",
+    "Explain photosynthesis to a ten-year-old.",
+    "Write a haiku about the sea.",
+    "Why is the sky blue?",
+    "Translate 'good morning' into Spanish and German.",
+    "What is 17 times 23?",
+    "Suggest a name for a black cat.",
+    "How do I boil an egg?",
+    "Summarise the plot of Romeo and Juliet in one sentence.",
+    "List four planets of the solar system.",
+    "What does a CPU do?",
+)
+
+Progress = Callable[[float, str], None]
+
+
+# ----------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Request:
+    rid: int
+    arrival_s: float  # offset from the start of the run
+    prompt: str
+    prompt_ids: tuple[int, ...]
+    max_new_tokens: int  # exactly this many tokens are generated (end-of-sequence is not a stop here)
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """A request trace: Poisson arrivals at ``rate_per_s``, output lengths uniform in [min, max], seeded."""
+
+    n_requests: int = 8
+    rate_per_s: float = 4.0
+    min_new_tokens: int = 4
+    max_new_tokens: int = 24
+    seed: int = 0
+    chat: bool = True
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    rid: int
+    prompt: str
+    prompt_tokens: int
+    max_new_tokens: int
+    arrival_s: float
+    admitted_s: float  # its prefill started
+    first_token_s: float  # its prefill ended: first token ready
+    done_s: float  # its last token ready
+    released_s: float  # its batch slot freed (static: when the whole batch ends)
+    token_ids: tuple[int, ...]
+
+    @property
+    def queued_s(self) -> float:
+        return self.admitted_s - self.arrival_s
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def latency_s(self) -> float:
+        """Arrival to last token."""
+        return self.done_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token after the first."""
+        n = len(self.token_ids)
+        return (self.done_s - self.first_token_s) / (n - 1) if n > 1 else float("nan")
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One forward pass of the server (timed after a device sync)."""
+
+    phase: str  # "prefill" | "decode"
+    start_s: float
+    end_s: float
+    rids: tuple[int, ...]  # the request in each batch row
+    useful_rows: int  # rows whose token someone still needs
+    tokens_in: int  # positions fed to the model, padding included
+    pad_tokens: int  # of those, padding (prefill: left padding; decode: rows of finished requests)
+    kv_bytes: int  # measured from the cache tensors after this pass (batch cache, padding included)
+    kv_real_tokens: int  # cached positions that are not padding, over all rows
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    policy: str
+    model: str
+    max_batch: int
+    batch_timeout_s: float
+    requests: tuple[RequestRecord, ...]
+    steps: tuple[StepEvent, ...]
+    wall_s: float
+    kv_bytes_per_token: int  # formula: 2 x layers x kv_heads x head_dim x bytes per value
+
+    def metrics(self) -> dict:
+        reqs = self.requests
+        lat = np.array([r.latency_s for r in reqs])
+        ttft = np.array([r.ttft_s for r in reqs])
+        tokens = sum(len(r.token_ids) for r in reqs)
+        end = max((r.done_s for r in reqs), default=0.0)
+        dec = [s for s in self.steps if s.phase == "decode"]
+        pre = [s for s in self.steps if s.phase == "prefill"]
+        slots = sum(len(s.rids) for s in dec)
+        wasted = sum(s.pad_tokens for s in dec)
+        return {
+            "policy": self.policy, "requests": len(reqs), "tokens": tokens, "makespan_s": end,
+            "throughput_tok_s": tokens / end if end > 0 else float("nan"),
+            "mean_latency_s": float(lat.mean()) if len(lat) else float("nan"),
+            "p90_latency_s": float(np.percentile(lat, 90)) if len(lat) else float("nan"),
+            "mean_ttft_s": float(ttft.mean()) if len(ttft) else float("nan"),
+            "p90_ttft_s": float(np.percentile(ttft, 90)) if len(ttft) else float("nan"),
+            "forward_passes": len(self.steps), "decode_steps": len(dec), "prefills": len(pre),
+            "decode_slots": slots, "wasted_decode_slots": wasted,
+            "wasted_fraction": wasted / slots if slots else 0.0,
+            "prefill_tokens": sum(s.tokens_in for s in pre), "prefill_pad_tokens": sum(s.pad_tokens for s in pre),
+            "mean_batch": slots / len(dec) if dec else 0.0,
+            "peak_kv_bytes": max((s.kv_bytes for s in self.steps), default=0),
+            "busy_s": sum(s.end_s - s.start_s for s in self.steps),
+        }
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    batch: int
+    step_seconds: np.ndarray = field(repr=False)  # every timed decode step
+    context_tokens: int  # tokens in each row's cache when the timed steps began
+    kv_bytes: int  # measured after the last step
+    timed_steps: int
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.step_seconds))
+
+    @property
+    def p10_s(self) -> float:
+        return float(np.percentile(self.step_seconds, 10))
+
+    @property
+    def p90_s(self) -> float:
+        return float(np.percentile(self.step_seconds, 90))
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch / self.median_s
+
+
+# ----------------------------------------------------------------------------------------------- workload
+
+
+def make_workload(tokenizer, s: WorkloadSettings, prompts: tuple[str, ...] = PROMPTS) -> tuple[Request, ...]:
+    """Seeded request trace: exponential gaps (Poisson arrivals), the first request at t = 0."""
+    if s.n_requests < 1:
+        raise ValueError("at least one request is needed")
+    if not s.rate_per_s > 0:
+        raise ValueError("the arrival rate must be positive")
+    lo, hi = sorted((max(1, int(s.min_new_tokens)), max(1, int(s.max_new_tokens))))
+    rng = np.random.default_rng(s.seed)
+    gaps = rng.exponential(1.0 / s.rate_per_s, s.n_requests)
+    gaps[0] = 0.0
+    arrivals = np.cumsum(gaps)
+    lengths = rng.integers(lo, hi + 1, s.n_requests)
+    picks = rng.permutation(np.resize(np.arange(len(prompts)), s.n_requests))
+    out = []
+    for i in range(s.n_requests):
+        text = prompts[int(picks[i]) % len(prompts)]
+        ids = encode_prompt(tokenizer, text, use_chat_template=s.chat).ids
+        out.append(Request(i, float(arrivals[i]), text, ids, int(lengths[i])))
+    return tuple(out)
+
+
+def scale_arrivals(reqs: tuple[Request, ...], rate_factor: float) -> tuple[Request, ...]:
+    """The same requests arriving ``rate_factor`` times as often (arrival times divided by it)."""
+    return tuple(Request(r.rid, r.arrival_s / rate_factor, r.prompt, r.prompt_ids, r.max_new_tokens) for r in reqs)
+
+
+# ----------------------------------------------------------------------------------------------- batch state
+
+
+class _Slot:
+    __slots__ = ("req", "tokens", "admitted", "first", "done")
+
+    def __init__(self, req: Request, admitted: float):
+        self.req, self.tokens, self.admitted, self.first, self.done = req, [], admitted, 0.0, 0.0
+
+    @property
+    def finished(self) -> bool:
+        return len(self.tokens) >= self.req.max_new_tokens
+
+
+class _Batch:
+    """The running batch: one KV cache with a row per request, left-padded to a common length."""
+
+    def __init__(self, lm: LoadedModel):
+        self.lm = lm
+        self.cache: DynamicCache | None = None
+        self.mask: torch.Tensor | None = None  # [B, L] 1 = real cached position, 0 = padding
+        self.slots: list[_Slot] = []
+
+    def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(layer.keys, layer.values) for layer in self.cache.layers]  # each [B, kv_heads, L, head_dim]
+
+    def set_kv(self, kv, mask: torch.Tensor) -> None:
+        self.cache = DynamicCache(ddp_cache_data=kv, config=self.lm.model.config) if kv else None
+        self.mask = mask
+
+    def merge(self, kv_new, mask_new: torch.Tensor, slots: list[_Slot]) -> None:
+        """Append rows: left-pad the shorter side with zeros (masked out) to a common length."""
+        if self.cache is None:
+            self.set_kv(kv_new, mask_new)
+        else:
+            length = max(self.mask.shape[1], mask_new.shape[1])
+            kv = [(torch.cat([_lpad(k, length), _lpad(k2, length)]), torch.cat([_lpad(v, length), _lpad(v2, length)]))
+                  for (k, v), (k2, v2) in zip(self.kv(), kv_new)]
+            self.set_kv(kv, torch.cat([_lpad(self.mask, length), _lpad(mask_new, length)]))
+        self.slots += slots
+
+    def keep(self, rows: list[int]) -> None:
+        """Drop the other rows, then the leading columns that are padding in every remaining row."""
+        if not rows:
+            self.cache, self.mask, self.slots = None, None, []
+            return
+        idx = torch.tensor(rows, device=self.mask.device)
+        mask = self.mask[idx]
+        start = int(mask.any(0).nonzero()[0])
+        self.set_kv([(k[idx, :, start:], v[idx, :, start:]) for k, v in self.kv()], mask[:, start:])
+        self.slots = [self.slots[i] for i in rows]
+
+    def kv_real_tokens(self) -> int:
+        return int(self.mask.sum()) if self.mask is not None else 0
+
+
+def _lpad(t: torch.Tensor, length: int) -> torch.Tensor:
+    """Left-pad dim -2 of a cache tensor [B, H, L, D] (or dim -1 of a mask [B, L]) with zeros to ``length``."""
+    dim = -1 if t.dim() == 2 else -2
+    missing = length - t.shape[dim]
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
+@torch.inference_mode()
+def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
+    """One pass over several prompts, left-padded to the longest. Returns (per-layer (keys, values),
+    mask [g, P], next-token logits [g, vocab] on the model's device, padded positions). The class worker
+    (engine/core/classbatch.py) samples from these logits per request; the experiments here take the argmax."""
+    dev = lm.device
+    length = max(len(p) for p in prompts)
+    pad = lm.tokenizer.pad_token_id or 0
+    ids = torch.tensor([[pad] * (length - len(p)) + list(p) for p in prompts], device=dev)  # [g, P]
+    mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=dev)  # [g, P]
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [g, P] each row counts from 0 at its first real token
+    cache = new_cache(lm)
+    logits = forward(lm, ids, cache, attention_mask=mask, position_ids=pos)[:, -1]  # [g, vocab]
+    kv = [(layer.keys, layer.values) for layer in cache.layers]
+    return kv, mask, logits, int((mask == 0).sum())
+
+
+def prefill_rows(lm: LoadedModel, prompts: list[tuple[int, ...]]):
+    """``prefill_logits`` with the greedy next token of each row [g] instead of the logits."""
+    kv, mask, logits, pad = prefill_logits(lm, prompts)
+    return kv, mask, logits.argmax(-1).cpu(), pad
+
+
+@torch.inference_mode()
+def decode_logits(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
+    """One decode step for every row: the new token sits at position = that row's real cached tokens.
+    Returns the logits [B, vocab] on the model's device."""
+    dev = lm.device
+    x = torch.tensor(tokens, device=dev)[:, None]  # [B, 1]
+    pos = batch.mask.sum(-1, keepdim=True)  # [B, 1]
+    mask = torch.cat([batch.mask, batch.mask.new_ones(len(tokens), 1)], dim=-1)  # [B, L + 1]
+    logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[:, -1]  # [B, vocab]
+    batch.mask = mask
+    return logits
+
+
+def decode_rows(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
+    """``decode_logits`` with the greedy next token of each row [B]."""
+    return decode_logits(lm, batch, tokens).argmax(-1).cpu()
+
+
+# ----------------------------------------------------------------------------------------------- scheduler
+
+
+class _Server:
+    def __init__(self, lm: LoadedModel, reqs, policy: str, max_batch: int, batch_timeout_s: float,
+                 progress: Progress | None):
+        self.lm, self.policy, self.max_batch, self.timeout = lm, policy, max_batch, batch_timeout_s
+        self.pending = sorted(reqs, key=lambda r: (r.arrival_s, r.rid))
+        self.queue: list[Request] = []
+        self.records: list[RequestRecord] = []
+        self.steps: list[StepEvent] = []
+        self.total = sum(r.max_new_tokens for r in reqs)
+        self.made = 0
+        self.progress = progress
+        self.t0 = now(lm.device)
+
+    def clock(self) -> float:
+        return now(self.lm.device) - self.t0
+
+    def admit_arrivals(self) -> None:
+        t = self.clock()
+        while self.pending and self.pending[0].arrival_s <= t:
+            self.queue.append(self.pending.pop(0))
+
+    def wait_until(self, t: float) -> None:
+        delay = t - self.clock()
+        if delay > 0:
+            time.sleep(delay)
+
+    def tick(self, n: int) -> None:
+        self.made += n
+        if self.progress is not None:
+            self.progress(self.made / self.total, f"{self.policy}: {self.made}/{self.total} tokens")
+
+    def prefill(self, batch: _Batch, reqs: list[Request]) -> None:
+        start = self.clock()
+        kv, mask, first, pad = prefill_rows(self.lm, [r.prompt_ids for r in reqs])
+        slots = [_Slot(r, start) for r in reqs]
+        batch.merge(kv, mask, slots)
+        end = self.clock()
+        for s, tok in zip(slots, first.tolist()):
+            s.tokens.append(tok)
+            s.first = s.done = end
+        self.steps.append(StepEvent("prefill", start, end, tuple(r.rid for r in reqs), len(reqs),
+                                    int(mask.numel()), pad, kv_bytes(batch.cache), batch.kv_real_tokens()))
+        self.tick(len(reqs))
+
+    def decode(self, batch: _Batch) -> None:
+        start = self.clock()
+        useful = [not s.finished for s in batch.slots]
+        nxt = decode_rows(self.lm, batch, [s.tokens[-1] for s in batch.slots])
+        end = self.clock()
+        for s, tok, u in zip(batch.slots, nxt.tolist(), useful):
+            if u:
+                s.tokens.append(tok)
+                s.done = end
+        self.steps.append(StepEvent("decode", start, end, tuple(s.req.rid for s in batch.slots), sum(useful),
+                                    len(useful), useful.count(False), kv_bytes(batch.cache), batch.kv_real_tokens()))
+        self.tick(sum(useful))
+
+    def release(self, slots: list[_Slot], at: float | None = None) -> None:
+        """Free the slots at ``at`` (static: the batch's end), or each as soon as its last token is ready."""
+        for s in slots:
+            r = s.req
+            self.records.append(RequestRecord(r.rid, r.prompt, len(r.prompt_ids), r.max_new_tokens, r.arrival_s,
+                                              s.admitted, s.first, s.done, s.done if at is None else at,
+                                              tuple(s.tokens)))
+
+    def run_static(self) -> None:
+        while self.pending or self.queue:
+            self.admit_arrivals()
+            if not self.queue:
+                self.wait_until(self.pending[0].arrival_s)
+                continue
+            if len(self.queue) < self.max_batch and self.pending:
+                deadline = self.queue[0].arrival_s + self.timeout
+                if self.clock() < deadline:  # wait for a fuller batch, up to the timeout
+                    self.wait_until(min(deadline, self.pending[0].arrival_s))
+                    continue
+            group, self.queue = self.queue[: self.max_batch], self.queue[self.max_batch:]
+            batch = _Batch(self.lm)
+            self.prefill(batch, group)
+            while not all(s.finished for s in batch.slots):
+                self.decode(batch)
+            self.release(batch.slots, max(s.done for s in batch.slots))
+
+    def run_continuous(self) -> None:
+        batch = _Batch(self.lm)
+        while self.pending or self.queue or batch.slots:
+            self.admit_arrivals()
+            if not batch.slots and not self.queue:
+                self.wait_until(self.pending[0].arrival_s)
+                continue
+            room = self.max_batch - len(batch.slots)
+            if self.queue and room > 0:
+                join, self.queue = self.queue[:room], self.queue[room:]
+                self.prefill(batch, join)
+            else:
+                self.decode(batch)
+            done = [i for i, s in enumerate(batch.slots) if s.finished]
+            if done:
+                self.release([batch.slots[i] for i in done])
+                batch.keep([i for i in range(len(batch.slots)) if i not in done])
+
+
+def serve(lm: LoadedModel, reqs: tuple[Request, ...], policy: str = "continuous", max_batch: int = 4,
+          batch_timeout_s: float = 0.5, progress: Progress | None = None) -> ServeResult:
+    """Serve ``reqs`` greedily with real forward passes on the real wall clock (see the module docstring)."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}")
+    if max_batch < 1:
+        raise ValueError("max_batch must be at least 1")
+    if not reqs:
+        raise ValueError("no requests")
+    warm_up(lm)
+    srv = _Server(lm, reqs, policy, int(max_batch), float(batch_timeout_s), progress)
+    srv.run_static() if policy == "static" else srv.run_continuous()
+    wall = srv.clock()
+    return ServeResult(policy, lm.info.name, int(max_batch), float(batch_timeout_s),
+                       tuple(sorted(srv.records, key=lambda r: r.rid)), tuple(srv.steps), wall,
+                       kv_bytes_for(lm.info, 1))
+
+
+# ----------------------------------------------------------------------------------------------- decode sweep
+
+
+def decode_sweep(lm: LoadedModel, batch_sizes=(1, 2, 4, 8, 16), prompt: str = PROMPTS[0], steps: int = 6,
+                 warmup: int = 2, progress: Progress | None = None) -> tuple[SweepPoint, ...]:
+    """Time ``steps`` decode steps (after ``warmup`` untimed ones) with B copies of one prompt, for each B.
+
+    Rows are identical (no padding), so the only thing that changes with B is how many tokens a step makes.
+    """
+    sizes = sorted({int(b) for b in batch_sizes if int(b) >= 1})
+    if not sizes:
+        raise ValueError("no batch sizes")
+    ids = encode_prompt(lm.tokenizer, prompt).ids
+    out = []
+    warm_up(lm)
+    for n, b in enumerate(sizes):
+        batch = _Batch(lm)
+        kv, mask, first, _ = prefill_rows(lm, [ids] * b)
+        batch.merge(kv, mask, [])
+        tok = first.tolist()
+        times = []
+        for i in range(warmup + steps):
+            t0 = now(lm.device)
+            tok = decode_rows(lm, batch, tok).tolist()
+            if i >= warmup:
+                times.append(now(lm.device) - t0)
+        out.append(SweepPoint(b, np.array(times), len(ids) + warmup, kv_bytes(batch.cache), len(times)))
+        if progress is not None:
+            progress((n + 1) / len(sizes), f"batch {b}: {statistics.median(times) * 1000:.0f} ms per step")
+    return tuple(out)
+
+
+def solo_tokens(lm: LoadedModel, req: Request) -> list[int]:
+    """The tokens this request gets when it runs alone (greedy, unbatched): the reference for batching."""
+    from engine.core.sampling import SamplingSettings
+    from engine.core.trace import generate_tokens
+
+    out, *_ = generate_tokens(lm, list(req.prompt_ids), SamplingSettings(temperature=0.0), req.max_new_tokens, 0,
+                              stop_at_eos=False, record=False)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- load
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One probe request ("you") served among background traffic arriving at ``rate_per_s`` (0 = alone)."""
+
+    rate_per_s: float
+    background: int  # other requests in the run
+    probe: RequestRecord
+    mean_batch_while_decoding: float  # rows per decode step during the probe's decode
+    step_ms_while_decoding: float  # median wall time of those decode steps
+
+
+def load_sweep(lm: LoadedModel, base: WorkloadSettings, rates=(0.0, 2.0, 8.0), probe_tokens: int = 12,
+               probe_prompt: str = PROMPTS[4], max_batch: int = 4, progress: Progress | None = None
+               ) -> tuple[LoadPoint, ...]:
+    """The same request, alone and amid busier traffic, under continuous batching.
+
+    Background requests come from ``base`` with its rate replaced; the probe arrives at the median background
+    arrival time (in the thick of the traffic), or at t = 0 when it is alone (rate 0).
+    """
+    out = []
+    rates = [float(r) for r in rates]
+    ids = encode_prompt(lm.tokenizer, probe_prompt, use_chat_template=base.chat).ids
+    for n, rate in enumerate(rates):
+        bg = () if rate <= 0 else make_workload(
+            lm.tokenizer, WorkloadSettings(base.n_requests, rate, base.min_new_tokens, base.max_new_tokens,
+                                           base.seed, base.chat))
+        at = float(np.median([r.arrival_s for r in bg])) if bg else 0.0
+        probe = Request(len(bg), at, probe_prompt, ids, int(probe_tokens))
+
+        def sub(frac, msg, n=n):
+            if progress is not None:
+                progress((n + frac) / len(rates), f"rate {rate:g}/s: {msg}")
+
+        res = serve(lm, bg + (probe,), "continuous", max_batch, progress=sub)
+        rec = next(r for r in res.requests if r.rid == probe.rid)
+        during = [s for s in res.steps if s.phase == "decode" and probe.rid in s.rids]
+        out.append(LoadPoint(rate, len(bg), rec,
+                             float(np.mean([len(s.rids) for s in during])) if during else 0.0,
+                             float(np.median([s.end_s - s.start_s for s in during]) * 1e3) if during else float("nan")))
+    return tuple(out)

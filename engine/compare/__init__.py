@@ -1,0 +1,1 @@
+"""Two models side by side (analysis)."""

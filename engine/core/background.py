@@ -1,0 +1,94 @@
+"""Preparing the packaged second model (Gemma 3 270M) off the request path: in a child process, once per machine.
+
+Why a child process: the conversion builds a tokenizer from the GGUF (about a minute) and dequantizes 268 M
+parameters to float32 (peak about 2.6 GB of memory); in a process of its own that memory is returned to the
+system when it ends, and nothing of it runs on a Streamlit script thread or on the engine worker that serves the
+first page's forward passes. The app starts it when its first page is drawn (``start``), so a teacher's first
+click on Gemma finds it ready; a page that asks for Gemma before then waits on the same process (``wait``).
+
+Several processes (an install script, two app servers) converting at once are serialised by a file lock in
+``engine.core.models.convert_gemma``: the second finds the copy ready and returns.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.core import models
+
+ENV_PREPARE = "ILE_PREPARE_GEMMA"  # "0"/"off": never start the background conversion (a page still can)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Preparation:
+    """One background preparation: the watching thread, the child's log, and how it ended."""
+
+    thread: threading.Thread
+    log: Path
+    state: str = "checking"  # checking | converting | ready | failed | not installed
+    message: str = ""
+    started: float = 0.0
+
+    def last_line(self) -> str:
+        try:
+            lines = [ln for ln in self.log.read_text(errors="replace").splitlines() if ln.startswith("[engine]")]
+        except OSError:
+            return ""
+        return lines[-1][len("[engine] "):] if lines else ""
+
+
+_LOCK = threading.Lock()
+_CURRENT: dict[str, Preparation] = {}
+
+
+def disabled(environ=None) -> bool:
+    env = os.environ if environ is None else environ
+    return env.get(ENV_PREPARE, "1").strip().lower() in ("0", "off", "no", "false")
+
+
+def _run(prep: Preparation) -> None:
+    try:
+        if models.gemma_package() is None:
+            prep.state, prep.message = "not installed", f"Gemma 3 270M is not installed. Run: {models.GEMMA_INSTALL}"
+            return
+        if models.gemma_is_converted():  # hashes the 1.07 GB copy once per process (a few seconds), here
+            prep.state = "ready"
+            return
+        prep.state = "converting"
+        prep.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(prep.log, "w") as out:
+            code = subprocess.call([sys.executable, "-m", "engine", "prepare", "--model", models.GEMMA],
+                                   cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if code == 0 and models.gemma_is_converted():
+            prep.state = "ready"
+        else:
+            prep.state = "failed"
+            prep.message = prep.last_line() or f"the conversion process ended with code {code}"
+    except Exception as exc:  # noqa: BLE001 - reported to whoever waits on it, never raised in a thread
+        prep.state, prep.message = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        models.log(f"background preparation of {models.GEMMA}: {prep.state} {prep.message}".rstrip())
+
+
+def start(name: str = models.GEMMA) -> Preparation:
+    """Start (once per process, again after a failure) the background preparation of ``name``; returns it."""
+    with _LOCK:
+        prep = _CURRENT.get(name)
+        if prep is not None and (prep.thread.is_alive() or prep.state == "ready"):
+            return prep
+        log = models.cache_dir() / f"{models.gemma_converted_dir().name}.prepare.log"
+        prep = Preparation(threading.Thread(target=lambda: _run(prep), name=f"prepare-{name}", daemon=True), log,
+                           started=time.time())
+        _CURRENT[name] = prep
+        prep.thread.start()
+        return prep
+
+
+def current(name: str = models.GEMMA) -> Preparation | None:
+    return _CURRENT.get(name)

@@ -1,0 +1,287 @@
+"""The class is the batch: the engine worker serves concurrent generation requests of many sessions together.
+
+``batched_trace`` has ``run_trace``'s arguments and, called directly or run alone, *is* ``run_trace``. Submitted to
+the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with every other queued request for the
+same model object (so the same precision): continuous batching, as the batching page teaches it.
+
+- Requests join between decode steps: joiners' prompts are prefilled together (left-padded, in chunks of at most
+  ``PREFILL_CHUNK_TOKENS`` padded positions per pass) and merged into the running batch's KV cache; a request
+  leaves when it picks end-of-sequence or reaches its token count, and its row is dropped from the cache.
+- The batch mechanics (left padding, attention mask, per-row positions, merging and dropping rows) are the
+  batching experiment's own (engine/batching/experiment.py): one implementation for the lesson and the class.
+- Each request samples from its own row's logits with its own generator (``make_generator(seed)``), in the same
+  order as alone: greedy output is the solo output token for token, and a sampled one draws from the same
+  distribution with the same seed semantics (tests/engine/test_classbatch.py).
+- Each request still gets its own ``Trace``: its tokens, top-k, KV bytes (its own rows of the cache) and, after its
+  last token, the untimed analysis pass over its prompt (requests that finish in the same step share one pass). A step's ``seconds`` is the time of the whole batched
+  pass; its ``batch_size`` says how many requests shared it ("measured in a batch of 7"): not a solo step time.
+- A request whose session went away (tab closed, page left) leaves the batch before the next step.
+"""
+from __future__ import annotations
+
+import inspect
+import time
+
+import torch
+
+from engine.batching.experiment import _Batch, decode_logits, prefill_logits
+from engine.core.kv import cache_tensors
+from engine.core.loop import eos_ids, warm_up
+from engine.core.models import LoadedModel
+from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
+from engine.core.sampling import SamplingSettings, make_generator, sample
+from engine.measure.timing import now
+from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
+
+PREFILL_CHUNK_TOKENS = 2048  # padded prompt positions per prefill pass (rows x longest prompt)
+ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps logits at every position)
+
+
+def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
+                  max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True,
+                  analyse: bool = True, on_step=None) -> Trace:
+    """One generation request. Alone this is ``run_trace``; the worker batches it with others (``serve_batch``).
+    ``on_step``: alone, called with each step's record; in a batch, each record is posted to the request's own job
+    as a ``("step", (record,))`` event instead (what ``engine.core.worker.relay("step")`` would post), so its page draws
+    its progress token by token either way."""
+    return run_trace(lm, prompt, settings, max_new_tokens, seed, use_chat_template, on_step=on_step, analyse=analyse)
+
+
+batched_trace.kind = "answer"  # what the class view and the queue messages call it
+
+
+def group(lm: LoadedModel) -> tuple | None:
+    """Requests batch together only on the same loaded model object: same weights, same precision. A model with
+    sliding-window layers runs each request alone (None): a left-padded batch whose rows joined at different
+    times changed a tiny Mistral's greedy tokens against its solo run (tests/engine/test_architectures.py), and
+    an answer that differs from running alone is worse than a slower one."""
+    facts = getattr(lm.info, "arch", None)
+    if facts is not None and facts.has_windows:
+        return None
+    return ("trace", lm.name, id(lm))
+
+
+_SIG = inspect.signature(batched_trace)
+
+
+class _Row:
+    """One request in the batch: its settings, generator, tokens and raw step records."""
+
+    def __init__(self, job, lm: LoadedModel):
+        a = _SIG.bind(*job.args, **job.kwargs)
+        a.apply_defaults()
+        v = a.arguments
+        if v["lm"] is not lm:
+            raise ValueError("a batch serves one model")
+        self.job, self.prompt, self.analyse = job, v["prompt"], bool(v["analyse"])
+        self.stream = v["on_step"] is not None
+        self.max_new = int(min(max(int(v["max_new_tokens"]), 1), MAX_NEW_TOKENS))
+        self.settings = v["settings"].clamp()
+        self.seed = int(v["seed"])
+        self.lm = lm
+        self.enc = encode_prompt(lm.tokenizer, self.prompt, v["use_chat_template"], max_tokens=MAX_PROMPT_TOKENS)
+        self.ids = tuple(self.enc.ids)
+        self.gen = make_generator(self.seed)
+        self.tokens: list[int] = []
+        self.raw: list[tuple] = []
+        self.first_logits: torch.Tensor | None = None
+        self.reason: str | None = None
+
+    def pick(self, logits: torch.Tensor) -> int:
+        return int(sample(logits, self.settings, self.gen))
+
+    def keep(self, logits: torch.Tensor, tok: int, seconds: float, tokens_in: int, kv: tuple[int, int], rows: int,
+             stops: set[int]) -> None:
+        if self.first_logits is None:
+            self.first_logits = logits
+        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, _step_stats(logits, tok, self.settings), rows))
+        self.tokens.append(tok)
+        self.job.tokens = len(self.tokens)
+        if self.stream:
+            self.job._post("step", (_make_record(self.lm, *self.raw[-1]),))
+        if tok in stops:
+            self.reason = "eos"
+        elif len(self.tokens) >= self.max_new:
+            self.reason = "max_new_tokens"
+
+
+def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
+    """(bytes, tokens) of row ``i``'s real cached positions, layer by layer: each layer's bytes per position times
+    the row's real tokens it holds. Rows are left-padded, so a sliding-window layer that keeps its last positions
+    holds min(real tokens, its length) of them, as the row's own cache would alone (issue 26's per-layer formula)."""
+    real = int(batch.mask[i].sum())
+    held = 0
+    for _, k, v in cache_tensors(batch.cache):  # k, v: [batch, kv_heads, positions, head_dim]
+        b, positions = k.shape[0], k.shape[-2]
+        if positions:
+            per_position = (k.numel() * k.element_size() + v.numel() * v.element_size()) // (b * positions)
+            held += per_position * min(real, positions)
+    return held, real
+
+
+def _chunks(rows: list[_Row], budget: int = PREFILL_CHUNK_TOKENS) -> list[list[_Row]]:
+    """Consecutive groups whose padded size (rows x longest prompt) stays within ``budget`` (one row may
+    exceed it alone)."""
+    out: list[list[_Row]] = []
+    for r in rows:
+        if out and (len(out[-1]) + 1) * max(len(r.ids), *(len(x.ids) for x in out[-1])) <= budget:
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def serve_batch(w, first) -> None:
+    """Run ``first`` and every request of its group the worker admits, until the batch is empty (see the module
+    docstring). ``w`` is the engine worker: ``admit``, ``complete``, ``note_step``, ``max_batch``."""
+    lm = first.args[0] if first.args else first.kwargs["lm"]
+    stops = eos_ids(lm)
+    dev = lm.device
+    batch = _Batch(lm)
+    joiners = [first]
+    warm_up(lm)
+    while True:
+        gone = [i for i, r in enumerate(batch.slots) if r.job.should_stop()]
+        if gone:
+            for i in gone:
+                w.complete(batch.slots[i].job, "cancelled", error=_cancelled(batch.slots[i].job))
+            batch.keep([i for i in range(len(batch.slots)) if i not in gone])
+        room = w.max_batch - len(batch.slots) - len(joiners)
+        if room > 0:
+            joiners += w.admit(first.batch, room)
+        new: list[_Row] = []
+        for job in joiners:
+            if job.should_stop():
+                w.complete(job, "cancelled", error=_cancelled(job))
+                continue
+            try:
+                new.append(_Row(job, lm))
+            except Exception as exc:  # an unusable prompt fails its own request only
+                w.complete(job, "failed", error=exc)
+        joiners = []
+        if new:
+            for chunk in _chunks(new):
+                _prefill(w, lm, batch, chunk, stops, dev)
+        elif batch.slots:
+            _decode(w, lm, batch, stops, dev)
+        else:
+            return
+        done = [i for i, r in enumerate(batch.slots) if r.reason is not None]
+        if done:
+            rows = [batch.slots[i] for i in done]
+            batch.keep([i for i in range(len(batch.slots)) if i not in done])
+            for chunk in _chunks(rows, ANALYSIS_CHUNK_TOKENS):
+                _finish(w, lm, chunk)
+
+
+def _cancelled(job):
+    from engine.core.worker import Cancelled
+
+    return Cancelled(f"job {job.key!r} cancelled (left the batch)")
+
+
+def _prefill(w, lm, batch: _Batch, rows: list[_Row], stops, dev) -> None:
+    start, t0 = time.monotonic(), now(dev)
+    kv, mask, logits, _ = prefill_logits(lm, [r.ids for r in rows])
+    logits = logits.float().cpu()  # [g, vocab]
+    toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
+    seconds = now(dev) - t0
+    w.note_step("prefill", start, time.monotonic(), len(rows))
+    base = len(batch.slots)
+    batch.merge(kv, mask, rows)
+    t = time.monotonic()
+    for i, (r, tok) in enumerate(zip(rows, toks)):
+        r.job.first_token_at = t
+        r.job.rows = max(r.job.rows, len(rows))
+        r.keep(logits[i], tok, seconds, len(r.ids), _row_kv(batch, base + i), len(rows), stops)
+
+
+def _decode(w, lm, batch: _Batch, stops, dev) -> None:
+    rows = list(batch.slots)
+    start, t0 = time.monotonic(), now(dev)
+    logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
+    toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
+    seconds = now(dev) - t0
+    w.note_step("decode", start, time.monotonic(), len(rows))
+    for i, (r, tok) in enumerate(zip(rows, toks)):
+        r.job.rows = max(r.job.rows, len(rows))
+        r.keep(logits[i], tok, seconds, 1, _row_kv(batch, i), len(rows), stops)
+
+
+def _finish(w, lm, rows: list[_Row]) -> None:
+    """Requests that finished in the same step: their untimed analysis passes run as one (right-padded, so each
+    row computes what its prompt alone computes: engine.core.trace.analyse_prompts), then each gets its Trace."""
+    want = [r for r in rows if r.analyse]
+    try:
+        found = dict(zip(map(id, want), analyse_prompts(lm, [list(r.ids) for r in want]))) if want else {}
+    except Exception as exc:
+        for r in rows:
+            w.complete(r.job, "failed", error=exc)
+        return
+    for r in rows:
+        try:
+            steps = [_make_record(lm, *raw) for raw in r.raw]
+            trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
+                                r.reason, found.get(id(r)), timed_in_batcher=True)
+        except Exception as exc:
+            w.complete(r.job, "failed", error=exc)
+            continue
+        w.complete(r.job, "done", result=trace)
+
+
+batched_trace.batched = serve_batch
+
+
+def batched_analysis(lm: LoadedModel, ids: list[int]):
+    """The untimed analysis pass over one prompt. Alone this is ``analyse_prompt``; submitted with
+    ``batch=analysis_group(lm)``, the worker runs every queued one of that model together (``serve_analyses``)."""
+    from engine.core.trace import analyse_prompt
+
+    return analyse_prompt(lm, list(ids))
+
+
+batched_analysis.kind = "analysis"
+
+
+def analysis_group(lm: LoadedModel) -> tuple:
+    return ("analysis", lm.name, id(lm))
+
+
+def serve_analyses(w, first) -> None:
+    """Analysis passes waiting together run as right-padded passes (engine.core.trace.analyse_prompts), in chunks."""
+    pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
+    while pending:
+        live = []
+        for job in pending:
+            if job.should_stop():
+                w.complete(job, "cancelled", error=_cancelled(job))
+            else:
+                live.append(job)
+        lm = first.args[0] if first.args else first.kwargs["lm"]
+        items = []
+        for job in live:
+            ids = job.args[1] if len(job.args) > 1 else job.kwargs["ids"]
+            items.append((job, tuple(int(i) for i in ids)))
+        for chunk in _chunks([_Ids(j, ids) for j, ids in items], ANALYSIS_CHUNK_TOKENS):
+            start = time.monotonic()
+            try:
+                found = analyse_prompts(lm, [list(c.ids) for c in chunk])
+            except Exception as exc:
+                for c in chunk:
+                    w.complete(c.job, "failed", error=exc)
+                continue
+            w.note_step("analysis", start, time.monotonic(), len(chunk))
+            for c, a in zip(chunk, found):
+                c.job.rows = max(c.job.rows, len(chunk))
+                w.complete(c.job, "done", result=a)
+        pending = w.admit(first.batch, w.max_batch)
+
+
+class _Ids:
+    __slots__ = ("job", "ids")
+
+    def __init__(self, job, ids):
+        self.job, self.ids = job, ids
+
+
+batched_analysis.batched = serve_analyses

@@ -1,0 +1,81 @@
+"""What a load produces, apart from the loader: the LoadedModel record, its facts (ModelInfo), the loader's error,
+and the rule that picks a family's attention implementation. Everything that receives a loaded model (the loop,
+load-time precision, the tiny models, the analyses) imports this module, not the loader (engine.core.models),
+so the loader can import them without a cycle.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message is written for the person who asked for it."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    source: str
+    device: str
+    dtype: str
+    n_params: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+    max_positions: int
+    model_type: str
+    tied_embeddings: bool
+    has_chat_template: bool
+    position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.core.archfacts, read from the model)
+    rope_theta: float | None
+    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.core.precision); "" = dtype's own
+    arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
+    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.core.precision)
+
+    def refused(self, feature: str) -> str | None:
+        """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
+        return self.arch.refused(feature) if self.arch is not None else None
+
+    @property
+    def bytes_per_value(self) -> int:
+        return torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and facts about it. Shared by every browser session and never changed by a
+    request; its forward passes all run on the one engine worker (engine/core/worker.py), one at a time."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    info: ModelInfo
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def attention_implementation(path_or_config, **kw) -> str:
+    """"sdpa" for a family whose attention goes through transformers' AttentionInterface (the app's measuring
+    attention is installed there, engine.core.instrument); "eager" for one with its own attention code (Falcon):
+    its SDPA branch cannot record weights, and its weights-recording branch is its eager one."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        cfg = path_or_config if not isinstance(path_or_config, (str, Path)) else AutoConfig.from_pretrained(
+            str(path_or_config), trust_remote_code=False, **kw)
+        cls = AutoModelForCausalLM._model_mapping[type(cfg)]
+    except Exception:  # noqa: BLE001 - unknown here: the load itself says what is wrong
+        return "sdpa"
+    return "sdpa" if getattr(cls, "_supports_attention_backend", True) else "eager"

@@ -1,0 +1,213 @@
+"""The inference loop's stages in loop order, as gpt-fast's generate.py writes them: a new KV cache, prefill
+over the prompt, one decode step per new token, ``decode`` for n steps with a callback, rolling the cache back
+(``crop``), warm-up, and the end-of-sequence ids that stop it.
+
+This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
+model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
+and a pass with no cache (an analysis, the logit lens, timing without a cache, calibration) is ``full_pass``.
+Every forward pass here first asks ``engine.core.worker.check_cancelled()``, so a job whose session went away
+stops within one step, and follows the thread rule (``engine.measure.threads.pass_threads``).
+``through_door()`` tells a hook whether the pass running now came through here (tests count the ones that
+did not).
+"""
+from __future__ import annotations
+
+import contextvars
+import weakref
+from contextlib import contextmanager
+from typing import Callable
+
+import torch
+from transformers import DynamicCache
+
+from engine.core.loaded import LoadedModel
+from engine.measure.threads import pass_threads
+from engine.measure.timing import now
+from engine.core.worker import check_cancelled
+
+# Models that have had their warm-up pass. Kept here, not as an attribute on the shared model: a request never
+# changes the model object (see tests/engine/test_model_state.py).
+_WARMED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+
+
+_DOOR: contextvars.ContextVar[bool] = contextvars.ContextVar("ile_through_the_door", default=False)
+
+
+def _module(m) -> torch.nn.Module:
+    return m.model if isinstance(m, LoadedModel) else m
+
+
+def through_door() -> bool:
+    """True while a forward pass made by this module runs (on this thread)."""
+    return _DOOR.get()
+
+
+@contextmanager
+def _door():
+    token = _DOOR.set(True)
+    try:
+        yield
+    finally:
+        _DOOR.reset(token)
+
+
+def eos_ids(lm: LoadedModel) -> set[int]:
+    ids: set[int] = set()
+    gen = getattr(lm.model, "generation_config", None)
+    for src in (getattr(gen, "eos_token_id", None), lm.tokenizer.eos_token_id):
+        if isinstance(src, int):
+            ids.add(src)
+        elif src:
+            ids.update(int(i) for i in src)
+    return ids
+
+
+def new_cache(lm, rollback: bool = False) -> DynamicCache:
+    """An empty KV cache for ``lm`` (a LoadedModel or a bare model, e.g. a draft or an early-exit view): the
+    cache ``model.generate`` builds, with a sliding-window layer for each windowed layer.
+
+    ``rollback=True`` (speculative decoding): sliding-window layers keep the keys fed since the last ``crop``
+    (transformers' ``activate_past_recording``), so rejected drafts can be dropped past the window; every
+    ``crop`` trims them back to the window."""
+    cache = DynamicCache(config=_module(lm).config)
+    if rollback:
+        for layer in getattr(cache, "layers", ()):
+            if hasattr(layer, "activate_past_recording"):
+                layer.activate_past_recording()
+    return cache
+
+
+def can_crop(cache, n: int) -> bool:
+    """Can ``crop(cache, n)`` restore exactly the cache of the first ``n`` tokens? Not when a sliding-window
+    layer has already dropped keys it would need (past its window, without past recording)."""
+    extra = cache.get_seq_length() - int(n)
+    if extra <= 0:
+        return True
+    for layer in getattr(cache, "layers", ()):
+        if getattr(layer, "is_sliding", False) and layer.get_seq_length() >= getattr(layer, "sliding_window", 0):
+            if not getattr(layer, "record_past", False):
+                return False
+            remaining = layer.get_seq_length() - extra
+            if layer.keys.shape[-2] - extra < min(layer.sliding_window - 1, remaining):
+                return False  # the keys the window still needs before the dropped ones are gone
+    return True
+
+
+def crop(cache, n: int) -> bool:
+    """Roll the cache back to its first ``n`` tokens (speculative rejections, the stepper's "go back").
+    transformers 5: ``DynamicCache.crop(-k)`` drops the last k. Returns False, changing nothing, when that
+    cannot be exact (``can_crop``); the caller then rebuilds the cache from the kept tokens."""
+    extra = cache.get_seq_length() - int(n)
+    if not can_crop(cache, n):
+        return False
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        if extra > 0:
+            cache.crop(-extra)
+        return True
+    for layer in layers:
+        if getattr(layer, "is_sliding", False) and getattr(layer, "record_past", False):
+            if layer.get_seq_length() >= layer.sliding_window or extra > 0:
+                layer.crop(-extra if extra > 0 else 0)  # also trims the recorded past back to the window
+        elif extra > 0:
+            layer.crop(-extra)
+    return True
+
+
+@torch.inference_mode()
+def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.Tensor | None = None,
+            position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """One forward pass of ``ids`` [batch, n] on top of ``cache`` (which it extends); returns the logits of the
+    last ``keep`` positions [batch, keep, vocab]. Prefill, a decode step, a speculative verify pass (keep = k+1)
+    and a padded batch step (mask, positions) are all this call."""
+    check_cancelled()
+    kw = {}
+    if attention_mask is not None:
+        kw["attention_mask"] = attention_mask
+    if position_ids is not None:
+        kw["position_ids"] = position_ids
+    with pass_threads(ids.numel(), ids.device), _door():  # a small pass: one CPU thread (engine/measure/threads.py)
+        return _module(lm)(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep),
+                           **kw).logits
+
+
+def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
+    """One forward pass over the whole of ``ids`` [batch, n] with no KV cache; returns the model's output
+    (``.logits`` [batch, n or logits_to_keep, vocab]; hidden states or attentions where ``kw`` asks for them).
+    ``params``: run with these tensors in place of the model's own (``torch.func.functional_call``: the training
+    pass of the memory measurement). The same cancellation check and thread rule as ``forward``; the caller
+    chooses inference or grad mode."""
+    check_cancelled()
+    model = _module(lm)
+    with pass_threads(ids.numel(), ids.device), _door():
+        if params is not None:
+            return torch.func.functional_call(model, params, (), {"input_ids": ids, "use_cache": False, **kw})
+        return model(input_ids=ids, use_cache=False, **kw)
+
+
+def prefill(lm, ids: torch.Tensor, cache) -> torch.Tensor:
+    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab]."""
+    return forward(lm, ids, cache)[:, -1]
+
+
+def decode_step(lm, token: torch.Tensor, cache) -> torch.Tensor:
+    """One forward pass for one new token per sequence, reading past keys/values from the cache.
+    token: [batch, 1] -> logits [batch, vocab]."""
+    return forward(lm, token, cache)[:, -1]
+
+
+def greedy(logits: torch.Tensor) -> int:
+    return int(logits.argmax())
+
+
+StepCallback = Callable[[int, int, torch.Tensor, float], None]
+
+
+def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | None = None,
+           pick: Callable[[torch.Tensor], int] = greedy, stops=frozenset()) -> tuple[list[int], str]:
+    """Up to ``n`` decode steps after ``token`` (already chosen, not yet in the cache), one token per pass.
+
+    Each step feeds the last token, picks the next from its logits (``pick``, greedy by default) and calls
+    ``on_step(i, token, logits [vocab] on CPU, seconds)``; seconds cover the pass and the pick, measured after a
+    device sync, and the callback's own time is not counted. Stops early when a token in ``stops`` (EOS) is
+    picked. Returns (new tokens, stop reason: "max_new_tokens" | "eos")."""
+    dev = next(_module(lm).parameters()).device
+    out: list[int] = []
+    for i in range(int(n)):
+        t0 = now(dev)
+        logits = decode_step(lm, torch.tensor([[int(token)]], device=dev), cache)[0].float().cpu()  # [vocab]
+        token = int(pick(logits))
+        seconds = now(dev) - t0
+        out.append(token)
+        if on_step is not None:
+            on_step(i, token, logits, seconds)
+        if token in stops:
+            return out, "eos"
+    return out, "max_new_tokens"
+
+
+def timed_greedy(lm, ids: list[int], n: int) -> tuple[list[int], float, list[float]]:
+    """Greedy prefill then ``decode`` to ``n`` tokens in all (EOS ignored), each pass timed after a device sync:
+    (token ids, prefill seconds, decode step seconds). The timed greedy loop of the timeline, precision and
+    thread benchmarks."""
+    dev = next(_module(lm).parameters()).device
+    cache = new_cache(lm)
+    t0 = now(dev)
+    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache)[0])  # [1, n] -> [vocab] -> id
+    t_prefill = now(dev) - t0
+    steps: list[float] = []
+    out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s))
+    return [first, *out], t_prefill, steps
+
+
+def warm_up(lm) -> None:
+    """One small pass so the first timed step does not pay for one-off allocations (once per model)."""
+    model = _module(lm)
+    if model in _WARMED:
+        return
+    tok = getattr(getattr(lm, "tokenizer", None), "eos_token_id", None) or 0
+    ids = torch.tensor([[tok] * 4], device=next(model.parameters()).device)
+    cache = new_cache(model)
+    prefill(model, ids, cache)
+    decode_step(model, ids[:, :1], cache)
+    _WARMED.add(model)

@@ -1,0 +1,138 @@
+"""Which model a name means, and which names a server accepts.
+
+Every spelling of one model (" embedded", "Embedded ", "./models/x/", "~/models/x") maps to one canonical name
+before anything is loaded, so a cache of loaded models keeps one copy per model however it was typed: otherwise
+a few people typing variants can make a server load and evict copies of the same model in a loop.
+
+Class mode is for a teacher serving the app to a room: only the models on an allow-list can be chosen, by their
+listed name; no free paths or hub ids; and a refusal says nothing about the server's file system (it never
+says whether a path exists). Off by default for one person on their own machine.
+
+Settings (environment variables, read when asked, so a test or a restart picks up a change):
+
+- ``ILE_CLASS_MODE``: ``on`` / ``off``, or ``auto`` (default): on when the server listens beyond this machine
+  (an address other than 127.0.0.x, ::1 or localhost; Streamlit with no address listens on every interface).
+- ``ILE_MODELS``: the allow-list in class mode, comma-separated; ``label=target`` offers a local folder or hub
+  id under a label (the target is never shown). Default: ``embedded,gemma3-270m,tiny-random``.
+"""
+from __future__ import annotations
+
+import os
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from engine.core.models import EMBEDDED, GEMMA, TINY, ModelLoadError
+
+BUILTIN = (EMBEDDED, GEMMA, TINY)
+ENV_CLASS_MODE = "ILE_CLASS_MODE"
+ENV_MODELS = "ILE_MODELS"
+DEFAULT_ALLOWED = ",".join(BUILTIN)
+LOOPBACK = ("localhost", "::1", "[::1]")
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+class ModelNotAllowed(ModelLoadError):
+    """A name refused by the class server's allow-list (the message names the allowed models only)."""
+
+
+def _clean(name: str) -> str:
+    """NFKC, invisible format characters (zero-width spaces, direction marks) removed, outer space stripped."""
+    text = unicodedata.normalize("NFKC", name or "")
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").strip()
+
+
+def match_key(name: str) -> str:
+    """What two spellings of a listed name must share to be the same name (case does not count)."""
+    return _clean(name).casefold()
+
+
+def normalise(name: str) -> str:
+    """The canonical name of what ``name`` asks for in open mode: a built-in name in its own spelling, an
+    existing local folder as its absolute resolved path, a hub id without a trailing slash. Empty means the
+    embedded model."""
+    text = _clean(name)
+    if not text:
+        return EMBEDDED
+    for builtin in BUILTIN:
+        if text.casefold() == builtin:
+            return builtin
+    path = Path(text).expanduser()
+    try:
+        if path.exists():
+            return str(path.resolve())
+    except (OSError, ValueError):  # a name too long or odd for the file system is not a folder
+        pass
+    return text.rstrip("/") or text
+
+
+def is_loopback(address: str | None) -> bool:
+    a = (address or "").strip().lower()
+    return a.startswith("127.") or a in LOOPBACK
+
+
+@dataclass(frozen=True)
+class ModelPolicy:
+    """Open mode: any name (normalised). Class mode: only ``allowed`` labels, each mapped to what is loaded."""
+
+    class_mode: bool = False
+    allowed: tuple[tuple[str, str], ...] = tuple((n, n) for n in BUILTIN)  # (label shown, target loaded)
+
+    @property
+    def labels(self) -> list[str]:
+        return [label for label, _ in self.allowed]
+
+    def resolve(self, name: str) -> tuple[str, str]:
+        """(canonical name, what to load) for ``name``; in class mode a name off the list raises
+        ModelNotAllowed. In class mode the file system is never consulted about what was typed."""
+        if not self.class_mode:
+            canon = normalise(name)
+            return canon, canon
+        key = match_key(name) or EMBEDDED
+        for label, target in self.allowed:
+            if match_key(label) == key:
+                return label, target
+        raise ModelNotAllowed(
+            "This server offers only these models: " + ", ".join(self.labels) + ". Choose one of them.")
+
+    def target_of(self, canonical: str) -> str:
+        return dict(self.allowed).get(canonical, canonical) if self.class_mode else canonical
+
+
+def parse_allowed(text: str) -> tuple[tuple[str, str], ...]:
+    """``"embedded, tiny-random, smol360=/models/SmolLM2-360M"`` -> ((label, target), ...); duplicates (in
+    any spelling) are kept once; built-in names keep their own spelling."""
+    out, seen = [], set()
+    for item in (text or "").split(","):
+        label, eq, target = item.partition("=")
+        label = _clean(label)
+        for builtin in BUILTIN:
+            if label.casefold() == builtin:
+                label = builtin
+        target = _clean(target) if eq else label
+        if not label or not target or match_key(label) in seen:
+            continue
+        seen.add(match_key(label))
+        out.append((label, os.path.expanduser(target) if target.startswith("~") else target))
+    return tuple(out)
+
+
+def policy_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1"
+                    ) -> ModelPolicy:
+    """The policy the settings ask for (see the module docstring). A class server with an empty or
+    unreadable allow-list offers the built-in models rather than nothing."""
+    env = os.environ if environ is None else environ
+    allowed = parse_allowed(env.get(ENV_MODELS, DEFAULT_ALLOWED)) or parse_allowed(DEFAULT_ALLOWED)
+    return ModelPolicy(class_mode_from_env(env, server_address), allowed)
+
+
+def class_mode_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1") -> bool:
+    """Is this a class server? ``ILE_CLASS_MODE`` on/off, or auto: on when it listens beyond this machine."""
+    env = os.environ if environ is None else environ
+    mode = env.get(ENV_CLASS_MODE, "auto").strip().lower()
+    if mode in _ON:
+        return True
+    if mode in _OFF:
+        return False
+    return not is_loopback(server_address)  # auto (or anything unrecognised: errs on the safe side)

@@ -1,0 +1,468 @@
+"""One long-lived engine worker per process: every forward pass of every session runs on its single thread.
+
+Why one thread (measured, see the commit that added this module): PyTorch on a CPU keeps one OpenMP team per
+thread that runs torch work. A Streamlit server runs each script run on a fresh thread, and once several threads
+have done torch work a decode step took ~62 ms instead of ~30 ms. A process would also keep torch on one thread,
+but it would hold its own copy of every model and pickle every request and record across a pipe; a thread shares
+the loaded models and returns plain records as they are.
+
+- ``submit(fn, *args, key=..., session=...)`` queues a job and returns a ``Job`` at once. A second submit with the
+  same (session, key) while the first is queued or running returns the first job (a double click does not queue
+  a copy). A session holds at most ``MAX_QUEUED_PER_SESSION`` queued jobs: a newer one cancels the oldest.
+- ``Job.result(timeout)`` waits; ``Job.cancel()`` asks the job to stop. Cancellation is cooperative: every forward
+  pass in ``engine.core.loop`` calls ``check_cancelled()`` first, so a cancelled job raises ``Cancelled`` within one
+  step. A job whose every waiter left (``Job.detach``) is cancelled after ``DETACH_GRACE_S`` unless a waiter comes
+  back (a Streamlit rerun with the same inputs re-attaches to the running job instead of restarting it).
+- Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
+  ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
+
+Serving a class (issue 28): the worker is also a small server.
+
+- Fair order: the next job is the one whose session was served least recently (a session that has had no job
+  yet goes first; ties by submit time), so one student's string of experiments cannot hold everyone's home page.
+- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/core/classbatch.py)
+  is served together with the other queued jobs of that group (same model object, so the same precision):
+  continuous batching, requests join and leave between decode steps. Every other job (the timed experiments)
+  still runs alone, so its timings are its own; it waits for a running batch to drain, and a batch admits no
+  joiner that comes after a waiting experiment in the fair order.
+- A record of recent jobs and batch steps (no prompt text) feeds the teacher's class view; each job's end goes
+  to the server's log with when it was submitted and when it was ready (``ILE_WORKER_LOG=off`` silences it).
+- ``ILE_BATCHING=off`` serves batchable jobs one at a time (the serial worker, for comparison).
+"""
+from __future__ import annotations
+
+import collections
+import contextvars
+import hashlib
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+MAX_QUEUED_PER_SESSION = 2
+DETACH_GRACE_S = 1.0
+MAX_BATCH = 32  # rows in one batch of the class worker (ILE_MAX_BATCH)
+HISTORY = 4000  # finished jobs and batch steps kept for the class view
+
+
+def session_tag(session: Any) -> str:
+    """A short stable tag for a session (the class view and the log show this, never the session id)."""
+    return "-" if session is None else hashlib.sha1(str(session).encode()).hexdigest()[:6]
+
+
+def job_kind(fn: Callable) -> str:
+    """What a job is, in words safe to show to anyone (a function's name, never its arguments)."""
+    return getattr(fn, "kind", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+class Cancelled(Exception):
+    """The job was cancelled (its session left, or a newer click replaced it)."""
+
+
+_current: contextvars.ContextVar["Job | None"] = contextvars.ContextVar("ile_current_job", default=None)
+
+
+def current_job() -> "Job | None":
+    return _current.get()
+
+
+def check_cancelled() -> None:
+    """Raise ``Cancelled`` if the job running on this thread should stop (no-op outside the worker)."""
+    job = _current.get()
+    if job is not None and job.should_stop():
+        job._cancel_flag.set()
+        raise Cancelled(f"job {job.key!r} cancelled")
+
+
+def relay(tag: str) -> Callable[..., None]:
+    """A callback for engine code that records ``(tag, args)`` on the job running it, for the waiter to draw.
+    Outside a job it does nothing."""
+    def cb(*args):
+        job = _current.get()
+        if job is not None:
+            job._post(tag, args)
+    return cb
+
+
+class Job:
+    _ids = itertools.count(1)
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None):
+        self.id = next(Job._ids)
+        self.fn, self.args, self.kwargs, self.key, self.session = fn, args, kwargs, key, session
+        self.batch = batch  # the group it may be batched with, or None: it runs alone
+        self.kind = job_kind(fn)
+        self.state = "queued"  # queued | running | done | failed | cancelled
+        self.submitted_at = time.monotonic()
+        self.started_at: float | None = None
+        self.first_token_at: float | None = None  # batched jobs: when its first token was chosen
+        self.finished_at: float | None = None
+        self.rows = 1  # the most requests in one pass while it ran (1: alone)
+        self.tokens = 0  # batched jobs: tokens it was given
+        self._cancel_flag = threading.Event()
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._events: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+        self._waiters = 1
+        self._detached_at: float | None = None
+
+    # -- the waiting side
+    def result(self, timeout: float | None = None):
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"job {self.key!r} still {self.state} after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds between its submit and its start (so far, while still queued)."""
+        return (self.started_at or time.monotonic()) - self.submitted_at
+
+    def cancel(self) -> None:
+        self._cancel_flag.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel_flag.is_set()
+
+    def events(self) -> list[tuple[str, tuple]]:
+        """Progress events posted since the last call, oldest first."""
+        out = []
+        while self._events:
+            out.append(self._events.popleft())
+        return out
+
+    def attach(self) -> None:
+        with self._lock:
+            self._waiters += 1
+            self._detached_at = None
+
+    def detach(self) -> None:
+        """The waiter left (script run stopped). With no waiter left the job is cancelled after a short grace."""
+        with self._lock:
+            self._waiters = max(0, self._waiters - 1)
+            if self._waiters == 0:
+                self._detached_at = time.monotonic()
+
+    def should_stop(self) -> bool:
+        if self._cancel_flag.is_set():
+            return True
+        with self._lock:
+            return self._waiters == 0 and self._detached_at is not None and \
+                time.monotonic() - self._detached_at > DETACH_GRACE_S
+
+    # -- the worker side
+    def _post(self, tag: str, args: tuple) -> None:
+        self._events.append((tag, args))
+
+    def _finish(self, state: str, result=None, error: BaseException | None = None) -> None:
+        self.state, self._result, self._error = state, result, error
+        self.finished_at = time.monotonic()
+        self._done.set()
+
+
+class Worker:
+    """The process's engine thread and its queue (fair across sessions; see the module docstring)."""
+
+    def __init__(self, configure: Callable[[], None] | None = None, batching: bool | None = None,
+                 max_batch: int | None = None, threads: int = 1, name: str = "ile-engine-worker",
+                 publish: bool = True):
+        self._publish_to_file = publish  # also: one line per finished job in the server's log
+        self._cv = threading.Condition()
+        self._queue: list[Job] = []
+        self._running: list[Job] = []
+        self._served: dict[Any, float] = {}  # session -> when its latest job started
+        self._counts = collections.Counter()
+        self._history: collections.deque = collections.deque(maxlen=HISTORY)  # finished jobs (plain dicts)
+        self._steps: collections.deque = collections.deque(maxlen=HISTORY)  # (start, end, rows, phase)
+        self._configure = configure
+        self.batching = os.environ.get("ILE_BATCHING", "on").strip().lower() not in ("0", "off", "false", "no") \
+            if batching is None else bool(batching)
+        self.max_batch = max(1, int(max_batch or os.environ.get("ILE_MAX_BATCH") or MAX_BATCH))
+        self.wall_offset = time.time() - time.monotonic()  # monotonic + this = wall clock (the log's times)
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}" if threads > 1 else name, daemon=True)
+                         for i in range(max(1, int(threads)))]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._threads[0]
+
+    def owns(self, thread: threading.Thread) -> bool:
+        return thread in self._threads
+
+    def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None,
+               **kwargs) -> Job:
+        with self._cv:
+            if key is not None:
+                for job in self._running + self._queue:
+                    if job.key == key and job.session == session and not job.should_stop():
+                        job.attach()
+                        self._counts["deduplicated"] += 1
+                        return job
+            if session is not None:
+                mine = [j for j in self._queue if j.session == session and not j.cancelled]
+                while len(mine) >= MAX_QUEUED_PER_SESSION:
+                    old = mine.pop(0)
+                    old.cancel()
+                    self._counts["replaced"] += 1
+            job = Job(fn, args, kwargs, key, session, batch)
+            self._queue.append(job)
+            self._counts["submitted"] += 1
+            self._cv.notify()
+            return job
+
+    # -- the fair order
+    def _order(self, job: Job) -> tuple:
+        """Least recently served session first; a session never served before all others; then submit time."""
+        return (self._served.get(job.session, 0.0), job.submitted_at, job.id)
+
+    def _ordered(self) -> list[Job]:
+        return sorted(self._queue, key=self._order)
+
+    def _start(self, job: Job) -> None:
+        self._queue.remove(job)
+        job.state, job.started_at = "running", time.monotonic()
+        self._served[job.session] = job.started_at
+        self._running.append(job)
+
+    def _drop_stopped(self) -> int:
+        """End the queued jobs nobody waits for any more; how many were dropped (the caller publishes the new
+        state: a dropped job left out of the stats file read as a job queued forever on an idle worker)."""
+        stopped = [j for j in self._queue if j.should_stop()]
+        for job in stopped:
+            self._queue.remove(job)
+            job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
+            self._counts["cancelled"] += 1
+            self._remember(job)
+        return len(stopped)
+
+    def admit(self, group: Any, room: int) -> list[Job]:
+        """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order,
+        up to ``room``. None once a job outside the group is next: that job runs when the batch drains."""
+        out: list[Job] = []
+        with self._cv:
+            dropped = self._drop_stopped()
+            for job in self._ordered():
+                if len(out) >= room or job.batch != group or not self.batching:
+                    break
+                self._start(job)
+                out.append(job)
+        if out or dropped:
+            self._publish()
+        return out
+
+    def note_step(self, phase: str, start: float, end: float, rows: int) -> None:
+        """A batch's forward pass (monotonic times), for the class view's batch size over time."""
+        self._steps.append((start, end, int(rows), phase))
+
+    def complete(self, job: Job, state: str, result=None, error: BaseException | None = None) -> None:
+        """End a running job (the batch runner ends each of its requests here)."""
+        job._finish(state, result=result, error=error)
+        with self._cv:
+            if job in self._running:
+                self._running.remove(job)
+            self._counts[state] += 1
+            self._remember(job)
+        self._log(job)
+
+    def _remember(self, job: Job) -> None:
+        self._history.append({
+            "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
+            "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
+            "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
+            "finished": job.finished_at,
+        })
+
+    def _log(self, job: Job) -> None:
+        """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
+        seconds), so a class's readiness can be read from the server itself (tests/browser/test_worker.py)."""
+        if not self._publish_to_file or \
+                os.environ.get("ILE_WORKER_LOG", "on").strip().lower() in ("0", "off", "false", "no"):
+            return
+        off = self.wall_offset
+        ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
+        batch = f", up to {job.rows} requests per pass" if job.rows > 1 else ""
+        print(f"[engine] worker: {job.kind} {job.state} session={session_tag(job.session)} "
+              f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
+              f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})", file=sys.stderr, flush=True)
+
+    # -- what it is doing
+    def stats(self) -> dict:
+        """What the worker is doing now (for tests and the health of a class session)."""
+        with self._cv:
+            run = self._running[0] if self._running else None
+            return {
+                "busy": run is not None,
+                "running": None if run is None else {"key": repr(run.key)[:200], "session": repr(run.session)[:80],
+                                                     "seconds": time.monotonic() - (run.started_at or 0)},
+                "running_jobs": len(self._running),
+                "queued": len(self._queue),
+                **{k: int(v) for k, v in self._counts.items()},
+            }
+
+    def place(self, job: Job) -> dict:
+        """For a waiting page: its place in the fair order (1 = next; 0 = running), how many wait, and what
+        runs now (kinds and a count: never anyone's prompt)."""
+        with self._cv:
+            order = self._ordered()
+            running = list(self._running)
+            place = 0 if job in running else (order.index(job) + 1 if job in order else 0)
+            kinds = collections.Counter(j.kind for j in running)
+            return {"place": place, "queued": len(order), "running": dict(kinds),
+                    "batch": len(running) if any(j.batch is not None for j in running) else 0}
+
+    def snapshot(self, since_s: float = 300.0) -> dict:
+        """The class view's data: running and queued jobs now, finished jobs and batch steps of the last
+        ``since_s`` seconds (times in seconds before now, no prompt text)."""
+        t = time.monotonic()
+        with self._cv:
+            def live(j: Job) -> dict:
+                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
+                        "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
+                        "running_s": t - j.started_at if j.started_at else 0.0}
+            running = [live(j) for j in self._running]
+            queued = [live(j) for j in self._ordered()]
+            hist = [dict(h) for h in self._history if (h["finished"] or t) >= t - since_s]
+            steps = [s for s in self._steps if s[1] >= t - since_s]
+        for h in hist:
+            for k in ("submitted", "started", "first_token", "finished"):
+                h[k] = None if h[k] is None else h[k] - t
+        return {"now": t, "running": running, "queued": queued, "finished": hist,
+                "steps": [(a - t, b - t, r, p) for a, b, r, p in steps], "batching": self.batching,
+                "max_batch": self.max_batch}
+
+    def _publish(self) -> None:
+        """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
+        browser test sees the server's worker go idle after a tab closes."""
+        path = os.environ.get("ILE_WORKER_STATS")
+        if not path or not self._publish_to_file:
+            return
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.stats(), f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._running and not self._queue
+
+    def _next(self) -> Job:
+        with self._cv:
+            while True:
+                if self._drop_stopped():
+                    self._publish()  # the condition's lock is re-entrant: stats() may take it again
+                order = self._ordered()
+                if order:
+                    self._start(order[0])
+                    return order[0]
+                self._cv.wait()
+
+    def _loop(self) -> None:
+        if self._configure is not None:
+            self._configure()
+        while True:
+            job = self._next()
+            self._publish()
+            runner = getattr(job.fn, "batched", None)
+            if job.batch is not None and self.batching and runner is not None:
+                try:
+                    runner(self, job)
+                except BaseException as exc:  # the runner ends its own jobs; anything it left fails here
+                    with self._cv:
+                        left = [j for j in self._running]
+                    for j in left:
+                        self.complete(j, "failed", error=exc)
+                self._publish()
+                continue
+            token = _current.set(job)
+            try:
+                value = job.fn(*job.args, **job.kwargs)
+            except Cancelled as exc:
+                self.complete(job, "cancelled", error=exc)
+            except BaseException as exc:  # handed to the waiter, who shows it
+                self.complete(job, "failed", error=exc)
+            else:
+                self.complete(job, "done", result=value)
+            finally:
+                _current.reset(token)
+                self._publish()
+
+
+_WORKER: Worker | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def get_worker() -> Worker:
+    """The process's one worker, started on first use with its thread count set once."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None:
+            from engine.measure.timing import configure_worker_threads
+
+            _WORKER = Worker(configure=configure_worker_threads)
+        return _WORKER
+
+
+def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None, **kwargs) -> Job:
+    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, **kwargs)
+
+
+NET_THREADS = 8
+_NET: Worker | None = None
+
+
+def get_net_worker() -> Worker:
+    """The process's worker for network jobs (the serving page's requests to a serving engine): the same jobs,
+    waiters, detach-and-cancel and per-session queue as the engine worker, on ``NET_THREADS`` threads of their
+    own, so a slow server never holds up a forward pass and one session's sweep never queues another's probe.
+    No torch runs here (so no OpenMP team is made on these threads)."""
+    global _NET
+    with _WORKER_LOCK:
+        if _NET is None:
+            _NET = Worker(threads=NET_THREADS, name="ile-net-worker", publish=False)
+        return _NET
+
+
+class JobCancel(threading.Event):
+    """An Event that is also set once ``job`` should stop (its waiters left, or it was cancelled): how code that
+    takes a plain ``threading.Event`` (engine.serving) learns that its tab closed. Polled: ``is_set`` asks the job."""
+
+    def __init__(self, job: "Job | None"):
+        super().__init__()
+        self._job = job
+
+    def is_set(self) -> bool:
+        if not super().is_set() and self._job is not None and self._job.should_stop():
+            self.set()
+        return super().is_set()
+
+
+def cancel_event() -> threading.Event:
+    """A cancel Event for the job running on this thread (a plain Event outside the worker)."""
+    return JobCancel(_current.get())
+
+
+def run(fn: Callable, *args, **kwargs):
+    """Run ``fn`` on the worker and wait (for the command line and tests; no session, no key)."""
+    w = get_worker()
+    if w.owns(threading.current_thread()):
+        return fn(*args, **kwargs)
+    return w.submit(fn, *args, **kwargs).result()

@@ -1,0 +1,1 @@
+"""Embeddings and position: the embedding table read for the prompt (analysis)."""

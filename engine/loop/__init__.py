@@ -1,0 +1,1 @@
+"""The loop page (home): the at-a-glance record (glance) and one block's sub-steps (inspect)."""

@@ -1,0 +1,200 @@
+"""The CPU thread policy of the engine: how many intra-op threads torch uses, and whether OpenMP's idle threads
+spin or sleep. Chosen by measurement (``python -m engine bench threads``), not by habit.
+
+Why it matters: with torch's defaults and one other busy program (a browser drawing, a video call, a second
+student's run), a decode step that takes ~40 ms went to 765-1769 ms: OpenMP splits each op across all threads,
+and threads that spin while they wait fight the other program for the cores. Passive waiting (idle threads
+sleep) removed that; see the measured candidates below.
+
+``OMP_WAIT_POLICY`` is read once, when torch loads its OpenMP runtime: ``engine/__init__.py`` calls
+``set_wait_policy_env()`` before anything imports torch. The thread count is per OpenMP thread, so
+``apply_policy()`` is called by the thread that runs forward passes (today: at the start of every script run
+and every CLI command; the engine worker calls it once when it starts).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+# The policy, as chosen by `python -m engine bench threads` on the 2-core reference machine (README, "Honest
+# numbers on a busy machine"; docs/benchmarks/threads-2026-11-23.json). Round robin over the candidates, 36
+# decode steps per phase, median ms quiet -> beside a one-core busy loop / beside a second torch process:
+#   2 threads, passive:  74 -> 136 (x1.8) /  76 ->  81 (x1.1)   <- lowest worst case, and fastest quiet
+#   2 threads, active:  324 -> 212        /  91 -> 445 (x4.9)
+#   1 thread,  active:   89 -> 181 (x2.0) /  86 -> 197 (x2.3)
+#   1 thread,  passive:  88 -> 216 (x2.5) / 126 -> 187 (x1.5)
+# The wait policy is what matters: spinning threads fight the other program for the cores (the 20-40x
+# slowdowns seen with torch's defaults). With passive waiting, every core for torch beat one core fewer, both
+# quiet and busy, so the count stays at the number of cores.
+THREADS = "cores"  # "cores" | "cores-1" | an integer
+WAIT = "passive"  # "passive" | "active" (OMP_WAIT_POLICY)
+# Small forward passes run on one thread: a decode step (one row per sequence), a speculative verify pass, a
+# small padded batch. Their matrix multiplies are too thin to split, and with passive waiting every parallel
+# region has to wake the sleeping second thread. Measured on the 2-core reference machine (2026-11-25, one
+# process, alternating 1 and 2 threads, median ms of a forward pass of n rows, SmolLM2-135M):
+#   quiet          float32  1 row 62 vs 67 (2 threads), 8 rows 85 vs 97, 32 rows 146 vs 152
+#                  int8     1 row 28 vs 49,             8 rows 45 vs 60, 32 rows  66 vs 78
+#   2 busy loops   float32  1 row 96 vs 131, 8 rows 125 vs 121, 48 rows 278 vs 346
+#                  int8     1 row 46 vs 55,  8 rows  53 vs 48,  48 rows 165 vs 100
+# so one thread up to 8 rows (decode at batch <= 8, verify at k + 1 <= 8); prompt-sized passes (prefill) keep
+# every core. `python -m engine bench threads --precision int8` re-measures it on another machine.
+SMALL_PASS_ROWS = 8
+
+_ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
+_TORCH_LOADED_FIRST: bool | None = None  # was torch imported before set_wait_policy_env ran?
+
+
+def enabled() -> bool:
+    """ILE_THREAD_POLICY=off leaves torch's defaults alone (the benchmark of candidates uses it)."""
+    return os.environ.get("ILE_THREAD_POLICY", "on").lower() not in ("off", "0", "no")
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def policy_threads(n_cores: int | None = None) -> int:
+    """The intra-op thread count the policy asks for on this machine (ILE_THREADS=N overrides)."""
+    n = cores() if n_cores is None else n_cores
+    override = os.environ.get("ILE_THREADS", "").strip()
+    spec = override or THREADS
+    if spec == "cores":
+        return max(1, n)
+    if spec == "cores-1":
+        return max(1, n - 1)
+    try:
+        return max(1, int(spec))
+    except ValueError:
+        return max(1, n - 1)
+
+
+def small_pass_rows() -> int:
+    """Forward passes of at most this many token rows (batch x new tokens) run on one thread; 0 = never.
+    ILE_SMALL_PASS_ROWS=N overrides it (the threads benchmark sets it per candidate); with ILE_THREAD_POLICY=off
+    it is 0 unless that override is set."""
+    override = os.environ.get("ILE_SMALL_PASS_ROWS", "").strip()
+    if override:
+        try:
+            return max(0, int(override))
+        except ValueError:
+            pass
+    return SMALL_PASS_ROWS if enabled() else 0
+
+
+def threads_said(threads: int, small: int | None = None) -> str:
+    """How many threads a measurement ran on, for a caption or a summary: "2 threads (passes of at most 8 rows,
+    such as a decode step, on 1)". ``small``: the row limit it ran under (default: this process's)."""
+    small = small_pass_rows() if small is None else small
+    return f"{threads} thread{'s' if threads != 1 else ''}" + (
+        f" (passes of at most {small} rows, such as a decode step, on 1)" if small and threads > 1 else "")
+
+
+@contextmanager
+def at_most_threads(n: int):
+    """Run the block with at most ``n`` torch intra-op threads on the calling thread, then restore the count.
+    The count is per OpenMP thread: passes running on other threads are unaffected."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before <= n:
+        yield
+        return
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def pass_threads(rows: int, device=None):
+    """The thread count for one forward pass of ``rows`` token rows on ``device``: one thread for a small pass
+    on the CPU (see SMALL_PASS_ROWS), the policy's count otherwise. A context manager."""
+    on_cpu = device is None or getattr(device, "type", str(device)) == "cpu"
+    return at_most_threads(1) if on_cpu and 0 < int(rows) <= small_pass_rows() else nullcontext()
+
+
+@contextmanager
+def rule_for_every_pass(model):
+    """Inside the block, every forward call of ``model`` follows ``pass_threads``, including calls made by code
+    that does not go through engine.core.loop (``model.generate``, the peer of the benchmarks), so a comparison
+    measures the two loops, not two thread counts. Hooks on the model for the block only (CLI benchmarks)."""
+    entered = []
+
+    def before(_mod, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        cm = pass_threads(ids.numel(), ids.device) if ids is not None else nullcontext()
+        cm.__enter__()
+        entered.append(cm)
+
+    def after(_mod, _args, _kwargs, _out):
+        if entered:
+            entered.pop().__exit__(None, None, None)
+
+    hooks = [model.register_forward_pre_hook(before, with_kwargs=True),
+             model.register_forward_hook(after, with_kwargs=True, always_call=True)]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def set_wait_policy_env() -> None:
+    """Set OMP_WAIT_POLICY before torch loads OpenMP (a value the user set wins)."""
+    global _TORCH_LOADED_FIRST
+    if _TORCH_LOADED_FIRST is None:
+        _TORCH_LOADED_FIRST = "torch" in sys.modules
+    if enabled() and _ENV_WAIT_BEFORE is None:
+        os.environ.setdefault("OMP_WAIT_POLICY", WAIT.upper())
+
+
+def apply_policy() -> int:
+    """Set torch's intra-op thread count for the calling thread to the policy's; returns it. Cheap and
+    idempotent: call it at the start of every thread that runs forward passes."""
+    import torch
+
+    if not enabled():
+        return torch.get_num_threads()
+    n = policy_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    threads: int
+    cores: int
+    wait: str  # what OpenMP's idle threads do: "passive", "active" or "default"
+    wait_note: str
+    source: str
+    small_pass_rows: int = 0  # forward passes of at most this many rows run on one thread (0: none)
+
+    def __str__(self) -> str:
+        small = (f"; passes of at most {self.small_pass_rows} rows (decode steps) on 1 thread"
+                 if self.small_pass_rows and self.threads > 1 else "")
+        return (f"{self.threads} of {self.cores} cores for torch{small}; OpenMP idle threads: {self.wait} "
+                f"({self.wait_note})")
+
+
+def describe_policy() -> PolicyInForce:
+    """What is in force now in this process (for the hardware section of the timeline page)."""
+    import torch
+
+    env = os.environ.get("OMP_WAIT_POLICY")
+    if _TORCH_LOADED_FIRST and _ENV_WAIT_BEFORE is None:
+        wait, note = "default", "torch was loaded before the engine could set the wait policy"
+    elif env:
+        wait = env.lower()
+        note = "set by the user" if _ENV_WAIT_BEFORE is not None else "set by the engine before torch loaded"
+    else:
+        wait, note = "default", "spin a while, then sleep"
+    source = ("ILE_THREAD_POLICY=off: torch's defaults" if not enabled() else
+              "ILE_THREADS override" if os.environ.get("ILE_THREADS") else
+              f"policy {THREADS}, {WAIT} (chosen by python -m engine bench threads)")
+    return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source, small_pass_rows())

@@ -1,0 +1,69 @@
+"""`python -m engine race`: plain decoding vs speculative decoding on one prompt, measured in one run."""
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+
+from engine.measure import noise
+from engine.cli_args import add_run_arguments
+from engine.speculative.drafters import DrafterError, make_drafter
+from engine.core.models import ModelLoadError
+from engine.core.prompt import PromptError, encode_prompt
+from engine.core.sampling import SamplingSettings
+from engine.speculative.decoding import MAX_K, race
+
+
+PASSAGE = (
+    "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "
+    "on the headland long before the tower was built, and the stone walls are four metres thick at the base. "
+    "In 1996 the light was automated, and the keepers left the tower for the last time. Today visitors climb "
+    "the 115 steps to the balcony, where on a clear day they can see the coast of Wales."
+)
+
+# (name, kind, prompt): "extractive" tasks copy from the passage; "open" ones do not.
+PROMPTS = [
+    ("rewrite", "extractive", f"Rewrite the following passage in plain English, keeping every fact:\n\n{PASSAGE}"),
+    ("quote", "extractive", f"Quote the following passage exactly, word for word:\n\n{PASSAGE}"),
+    ("summarise", "extractive", f"Summarise the following passage in three sentences:\n\n{PASSAGE}"),
+    ("story", "open", "Write a short story about a cat who learns to sail."),
+    ("explain", "open", "Explain why the sky is blue."),
+]
+
+
+def add_arguments(p) -> None:
+    add_run_arguments(p, max_new_tokens=64)
+    p.add_argument("--drafter", default="lookup", help="lookup[:N | :M-N] | early-exit:L | model:NAME (model:self, "
+                                                       "model:random:L, or a model sharing the target's tokenizer)")
+    p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
+
+
+def cli(lm, args, emit) -> int:
+    try:
+        enc = encode_prompt(lm.tokenizer, args.prompt, not args.no_chat_template)
+        drafter = make_drafter(lm, args.drafter)
+    except (PromptError, DrafterError, ModelLoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not 1 <= args.k <= MAX_K:
+        print(f"error: --k must be between 1 and {MAX_K}", file=sys.stderr)
+        return 2
+    s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
+    with noise.calibrated() as cal:
+        r = race(lm, list(enc.ids), args.drafter, args.k, s, max(1, args.max_new_tokens), args.seed, drafter=drafter)
+    check = noise.check_speedup(r.speedup, r.k, r.accepted, r.tokens_per_pass)
+    d = r.to_dict()
+    d["calibration"] = asdict(cal.result)
+    d["flags"] = list(check.flags + cal.result.flags)
+    d["plain"]["text"] = lm.tokenizer.decode(list(r.plain_ids))
+    d["speculative"]["text"] = lm.tokenizer.decode(list(r.spec_ids))
+    text = (f"plain       {len(r.plain_ids)} tokens in {r.plain_seconds:.2f} s ({r.plain_tokens_per_second:.1f} tok/s)\n"
+            f"speculative {len(r.spec_ids)} tokens in {r.spec_seconds:.2f} s ({r.spec_tokens_per_second:.1f} tok/s), "
+            f"{r.drafter}, k={r.k}\n"
+            f"acceptance rate {r.acceptance_rate:.2f}, {r.tokens_per_pass:.2f} tokens per target pass, "
+            f"c = {r.c:.3f}\nmeasured speedup x{r.speedup:.2f} wall clock, x{r.decode_speedup:.2f} decode only "
+            f"(paper's formula: x{r.expected_speedup:.2f}; round by round with the measured verify cost: "
+            f"x{r.expected_speedup_as_run:.2f}); "
+            f"identical output: {r.identical}\n{cal.result.describe()}\n"
+            + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
+    emit(args, d, text)
+    return 0

@@ -1,0 +1,80 @@
+"""Benchmark: prefill vs decode on this machine. Prints the prompt-length sweep (TTFT and TPOT), the stage
+breakdown of a prefill and a decode pass, and the decode step against its memory-bandwidth floor.
+
+Keys of the result (times in ms, every timing as {"median", "min", "max", "n"} over repeats):
+  benchmark, model, device, dtype, threads, new_tokens, repeats,
+  sweep: [{prompt_tokens, ttft_ms, tpot_ms}], ttft_growth, tpot_growth (longest / shortest prompt, medians),
+  breakdown: {prefill, decode: {tokens_in, stage_ms: {stage: timing}, shares: {stage: fraction}, hooked_total_ms,
+              plain_total_ms, hook_overhead}},
+  hardware: {read_gb_s, copy_gb_s, matmul_gflop_s}, decode_weight_bytes, decode_floor_ms, decode_step_ms,
+  bandwidth_utilisation (floor / measured decode step), note.
+The ratios (growth, shares, utilisation) are what to compare across machines: absolute times on a shared
+machine are noisy.
+"""
+from __future__ import annotations
+
+from engine.timeline import experiment as T
+from engine.core.models import LoadedModel
+from engine.core.prompt import encode_prompt
+from engine.core.sampling import SamplingSettings
+
+PROMPT = "Explain in two sentences why the sky is blue."
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--lengths", default=",".join(map(str, T.SWEEP_LENGTHS)), help="prompt lengths, comma-separated")
+    p.add_argument("--new-tokens", type=int, default=8, help="tokens generated per sweep run (>= 2)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--breakdown-repeats", type=int, default=3)
+    p.add_argument("--probe-mb", type=int, default=256, help="buffer size of the bandwidth probe (MiB)")
+    p.add_argument("--prompt", default=PROMPT, help="prompt of the stage breakdown (chat template applied)")
+
+
+def _pass(p: T.PassBreakdown) -> dict:
+    return {
+        "tokens_in": p.tokens_in,
+        "stage_ms": {s: T.spread_dict(v) for s, v in p.stage_ms.items()},
+        "shares": {s: round(v, 4) for s, v in p.shares().items()},
+        "hooked_total_ms": T.spread_dict(p.hooked_total_ms), "plain_total_ms": T.spread_dict(p.plain_total_ms),
+        "hook_overhead": round(p.hook_overhead, 4),
+    }
+
+
+def run(lm: LoadedModel, args) -> dict:
+    lengths = [int(x) for x in str(args.lengths).split(",") if x.strip()]
+    sw = T.prompt_length_sweep(lm, lengths, args.new_tokens, args.repeats)
+    ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
+    bd = T.stage_breakdown(lm, ids, args.breakdown_repeats, SamplingSettings(0.7, 50, 0.95))
+    hw = T.hardware_probe(lm.device, buffer_mb=args.probe_mb)
+    floor = T.decode_floor_ms(lm, hw.read_gb_s.median)
+    step = bd.decode.plain_total_ms.median
+    first, last = sw.rows[0], sw.rows[-1]
+    return {
+        "benchmark": "timeline", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "threads": hw.threads, "new_tokens": sw.new_tokens, "repeats": sw.repeats,
+        "sweep": [{"prompt_tokens": r.prompt_tokens, "ttft_ms": T.spread_dict(r.ttft_ms),
+                   "tpot_ms": T.spread_dict(r.tpot_ms)} for r in sw.rows],
+        "ttft_growth": round(last.ttft_ms.median / first.ttft_ms.median, 3),
+        "tpot_growth": round(last.tpot_ms.median / first.tpot_ms.median, 3),
+        "breakdown": {"prefill": _pass(bd.prefill), "decode": _pass(bd.decode)},
+        "hardware": {"read_gb_s": T.spread_dict(hw.read_gb_s), "copy_gb_s": T.spread_dict(hw.copy_gb_s),
+                     "matmul_gflop_s": T.spread_dict(hw.matmul_gflop_s)},
+        "decode_weight_bytes": T.decode_weight_bytes(lm), "decode_floor_ms": round(floor, 3),
+        "decode_step_ms": round(step, 3), "bandwidth_utilisation": round(floor / step, 4),
+        "note": "measured: sweep, stage times, bandwidth, matmul; derived: floor = weight bytes / read bandwidth, "
+                "utilisation = floor / median decode step (plain pass + sampling); growth = longest / shortest "
+                "prompt; shared machine: compare ratios, not absolute times",
+    }
+
+
+def summary(r: dict) -> str:
+    lines = [f"{'prompt tokens':>13} {'TTFT ms':>10} {'TPOT ms':>10}"]
+    for row in r["sweep"]:
+        lines.append(f"{row['prompt_tokens']:>13} {row['ttft_ms']['median']:>10.1f} {row['tpot_ms']['median']:>10.1f}")
+    lines.append(f"TTFT grows x{r['ttft_growth']:.2f}, TPOT x{r['tpot_growth']:.2f} from shortest to longest prompt")
+    for phase in ("prefill", "decode"):
+        shares = r["breakdown"][phase]["shares"]
+        lines.append(f"{phase:>7}: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+    lines.append(f"decode step {r['decode_step_ms']:.1f} ms vs floor {r['decode_floor_ms']:.1f} ms "
+                 f"({r['hardware']['read_gb_s']['median']:.1f} GB/s): utilisation {r['bandwidth_utilisation']:.0%}")
+    return "\n".join(lines)

@@ -1,0 +1,568 @@
+"""Prefill vs decode, and where the time goes: measurements of the inference loop on this machine.
+
+Every function here runs the real model and returns a frozen record of plain values:
+
+- ``timeline``: a trace's steps laid end to end in milliseconds (a Gantt chart's bars), with time to first
+  token (TTFT), time per output token (TPOT: median and spread) and tokens/s.
+- ``prompt_length_sweep``: measured TTFT and TPOT for several prompt lengths (warm-up, medians of repeats).
+- ``cache_comparison``: greedy decoding with the KV cache vs recomputing the whole sequence every step.
+- ``stage_breakdown``: time per stage of one forward pass (embedding, attention, MLP, norms, output
+  projection, sampling), measured with module pre-/post-hooks that sync the device and read the clock.
+- ``hardware_probe``: memory bandwidth and matrix-multiply throughput of this machine, and ``roofline``,
+  the arithmetic intensity of prefill vs decode (FLOPs ~ 2 x parameters x tokens; Williams et al. 2009).
+- ``training_vs_inference_memory``: bytes a forward pass keeps for a backward pass vs none under
+  ``torch.inference_mode``.
+
+Timings follow the house rule: warm-up first, device sync before each clock read, medians over repeats,
+and the spread (min..max over repeats) reported beside every median. The machine may be shared: the spread
+is the honest part of the number.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from engine.core import arch, precision
+from engine.core.kv import kv_bytes_for
+from engine.core.models import LoadedModel
+from engine.core.prompt import token_text
+from engine.core.sampling import SamplingSettings, make_generator, sample
+from engine.measure.timing import now
+from engine.core.trace import Trace
+from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_up
+from engine.measure.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
+
+Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
+
+SWEEP_LENGTHS = (16, 64, 128, 256, 512)
+STAGES = ("embedding", "attention", "MLP", "norms", "output projection", "sampling", "other")
+SWEEP_TEXT = (
+    "The inference loop of a language model has two phases. Prefill reads the whole prompt in one pass and "
+    "fills the key-value cache; decode then produces one token per pass, reading every weight each time. "
+)
+
+
+def _noop(frac: float, msg: str) -> None:
+    pass
+
+
+
+
+# ---------------------------------------------------------------------------------------------- timeline
+
+
+@dataclass(frozen=True)
+class TimelineBar:
+    index: int
+    phase: str  # "prefill" | "decode"
+    tokens_in: int
+    start_ms: float
+    ms: float
+    token: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    bars: tuple[TimelineBar, ...]
+    prompt_tokens: int
+    new_tokens: int
+    ttft_ms: float  # measured: the prefill pass plus sampling the first token
+    tpot_ms: Spread  # measured: decode steps (median, min..max)
+    total_ms: float
+    tokens_per_s: float  # new tokens / total time of all passes
+    decode_tokens_per_s: float  # 1000 / median decode step
+
+
+def timeline(trace: Trace) -> Timeline:
+    """The trace's passes laid end to end on one time axis (milliseconds). Times are the trace's own
+    measurements (forward pass + sampling, after a device sync); the loop's bookkeeping between passes
+    (well under a millisecond) is not drawn."""
+    bars, t = [], 0.0
+    for s in trace.steps:
+        ms = s.seconds * 1000.0
+        bars.append(TimelineBar(s.index, s.phase, s.tokens_in, t, ms, s.token))
+        t += ms
+    decode = [s.seconds * 1000.0 for s in trace.steps if s.phase == "decode"]
+    tpot = Spread.of(decode)
+    return Timeline(
+        bars=tuple(bars), prompt_tokens=len(trace.prompt_ids), new_tokens=len(trace.generated_ids),
+        ttft_ms=trace.ttft * 1000.0, tpot_ms=tpot, total_ms=t,
+        tokens_per_s=len(trace.generated_ids) / (t / 1000.0) if t > 0 else float("nan"),
+        decode_tokens_per_s=1000.0 / tpot.median if decode and tpot.median > 0 else float("nan"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ length sweep
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    prompt_tokens: int
+    ttft_ms: Spread  # measured over repeats
+    tpot_ms: Spread  # median decode step of each repeat, then median (and range) over repeats
+
+
+@dataclass(frozen=True)
+class Sweep:
+    rows: tuple[SweepRow, ...]
+    new_tokens: int
+    repeats: int
+
+
+def sweep_prompt(lm: LoadedModel, length: int) -> list[int]:
+    """A natural-looking prompt of exactly ``length`` tokens (a fixed paragraph, repeated and cut)."""
+    base = lm.tokenizer(SWEEP_TEXT, add_special_tokens=False)["input_ids"]
+    reps = length // len(base) + 1
+    return (base * reps)[:length]
+
+
+def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int) -> tuple[float, list[float]]:
+    """Greedy prefill + decode with the cache; returns (TTFT seconds, decode step seconds)."""
+    _, first, steps = timed_greedy(lm, ids, new_tokens)
+    return first, steps
+
+
+def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int = 8, repeats: int = 3,
+                        progress: Progress = _noop) -> Sweep:
+    """Measured TTFT and TPOT per prompt length. Each length is warmed up once, then the lengths are
+    interleaved repeat by repeat so slow drift of a shared machine hits every length alike."""
+    lengths = sorted({int(n) for n in lengths if int(n) > 0})
+    new_tokens = max(2, int(new_tokens))
+    repeats = max(1, int(repeats))
+    prompts = {n: sweep_prompt(lm, n) for n in lengths}
+    ttft: dict[int, list[float]] = {n: [] for n in lengths}
+    tpot: dict[int, list[float]] = {n: [] for n in lengths}
+    total, done = len(lengths) * (repeats + 1), 0
+    warm_up(lm)
+    for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
+        for n in lengths:
+            progress(done / total, f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}: {n} prompt tokens")
+            first, steps = _timed_generate(lm, prompts[n], new_tokens)
+            if r:
+                ttft[n].append(first * 1000.0)
+                tpot[n].append(statistics.median(steps) * 1000.0)
+            done += 1
+    progress(1.0, "done")
+    rows = tuple(SweepRow(n, Spread.of(ttft[n]), Spread.of(tpot[n])) for n in lengths)
+    return Sweep(rows, new_tokens, repeats)
+
+
+# ------------------------------------------------------------------------------- with vs without cache
+
+
+@dataclass(frozen=True)
+class CacheComparison:
+    prompt_tokens: int
+    cached_ids: tuple[int, ...]
+    recompute_ids: tuple[int, ...]
+    cached_ms: tuple[float, ...]  # per step; step 0 is the prefill
+    recompute_ms: tuple[float, ...]  # per step; step i runs over prompt_tokens + i tokens
+    identical: bool
+    tokens: tuple[str, ...]  # the cached run's tokens as text
+
+    @property
+    def first_difference(self) -> int | None:
+        for i, (a, b) in enumerate(zip(self.cached_ids, self.recompute_ids)):
+            if a != b:
+                return i
+        return None
+
+
+@torch.inference_mode()
+def _recompute_step(lm: LoadedModel, x: torch.Tensor) -> torch.Tensor:
+    """No cache: a full forward pass over the whole sequence so far. x: [1, n] -> logits [1, vocab]. The same
+    thread rule as a cached pass (engine.core.loop.forward), so the comparison is of the work, not of threads."""
+    return full_pass(lm, x, logits_to_keep=1).logits[:, -1]
+
+
+def cache_comparison(lm: LoadedModel, ids: list[int], new_tokens: int = 16) -> CacheComparison:
+    """Greedy decoding twice: with the KV cache (one new token per pass) and without it (the whole
+    sequence recomputed every pass). The same tokens must come out; each step is timed after a sync."""
+    dev = lm.device
+    new_tokens = max(1, int(new_tokens))
+    warm_up(lm)
+    _recompute_step(lm, torch.tensor([ids], device=dev))  # warm-up at this length
+    first, steps = _timed_generate_ids(lm, ids, new_tokens)
+    cached_ids, cached_s = first, steps
+    seq = list(ids)
+    rec_ids, rec_s = [], []
+    for _ in range(new_tokens):
+        x = torch.tensor([seq], device=dev)  # [1, n + i]
+        t0 = now(dev)
+        tok = int(_recompute_step(lm, x)[0].argmax())
+        rec_s.append(now(dev) - t0)
+        rec_ids.append(tok)
+        seq.append(tok)
+    return CacheComparison(
+        prompt_tokens=len(ids), cached_ids=tuple(cached_ids), recompute_ids=tuple(rec_ids),
+        cached_ms=tuple(s * 1000.0 for s in cached_s), recompute_ms=tuple(s * 1000.0 for s in rec_s),
+        identical=list(cached_ids) == rec_ids, tokens=tuple(token_text(lm.tokenizer, cached_ids)),
+    )
+
+
+def _timed_generate_ids(lm: LoadedModel, ids: list[int], new_tokens: int) -> tuple[list[int], list[float]]:
+    """Greedy with the cache, keeping the tokens: (token ids, seconds per step incl. the prefill)."""
+    out, first, steps = timed_greedy(lm, ids, new_tokens)
+    return out, [first, *steps]
+
+
+# ----------------------------------------------------------------------------------- stage breakdown
+
+
+@dataclass(frozen=True)
+class PassBreakdown:
+    phase: str  # "prefill" | "decode"
+    tokens_in: int
+    stage_ms: dict  # stage -> Spread (ms), STAGES order; "other" = hooked total - timed stages
+    hooked_total_ms: Spread  # forward pass with the timing hooks, plus sampling
+    plain_total_ms: Spread  # the same pass and sampling without hooks
+
+    def shares(self) -> dict:
+        """Each stage's median as a fraction of the sum of medians (the shares add up to 1)."""
+        tot = sum(max(0.0, s.median) for s in self.stage_ms.values())
+        return {k: (max(0.0, s.median) / tot if tot > 0 else float("nan")) for k, s in self.stage_ms.items()}
+
+    @property
+    def hook_overhead(self) -> float:
+        """Hooked / plain median time - 1 (the cost of syncing and reading the clock around each module)."""
+        return self.hooked_total_ms.median / self.plain_total_ms.median - 1.0
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    prefill: PassBreakdown
+    decode: PassBreakdown
+    repeats: int
+    module_counts: dict  # stage -> how many modules were timed
+
+
+def stage_modules(model) -> list[tuple[str, torch.nn.Module]]:
+    """The modules that make up a forward pass, none nested in another: the embedding, each block's
+    attention, MLP and norms, the final norm and the output projection (lm head)."""
+    out: list[tuple[str, torch.nn.Module]] = [("embedding", model.get_input_embeddings())]
+    for blk in arch.blocks(model):
+        for name, child in blk.named_children():
+            low = name.lower()
+            if "norm" in low or low.startswith("ln"):
+                out.append(("norms", child))
+            elif "attn" in low or "attention" in low:
+                out.append(("attention", child))
+            elif "mlp" in low or "ffn" in low or "feed_forward" in low:
+                out.append(("MLP", child))
+    out.append(("norms", arch.final_norm(model)))
+    head = model.get_output_embeddings()
+    if head is not None:
+        out.append(("output projection", head))
+    return out
+
+
+class _StageTimer:
+    """Pre-hook reads the clock (after a sync), post-hook adds the elapsed time to the module's stage."""
+
+    def __init__(self, model, device):
+        self.dev = device
+        self.totals: dict[str, float] = {}
+        self.start: dict[int, float] = {}
+        self.handles = []
+        self.counts: dict[str, int] = {}
+        for stage, mod in stage_modules(model):
+            self.counts[stage] = self.counts.get(stage, 0) + 1
+            self.handles.append(mod.register_forward_pre_hook(self._pre))
+            self.handles.append(mod.register_forward_hook(self._make_post(stage)))
+
+    def _pre(self, mod, args):
+        self.start[id(mod)] = now(self.dev)
+
+    def _make_post(self, stage):
+        def post(mod, args, out):
+            self.totals[stage] = self.totals.get(stage, 0.0) + now(self.dev) - self.start.pop(id(mod))
+        return post
+
+    def reset(self):
+        self.totals, self.start = {}, {}
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def _sample_timed(logits: torch.Tensor, settings: SamplingSettings, gen, dev) -> float:
+    t0 = now(dev)
+    sample(logits[0].float().cpu(), settings, gen)
+    return now(dev) - t0
+
+
+def stage_breakdown(lm: LoadedModel, ids: list[int], repeats: int = 5,
+                    settings: SamplingSettings = SamplingSettings(0.7, 50, 0.95),
+                    progress: Progress = _noop) -> Breakdown:
+    """Measured time per stage for a prefill pass over ``ids`` and for the decode pass that follows.
+
+    Each repeat runs the pair twice: once plain (total time only) and once with hooks on every stage
+    module. "other" is what the hooks do not cover (rotary tables, masks, residual adds, Python glue)."""
+    dev, model = lm.device, lm.model
+    repeats = max(1, int(repeats))
+    gen = make_generator(0)
+    raw = {p: {s: [] for s in STAGES} for p in ("prefill", "decode")}
+    hooked = {"prefill": [], "decode": []}
+    plain = {"prefill": [], "decode": []}
+    x = torch.tensor([ids], device=dev)  # [1, n]
+    warm_up(lm)
+    timer = None
+    try:
+        for r in range(repeats + 1):  # round 0 warms up both variants
+            progress(r / (repeats + 1), f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}")
+            for use_hooks in (False, True):
+                if use_hooks and timer is None:
+                    timer = _StageTimer(model, dev)
+                if not use_hooks and timer is not None:
+                    timer.remove()
+                    timer = None
+                cache = new_cache(lm)
+                for phase in ("prefill", "decode"):
+                    if timer is not None:
+                        timer.reset()
+                    inp = x if phase == "prefill" else tok
+                    t0 = now(dev)
+                    logits = (prefill if phase == "prefill" else decode_step)(lm, inp, cache)  # [1, vocab]
+                    fwd = now(dev) - t0
+                    samp = _sample_timed(logits, settings, gen, dev)
+                    tok = logits.argmax(-1, keepdim=True)  # [1, 1] same next token in both variants
+                    if r == 0:
+                        continue
+                    total = (fwd + samp) * 1000.0
+                    if timer is None:
+                        plain[phase].append(total)
+                        continue
+                    hooked[phase].append(total)
+                    stages = {s: timer.totals.get(s, 0.0) * 1000.0 for s in STAGES[:5]}
+                    stages["sampling"] = samp * 1000.0
+                    stages["other"] = max(0.0, fwd * 1000.0 - sum(stages[s] for s in STAGES[:5]))
+                    for s in STAGES:
+                        raw[phase][s].append(stages[s])
+        counts = dict(timer.counts) if timer is not None else {}
+    finally:
+        if timer is not None:
+            timer.remove()
+    progress(1.0, "done")
+
+    def make(phase, tokens_in):
+        return PassBreakdown(phase, tokens_in, {s: Spread.of(raw[phase][s]) for s in STAGES},
+                             Spread.of(hooked[phase]), Spread.of(plain[phase]))
+
+    return Breakdown(make("prefill", len(ids)), make("decode", 1), repeats, counts)
+
+
+# ------------------------------------------------------------------------------------ hardware probe
+
+
+@dataclass(frozen=True)
+class HardwareProbe:
+    device: str
+    threads: int
+    read_gb_s: Spread  # measured: summing a tensor far larger than the caches (bytes read / time)
+    copy_gb_s: Spread  # measured: copying it (bytes read + bytes written) / time
+    matmul_gflop_s: Spread  # measured: square matmul, 2 n^3 FLOPs / time
+    buffer_mb: float
+    matmul_n: int
+
+
+def hardware_probe(device=None, buffer_mb: int = 256, matmul_n: int = 1024, repeats: int = 5,
+                   dtype: torch.dtype = torch.float32) -> HardwareProbe:
+    """Memory bandwidth and matmul throughput of this machine, measured (after one warm-up each)."""
+    dev = torch.device(device or "cpu")
+    esize = torch.empty((), dtype=dtype).element_size()
+    n = int(buffer_mb * 2**20 // esize)
+    src = torch.ones(n, dtype=dtype, device=dev)
+    dst = torch.empty_like(src)
+    a = torch.randn(matmul_n, matmul_n, dtype=dtype, device=dev)
+    b = torch.randn(matmul_n, matmul_n, dtype=dtype, device=dev)
+    read, copy, mm = [], [], []
+    for r in range(repeats + 1):
+        t0 = now(dev)
+        src.sum()
+        t1 = now(dev)
+        dst.copy_(src)
+        t2 = now(dev)
+        a @ b
+        t3 = now(dev)
+        if r:
+            nbytes = n * esize
+            read.append(nbytes / (t1 - t0) / 1e9)
+            copy.append(2 * nbytes / (t2 - t1) / 1e9)
+            mm.append(2 * matmul_n**3 / (t3 - t2) / 1e9)
+    del src, dst, a, b
+    return HardwareProbe(str(dev), torch.get_num_threads(), Spread.of(read), Spread.of(copy), Spread.of(mm),
+                         n * esize / 2**20, matmul_n)
+
+
+def weight_bytes(lm: LoadedModel) -> int:
+    """Bytes of all weights as stored, a tied embedding/head matrix counted once (int8: values + scales)."""
+    return precision.weight_bytes(lm.model)
+
+
+def decode_weight_bytes(lm: LoadedModel) -> int:
+    """Weight bytes one decode step must read: every matrix, except an untied input embedding table, of
+    which only one row per token is looked up (a tied table is read in full as the output projection)."""
+    return precision.decode_weight_bytes(lm.model)
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str
+    tokens: int  # tokens processed by the pass
+    context: int  # tokens in the KV cache the pass reads
+    flops: float  # derived: 2 x parameters x tokens
+    bytes: float  # derived: weights read + KV cache read and written
+    intensity: float  # FLOPs per byte
+    measured_ms: float  # measured time of such a pass (nan if none given)
+
+    @property
+    def achieved_gflop_s(self) -> float:
+        return self.flops / (self.measured_ms / 1000.0) / 1e9 if self.measured_ms > 0 else float("nan")
+
+
+def roofline_point(lm: LoadedModel, label: str, tokens: int, context: int, measured_ms: float = float("nan")
+                   ) -> RooflinePoint:
+    """Arithmetic intensity of one pass: FLOPs ~ 2 x parameters x tokens (attention scores ignored, small at
+    these lengths); bytes ~ weights read once + the KV cache read (context) and written (tokens)."""
+    params = lm.info.n_params  # at any precision (int8 bytes / 4 would not be the parameter count)
+    flops = 2.0 * params * tokens
+    nbytes = decode_weight_bytes(lm) + kv_bytes_for(lm.info, context + tokens)
+    return RooflinePoint(label, int(tokens), int(context), flops, float(nbytes), flops / nbytes, float(measured_ms))
+
+
+def decode_floor_ms(lm: LoadedModel, read_gb_s: float) -> float:
+    """Derived lower bound for one decode step: weight bytes read / memory bandwidth."""
+    return decode_weight_bytes(lm) / (read_gb_s * 1e9) * 1000.0
+
+
+# ---------------------------------------------------------------------------- training vs inference
+
+
+@dataclass(frozen=True)
+class MemoryComparison:
+    tokens: int
+    method: str  # how the numbers were measured, in words
+    saved_for_backward_bytes: int  # exact: unique storages autograd saved (parameters excluded)
+    saved_tensor_count: int
+    inference_saved_bytes: int  # the same hook under inference mode (0: nothing is saved)
+    training_held_bytes: int  # memory still held after the forward pass while its output is alive
+    inference_held_bytes: int
+    training_peak_bytes: int  # peak of live tensor bytes during the pass
+    inference_peak_bytes: int
+    logits_bytes: int  # the output both passes keep
+
+
+class _LiveTensorBytes(TorchDispatchMode):
+    """Counts the bytes of every tensor storage an operation creates, until that storage is freed, and keeps
+    the peak. Sits below autograd, so it sees activations saved for backward as well as transient ones.
+    Exact for tensor memory (allocator slack and Python objects are not included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._tracked: set[int] = set()
+
+    def _free(self, key: int, nbytes: int) -> None:
+        self._tracked.discard(key)
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in _tensors([args, list((kwargs or {}).values())])}
+        for t in _tensors(out):
+            st = t.untyped_storage()
+            key = st.data_ptr()
+            if key and key not in self._tracked and key not in inputs:  # a view or in-place result is not new
+                self._tracked.add(key)
+                self.live += st.nbytes()
+                weakref.finalize(st, self._free, key, st.nbytes())
+        self.peak = max(self.peak, self.live)
+        return out
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            yield from _tensors(o)
+
+
+def _measure_pass(lm: LoadedModel, x: torch.Tensor, training: bool) -> tuple[int, int, int, int, int]:
+    """(held bytes, peak bytes, saved bytes, saved count, logits bytes) for one forward pass.
+
+    For training the parameters must require grad. The shared model's are never toggled: the pass runs through
+    ``torch.func.functional_call`` with views of the same storage that require grad (no copy, no change to the
+    model another session might be using)."""
+    model, dev = lm.model, lm.device
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    if training:
+        grad_params = {n: p.detach().requires_grad_(True) for n, p in model.named_parameters()}
+        run = lambda: full_pass(model, x, params=grad_params)  # noqa: E731
+    else:
+        run = lambda: full_pass(model, x)  # noqa: E731
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            saved[st.data_ptr()] = st.nbytes()
+        return t
+
+    cuda = dev.type == "cuda"
+    gc.collect()
+    ctx = torch.enable_grad() if training else torch.inference_mode()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ctx:
+            logits = run().logits  # [1, n, vocab], kept like a loss would
+        torch.cuda.synchronize()
+        held = torch.cuda.memory_allocated(dev) - base
+        peak = torch.cuda.max_memory_allocated(dev) - base
+    else:
+        tracker = _LiveTensorBytes()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ctx, tracker:
+            logits = run().logits  # [1, n, vocab], kept like a loss would
+        held, peak = tracker.live, tracker.peak
+    lbytes = logits.numel() * logits.element_size()
+    del logits
+    gc.collect()
+    return max(0, held), max(0, peak), sum(saved.values()), len(saved), lbytes
+
+
+def training_vs_inference_memory(lm: LoadedModel, ids: list[int]) -> MemoryComparison:
+    """Memory of one forward pass that keeps activations for backward (parameters require grad, as in
+    training) vs the same pass under ``torch.inference_mode``. The saved-for-backward bytes are exact
+    (``saved_tensors_hooks`` sees every tensor autograd stores). PyTorch has no peak-memory counter on CPU,
+    so held/peak bytes there come from a dispatch mode that tracks every tensor storage the pass creates
+    until it is freed; on CUDA they come from ``torch.cuda.max_memory_allocated``."""
+    x = torch.tensor([ids], device=lm.device)  # [1, n]
+    cuda = lm.device.type == "cuda"
+    warm_up(lm)
+    with torch.inference_mode():
+        full_pass(lm, x)  # warm-up at this length
+    inf = _measure_pass(lm, x, training=False)
+    tr = _measure_pass(lm, x, training=True)
+    method = ("torch.cuda.max_memory_allocated (peak) and memory_allocated (held) on the GPU"
+              if cuda else "tensor bytes tracked op by op with a TorchDispatchMode (every storage a pass creates, "
+                           "until it is freed; allocator slack not included)")
+    method += "; saved-for-backward bytes exact via torch.autograd.graph.saved_tensors_hooks"
+    return MemoryComparison(
+        tokens=len(ids), method=method, saved_for_backward_bytes=tr[2], saved_tensor_count=tr[3],
+        inference_saved_bytes=inf[2], training_held_bytes=tr[0], inference_held_bytes=inf[0],
+        training_peak_bytes=tr[1], inference_peak_bytes=inf[1], logits_bytes=tr[4],
+    )
+
+
+def spread_dict(s: Spread, nd: int = 3) -> dict:
+    return {"median": round(s.median, nd), "min": round(s.lo, nd), "max": round(s.hi, nd), "n": s.n}

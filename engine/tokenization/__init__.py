@@ -1,0 +1,1 @@
+"""Tokenization: the prompt cut into tokens, tokenizer contrasts (tokens)."""

@@ -1,0 +1,149 @@
+"""AppTest: model names through the policy. Every spelling of a model is one loaded copy (in every mode); a
+class server offers only its allow-list (sidebar and race page), refuses free paths and hub ids with a message
+that reveals nothing about its file system, and never shows the folder behind a listed label."""
+import pytest
+
+from streamlit.testing.v1 import AppTest
+
+import ui.frame.models
+from ui.frame import nav
+from tests.app.test_pages import errors, run_page, shown
+
+HOME = "pages/loop.py"
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """Every model the app actually loads (calls of engine load_model through ui.frame.models), from an empty cache."""
+    seen = []
+    real = ui.frame.models.load_model
+
+    def counting(target, *a, **kw):
+        seen.append(target)
+        return real(target, *a, **kw)
+
+    monkeypatch.setattr(ui.frame.models, "load_model", counting)
+    ui.frame.models._load.clear()
+    yield seen
+    ui.frame.models._load.clear()
+
+
+@pytest.fixture
+def tiny_folder(tmp_path_factory, tiny_lm):
+    path = tmp_path_factory.mktemp("teacher-models") / "tiny-copy"
+    tiny_lm.model.save_pretrained(path)
+    tiny_lm.tokenizer.save_pretrained(path)
+    return path
+
+
+def sidebar_text(at) -> str:
+    return " ".join(shown(e.value) for e in [*at.sidebar.error, *at.sidebar.caption, *at.sidebar.markdown])
+
+
+def test_spellings_of_one_model_load_one_copy(loads, tiny_folder):
+    at = run_page(HOME, model=" tiny-random", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    assert at.session_state["settings"].model == "tiny-random"  # the URL gets the canonical name
+    for typed in ("tiny-random ", "TINY-random", "\u200btiny-random"):
+        at.sidebar.text_input(key="w_model").set_value(typed).run()
+        assert not errors(at), errors(at)
+        assert at.session_state["settings"].model == "tiny-random"
+    assert loads == ["tiny-random"]
+    for typed in (str(tiny_folder), f"{tiny_folder}/", f" {tiny_folder}/./ "):
+        at.sidebar.text_input(key="w_model").set_value(typed).run()
+        assert not errors(at), errors(at)
+        assert at.session_state["settings"].model == str(tiny_folder.resolve())
+    assert loads == ["tiny-random", str(tiny_folder.resolve())]
+
+
+def test_open_mode_for_one_person_still_explains_a_folder(tmp_path):
+    at = run_page(HOME, model="tiny-random", max_new_tokens="2")
+    at.sidebar.text_input(key="w_model").set_value(str(tmp_path)).run()
+    assert any("not a model folder" in e.value for e in at.sidebar.error)
+
+
+@pytest.fixture
+def class_mode(monkeypatch, tiny_folder):
+    monkeypatch.setenv("ILE_CLASS_MODE", "on")
+    monkeypatch.setenv("ILE_MODELS", f"tiny-random, Tiny copy={tiny_folder}")
+    return tiny_folder
+
+
+NEUTRAL = "This server offers only these models: tiny-random, Tiny copy. Choose one of them. Still using 'tiny-random'."
+
+
+@pytest.mark.parametrize("asked", ["~/.ssh", "/etc", "/tmp", "HuggingFaceTB/SmolLM2-135M-Instruct", "../..",
+                                   "tiny-random/../../etc"])
+def test_class_mode_refuses_free_paths_and_hub_ids_neutrally(class_mode, asked, loads):
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    at.query_params.update(model=asked, max_new_tokens="2")  # a student edits the link
+    at.run()  # the message belongs to the run that refused the name
+    assert not errors(at), errors(at)
+    assert [shown(e.value) for e in at.sidebar.error] == [NEUTRAL]
+    assert at.session_state["settings"].model == "tiny-random"
+    assert loads == ["tiny-random"]  # nothing else was even tried
+
+
+def test_class_server_without_the_embedded_model_opens_on_its_first_model(class_mode):
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    at.query_params["max_new_tokens"] = "2"
+    at.run()  # no model asked for: the default (embedded) is not offered, so the first listed one, quietly
+    assert not errors(at) and not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert at.session_state["settings"].model == "tiny-random"
+
+
+def test_class_mode_offers_the_allow_list_and_hides_the_folder(class_mode, loads):
+    at = run_page(HOME, model=" tiny COPY ", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    assert at.session_state["settings"].model == "Tiny copy"
+    assert not [t for t in at.sidebar.text_input if t.key == "w_model"], "class mode must not offer a free text box"
+    box = at.sidebar.selectbox(key="w_model")
+    assert box.options == ["tiny-random", "Tiny copy"] and box.value == "Tiny copy"
+    assert "Tiny copy (offered by this server)" in sidebar_text(at)
+    assert str(class_mode) not in sidebar_text(at) and "teacher-models" not in sidebar_text(at)
+    box.set_value("tiny-random").run()
+    assert not errors(at), errors(at)
+    assert at.session_state["settings"].model == "tiny-random" and not at.sidebar.error
+    assert loads == [str(class_mode), "tiny-random"]
+
+
+def test_class_mode_race_page_draft_box_is_the_allow_list(class_mode):
+    at = run_page("pages/speculative.py", model="tiny-random", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    at.radio(key="speculative_drafter").set_value("model:other").run()
+    assert not errors(at), errors(at)
+    assert not [t for t in at.text_input if t.key == "speculative_other"]
+    box = at.selectbox(key="speculative_other")
+    assert box.options == ["tiny-random", "Tiny copy"]
+
+
+# --- names carry no precision; the model cache holds what the server offers (issue 30) -------------------------
+
+def test_a_name_never_chooses_a_precision():
+    """?model=tiny-random@int8 once loaded an int8 copy that the loop page labelled float32: the suffix is
+    dropped, the precision setting alone chooses."""
+    at = run_page(HOME, model="tiny-random@int8", max_new_tokens="2")
+    assert not errors(at), errors(at)
+    s = at.session_state["settings"]
+    assert s.model == "tiny-random"
+    assert at.session_state["last_good_model"] == "tiny-random"
+    assert at.session_state["last_good_precision"] == s.precision != "int8"
+
+
+def test_key_for_drops_a_typed_precision():
+    from engine.core.precision import plain_name
+
+    assert plain_name("embedded@int8@bfloat16") == "embedded" and plain_name("a@b") == "a@b"
+    assert ui.frame.models.key_for("embedded@int8", "float32") == "embedded"
+    assert ui.frame.models.key_for("embedded@float32", "int8") == "embedded@int8"
+
+
+def test_the_model_cache_holds_every_offered_pair():
+    from engine.core.model_names import policy_from_env
+    from engine.core.models import default_device
+    from engine.core.precision import supported
+
+    n_prec = len(supported(default_device()))
+    pol = policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": "embedded,tiny-random,a=/x,b=/y,c=/z"})
+    assert ui.frame.models.cache_entries(pol) == 5 * n_prec > 4
+    assert ui.frame.models._load._info.max_entries == ui.frame.models.cache_entries() >= 2 * n_prec

@@ -1,0 +1,122 @@
+"""AppTest: the teacher's class view shows only with the teacher's token, and it draws the worker's real recent
+answers (batched) with the batching page's charts, without anyone's prompt text."""
+from __future__ import annotations
+
+import pytest
+
+from tests.app.test_pages import errors, run_page
+
+SECRET = "a private question about giraffes"
+
+
+@pytest.fixture
+def token(monkeypatch):
+    monkeypatch.setenv("ILE_TEACHER_TOKEN", "t0ken-for-tests")
+    return "t0ken-for-tests"
+
+
+def _served_some_answers():
+    """Three sessions' answers on the tiny model through the process's worker (so the view has traffic)."""
+    from engine.core import worker
+    from engine.core.classbatch import batched_trace, group
+    from engine.core.models import load_model
+    from engine.core.sampling import SamplingSettings
+
+    lm = load_model("tiny-random", device="cpu")
+    jobs = [worker.submit(batched_trace, lm, f"{SECRET} {i}", SamplingSettings(0.0), 5, 0, False, analyse=False,
+                          session=f"s{i}", batch=group(lm)) for i in range(3)]
+    for j in jobs:
+        j.result(60)
+
+
+def test_class_view_needs_the_token(token):
+    _served_some_answers()
+    at = run_page("pages/batching.py", model="tiny-random")
+    at.query_params["teacher"] = "wrong"  # (the home page's run before the switch drops page-only values)
+    at.run()
+    assert not errors(at), errors(at)
+    assert not any("Your class, batched" in h.value for h in at.header)
+    at = run_page("pages/batching.py", model="tiny-random")
+    assert not any("Your class, batched" in h.value for h in at.header)
+
+
+def test_class_view_with_the_token_draws_the_class(token):
+    _served_some_answers()
+    at = run_page("pages/batching.py", model="tiny-random")
+    at.query_params["teacher"] = token
+    at.run()
+    assert not errors(at), errors(at)
+    assert any("Your class, batched" in h.value for h in at.header)
+    labels = [m.label for m in at.metric]
+    assert "Sessions connected" in labels and "Requests waiting" in labels
+    assert any("tokens/s" in m.value for m in at.markdown)
+    assert len(at.get("plotly_chart")) >= 3  # the batch sizes, the Gantt chart, and the page's workload chart
+    everything = repr(at._tree)
+    assert "giraffe" not in everything, "no one's prompt is shown in the class view"
+
+
+def test_class_result_from_a_snapshot():
+    from ui.batching.classroom import class_result, latency_percentiles
+
+    snap = {"finished": [
+        {"kind": "answer", "state": "done", "submitted": -10.0, "started": -9.0, "first_token": -8.5,
+         "finished": -7.0, "tokens": 6},
+        {"kind": "answer", "state": "done", "submitted": -9.5, "started": -9.0, "first_token": -8.5,
+         "finished": -6.0, "tokens": 6},
+        {"kind": "decode_sweep", "state": "done", "submitted": -6.0, "started": -5.0, "first_token": None,
+         "finished": -1.0, "tokens": 0}],
+        "running": [], "steps": [(-9.0, -8.5, 2, "prefill"), (-8.5, -8.4, 2, "decode")]}
+    res = class_result(snap, 32)
+    assert [r.arrival_s for r in res.requests] == [0.0, 0.5]
+    assert res.requests[0].admitted_s == 1.0 and res.requests[1].done_s == 4.0
+    assert [len(s.rids) for s in res.steps] == [2, 2]
+    assert res.metrics()["tokens"] == 12
+    assert latency_percentiles(res)["p50"] == pytest.approx(3.25)
+    assert class_result({"finished": [], "running": [], "steps": []}, 32) is None
+
+
+def test_a_pinned_class_link_fixes_the_sidebar(token):
+    at = run_page("pages/tokenization.py", model="tiny-random", pin="1", prompt="Pinned prompt", max_new_tokens="3")
+    assert not errors(at), errors(at)
+    assert at.text_area(key="w_prompt").value == "Pinned prompt"
+    assert at.text_area(key="w_prompt").disabled and at.slider(key="w_max_new_tokens").disabled
+    assert at.text_input(key="w_model").disabled and at.selectbox(key="w_precision").disabled
+    assert at.query_params.get("pin") in ("1", ["1"]), "the pin stays in the student's address"
+    free = run_page("pages/tokenization.py", model="tiny-random", prompt="Free prompt")
+    assert not free.text_area(key="w_prompt").disabled and "pin" not in free.query_params
+
+
+def test_the_class_view_offers_a_pinned_link_without_the_token(token):
+    at = run_page("pages/batching.py", model="tiny-random", prompt="Shared prompt", max_new_tokens="5")
+    at.query_params["teacher"] = token
+    at.run()
+    assert not errors(at), errors(at)
+    link = next(c.value for c in at.code if "pin=1" in c.value)
+    assert "prompt=Shared+prompt" in link and "max_new_tokens=5" in link and "model=tiny-random" in link
+    assert token not in link and "teacher" not in link
+
+
+def test_timeline_page_times_a_batched_answer_alone(monkeypatch):
+    """The sidebar's answer was served in a batch: the loop page says so, and the timeline page (whose lesson is
+    step times) repeats the run alone instead of presenting batched steps as solo ones."""
+    from dataclasses import replace
+
+    from ui.frame import runs
+
+    real = runs.trace_for
+    solo_calls = []
+
+    def batched(*args, **kw):
+        tr = real(*args, **kw)
+        return replace(tr, steps=tuple(replace(s, batch_size=7) for s in tr.steps))
+
+    real_solo = runs.solo_generation_for
+    monkeypatch.setattr(runs, "trace_for", batched)
+    monkeypatch.setattr(runs, "solo_generation_for", lambda *a: solo_calls.append(a) or real_solo(*a))
+    at = run_page("pages/timeline.py", model="tiny-random", max_new_tokens="4")
+    assert not errors(at), errors(at)
+    assert len(solo_calls) == 1, "the timeline page ran the prompt alone"
+    at = run_page("pages/loop.py", model="tiny-random", max_new_tokens="4")
+    assert not errors(at), errors(at)
+    assert any("Measured in a batch of up to 7" in c.value for c in at.caption)
+    assert len(solo_calls) == 1, "the loop page shows the batched run, labelled"

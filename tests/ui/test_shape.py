@@ -1,0 +1,158 @@
+"""The shape of the tree, read from the source (instant, and independent of what other tests imported):
+
+- no import cycles among engine/ and ui/ modules, counting imports inside functions too (a lazy import hides a
+  cycle from Python, not from the reader);
+- a ui/<topic>/view.py or figures.py imports no streamlit (only sections, runs and the frame draw or cache);
+- the engine imports no streamlit, plotly or ui (tests/engine/test_layers.py), and the UI imports no benchmark
+  module (``bench``, ``bench_*``: the command line's, not the pages');
+- every topic is the first word of its paths: pages/<topic>.py has assets/lessons/<topic>.md and ui/<topic>/.
+
+Each rule is also run on a small bad example, so it is seen to fail.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("engine", "ui")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def imported(tree: ast.AST, known: set[str]) -> set[str]:
+    """The known modules a source imports anywhere (top level or inside a function): ``import a.b``, ``from a
+    import b`` (b a module or a name in a), ``from a.b import c``."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in out if m in known}
+
+
+def graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    known = set(sources)
+    return {m: imported(ast.parse(text), known) - {m} for m, text in sources.items()}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _sources() -> dict[str, str]:
+    return {m: p.read_text(encoding="utf-8") for m, p in modules().items()}
+
+
+def test_no_import_cycles():
+    g = graph(_sources())
+    assert len(g) > 100 and g["engine.core.trace"], "the graph reads the real tree"
+    assert cycles(g) == []
+
+
+def test_a_cycle_is_found_even_behind_a_lazy_import():
+    bad = {"a": "import b\n", "b": "def f():\n    from a import x\n", "c": "import a\n"}
+    assert cycles(graph(bad)) == [["a", "b"]]
+
+
+def _streamlit_in(text: str) -> bool:
+    return any(m.split(".")[0] == "streamlit" for m in _all_imports(ast.parse(text)))
+
+
+def _all_imports(tree: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+    return out
+
+
+def _reached(g: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for n in g.get(todo.pop(), ()):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def test_views_and_figures_import_no_streamlit():
+    """Not directly, and not through another ui module (a view that calls a cached run is not pure either)."""
+    sources = _sources()
+    g = graph(sources)
+    drawing = {m for m, text in sources.items() if _streamlit_in(text)}
+    pure = [m for m in sorted(sources) if m.startswith("ui.") and m.rsplit(".", 1)[-1] in ("view", "figures")]
+    assert len(pure) >= 15
+    offenders = {m: sorted(({m} | _reached(g, m)) & drawing) for m in pure if ({m} | _reached(g, m)) & drawing}
+    assert offenders == {}, f"{offenders}: move the st.* part (or the run) into the topic's sections.py or runs.py"
+    assert _streamlit_in("def f():\n    import streamlit as st\n")  # the check sees a lazy import too
+    assert _reached({"a": {"b"}, "b": {"c"}}, "a") == {"b", "c"}
+
+
+def _bench_imports(text: str) -> list[str]:
+    tree = ast.parse(text)
+    names = _all_imports(tree) | {f"{n.module}.{a.name}" for n in ast.walk(tree)
+                                  if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+    return sorted(m for m in names if m.startswith("engine.") and m.rsplit(".", 1)[-1].startswith("bench"))
+
+
+def test_the_ui_imports_no_benchmark_module():
+    files = [*sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "pages").glob("*.py")), ROOT / "app.py"]
+    offenders = {p.relative_to(ROOT).as_posix(): b for p in files if (b := _bench_imports(p.read_text("utf-8")))}
+    assert offenders == {}, offenders
+    assert _bench_imports("from engine.speculative.bench import PROMPTS\n")  # the check can fail
+    assert _bench_imports("from engine.timeline import bench_decode\n")
+
+
+def test_every_page_is_a_topic_in_every_layer():
+    pages = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
+    assert "loop" in pages
+    for topic in pages:
+        assert (ROOT / "assets" / "lessons" / f"{topic}.md").is_file(), topic
+        assert (ROOT / "ui" / topic / "__init__.py").is_file(), f"no ui/{topic}/"
+        assert (ROOT / "engine" / topic / "__init__.py").is_file(), f"no engine/{topic}/"
+    flat = sorted(p.name for p in (ROOT / "ui").glob("*.py") if p.name != "__init__.py")
+    assert flat == [], f"ui/ holds sub-packages only (the frame or a topic): {flat}"

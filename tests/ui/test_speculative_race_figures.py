@@ -1,0 +1,88 @@
+"""Race figures and replay: legends below the plot (never on the title), the verify-time line labelled in the
+legend (not over the bars), and a replay that follows the engine's clocks and draws both lanes every frame."""
+from tests.engine.test_speculative_race_bounds import _run
+from ui.speculative import race as race_view
+from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
+
+
+def test_race_legends_sit_below_the_plot():
+    run = _run([(4, 2, 0.004)] * 6)
+    for fig in (progress_lines(run), rounds_bar(run), round_times_bar(run)):
+        assert fig.layout.legend.y < 0 and fig.layout.legend.yanchor == "top"
+        assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+
+
+def test_verify_time_line_is_a_legend_entry_not_a_label_on_the_bars():
+    fig = round_times_bar(_run([(4, 2, 0.004)] * 6))
+    assert not fig.layout.annotations
+    assert any("median plain decode step" in (t.name or "") for t in fig.data)
+
+
+class _Slot:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def html(self, text):
+        self.log.append((self.name, text))
+
+
+def test_replay_draws_both_lanes_each_frame_at_the_measured_pace():
+    run = _run([(4, 2, 0.004)] * 6, step=0.04)
+    plain = [(str(i), "plain") for i in range(len(run.plain_ids))]
+    spec = [(str(i), "accepted") for i in range(len(run.spec_ids) + 12)]
+    log, sleeps = [], []
+    factor = race_view.replay(run, plain, spec, *(_Slot(log, n) for n in ("pl", "pc", "sl", "sc")),
+                              sleep=sleeps.append)
+    assert factor == 1.0  # a short race replays in real time
+    frames = len(sleeps) + 1
+    assert len(log) == 4 * frames and [n for n, _ in log[:4]] == ["pl", "pc", "sl", "sc"]
+    end = max(run.plain_seconds, run.spec_seconds)
+    assert abs(sum(sleeps) - end) < 2 / race_view.FPS  # the replay lasts as long as the race was measured
+    assert "\u258c" not in log[-4][1]  # the last frame shows the finished plain lane
+    plain_t, spec_t = race_view.schedule(run, spec)
+    assert plain_t[-1] == run.plain_seconds and abs(spec_t[-1] - run.spec_seconds) < 1e-9
+
+
+def test_gap_rows_walk_from_the_formula_to_the_clock():
+    """A drafter that drafts in 2 of 20 rounds, with a verify pass dearer than a plain step: every gap has its
+    own line, the formula's last line is set beside the decode-only number, and the wall clock comes last."""
+    run = _run([(0, 0, 0.0005)] * 18 + [(2, 0, 0.0005)] * 2)
+    rows = race_view.gap_rows(run)
+    assert [r[0] for r in rows] == ["Paper's formula", "+ rounds as they happened", "+ measured verify cost",
+                                    "Measured, decode only", "Measured, wall clock"]
+    assert "2 of 20" in rows[1][2] and "c looks large" in rows[1][2]
+    assert rows[3][1] == f"{run.decode_speedup:.2f}x" and rows[4][1] == f"{run.speedup:.2f}x"
+    table = race_view.gap_table(run)
+    assert table.count("\n| ") == 6 and "decode-only" in table  # header + 5 rows, one line each
+    full = race_view.gap_rows(_run([(4, 2, 0.004)] * 6))
+    assert "every round drafted k = 4" in full[1][2]
+    short = race_view.gap_rows(_run([(4, 4, 0.0), (1, 1, 0.0)]))  # the last draft cut to the tokens still wanted
+    assert "every round drafted, but 2.5 tokens per round" in short[1][2]
+
+
+def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
+    """The wall clock can stay under k + 1 while the decode-only number (prefill left out) passes it."""
+    from engine.measure import noise
+    from engine.speculative.decoding import SpecRun
+
+    run = _run([(4, 4, 0.0)] * 6, step=0.04)
+    fast = SpecRun(**{**run.__dict__, "rounds": tuple(r.__class__(**{**r.__dict__, "verify_seconds": 0.005})
+                                                      for r in run.rounds), "spec_prefill_seconds": 2.0,
+                      "plain_step_seconds": (2.0,) + run.plain_step_seconds[1:]})
+    assert fast.decode_speedup > fast.k + 1 >= fast.speedup
+    result = race_view.RaceResult(fast, noise.Calibration(0.0, 0.0, 0.0, 0.0, 0.0, None, None),
+                                  noise.check_speedup(fast.speedup, fast.k, fast.accepted, fast.tokens_per_pass))
+    flags = race_view.decode_flags(result)
+    assert flags and "Decode only" in flags[0] and "k + 1" in flags[0]
+
+
+def test_sweep_figure_sets_the_decode_only_line_beside_the_formula():
+    from engine.speculative.decoding import SweepPoint
+    from ui.speculative.figures import sweep_figure
+
+    pts = [SweepPoint(k, 0.9, 2.0, 0.01, 1.4, 2.2, True, 10, 1.9) for k in (1, 2, 4)]
+    names = [t.name for t in sweep_figure(pts, "lookup").data]
+    assert any("wall clock" in n for n in names) and any("decode only" in n for n in names)
+    assert race_view.sweep_flags(pts) == []
+    wild = [SweepPoint(2, 0.9, 2.0, 0.01, 1.4, 2.2, True, 10, 4.5)]  # decode only above k + 1 = 3
+    assert any("decode only" in f and "k + 1 = 3x" in f for f in race_view.sweep_flags(wild))

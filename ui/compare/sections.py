@@ -1,0 +1,121 @@
+"""The st.* drawing of the two-models page, one function per section."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.core import background
+from engine.compare import analysis as C
+from engine.tokenization.tokens import gemma_tokenizer_ready
+from engine.core.models import EMBEDDED, GEMMA, TINY
+from engine.core.model_names import BUILTIN
+from ui.compare import runs as R
+from ui.compare import view as V
+from ui.frame import measured
+from ui.compare.figures import decode_bars, kv_lines, params_bar, top5_bar
+from ui.frame.layout import chart
+from ui.frame.lessons import lesson
+from ui.frame.models import get_model, policy
+
+
+def pick_pair(current: str) -> tuple[str, str]:
+    """Two models from what this server offers (class mode: its allow-list; else the built-in ones): the
+    sidebar's model and Gemma 3 270M (or SmolLM2 when the sidebar's is Gemma) by default; the test model
+    tiny-random is compared with nothing until a second model is picked."""
+    pol = policy()
+    names = pol.labels if pol.class_mode else list(BUILTIN)
+    if current not in names:
+        names = [current, *names]
+    a_def = current
+    b_def = current if current == TINY else GEMMA if current != GEMMA and GEMMA in names else EMBEDDED
+    b_def = b_def if b_def in names else names[-1]
+    c1, c2 = st.columns(2)
+    a = c1.selectbox("Model A", names, index=names.index(a_def), key="compare_a")
+    b = c2.selectbox("Model B", names, index=names.index(b_def), key="compare_b")
+    if a == b:
+        st.info("Pick two different models to compare.", icon=":material/info:")
+        st.stop()
+    if GEMMA in (pol.target_of(a), pol.target_of(b)):
+        gemma_gate()
+    load_both(a, b)
+    return a, b
+
+
+def load_both(a: str, b: str) -> None:
+    """Load both models here, outside every cached function: a first load may draw progress (Gemma's
+    preparation), and an element drawn inside st.cache_data would be replayed on every later hit."""
+    for name in (a, b):
+        get_model(name)
+
+
+def gemma_gate() -> None:
+    """Gemma 3 270M not prepared and no background preparation running (it is off, ILE_PREPARE_GEMMA=0): offer
+    to prepare it rather than start minutes of work on a page visit. Otherwise loading waits on the background
+    preparation with its progress (ui.frame.models)."""
+    if gemma_tokenizer_ready() or not background.disabled() or background.current() is not None:
+        return
+    st.info(lesson("compare", "gemma not ready"), icon=":material/hourglass_empty:")
+    if not st.button("Prepare Gemma 3 270M now", key="compare_prepare", icon=":material/download:"):
+        st.stop()
+    background.start()
+
+
+def facts(a: str, b: str) -> None:
+    df = V.facts_table(R.facts(a, b), a, b)
+    # the two models' values get the room (at 1366x768 the default widths cut "15 sliding (window 512), 3 global");
+    # pixel widths that add up to the main column's ~900 px, so "Differs" and "How" stay on the first screen
+    wide = {name: st.column_config.TextColumn(width=270) for name in (a, b)}
+    narrow = {"Fact": st.column_config.TextColumn(width=170), "Differs": st.column_config.TextColumn(width=60),
+              "How": st.column_config.TextColumn(width=130)}
+    st.dataframe(V.highlight_differences(df), hide_index=True, width="stretch", height=38 + 35 * len(df),
+                 column_config={**wide, **narrow})
+    st.caption(lesson("compare", "facts caption"))
+
+
+def params(a: str, b: str) -> None:
+    splits = {a: R.params(a), b: R.params(b)}
+    chart(params_bar(splits), "model", lesson("compare", "params caption"))
+    st.dataframe(V.params_table(splits), hide_index=True, width="stretch")
+
+
+def kv(a: str, b: str) -> None:
+    load_both(a, b)
+    with st.spinner(f"Feeding {R.KV_LENGTHS[-1]:,} tokens through each model's cache and reading its bytes..."):
+        points = {a: R.kv(a), b: R.kv(b)}
+    derived = {n: [(t, C.kv_bytes_at(R.facts_info(n), t)) for t in R.KV_DERIVED
+                   if t <= R.facts_info(n).max_positions] for n in (a, b)}  # not past a model's own context
+    chart(kv_lines(points, derived), "measured", lesson("compare", "kv caption"))
+    st.dataframe(V.kv_table(points, derived), hide_index=True, width="stretch")
+    cols = st.columns(2)
+    for col, n in zip(cols, (a, b)):
+        first, last = V.per_token(points[n])
+        if len(points[n]) < 2:  # a context too short to measure growth over two lengths
+            col.metric(f"{n}: bytes per new token (measured)", "n/a")
+            continue
+        col.metric(f"{n}: bytes per new token (measured)", f"{last:,.0f} B",
+                   delta=f"{last - first:+,.0f} B vs the first {points[n][1].tokens} tokens", delta_color="off")
+    st.markdown(lesson("compare", "kv note"))
+
+
+def decode(a: str, b: str) -> None:
+    with st.spinner("Timing one decode step of each model, stage by stage (3 repeats each)..."):
+        runs = {a: R.decode(a), b: R.decode(b)}
+        bw = R.bandwidth_gb_s(a)
+    stage_ms = {n: {s: sp.median for s, sp in m.value.decode.stage_ms.items()} for n, m in runs.items()}
+    medians = {n: m.value.decode.plain_total_ms.median for n, m in runs.items()}
+    steps = {n: R.step_bytes(n, R.DECODE_PROMPT) for n in runs}
+    floors = {n: steps[n].floor_ms(bw) for n in runs}
+    head = {n: m.value.decode.shares().get("output projection", float("nan")) for n, m in runs.items()}
+    chart(decode_bars(stage_ms, floors), "measured", lesson("compare", "decode caption", bw=bw))
+    st.dataframe(V.decode_rows(list(runs), medians, steps, floors, head), hide_index=True, width="stretch")
+    measured.measure_again_bar([m.calibration for m in runs.values()], R.again_key(), "both decode timings")
+
+
+def top5(a: str, b: str, prompt: str) -> None:
+    text = st.text_input("Prompt (plain text, no chat template)", lesson("compare", "default prompt"),
+                         key="compare_prompt", max_chars=2000).strip() or prompt
+    cols = st.columns(2)
+    for col, n in zip(cols, (a, b)):
+        with col:
+            t = R.top5(n, text)
+            chart(top5_bar(n, t.tokens, t.probs), "measured",
+                  f"One forward pass of {n} over the {t.prompt_tokens} tokens of the prompt; softmax of its last logits.")

@@ -1,0 +1,66 @@
+"""Run on a button and keep the result: the one place a page keeps what a person asked to be run.
+
+Results live in this session only, in one bounded store (the least recently used goes first), keyed by the
+page's own key and the inputs that produced them, so a changed input shows "not run yet" instead of a stale
+result and a return to earlier inputs shows their result again without running anything. Every page keeps its
+results here (the speculative page's races and sweeps, the serving page's measurements, ...), each under keys
+that start with its own name, so ``items(name)`` lists one page's results.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+import streamlit as st
+
+MAX_KEPT = 32  # results per session, all pages together
+_STORE = "kept_results"
+
+
+def _store() -> OrderedDict:
+    return st.session_state.setdefault(_STORE, OrderedDict())
+
+
+def get(key: Hashable) -> Any | None:
+    """The kept result for ``key`` (None when it was never run, or was dropped as the oldest)."""
+    store = _store()
+    if key in store:
+        store.move_to_end(key)
+        return store[key]
+    return None
+
+
+def put(key: Hashable, value: Any) -> Any:
+    store = _store()
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > MAX_KEPT:
+        store.popitem(last=False)
+    return value
+
+
+def items(name: str) -> list[tuple[tuple, Any]]:
+    """The kept (key without ``name``, result) pairs whose key is a tuple starting with ``name``, oldest first."""
+    return [(k[1:], v) for k, v in _store().items() if isinstance(k, tuple) and k[:1] == (name,)]
+
+
+def forget(key: Hashable) -> None:
+    _store().pop(key, None)
+
+
+def on_button(key: Hashable, label: str, run: Callable[[], Any], *, button_key: str, help: str | None = None,
+              primary: bool = True) -> Any | None:
+    """Draw a button; pressing it runs ``run()`` now and keeps its result under ``key``. Returns the kept
+    result for ``key`` (this press's, or an earlier one's), or None when it has not been run."""
+    if st.button(label, key=button_key, help=help, type="primary" if primary else "secondary"):
+        return put(key, run())
+    return get(key)
+
+
+def switched_on(name: str, label: str, help: str | None = None) -> bool:
+    """A button that switches a part of the page on for the rest of the session (e.g. a measurement that
+    costs a minute and should not run on every visit)."""
+    key = ("switched_on", name)
+    if st.button(label, key=f"on_{name}", help=help, type="primary"):
+        put(key, True)
+    return bool(get(key))

@@ -1,0 +1,143 @@
+"""Page building blocks: header, lesson boxes, a chart with its caption, and the presenter view's sections.
+
+Presenter view (the sidebar toggle, kept in the share link as ``present=1``): larger type, sidebar collapsed,
+one section of a page at a time with Previous / Next below it, and each "Try this" answer behind a button.
+Every page declares its sections with ``if section("Title"):``; the first one is the page's introduction. The
+page title stays above every section.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.frame import state
+from ui.frame.figures import TICK_SIZE, caption, readable
+
+_RUN = "_sections"  # this run's page key and the number of sections declared so far
+
+
+def presenting() -> bool:
+    return state.settings().present
+
+
+def begin_page(key: str) -> None:
+    """Called by app.py once it knows the page: sections are counted per run, remembered per page."""
+    st.session_state[_RUN] = {"page": key, "count": 0, "nav": False}
+
+
+def _current_key() -> str:
+    return f"present_section_{st.session_state.get(_RUN, {}).get('page', '')}"
+
+
+def _total_key() -> str:
+    return f"present_total_{st.session_state.get(_RUN, {}).get('page', '')}"
+
+
+def section(title: str | None, divider: str = "gray") -> bool:
+    """Whether to draw this section (always, unless presenting and it is not the one on view); draws its
+    header (``title`` None: the untitled introduction, or a block that draws its own headers, such as a fragment
+    holding several numbered sections: presenter view shows it as one step).
+
+    Presenting, the Previous / Next bar is drawn here, when the section after the one on view is declared: that
+    is the bottom of the section on view, and it works on a page that ends early with st.stop() further down
+    (nothing can be drawn after st.stop(), so app.py's bar after the page would never appear there)."""
+    run = st.session_state.setdefault(_RUN, {"page": "", "count": 0})
+    index = run["count"]
+    run["count"] += 1
+    if not presenting():
+        if title:
+            st.header(title, divider=divider)
+        return True
+    st.session_state[_total_key()] = max(st.session_state.get(_total_key(), 0), run["count"])
+    cur = st.session_state.get(_current_key(), 0)
+    if index == cur + 1 and not run.get("nav"):
+        _bar(cur, st.session_state[_total_key()], more=True)
+    if index != cur:
+        return False
+    if title:
+        st.header(title, divider=divider)
+    return True
+
+
+def _move(key: str, to: int) -> None:
+    st.session_state[key] = to
+
+
+def _bar(cur: int, total: int, more: bool) -> None:
+    """Previous / "Section i of n" / Next (drawn once per run)."""
+    st.session_state[_RUN]["nav"] = True
+    key = _current_key()
+    left, mid, right = st.columns([1, 2, 1])
+    left.button("Previous", icon=":material/arrow_back:", disabled=cur == 0, key="present_prev",
+                on_click=_move, args=(key, cur - 1), width="stretch")
+    label = mid.empty()  # "of n" is corrected after the page ran (a section may have appeared since last run)
+    _label(label, cur, total)
+    st.session_state[_RUN]["label"] = (label, cur)
+    right.button("Next", icon=":material/arrow_forward:", disabled=not more, key="present_next",
+                 on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
+
+
+def _label(slot, cur: int, total: int) -> None:
+    slot.markdown(f"<div style='text-align:center'>Section {cur + 1} of {max(total, cur + 1)}</div>",
+                  unsafe_allow_html=True)
+
+
+def presenter_nav() -> None:
+    """Previous / Next under the last section (app.py calls it after the page ran; under any other section the
+    bar was drawn by ``section``). Remembers the page's number of sections for "Section i of n"."""
+    run = st.session_state.get(_RUN, {})
+    total = run.get("count", 0)
+    if not presenting() or total < 2:
+        return
+    st.session_state[_total_key()] = total
+    key = _current_key()
+    cur = st.session_state.get(key, 0)
+    if cur >= total:  # a remembered section this page no longer has (its sections changed): show the last one
+        st.session_state[key] = total - 1
+        st.rerun()
+    if not run.get("nav"):
+        _bar(cur, total, more=cur + 1 < total)
+    elif run.get("label"):
+        _label(run["label"][0], run["label"][1], total)
+
+
+def chart(fig, kind: str, text: str, key: str | None = None) -> None:
+    """A plotly chart followed by its one-line caption (measured / model / derived / illustrative)."""
+    if presenting():
+        fig.update_layout(font_size=20, title_font_size=24)
+    readable(fig, 20 if presenting() else TICK_SIZE)
+    st.plotly_chart(fig, width="stretch", key=key, config={"displaylogo": False})
+    st.caption(caption(kind, text))
+
+
+def beside(main: int = 3, side: int = 2):
+    """Two columns for a page's first screen: the key chart in ``main``, the lesson boxes (what you see, try
+    this) in ``side``, so a 1366x768 projector shows the chart without scrolling. Returns (main, side)."""
+    return st.columns([main, side], gap="medium")
+
+
+def what_you_see(text: str) -> None:
+    st.info(text, icon=":material/visibility:")
+
+
+def try_this(question: str, answer: str, key: str) -> None:
+    """A prediction first, then the reveal (presenter view: a button reveals it, so the room answers first)."""
+    with st.container(border=True):
+        st.markdown(f":material/psychology: **Try this.** {question}")
+        if presenting():
+            if st.toggle("Reveal the answer", key=f"{key}_reveal"):
+                st.markdown(answer)
+            return
+        with st.expander("Made your prediction? Reveal what happens"):
+            st.markdown(answer)
+
+
+def common_mistake(text: str) -> None:
+    """A frequent wrong answer, explained: a neutral teaching note (a red or yellow box reads as a failure of the
+    app; errors are for errors)."""
+    with st.container(border=True):
+        st.markdown(f":material/lightbulb: **A common mistake.** {text}")
+
+
+def notes(trace) -> None:
+    for note in trace.encoded.notes:
+        st.warning(note, icon=":material/info:")

@@ -1,0 +1,280 @@
+"""The loaded model (one per model per process, shared by every session) and the fall-back on failure.
+
+Names go through the model policy (engine.core.model_names) before anything is loaded: every spelling of a model
+maps to one canonical name, so to one cache entry; in class mode only the allow-list's models can be chosen.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import replace
+
+import streamlit as st
+
+from engine.core.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
+from engine.core import background
+from engine.core.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
+    embedded_is_converted, load_model, log
+from engine.core.model_names import BUILTIN
+from engine.core.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
+from ui.frame import state
+from ui.frame.html import md_escape
+from ui.frame.cache import shared
+
+_CONVERSION = threading.Lock()  # one conversion per process, however many sessions arrive first
+
+
+def policy() -> ModelPolicy:
+    """Open mode, or class mode with its allow-list (environment settings; see engine.core.model_names)."""
+    return policy_from_env(os.environ, st.get_option("server.address"))
+
+
+OPEN_EXTRA = 2  # open mode: room for two typed folders or hub ids besides the built-in models
+
+
+def cache_entries(pol: ModelPolicy | None = None) -> int:
+    """How many loaded copies the model cache keeps: every (model, precision) pair the server offers, so that
+    visits switching among them never evict and reload one another (a 4-entry cache thrashed with 2 models at 3
+    precisions). Class mode: the allow-list's models at each precision this device runs; open mode: the built-in
+    models at each, plus ``OPEN_EXTRA``. Read once, when the app starts."""
+    pol = pol or policy()
+    n_prec = len(supported(default_device()))
+    return len(pol.labels) * n_prec if pol.class_mode else len(BUILTIN) * n_prec + OPEN_EXTRA
+
+
+@shared(cache_entries())
+def _load(name: str, target: str, precision: str | None) -> LoadedModel:
+    """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
+    any other is a copy of the default model cast or quantized once (engine.core.precision). ``precision`` has no
+    default value: Streamlit keys the cache on the arguments as passed, so a call that left it out missed the
+    entry of one that passed None and loaded a second copy of the model. No st.* call may happen in here: Streamlit records the elements a cached function draws and replays them on every later hit, into
+    blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
+    start's progress once did)."""
+    if precision is not None:
+        lm = to_precision(_load(name, target, None), precision)
+    else:
+        lm = load_model(target, progress=log)
+        if target != name:  # an allow-list label: show the label, never the folder or id behind it
+            lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
+        lm.name = name
+    copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
+    log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
+    return lm
+
+
+def _ensure_embedded_converted() -> None:
+    """The one-time conversion of the embedded model, with its progress drawn in this run's own status box,
+    outside the cached loader. A second session arriving meanwhile waits for the first one's conversion."""
+    if embedded_is_converted():
+        return
+    with st.status("First start: converting the embedded model (one time: about 30 s on a quiet machine, 2-3 minutes on a busy one)...", expanded=True) as box:
+        if not _CONVERSION.acquire(blocking=False):
+            box.write("Another visitor's first start is converting it; waiting for that to finish...")
+            _CONVERSION.acquire()
+        try:
+            if not embedded_is_converted():
+                convert_embedded(progress=lambda msg: (log(msg), box.write(msg)))
+        except ModelLoadError:
+            box.update(label="The embedded model could not be prepared", state="error")
+            raise
+        finally:
+            _CONVERSION.release()
+        box.update(label="Embedded model ready", state="complete", expanded=False)
+
+
+def start_background_preparation() -> None:
+    """Called on every page run (cheap after the first): when this server offers Gemma 3 270M, its one-time
+    conversion starts in a child process (engine.core.background) as soon as the first page is drawn, so it never
+    delays that page and is usually done before anyone picks Gemma."""
+    if background.disabled() or background.current() is not None:
+        return
+    pol = policy()
+    if pol.class_mode and GEMMA not in dict(pol.allowed).values():
+        return
+    background.start()
+
+
+def _ensure_gemma_converted() -> None:
+    """Wait, with progress, for the background preparation of Gemma (starting it if it has not started or
+    failed before). The conversion itself never runs on this script thread."""
+    prep = background.start()
+    if not prep.thread.is_alive() and prep.state == "ready":
+        return
+    with st.status("Preparing Gemma 3 270M (one time per machine: 2-4 minutes on a busy laptop)...",
+                   expanded=True) as box:
+        line = st.empty()
+        while prep.thread.is_alive():
+            shown = prep.last_line() if prep.state == "converting" else "Checking the converted copy..."
+            line.write(md_escape(shown or "Starting..."))
+            prep.thread.join(1.0)
+        if prep.state != "ready":
+            box.update(label="Gemma 3 270M could not be prepared", state="error")
+            raise ModelLoadError(f"Gemma 3 270M could not be prepared: {prep.message}")
+        box.update(label="Gemma 3 270M ready", state="complete", expanded=False)
+
+
+def key_for(name: str, precision: str) -> str:
+    """The cache key of ``name`` (as typed: any precision suffix in it is dropped) at the setting's precision."""
+    return model_key(plain_name(name), precision, default_device())
+
+
+def get_model(name: str) -> LoadedModel:
+    """Load ``name``, a model key (engine.core.precision.model_key: a name, or "<name>@<precision>"), cached by its
+    canonical name and precision; the first start converts the embedded model with progress.
+
+    In class mode a name off the allow-list raises ModelNotAllowed, and a listed model that fails to load gives
+    a message without the server's details (those go to the server's log)."""
+    pol = policy()
+    base, precision = split_key(name)
+    canon, target = pol.resolve(base)
+    if target == EMBEDDED:
+        _ensure_embedded_converted()
+    elif target == GEMMA:
+        _ensure_gemma_converted()
+    label = f"Loading model {md_escape(canon)} ..." if precision is None else \
+        f"Preparing {md_escape(canon)} at {LABELS.get(precision, precision)}: a copy cast or quantized once..."
+    try:
+        with st.spinner(label):
+            return _load(canon, target, precision)
+    except ModelLoadError as exc:
+        if not pol.class_mode:
+            raise
+        log(f"class mode: model {canon!r} could not be loaded: {exc}")
+        raise ModelLoadError(f"The model '{canon}' could not be loaded on this server right now.") from None
+
+
+def default_model(pol: ModelPolicy | None = None) -> str:
+    pol = pol or policy()
+    return EMBEDDED if not pol.class_mode or EMBEDDED in pol.labels else pol.labels[0]
+
+
+def model_box() -> None:
+    """The sidebar's model chooser: a free text box for one person, the allow-list in class mode. The box shows
+    the canonical name of what the settings ask for (checked against the policy, nothing loaded here)."""
+    pol = policy()
+    try:
+        shown = pol.resolve(state.settings().model)[0]
+    except ModelNotAllowed:  # current_model() refuses it just below and falls back
+        shown = st.session_state.get("last_good_model", default_model(pol))
+    if pol.class_mode and shown not in pol.labels:
+        shown = default_model(pol)
+    if st.session_state.get("w_model") != shown:
+        st.session_state["w_model"] = shown
+    pin = state.pinned()  # a pinned class link fixes the model
+    if pol.class_mode:
+        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if n in (EMBEDDED, GEMMA))
+        st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, disabled=pin,
+                     help="The models this server offers" + (f" ({known})." if known else "."))
+        return
+    pick = shown if shown in BUILTIN else None
+    if st.session_state.get("w_model_pick") != pick:
+        st.session_state["w_model_pick"] = pick
+    st.pills("Models shipped with the app", list(BUILTIN), key="w_model_pick", format_func=nice_name,
+             on_change=_on_pick, disabled=pin, help="Both real models run offline; tiny-random is a test model.")
+    st.text_input("Model", key="w_model", on_change=on_model_change, disabled=pin,
+                  help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app; '{GEMMA}' is Gemma 3 270M (base "
+                       "model, also offline). 'tiny-random' is a tiny model "
+                       "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
+                       "safetensors weights.")
+
+
+NICE_NAMES = {EMBEDDED: "SmolLM2-135M (embedded)", GEMMA: "Gemma 3 270M", "tiny-random": "tiny random"}
+
+
+def nice_name(name: str) -> str:
+    """A built-in model's name as a person reads it (the name itself for anything else)."""
+    return NICE_NAMES.get(name, name)
+
+
+def _on_pick() -> None:
+    """The pills above the model box: a built-in model chosen with one click (a click on the chosen one clears the
+    pills; the model stays)."""
+    picked = st.session_state.get("w_model_pick")
+    if picked:
+        st.session_state["w_model"] = picked
+        on_model_change()
+
+
+def draft_model_box(key: str) -> str:
+    """The race page's draft-model chooser, under the same policy as the sidebar's."""
+    pol = policy()
+    if pol.class_mode:
+        return st.selectbox("Draft model (must share the target's tokenizer)", pol.labels, key=key,
+                            help="The models this server offers.")
+    return plain_name(st.text_input("Draft model (must share the target's tokenizer)", "", key=key,
+                                    placeholder="a local folder or hub id").strip())
+
+
+def on_model_change() -> None:
+    """Callback of the sidebar's model box: try the new name at once; on failure put the old one back in the
+    box and keep a message for the sidebar (callbacks run before the script, so widget state may change)."""
+    s = state.settings()
+    old = s.model
+    try:
+        lm = get_model(key_for(st.session_state.get("w_model") or "", s.precision))
+    except ModelLoadError as exc:
+        st.session_state["model_error"] = f"{exc} Still using '{old}'."
+        st.session_state["w_model"] = old
+        return
+    canon = split_key(lm.name)[0]
+    state.set_value("model", canon)
+    st.session_state["w_model"] = canon  # the canonical spelling, as the URL will have it
+
+
+def on_precision_change() -> None:
+    """Callback of the sidebar's precision box: an unsupported precision or a failed conversion leaves a message
+    and puts the current precision back."""
+    s = state.settings()
+    old, new = s.precision, st.session_state.get("w_precision") or s.precision
+    reason = unsupported_reason(new, default_device())
+    try:
+        if reason:
+            raise ModelLoadError(reason)
+        get_model(key_for(s.model, new))
+    except ModelLoadError as exc:
+        st.session_state["model_error"] = f"{exc} Still using {old}."
+        st.session_state["w_precision"] = old
+        return
+    state.set_value("precision", new)
+
+
+def _checked_precision(s: state.Settings) -> str:
+    """The settings' precision if this device runs it; else a message and the last one that worked."""
+    reason = unsupported_reason(s.precision, default_device())
+    if reason:
+        good = st.session_state.get("last_good_precision", state.FIELDS["precision"][1])
+        st.session_state["model_error"] = f"{reason} Still using {good}."
+        state.set_value("precision", good)
+    return state.settings().precision
+
+
+def current_model() -> LoadedModel:
+    """The model the settings ask for, at the settings' precision; if it cannot be loaded, say why and keep the
+    previous one (at the default precision if the precision was the problem)."""
+    s = state.settings()
+    precision = _checked_precision(s)
+    name = s.model
+    try:
+        try:
+            lm = get_model(key_for(name, precision))
+        except ModelLoadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to load is one line for the person who asked
+            raise ModelLoadError(f"'{name[:60]}' could not be loaded: {type(exc).__name__}: "
+                                 f"{(str(exc).splitlines() or [''])[0][:200]}") from exc
+        canon = split_key(lm.name)[0]
+        if canon != name:
+            state.set_value("model", canon)
+        st.session_state["last_good_model"] = canon
+        st.session_state["last_good_precision"] = precision
+        return lm
+    except ModelLoadError as exc:
+        pol = policy()
+        fallback = st.session_state.get("last_good_model", default_model(pol))
+        if fallback == name and split_key(key_for(name, precision))[1] is None:
+            fallback = default_model(pol)
+        if not (isinstance(exc, ModelNotAllowed) and name == EMBEDDED):  # the default, not a choice: no message
+            st.session_state["model_error"] = f"{exc} Still using '{fallback}'."
+        state.set_value("model", fallback)
+        state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
+        return get_model(key_for(fallback, state.settings().precision))

@@ -1,0 +1,50 @@
+"""The page registry. app.py builds st.navigation from it; pages link to each other through it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from ui.frame.legacy_pages import through_router  # noqa: F401  every page calls nav.through_router() first
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# URL paths are the file stems: the first runs of a server still go through Streamlit's legacy pages/ router,
+# which knows the pages only by file stem (ui/frame/legacy_pages.py, the workaround).
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    path: str
+    title: str
+    icon: str
+    url: str
+
+
+PAGES = [
+    PageSpec("pages/loop.py", "The loop", ":material/all_inclusive:", "loop"),
+    PageSpec("pages/tokenization.py", "Tokenization", ":material/text_fields:", "tokenization"),
+    PageSpec("pages/embeddings.py", "Embeddings & position", ":material/scatter_plot:", "embeddings"),
+    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
+    PageSpec("pages/sampling.py", "Logits & sampling", ":material/casino:", "sampling"),
+    PageSpec("pages/timeline.py", "Prefill vs decode", ":material/timeline:", "timeline"),
+    PageSpec("pages/kv_cache.py", "KV cache", ":material/memory:", "kv_cache"),
+    PageSpec("pages/speculative.py", "Speculative decoding", ":material/sprint:", "speculative"),
+    PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching"),
+    PageSpec("pages/serving.py", "Serving engines", ":material/dns:", "serving"),
+    PageSpec("pages/compare.py", "Two models side by side", ":material/compare_arrows:", "compare"),
+]
+
+
+def available() -> list[PageSpec]:
+    """Pages whose file exists (pages land one issue at a time)."""
+    return [p for p in PAGES if (ROOT / p.path).is_file()]
+
+
+def link(path: str, label: str | None = None) -> None:
+    """A link to another page, if that page exists."""
+    spec = next((p for p in available() if p.path == path), None)
+    if spec is not None:
+        st.page_link(spec.path, label=label or f"Go deeper: {spec.title}", icon=":material/arrow_forward:")

@@ -1,0 +1,161 @@
+"""Runs of the model, kept per their plain inputs so nothing recomputes when its inputs did not change.
+
+The sidebar's run is two parts, kept apart: the generation (prefill + decode loop: it depends on every setting)
+and the prompt's untimed analysis (attention weights, predictions at every position, residual stream: it
+depends on the prompt alone). A sampling nudge therefore reruns only the generation, and shows its progress
+token by token; at temperature 0 top-k, top-p and the seed cannot change a single token, so changing them reuses
+the kept run.
+
+Both parts are served in batches with other sessions' requests for the same model (engine/core/classbatch.py): the
+generation joins the running batch (its Trace says when a step was measured in a batch), and prompts' analysis
+passes that wait together run as one. A page whose lesson is its step times asks for them measured alone
+(``current_trace(alone=True)``)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+
+import streamlit as st
+
+from engine.core.classbatch import analysis_group, batched_analysis, batched_trace, group
+from engine.core.prompt import PromptError
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import PromptAnalysis, Trace, run_trace
+from ui.frame import state, work
+from ui.frame.models import current_model, get_model
+from ui.frame.cache import memo
+from ui.frame.html import md_escape, visible
+
+MAX_RUNS = 24  # generations kept, for every session (as a bounded cache would)
+_RUNS: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def run_key(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+            top_p: float, seed: int) -> tuple:
+    """What a generation depends on. Greedy decoding (temperature 0) takes the argmax: top-k, top-p and the seed
+    cannot change a token, so they are left out of its key (changing them reuses the run)."""
+    sampling = (0.0, 0, 1.0, 0) if temperature <= 0 else (float(temperature), int(top_k), float(top_p), int(seed))
+    return (model, prompt, bool(chat), int(max_new_tokens), *sampling)
+
+
+def kept(key: tuple) -> Trace | None:
+    with _LOCK:
+        if key in _RUNS:
+            _RUNS.move_to_end(key)
+            return _RUNS[key]
+    return None
+
+
+def keep(key: tuple, trace: Trace) -> None:
+    with _LOCK:
+        _RUNS[key] = trace
+        while len(_RUNS) > MAX_RUNS:
+            _RUNS.popitem(last=False)
+
+
+def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+                   top_p: float, seed: int, on_step=None) -> Trace:
+    """The timed generation for these settings (no analysis), kept; ``on_step(record)`` is called on this thread
+    for each token while it runs (not when the run was kept)."""
+    key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
+    tr = kept(key)
+    if tr is None:
+        settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
+        lm = get_model(model)
+        tr = work.run(batched_trace, lm, prompt, settings, max_new_tokens, key[7], chat,
+                      on_step=work.relay("step") if on_step else None, analyse=False,
+                      key=("trace", key), events={"step": on_step} if on_step else None, batch=group(lm))
+        keep(key, tr)
+    return tr
+
+
+@memo(24)
+def analysis_for(model: str, ids: tuple[int, ...]) -> PromptAnalysis:
+    """The prompt's untimed analysis pass (one forward pass): the same for every sampling setting."""
+    lm = get_model(model)
+    return work.run(batched_analysis, lm, list(ids), batch=analysis_group(lm))
+
+
+@memo(8)
+def solo_generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+                        top_p: float, seed: int) -> Trace:
+    """The same generation, alone on the engine worker (never in a batch): for a page whose lesson is its step
+    times (prefill vs decode)."""
+    key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
+    settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
+    return work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, key[7], chat, analyse=False)
+
+
+def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+              top_p: float, seed: int, on_step=None) -> Trace:
+    """The full trace: the kept (or a new) generation with the prompt's kept (or a new) analysis, labelled with
+    exactly these settings."""
+    tr = generation_for(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed, on_step)
+    return replace(tr, settings=SamplingSettings(temperature, top_k, top_p).clamp(), seed=int(seed),
+                   analysis=analysis_for(model, tr.prompt_ids))
+
+
+def _what(s) -> str:
+    """The run about to be computed, in words (for its progress box)."""
+    if s.temperature <= 0:
+        return f"Generating {s.max_new_tokens} token(s), greedy (temperature 0)"
+    return (f"Generating {s.max_new_tokens} token(s) at temperature {s.temperature:g}, top-k {s.top_k}, "
+            f"top-p {s.top_p:g}, seed {s.seed}: a sampled run with other settings draws other tokens, so the loop "
+            "runs again")
+
+
+def current_trace(alone: bool = False) -> Trace:
+    """The trace for the sidebar's settings, with its progress shown while it is computed (a kept run returns at
+    once, with nothing drawn). An unusable prompt shows a message and stops the page.
+
+    ``alone``: a page that teaches from its step times needs them measured alone; when the answer was served in
+    a batch with other sessions' requests, its generation is repeated alone (the same tokens)."""
+    lm = current_model()
+    s = state.settings()
+    args = (lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
+    slot = st.empty()
+    try:
+        if kept(run_key(*args)) is None:
+            with slot.status(_what(s) + "...", expanded=True) as box:
+                bar = st.progress(0.0, text="Prefill: reading the prompt in one pass")
+
+                def step(rec) -> None:
+                    done = rec.index + 1
+                    bar.progress(min(1.0, done / s.max_new_tokens),
+                                 text=f"Token {done} of at most {s.max_new_tokens}: "
+                                      f"{md_escape(visible(rec.token))} ({rec.seconds * 1000:.0f} ms)")
+
+                generation_for(*args, on_step=step)
+                box.update(label="Reading the prompt's attention and predictions (kept for every sampling "
+                                 "setting)...")
+                tr = trace_for(*args)
+        else:
+            with st.spinner("Reading the prompt's attention and predictions..."):
+                tr = trace_for(*args)
+    except PromptError as exc:
+        slot.empty()
+        st.warning(str(exc), icon=":material/edit_note:")
+        st.stop()
+    slot.empty()
+    if alone and tr.timed_in_batcher:  # even a batch of one: the padded batch loop is not the solo loop's clock
+        with st.spinner("Your answer was served by the class batcher; timing it alone on the plain loop..."):
+            solo = solo_generation_for(*args)
+        tr = replace(solo, settings=tr.settings, seed=tr.seed, analysis=tr.analysis)
+    return tr
+
+
+@memo(16)
+def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
+    from engine.loop.inspect import block_walk
+
+    return work.run(block_walk, get_model(model), list(ids), layer)
+
+
+@memo(64)
+def last_position_for(model: str, ids: tuple[int, ...]):
+    """Embedding row, final hidden state and top logits at the last of ``ids`` (one untimed pass, cached)."""
+    from engine.loop.glance import last_position
+
+    return work.run(last_position, get_model(model), list(ids))

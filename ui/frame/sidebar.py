@@ -1,0 +1,61 @@
+"""The sidebar shared by every page: model, prompt, chat template, and sampling settings."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.frame import state
+from engine.core.precision import LABELS, PRECISIONS, lm_precision
+from ui.frame.html import md_escape
+from ui.frame.models import current_model, model_box, on_precision_change, start_background_preparation
+
+
+PINNED = {"prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model and precision
+
+
+def _widget(kind, label: str, name: str, on_change=None, **kw):
+    """A widget whose value lives in the shared settings (see ui.frame.state); a pinned class link fixes most of them."""
+    if on_change is None:
+        on_change, kw["args"] = state.from_widget, (name,)
+    if name in PINNED and state.pinned():
+        kw["disabled"] = True
+    return kind(label, value=getattr(state.settings(), name), key=f"w_{name}", on_change=on_change, **kw)
+
+
+def render() -> None:
+    with st.sidebar:
+        st.markdown("### Model and prompt")
+        if state.pinned():
+            st.caption(":material/push_pin: Your teacher's class link sets the model, prompt and settings for "
+                       "everyone in the room.")
+        model_box()  # free text for one person; the allow-list in class mode
+        start_background_preparation()  # Gemma's one-time conversion, in a child process (engine.core.background)
+        lm = current_model()
+        err = st.session_state.pop("model_error", None)
+        if err:
+            st.error(md_escape(err), icon=":material/error:")
+        st.selectbox("Precision", PRECISIONS, index=PRECISIONS.index(lm_precision(lm)), key="w_precision",
+                     format_func=LABELS.get, on_change=on_precision_change, disabled=state.pinned(),
+                     help="Bytes per weight. Decode reads every weight once per token, so fewer bytes can mean "
+                          "faster decode, at some cost in accuracy. float16 needs a CUDA GPU. int8 quantizes the "
+                          "linear layers' weights (a scale per row) and their inputs on the fly. The prefill vs "
+                          "decode page measures each.")
+        i = lm.info
+        st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({LABELS.get(lm_precision(lm))}"
+                   + (f"; activations and KV cache in {i.dtype}" if lm_precision(lm) == "int8" else "") + ")")
+        if lm_precision(lm) == "int8" and i.int8_float:
+            st.caption("int8: " + md_escape("; ".join(i.int8_float)) + ".")
+        _widget(st.text_area, "Prompt", "prompt", height=110, max_chars=50_000,
+                help="Press Ctrl+Enter or click outside the box to apply.")
+        _widget(st.toggle, "Use the chat template", "chat",
+                help="Instruct models expect the prompt wrapped in role markers. Off: the raw text is used.")
+        st.markdown("### Generation")
+        _widget(st.slider, "Max new tokens", "max_new_tokens", min_value=1, max_value=state.FIELDS["max_new_tokens"][3])
+        _widget(st.slider, "Temperature", "temperature", min_value=0.0, max_value=2.0, step=0.05,
+                help="0 means greedy: always the most likely token.")
+        _widget(st.number_input, "Top-k (0 = off)", "top_k", min_value=0, max_value=1000, step=1)
+        _widget(st.slider, "Top-p (1 = off)", "top_p", min_value=0.0, max_value=1.0, step=0.01)
+        _widget(st.number_input, "Seed", "seed", min_value=0, max_value=2**31 - 1, step=1)
+        _widget(st.toggle, "Presenter view", "present",
+                help="For projecting: larger type, sidebar collapsed, one section at a time with Next, and each "
+                     "'Try this' answer behind a button. Kept in the page address.")
+        st.caption(":material/link: The page address holds these settings: copy it to share this exact view.")

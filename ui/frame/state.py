@@ -1,0 +1,198 @@
+"""Shared settings: one frozen Settings value in st.session_state, replaced by widget callbacks, mirrored to the URL.
+
+Widgets never own the value (their keys are "w_<name>"); each widget's on_change puts a new Settings with its
+value into st.session_state["settings"]. That keeps a typed value across reruns and page switches (Streamlit can
+drop the state of a widget declared in app.py), and the query string lets a copied link reproduce the view.
+Pages read the value (``settings().prompt``, ``settings().sampling``); only this module replaces it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+import streamlit as st
+
+from engine.core.models import EMBEDDED, default_device
+from engine.core.sampling import SamplingSettings
+from engine.core.precision import default_precision, plain_name
+from engine.core.trace import MAX_NEW_TOKENS
+
+DEFAULT_PROMPT = "What is the capital of France?"
+
+# name -> (type, default, lower bound, upper bound)
+FIELDS: dict[str, tuple] = {
+    "model": (str, EMBEDDED, None, None),
+    "precision": (str, default_precision(default_device()), None, None),  # checked when loaded (ui.frame.models)
+    "prompt": (str, DEFAULT_PROMPT, None, None),
+    "chat": (bool, True, None, None),
+    "max_new_tokens": (int, 24, 1, MAX_NEW_TOKENS),
+    "temperature": (float, 0.7, 0.0, 2.0),
+    "top_k": (int, 50, 0, 1000),
+    "top_p": (float, 0.95, 0.0, 1.0),
+    "seed": (int, 0, 0, 2**31 - 1),
+    "present": (bool, False, None, None),  # presenter view: larger type, sidebar collapsed, one section at a time
+}
+MAX_URL_PROMPT = 2000  # a longer prompt is kept in the session but not put in the URL
+
+
+def parse(name: str, raw):
+    """A value from the URL (or anywhere) forced into its type and range; bad input gives the default."""
+    typ, default, lo, hi = FIELDS[name]
+    if name != "prompt" and not isinstance(raw, (bool, int, float)) and not str(raw).strip():
+        return default  # "?chat=" or "?model=" (empty) means "not given", not "off" or no model
+    try:
+        if typ is bool:
+            val = raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
+        else:
+            val = typ(raw)
+        if typ is float and val != val:  # NaN
+            return default
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if lo is not None:
+        val = min(max(val, lo), hi)
+    if typ is str:
+        val = val[:50_000]
+    if name == "model":  # a name never carries a precision ("embedded@int8"): only the precision setting does
+        val = plain_name(val) or default
+    return val
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The sidebar's settings for one run (FIELDS gives each one's type, default and range)."""
+    model: str
+    precision: str
+    prompt: str
+    chat: bool
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    present: bool  # presenter view
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings(self.temperature, self.top_k, self.top_p)
+
+
+assert [f.name for f in fields(Settings)] == list(FIELDS), "Settings and FIELDS name the same values in order"
+
+
+def settings() -> Settings:
+    """The current settings, initialised from the URL on a session's first run."""
+    if "settings" not in st.session_state:
+        params = st.query_params
+        st.session_state["settings"] = Settings(
+            **{name: parse(name, params[name]) if name in params else spec[1] for name, spec in FIELDS.items()})
+    return st.session_state["settings"]
+
+
+def set_value(name: str, value) -> None:
+    st.session_state["settings"] = replace(settings(), **{name: parse(name, value)})
+
+
+def from_widget(name: str) -> None:
+    """on_change callback: copy widget "w_<name>" into the settings."""
+    set_value(name, st.session_state[f"w_{name}"])
+
+
+PAGE_PARAMS = "_page_params"  # this run's page-specific URL values (e.g. the attention head on view)
+
+
+RUN_LOG = "ILE_RUN_LOG"  # tests set it to a file path: each full script run appends one line (fragments do not)
+
+
+def start_run() -> None:
+    """Called by app.py before the page runs: page-specific URL values belong to one page only."""
+    st.session_state[PAGE_PARAMS] = {}
+
+
+def log_run(page: str) -> None:
+    """Tests (ILE_RUN_LOG): one line per full script run, naming the page it ran."""
+    if os.environ.get(RUN_LOG):
+        with open(os.environ[RUN_LOG], "a", encoding="utf-8") as f:
+            f.write(f"run {page}\n")
+
+
+def page_param(name: str, default: int, lo: int, hi: int) -> int:
+    """A whole-number view setting of the current page read from the URL (clamped; bad input = default)."""
+    try:
+        return min(max(int(st.query_params[name]), lo), hi) if name in st.query_params else default
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def page_text(name: str, choices) -> str | None:
+    """A page's view setting read from the URL when it is one of ``choices`` (anything else: None)."""
+    raw = st.query_params.get(name)
+    return raw if raw in choices else None
+
+
+def page_number(name: str, default: float, lo: float, hi: float, step: float) -> float:
+    """A numeric view setting of the current page read from the URL, clamped and snapped to ``step`` (a slider's
+    grid); bad input gives the default."""
+    try:
+        val = float(st.query_params[name]) if name in st.query_params else default
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if val != val:
+        return default
+    return round(round(min(max(val, lo), hi) / step) * step, 10)
+
+
+def put_page_params(**values) -> None:
+    """Keep these page-specific values in the URL for this run (so a copied link opens the same view)."""
+    st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
+
+
+PIN = "pin"  # a class link: "?...&pin=1" fixes model, precision, prompt and generation settings for its sessions
+
+
+def pinned() -> bool:
+    """Did this session open a pinned class link? (Read once, on the session's first run; kept in its address.)
+    The sidebar then shows the link's settings without letting them change, so the whole room runs the same
+    thing. A convenience for a lesson, not a lock: a student who edits the address away gets a free session."""
+    if PIN not in st.session_state:
+        st.session_state[PIN] = str(st.query_params.get(PIN, "")).strip().lower() in ("1", "true", "yes", "on")
+    return bool(st.session_state[PIN])
+
+
+def class_link_params() -> dict[str, str]:
+    """The current settings as a pinned class link's values (what the teacher's class view offers to share)."""
+    want = share_params()
+    want.pop("present", None)
+    want[PIN] = "1"
+    return want
+
+
+def share_params(before_page: bool = False) -> dict[str, str]:
+    """The shared settings as URL values (only what differs from the defaults keeps links short); with
+    ``before_page`` every other value already in the URL is kept too (see ``write_query_params``)."""
+    s = settings()
+    current = {k: st.query_params[k] for k in st.query_params}
+    want = {k: v for k, v in current.items() if k not in FIELDS} if before_page else {}
+    for name, (typ, default, _, _) in FIELDS.items():
+        val = getattr(s, name)
+        if val == default or (name == "prompt" and len(val) > MAX_URL_PROMPT):
+            continue
+        want[name] = ("1" if val else "0") if typ is bool else str(val)
+    if pinned():
+        want[PIN] = "1"
+    return want
+
+
+def write_query_params(before_page: bool = False) -> None:
+    """Mirror the settings into the URL, then the current page's own values.
+
+    ``before_page``: called before the page runs, so a page that ends early with st.stop() still leaves a
+    current link (nothing can be written after st.stop(): every later st call raises StopException again, and a
+    query-string rewrite would stop half way, after clearing it). The page's own values are not known yet, so
+    every other value in the URL is kept (the page reads its own from there)."""
+    want = share_params(before_page)
+    if not before_page:
+        want.update(st.session_state.get(PAGE_PARAMS, {}))
+    current = {k: st.query_params[k] for k in st.query_params}
+    if current != want:
+        st.query_params.from_dict(want)

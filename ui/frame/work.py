@@ -1,0 +1,150 @@
+"""The Streamlit side of the engine worker: a script thread submits a job, waits in short polls, draws the
+progress events the job posts, and lets Streamlit stop the run between polls.
+
+Streamlit stops a script run by raising StopException / RerunException at its yield points; ``ctx.yield_check``
+(Streamlit 1.67, ScriptRunContext) is that check without drawing anything. It fires when the session's tab is
+closed (``disconnect_session`` -> ``request_script_stop``), on a rerun (a newer click), and when the page is left.
+The waiter then detaches from the job; a job with no waiter left is cancelled by the worker within one forward
+pass (after a short grace in which a rerun with the same inputs re-attaches to it instead of starting again).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+from engine.core import worker
+from engine.core.models import LoadedModel
+
+POLL_S = 0.05
+relay = worker.relay
+
+
+def _plain(v: Any) -> Any:
+    """A value for a job's key: models by name, callbacks by their tag, the rest by value (or repr)."""
+    if isinstance(v, LoadedModel):
+        return ("model", v.name)
+    if isinstance(v, (str, int, float, bool, type(None), bytes)):
+        return v
+    if isinstance(v, (tuple, list)):
+        return tuple(_plain(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((str(k), _plain(x)) for k, x in v.items()))
+    if callable(v):
+        return ("fn", getattr(v, "__qualname__", type(v).__name__))
+    return repr(v)[:500]
+
+
+def job_key(fn: Callable, args: tuple, kwargs: dict) -> tuple:
+    return (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn)), _plain(args), _plain(kwargs))
+
+
+def session_id() -> str | None:
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
+
+
+SHOW_QUEUE_AFTER_S = 0.4  # a wait shorter than this draws nothing
+SAY_WAITED_S = 1.0  # a job that ran alone after waiting longer says so
+
+
+@contextlib.contextmanager
+def _unrecorded():
+    """Draw without st.cache_data recording it: the queue message is about this run only, and a cached function
+    that waits (ui/runs.trace_for) must not replay it on later hits."""
+    try:
+        from streamlit.runtime.caching.cached_message_replay import in_cached_function
+    except ImportError:  # another Streamlit: draw nothing rather than risk a replay error
+        yield False
+        return
+    token = in_cached_function.set(False)
+    try:
+        yield True
+    finally:
+        in_cached_function.reset(token)
+
+
+def _running_words(running: dict, batch: int) -> str:
+    if not running:
+        return "nothing (starting)"
+    parts = []
+    for kind, n in running.items():
+        if kind == "answer":
+            parts.append(f"a batch of {batch} answer{'s' if batch != 1 else ''}" if batch else "an answer")
+        else:
+            parts.append(f"someone's {kind.replace('_', ' ')} (a timed experiment runs alone)")
+    return ", ".join(parts)
+
+
+def queue_message(place: dict, waited: float) -> str:
+    """'Waiting for the engine: 3rd of 5 in the queue; running now: a batch of 7 answers (12 s so far).'"""
+    return (f"Waiting for the engine (shared by everyone on this server): place {place['place']} of "
+            f"{place['queued']} in the queue; running now: {_running_words(place['running'], place['batch'])} "
+            f"({waited:.0f} s so far).")
+
+
+def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None, batch: Any = None,
+        on: worker.Worker | None = None, **kwargs):
+    """Run ``fn(*args, **kwargs)`` on the engine worker (or on ``on``, e.g. ``worker.get_net_worker()`` for
+    network work) and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a callback) to
+    a function drawn here, on the script thread, for each event.
+    ``batch``: the group a generation request may be batched with (engine/core/classbatch.py); None runs it alone.
+
+    While the job waits its turn, a line says its place in the queue and what runs now (kinds only, never
+    another person's prompt); a job that ran alone after waiting says how long it waited."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if key is None:
+        key = job_key(fn, args, kwargs)
+    pool = on or worker.get_worker()
+    job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch, **kwargs)
+    slot = None
+
+    def drain():
+        for tag, ev_args in job.events():
+            if events and tag in events:
+                events[tag](*ev_args)
+
+    def show_place():
+        nonlocal slot
+        if ctx is None or job.started_at is not None or job.waited_s < SHOW_QUEUE_AFTER_S:
+            if slot is not None and job.started_at is not None:
+                with _unrecorded():
+                    slot.empty()
+            return
+        with _unrecorded() as ok:
+            if not ok:
+                return
+            if slot is None:
+                slot = st.empty()
+            slot.caption(queue_message(pool.place(job), job.waited_s))
+
+    try:
+        while not job.wait(POLL_S):
+            drain()
+            show_place()
+            if ctx is not None:
+                ctx.yield_check()  # raises StopException / RerunException when this run should end
+        drain()
+        value = job.result()
+        if slot is not None:
+            with _unrecorded():
+                if batch is None and job.waited_s >= SAY_WAITED_S:
+                    slot.caption(f"This waited {job.waited_s:.0f} s for the engine (other sessions' work ran "
+                                 "first), then ran alone: any time it measured is its own.")
+                else:
+                    slot.empty()
+        return value
+    except worker.Cancelled:
+        st.info("This run was replaced by a newer request, or cancelled. Run it again if you still need it.",
+                icon=":material/cancel:")
+        st.stop()
+    except BaseException:
+        if not job.done:
+            job.detach()
+        raise
+
+
+def stats() -> dict:
+    return worker.get_worker().stats()

@@ -1,0 +1,40 @@
+"""Figures for the home page (no st.* calls here)."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.frame.figures import COLORS, style
+from ui.frame.html import visible
+
+
+def top_probs_bar(tokens, probs, chosen: str | None, title: str) -> go.Figure:
+    labels = [repr(visible(t))[1:-1] for t in tokens]
+    colors = [COLORS["accent"] if t == chosen else COLORS["primary"] for t in tokens]
+    fig = go.Figure(go.Bar(x=list(probs)[::-1], y=labels[::-1], orientation="h", marker_color=colors[::-1],
+                           text=[f"{p:.1%}" for p in list(probs)[::-1]], textposition="auto"))
+    style(fig, title, "probability (0 to 1)", "next token", height=300)
+    fig.update_xaxes(range=[0, max(1e-9, max(probs)) * 1.1])
+    return fig
+
+
+def residual_norm_line(norms: np.ndarray, token: str) -> go.Figure:
+    layers = list(range(norms.shape[0]))
+    fig = go.Figure(go.Scatter(x=layers, y=norms, mode="lines+markers", line_color=COLORS["primary"]))
+    return style(fig, f"Residual stream norm at the last position ({visible(token)!r}) after each block",
+                 "block (0 = embedding output)", "L2 norm (unitless)", height=320)
+
+
+def step_times_bar(steps) -> go.Figure:
+    xs = [s.index for s in steps]
+    ms = [s.seconds * 1000 for s in steps]
+    colors = [COLORS["warn"] if s.phase == "prefill" else COLORS["primary"] for s in steps]
+    batch = max((getattr(s, "batch_size", 1) for s in steps), default=1)
+    fig = go.Figure(go.Bar(x=xs, y=ms, marker_color=colors,
+                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {s.token!r}"
+                                      + (f"; measured in a batch of {s.batch_size}" if s.batch_size > 1 else "")
+                                      for s in steps]))
+    title = "Time of each forward pass (orange: prefill over the whole prompt; blue: one decode step)"
+    if batch > 1:
+        title = f"Time of each forward pass, measured in a batch of up to {batch} requests (orange: prefill; blue: decode)"
+    return style(fig, title, "step (0 = prefill)", "wall time (ms)", height=320)

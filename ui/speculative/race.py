@@ -1,0 +1,276 @@
+"""The race as the page shows it: measured first with the page quiet, then replayed at the measured pace, and
+read through the noise guard; then the display values of its summary, rounds and k sweep (texts from
+assets/lessons/speculative.md). No st.* here except in ``replay`` (which only fills the placeholders it is given).
+
+Why a replay: streaming one page update per token made the browser and the server draw while the plain lane
+decoded (one update per token) but far less while the speculative lane did (one per round), so the plain lane
+paid more and the page showed 3.3-3.8x where the command line measured 2.1-2.6x. Now neither lane draws
+anything while it is measured; the clocks are the engine's, and the replay moves both lanes on the same frames.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from engine.measure import noise
+from engine.speculative.decoding import SpecRun
+from ui.frame.html import md_escape, visible
+from ui.frame.lessons import lesson
+from ui.speculative.figures import clock_html, lane_html
+
+FPS = 12
+MAX_REPLAY_S = 12.0  # a long race is replayed faster, both lanes by the same factor
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """One race with the conditions it was measured under and its speedup judged against its bounds."""
+
+    run: SpecRun
+    calibration: noise.Calibration
+    check: noise.SpeedupCheck
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return self.check.flags + self.calibration.flags
+
+
+def plain_noise(run: SpecRun) -> float:
+    """Relative spread (IQR / median) of the plain decode steps: how far a speedup may be noise."""
+    r = noise.summarize(run.plain_step_seconds[1:])
+    spread = r.relative_spread if r.n >= 4 else 0.1
+    return float(min(max(spread, 0.05), 0.5)) if spread == spread else 0.1
+
+
+def judge(run: SpecRun, calibration: noise.Calibration) -> RaceResult:
+    return RaceResult(run, calibration,
+                      noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass, plain_noise(run)))
+
+
+def schedule(run: SpecRun, spec_pieces: list[tuple[str, str]]):
+    """When each piece of each lane appears, on the engine's clocks: (plain times, spec times) in seconds.
+    A speculative round's pieces (accepted, rejected, the target's token) all appear when its verify ends."""
+    plain_t = np.cumsum(run.plain_step_seconds).tolist()
+    spec_t = [run.spec_prefill_seconds] if spec_pieces else []
+    t = run.spec_prefill_seconds
+    for rnd in run.rounds:
+        t += rnd.draft_seconds + rnd.verify_seconds
+        spec_t += [t] * (rnd.accepted + len(rnd.rejected) + 1)
+    spec_t = (spec_t + [t] * len(spec_pieces))[: len(spec_pieces)]
+    return plain_t, spec_t
+
+
+def replay(run: SpecRun, plain_pieces, spec_pieces, plain_lane, plain_clock, spec_lane, spec_clock,
+           sleep=time.sleep) -> float:
+    """Both lanes drawn frame by frame at the measured pace (sped up alike when the race was long); every frame
+    updates both lanes, so drawing costs them the same. Returns the speed-up factor of the replay."""
+    plain_t, spec_t = schedule(run, spec_pieces)
+    end = max(plain_t[-1] if plain_t else 0.0, spec_t[-1] if spec_t else 0.0)
+    factor = max(1.0, end / MAX_REPLAY_S)
+    frames = max(1, int(np.ceil(end / factor * FPS)))
+    for f in range(1, frames + 1):
+        now = min(end, f / FPS * factor)
+        n_plain = int(np.searchsorted(plain_t, now, side="right"))
+        n_spec = int(np.searchsorted(spec_t, now, side="right"))
+        shown_spec = spec_pieces[:n_spec]
+        plain_lane.html(lane_html(plain_pieces[:n_plain], cursor=n_plain < len(plain_pieces)))
+        plain_clock.html(clock_html(min(now, plain_t[-1]) if plain_t else 0.0, n_plain, n_plain))
+        spec_lane.html(lane_html(shown_spec, cursor=n_spec < len(spec_pieces)))
+        passes = 1 + sum(1 for i, _ in enumerate(run.rounds) if _round_end(run, i) <= now) if n_spec else 0
+        spec_clock.html(clock_html(min(now, spec_t[-1]) if spec_t else 0.0,
+                                   sum(1 for _, role in shown_spec if role != "rejected"), passes))
+        if f < frames:
+            sleep(1.0 / FPS)
+    return factor
+
+
+def _round_end(run: SpecRun, i: int) -> float:
+    return run.spec_prefill_seconds + sum(r.draft_seconds + r.verify_seconds for r in run.rounds[: i + 1])
+
+
+# ------------------------------------------------------------------------------------------ display values
+
+
+def drafts_little(run: SpecRun) -> bool:
+    """The drafter proposed far fewer than k tokens per round (prompt lookup on an open prompt)."""
+    return bool(run.rounds) and run.drafted_per_round < 0.5 * run.k
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x" if value == value else "n/a"
+
+
+def gap_rows(run: SpecRun) -> list[tuple[str, str, str]]:
+    """(step, speedup, why) from the paper's formula to the wall clock, one assumption changed per line: rounds
+    as they happened, the measured verify cost, then the measured decode-only and wall-clock speedups. The
+    formula's lines count decode rounds only, so the decode-only line is the one to compare them with."""
+    rounds, k = len(run.rounds), run.k
+    if run.rounds_with_drafts == rounds and run.drafted_per_round >= k:
+        as_run = lesson("speculative", "gap every round", k=k)
+    elif run.rounds_with_drafts == rounds:
+        as_run = lesson("speculative", "gap short drafts", per_round=run.drafted_per_round, k=k)
+    else:
+        as_run = lesson("speculative", "gap few drafts", drafting=run.rounds_with_drafts, rounds=rounds,
+                        per_round=run.drafted_per_round, k=k)
+        if drafts_little(run):
+            as_run += " " + lesson("speculative", "gap search cost", drafted=run.drafted, c=run.c)
+    ratio = run.verify_cost_ratio
+    verify = (lesson("speculative", "gap verify", ratio=ratio) if ratio == ratio
+              else lesson("speculative", "gap no verify"))
+    return [
+        ("Paper's formula", _x(run.expected_speedup),
+         lesson("speculative", "gap formula", a=run.acceptance_rate, c=run.c, k=k)),
+        ("+ rounds as they happened", _x(run.expected_speedup_drafted), as_run),
+        ("+ measured verify cost", _x(run.expected_speedup_as_run), verify),
+        ("Measured, decode only", _x(run.decode_speedup),
+         lesson("speculative", "gap decode", accepted=run.accepted, tested=run.tested)),
+        ("Measured, wall clock", _x(run.speedup),
+         lesson("speculative", "gap prefill", plain_ms=run.plain_step_seconds[0] * 1000,
+                plain_share=run.plain_prefill_share, spec_ms=run.spec_prefill_seconds * 1000,
+                spec_share=run.spec_prefill_share)),
+    ]
+
+
+def gap_table(run: SpecRun) -> str:
+    """The gap rows as a markdown table under their one-line heading."""
+    lines = [lesson("speculative", "gap intro"), "", "| | speedup | what changed |", "|---|---:|---|"]
+    lines += [f"| {step} | **{value}** | {' '.join(why.split())} |" for step, value, why in gap_rows(run)]
+    return "\n".join(lines)
+
+
+def decode_check(result: RaceResult) -> noise.SpeedupCheck:
+    """The decode-only speedup judged against the same bounds (k + 1, tokens per target pass)."""
+    run = result.run
+    return noise.check_speedup(run.decode_speedup, run.k, run.accepted, run.tokens_per_pass, plain_noise(run))
+
+
+def decode_flags(result: RaceResult) -> tuple[str, ...]:
+    """Bound checks of the decode-only speedup that the wall-clock checks did not already say."""
+    run = result.run
+    if not run.measurable or run.decode_speedup != run.decode_speedup:
+        return ()
+    return tuple(f"Decode only: {f}" for f in decode_check(result).flags if f not in result.check.flags)
+
+
+def self_draft_answer(result: RaceResult | None) -> str:
+    """The 'Try this' answer about model:self, checked against this session's own run of it when there is one."""
+    answer = lesson("speculative", "answer self")
+    if result is None or result.run.drafter != f"model:{result.run.model}":  # model:self is named after the target
+        return answer
+    run, check = result.run, result.check
+    if run.speedup < 1.0:
+        return answer + "\n\n" + lesson("speculative", "answer self agrees", speedup=run.speedup)
+    why = lesson("speculative", "why busy" if result.calibration.disturbed else
+                 "why noise" if check.no_gain else "why one lane")
+    return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=run.speedup, why=why)
+
+
+def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
+    """(label, value, help) of the seven summary numbers; n/a where a one-token race timed nothing."""
+    run, ok, na = result.run, result.run.measurable, "n/a"
+    decode = decode_check(result).shown if ok and run.decode_speedup == run.decode_speedup else na
+    return [("Acceptance rate a", f"{run.acceptance_rate:.0%}",
+             "accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)"),
+            ("Tokens per target pass", f"{run.tokens_per_pass:.2f}", "plain decoding: exactly 1"),
+            ("Cost ratio c", f"{run.c:.3f}" if ok else na,
+             "draft seconds per drafted token / median plain decode step"),
+            ("Measured speedup", result.check.shown if ok else na,
+             f"wall clock, prefill included: speculative tokens/s / plain tokens/s, this run: {run.speedup:.2f}x"),
+            ("Decode-only speedup", decode,
+             f"each lane's time after its first token (the shared prefill left out), this run: "
+             f"{_x(run.decode_speedup)}; the number to compare with the formula"),
+            ("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else na,
+             "(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023); it counts "
+             "decode rounds only, so compare it with the decode-only speedup"),
+            ("Identical output", "yes" if run.identical else "no", "token for token; must be yes at temperature 0")]
+
+
+def verdict(result: RaceResult) -> tuple[str, str, str] | None:
+    """(box kind: info / warning / success, text, icon) saying what this race's speedup means; None when its
+    bound checks already said it (their warnings stand alone)."""
+    run, check = result.run, result.check
+    if not run.measurable and len(run.plain_step_seconds) >= 2 and run.drafted == 0:
+        return "info", lesson("speculative", "nothing drafted", rounds=len(run.rounds)), ":material/hourglass_empty:"
+    if not run.measurable:
+        return "info", lesson("speculative", "not enough tokens", tokens=len(run.plain_ids)), \
+            ":material/hourglass_empty:"
+    if check.no_gain:
+        return "info", lesson("speculative", "no gain", accepted=run.accepted, per_pass=run.tokens_per_pass,
+                              speedup=run.speedup), ":material/trending_flat:"
+    if run.speedup < 1.0:
+        return "warning", lesson("speculative", "slower", speedup=run.speedup, c=run.c, per_pass=run.tokens_per_pass,
+                                  decode=_x(run.decode_speedup)), \
+            ":material/trending_down:"
+    if not check.flags:
+        return "success", lesson("speculative", "faster", speedup=run.speedup, per_pass=run.tokens_per_pass, c=run.c,
+                                  decode=_x(run.decode_speedup)), \
+            ":material/trending_up:"
+    return None
+
+
+_NAMES = {"model": "model", "prompt": "race prompt", "chat": "chat template", "drafter": "drafter", "k": "k",
+          "temperature": "temperature", "top_k": "top-k", "top_p": "top-p", "seed": "seed",
+          "max_new_tokens": "tokens to generate"}
+_SHOWN = ("drafter", "k", "temperature", "top_k", "top_p", "seed", "max_new_tokens")  # short enough to quote
+
+
+def params_change(old, new) -> str:
+    """One line for a race whose controls moved since it ran: what changed, and that the race shown is the old
+    one, labelled with its own settings (``old`` and ``new`` are the page's RaceParams)."""
+    moved = []
+    for name, label in _NAMES.items():
+        a, b = getattr(old, name), getattr(new, name)
+        if a != b:
+            moved.append(f"{label} {a:g} \u2192 {b:g}" if isinstance(a, float)
+                         else f"{label} {md_escape(a)} \u2192 {md_escape(b)}" if name in _SHOWN else label)
+    what = ", ".join(moved) or "settings"
+    return lesson("speculative", "changed", what=what, drafter=md_escape(old.drafter), k=old.k)
+
+
+def token_namer(run: SpecRun, tokenizer):
+    """id -> the token as the lane showed it (decoded for a rejected draft the lane never kept), made visible."""
+    tok_text = dict(zip(run.spec_ids, run.spec_tokens))
+    return lambda i: visible(tok_text.get(i) or tokenizer.decode([i]))
+
+
+def rounds_table(run: SpecRun, t) -> pd.DataFrame:
+    """One row per round: drafted, accepted, rejected, the target's token, and the round's draft/verify ms."""
+    return pd.DataFrame([{"round": r.index + 1, "drafted": " | ".join(t(i) for i in r.drafted) or "(nothing)",
+                          "accepted": r.accepted, "rejected": " | ".join(t(i) for i in r.rejected),
+                          "target's token": t(r.token), "kind": r.kind, "from": r.source,
+                          "draft ms": round(r.draft_seconds * 1000, 1), "verify ms": round(r.verify_seconds * 1000, 1)}
+                         for r in run.rounds])
+
+
+def round_detail(rnd, t) -> tuple[list[str], pd.DataFrame, str]:
+    """One judged round: its drafts' labels, their q, p and min(1, p/q) with the verdict, and what the target
+    added (with its top choices there)."""
+    labels = [t(i) for i in rnd.drafted[: len(rnd.p)]]
+    table = pd.DataFrame({"drafted token": labels, "q (draft)": rnd.q, "p (target)": rnd.p,
+                          "min(1, p/q)": rnd.accept_probs,
+                          "verdict": ["accepted" if i < rnd.accepted else "rejected" for i in range(len(rnd.p))]})
+    added = (f"The target then added **{t(rnd.token)!r}** ({rnd.kind}), {rnd.source}. Its top choices there: "
+             + ", ".join(f"{t(i)!r} {pr:.2f}" for i, pr in zip(rnd.target_top_ids, rnd.target_top_probs)))
+    return labels, table.round(4), added
+
+
+def sweep_flags(points) -> list[str]:
+    """Bound checks for every k of a sweep (an impossible speedup, a gain with nothing accepted)."""
+    out = []
+    for p in points:
+        check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
+        out += [f"k = {p.k}: {f}" for f in check.flags]
+        if p.decode_speedup == p.decode_speedup and p.decode_speedup > p.k + 1:
+            out.append(f"k = {p.k}, decode only: impossible, {p.decode_speedup:.2f}x is above the ceiling "
+                       f"k + 1 = {p.k + 1}x. The machine was probably busy during one lane: measure again.")
+    return out
+
+
+def sweep_verdict(points, drafter: str) -> str:
+    """The best k of a sweep, or that no k beat plain decoding."""
+    best = max(points, key=lambda p: p.measured_speedup)
+    return lesson("speculative", "best k" if best.measured_speedup >= 1 else "no k", drafter=drafter, k=best.k,
+                  speedup=best.measured_speedup)

@@ -1,0 +1,191 @@
+"""The speculative page's blocks, each drawn whole (the page lays them out in order): the race's controls, the
+race itself (legend, Start, two lanes), its scoreboard, every round on demand and the k sweep on demand.
+Display values come from ui/speculative/race.py, figures from ui/speculative/figures.py, texts from
+assets/lessons/speculative.md; a race or a sweep runs only when its button is pressed (ui/speculative/runs.py)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.speculative.race import PROMPTS
+from engine.speculative.drafters import DrafterError
+from engine.speculative.decoding import MAX_K
+from engine.core.models import ModelLoadError
+from engine.core.prompt import PromptError
+from ui.speculative import race as RV
+from ui.frame import state
+from ui.frame.html import md_escape
+from ui.frame.layout import chart
+from ui.frame.lessons import lesson
+from ui.frame.measured import busy_warning
+from ui.frame.models import draft_model_box
+from ui.speculative.race import RaceResult
+from ui.speculative.runs import RaceParams, again_requested, finished, last, run_live, show_final, sweep
+from ui.speculative.figures import lane_html, legend_html, round_pq_bar, sweep_figure
+
+PRESETS = {f"{name} ({kind}): {text[:60]}...": text for name, kind, text in PROMPTS}
+PRESET_NAMES = [name for name, _, _ in PROMPTS] + ["sidebar"]  # the race prompt in the URL (race_prompt=...)
+SIDEBAR = "the sidebar prompt"
+DRAFTERS = {"lookup": "copy from the context", "early-exit": "first L blocks of the target",
+            "model:self": "the target drafts for itself", "model:random": "random weights", "model:other": "another model"}
+SWEEP_KS = (1, 2, 3, 4, 6, 8, 12)
+DEFAULT_PRESET, DEFAULT_K, DEFAULT_T = 1, 4, 0.0
+
+
+def controls(lm) -> RaceParams:
+    """The race prompt, drafter, k, temperature, seed and length (the last two start at the sidebar's). The
+    prompt preset, drafter, k, temperature and early-exit L are kept in the URL (race_prompt, race_drafter,
+    race_k, race_t, race_layers), so a copied link opens the same race; they start there when a link gives them."""
+    s = state.settings()
+    url_preset = state.page_text("race_prompt", PRESET_NAMES)
+    url_drafter = state.page_text("race_drafter", list(DRAFTERS))
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        choices = [*PRESETS, SIDEBAR]
+        choice = st.selectbox("Race prompt", choices,
+                              index=PRESET_NAMES.index(url_preset) if url_preset else DEFAULT_PRESET,
+                              key="speculative_prompt",
+                              help="Extractive tasks (rewrite, quote, summarise a passage) copy from the prompt, so "
+                                   "prompt lookup guesses well; open-ended ones give it little to copy.")
+        prompt = s.prompt if choice == SIDEBAR else PRESETS[choice]
+        kind = st.radio(
+            "Drafter", list(DRAFTERS), horizontal=True, key="speculative_drafter", captions=list(DRAFTERS.values()),
+            index=list(DRAFTERS).index(url_drafter) if url_drafter else 0,
+            help="lookup: find the last 3 (or 2) tokens earlier in the text and propose what followed them "
+                 "(no model). early-exit: the target's own first L blocks plus its output head. model:self: the "
+                 "target as its own draft (always right at temperature 0, but as slow as the target). model:random: "
+                 "a random-weight model with 2 blocks (almost always wrong). model:other: any model with the same "
+                 "tokenizer.")
+    with c2:
+        k = st.slider("Draft length k (tokens per round)", 1, MAX_K, state.page_param("race_k", DEFAULT_K, 1, MAX_K),
+                      key="speculative_k")
+        temperature = st.slider("Temperature", 0.0, 1.5, state.page_number("race_t", DEFAULT_T, 0.0, 1.5, 0.05), 0.05,
+                                key="speculative_temperature",
+                                help="0 = greedy. Above 0, top-k and top-p come from the sidebar.")
+        cc1, cc2 = st.columns(2)
+        seed = cc1.number_input("Seed", 0, 2**31 - 1, s.seed, key="speculative_seed")
+        max_new = cc2.number_input("Tokens to generate", 1, 256, s.max_new_tokens, 8, key="speculative_tokens",
+                                   help="Starts at the sidebar's max new tokens; longer races show the difference "
+                                        "better.")
+    url = {"race_prompt": PRESET_NAMES[choices.index(choice)], "race_drafter": kind, "race_k": int(k),
+           "race_t": f"{float(temperature):g}"}
+    drafter = kind
+    if kind == "early-exit":
+        most = lm.info.n_layers - 1  # the draft must stop before the target's last block
+        if most > 1:
+            layers = st.slider("Early exit after L blocks", 1, most,
+                               state.page_param("race_layers", max(1, lm.info.n_layers // 4), 1, most),
+                               key="speculative_layers")
+        else:  # a 2-block model leaves one choice (a slider from 1 to 1 is refused by Streamlit)
+            layers = 1
+            st.caption(f"Early exit after L = 1 block: this model has only {lm.info.n_layers} blocks.")
+        drafter = f"early-exit:{layers}"
+        url["race_layers"] = layers
+    elif kind == "model:random":
+        drafter = "model:random:2"
+    elif kind == "model:other":
+        drafter = f"model:{draft_model_box('speculative_other')}"  # class mode: the allow-list only
+    state.put_page_params(**url)
+    state.write_query_params()  # now: the page stops early (st.stop) until a race ran, before app.py's write
+    return RaceParams(lm.name, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
+                      s.top_p, int(seed), int(max_new))
+
+
+def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
+    """The legend, the Start button and both lanes. Races on Start (or "Measure again"), else shows this session's
+    race for these settings, else its last race labelled with its own settings under a one-line message saying
+    what changed, else waits; stops the page when the prompt or the drafter is refused. Returns the race shown
+    and the settings it ran with."""
+    st.html(legend_html())
+    go = st.button("Start the race", type="primary", icon=":material/sprint:", key="speculative_go")
+    racing = go or again_requested()
+    result, shown = finished(params), params
+    if not racing and result is None and last() is not None:
+        shown, result = last()
+        st.info(RV.params_change(shown, params), icon=":material/restart_alt:")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("#### Plain decoding")
+        plain_clock, plain_lane = st.empty(), st.empty()
+    with right:
+        st.markdown(f"#### Speculative: {md_escape(shown.drafter)}, k = {shown.k}")
+        spec_clock, spec_lane = st.empty(), st.empty()
+    slots = (plain_lane, plain_clock, spec_lane, spec_clock)
+    if racing:
+        try:
+            result = run_live(params, *slots)
+        except PromptError as exc:
+            st.warning(str(exc), icon=":material/edit_note:")
+            st.stop()
+        except (DrafterError, ModelLoadError) as exc:
+            st.error(f"This drafter cannot be used: {md_escape(exc)}", icon=":material/block:")
+            st.stop()
+    elif result is not None:
+        show_final(result.run, *slots)
+    else:
+        for lane in (plain_lane, spec_lane):
+            lane.html(lane_html([]))
+        st.info(lesson("speculative", "press start"), icon=":material/sprint:")
+    return result, shown
+
+
+def scoreboard(result: RaceResult, params: RaceParams) -> None:
+    """The busy warning, the seven numbers and their bound checks, what they mean for this race, then every gap
+    between the paper's formula and the clock, one assumption at a time."""
+    run = result.run
+    busy_warning(result.calibration, "speculative_again")
+    for col, (label, value, help_) in zip(st.columns(7), RV.metrics(result)):
+        col.metric(label, value, help=help_)
+    for flag in (result.check.flags if run.measurable else ()):
+        st.warning(flag, icon=":material/report:")
+    st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; {result.calibration.describe()}). "
+               "Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
+    verdict = RV.verdict(result)
+    if verdict:
+        box, text, icon = verdict
+        {"info": st.info, "warning": st.warning, "success": st.success}[box](text, icon=icon)
+    for flag in RV.decode_flags(result):
+        st.warning(flag, icon=":material/report:")
+    if run.measurable:
+        st.markdown(RV.gap_table(run))
+    if params.temperature == 0 and not run.identical:
+        st.error(lesson("speculative", "outputs differ"))
+    elif params.temperature > 0:
+        st.info(lesson("speculative", "sampled"), icon=":material/casino:")
+
+
+def rounds(run, tokenizer) -> None:
+    """Every round's drafts and verdicts, then one judged round's q, p and min(1, p/q)."""
+    t = RV.token_namer(run, tokenizer)
+    table = RV.rounds_table(run, t)
+    st.dataframe(table, hide_index=True, height=min(420, 38 + 35 * len(table)))
+    judged = [r for r in run.rounds if r.p]
+    if judged:
+        pick = st.selectbox("Look inside round", [r.index + 1 for r in judged], key="speculative_round")
+        rnd = run.rounds[pick - 1]
+        labels, detail, added = RV.round_detail(rnd, t)
+        st.dataframe(detail, hide_index=True)
+        st.markdown(added)
+        chart(round_pq_bar(rnd, labels), "model",
+              "q and p after the same sampling settings (at temperature 0 both are one-hot: 1 or 0).")
+
+
+def k_sweep(params: RaceParams, ks: tuple[int, ...] = SWEEP_KS) -> None:
+    """The sweep's button (until it ran for these settings), then speedup against k with its verdict."""
+    tokens = min(48, params.max_new_tokens)
+    pts = sweep(params, ks, tokens)
+    if pts is None and st.button(f"Run the k sweep (k = {', '.join(map(str, ks))}; {tokens} tokens each)",
+                                 key="speculative_sweep"):
+        bar = st.progress(0.0, text="Sweeping k...")
+        pts = sweep(params, ks, tokens,
+                    progress=lambda i, n: bar.progress(i / n, text=f"k = {ks[i - 1]} done ({i}/{n})"))
+        bar.empty()
+    if pts:
+        chart(sweep_figure(pts, params.drafter), "measured",
+              f"Measured speedup per k (one race each, plain re-measured), on the wall clock and decode only (the "
+              f"shared prefill left out), next to the paper's formula with that k's measured a, c and draft "
+              f"lengths, which counts decode rounds only: compare it with the decode-only line. With {tokens} "
+              "tokens requested, a draft is cut to the tokens still wanted, so a large k cannot draft k every "
+              "round.")
+        for flag in RV.sweep_flags(pts):
+            st.warning(flag, icon=":material/report:")
+        st.markdown(RV.sweep_verdict(pts, params.drafter))

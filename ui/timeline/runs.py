@@ -1,0 +1,98 @@
+"""Measurements for the prefill-vs-decode page, keyed on plain values (model name, token ids, sizes). Timed
+results live in ui.frame.measured: each carries its calibration, a disturbed one is not shared, and "Measure again"
+(key ``timeline_again_<name>``) measures again."""
+from __future__ import annotations
+
+import threading
+import time
+
+import streamlit as st
+
+from engine.timeline import experiment as T
+from engine.core.sampling import SamplingSettings
+from ui.frame import measured, work
+from ui.frame.measured import Measured
+from ui.frame.models import get_model
+from ui.frame.cache import memo
+
+
+def again_key(name: str) -> str:
+    return f"timeline_again_{name}"
+
+
+def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int) -> Measured:
+    """One prompt length of the sweep (its own warm-up, then the repeats); kept per length."""
+    return measured.measure(("timeline_sweep", model, length, new_tokens, repeats),
+                            lambda: work.run(T.prompt_length_sweep, get_model(model), (length,), new_tokens, repeats).rows[0],
+                            again=measured.again_pressed(again_key("sweep")))
+
+
+def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> Measured:
+    return measured.measure(("timeline_cache", model, ids, new_tokens),
+                            lambda: work.run(T.cache_comparison, get_model(model), list(ids), new_tokens),
+                            again=measured.again_pressed(again_key("cache")))
+
+
+def breakdown_for(model: str, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
+                  ) -> Measured:
+    return measured.measure(("timeline_breakdown", model, ids, repeats, temperature, top_k, top_p),
+                            lambda: T.stage_breakdown(get_model(model), list(ids), repeats,
+                                                      SamplingSettings(temperature, top_k, top_p)),
+                            again=measured.again_pressed(again_key("breakdown")))
+
+
+@memo(12)
+def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
+    return work.run(T.training_vs_inference_memory, get_model(model), list(ids))
+
+
+def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list]:
+    """The sweep, one kept length at a time, with a progress bar (kept lengths return at once); also the
+    calibrations of the rows (when and under what load each was measured)."""
+    bar = st.progress(0.0, text="Prompt-length sweep")
+    rows = []
+    for i, n in enumerate(lengths):
+        bar.progress(i / len(lengths), text=f"Prompt-length sweep: {n} prompt tokens ({i + 1} of {len(lengths)})")
+        rows.append(sweep_row_for(model, n, new_tokens, repeats))
+    bar.empty()
+    return T.Sweep(tuple(r.value for r in rows), max(2, new_tokens), max(1, repeats)), [r.calibration for r in rows]
+
+
+def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings) -> Measured:
+    """``settings``: the sidebar's (ui.frame.state.Settings); the breakdown samples with its temperature, top-k, top-p."""
+    with st.spinner(f"Timing each stage: a prefill and a decode pass, {repeats} repeat(s) with and without hooks..."):
+        return breakdown_for(model, ids, repeats, settings.temperature, settings.top_k, settings.top_p)
+
+
+_PROBE_LOCK = threading.Lock()
+_PROBES: dict[str, tuple[float, T.HardwareProbe]] = {}  # device -> (when measured, result), for every session
+
+
+def shared_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
+    """The machine's bandwidth and matmul throughput, measured once per process and device and shared by every
+    session: each measurement allocates about 512 MiB, so 16 tabs opening the page at once must not run 16.
+    One runs at a time; a re-measure asked for while another was running takes that one's fresh result."""
+    asked = time.monotonic()
+    with _PROBE_LOCK:
+        done = _PROBES.get(device)
+        if done is None or (remeasure and done[0] < asked):
+            done = (time.monotonic(), work.run(T.hardware_probe, device))  # on the engine worker
+            _PROBES[device] = done
+        return done[1]
+
+
+def hardware_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
+    """This session's copy of the shared measurement (the button measures again, for everyone)."""
+    key = f"timeline_probe_{device}"
+    if remeasure or key not in st.session_state:
+        with st.spinner("Measuring memory bandwidth and matmul throughput..."):
+            st.session_state[key] = shared_probe(device, remeasure)
+    return st.session_state[key]
+
+
+def on_demand(name: str, label: str, help_text: str | None = None) -> bool:
+    """A button that switches a measurement on for the rest of the session (its result is then cached)."""
+    key = f"timeline_on_{name}"
+    if st.button(label, key=f"timeline_btn_{name}", help=help_text, type="primary"):
+        st.session_state[key] = True
+    return bool(st.session_state.get(key))

@@ -1,0 +1,127 @@
+"""Display values for the prefill-vs-decode page: metrics, captions and tables from its measurements (the page
+and ui/timeline/sections.py only lay them out). Pure: no st.*."""
+from __future__ import annotations
+
+import pandas as pd
+
+from engine.timeline import experiment as T
+
+MB = 2**20
+
+
+def rng(s: T.Spread, unit: str = "ms", nd: int = 1) -> str:
+    """A median with its range and count: '12.3 ms (range 11.0 to 14.2, n=3)'."""
+    return f"{s.median:.{nd}f} {unit} (range {s.lo:.{nd}f} to {s.hi:.{nd}f}, n={s.n})"
+
+
+def run_metrics(tl: T.Timeline) -> list[tuple[str, str, str]]:
+    """(label, value, help) for the four metrics of the run's timeline."""
+    has_decode = bool(tl.tpot_ms.n)
+    return [("Time to first token", f"{tl.ttft_ms:.0f} ms", "Measured: the prefill pass plus sampling."),
+            ("Time per output token", f"{tl.tpot_ms.median:.0f} ms" if has_decode else "n/a",
+             "Measured: median decode step." if has_decode else "Only one token was generated."),
+            ("Tokens / s (whole run)", f"{tl.tokens_per_s:.1f}", "Derived: new tokens / total measured time."),
+            ("Tokens / s (decode only)", f"{tl.decode_tokens_per_s:.1f}" if has_decode else "n/a",
+             "Derived: 1000 / median decode step in ms.")]
+
+
+def gantt_caption(tl: T.Timeline) -> str:
+    return (f"Each bar is one forward pass plus sampling, timed after a device sync, placed end to end. Prefill: "
+            f"{tl.prompt_tokens} prompt tokens in one pass ({tl.ttft_ms:.0f} ms); then {len(tl.bars) - 1} decode "
+            f"passes of one token each" + (f", {rng(tl.tpot_ms)}." if tl.tpot_ms.n else "."))
+
+
+def cache_caption(cc: T.CacheComparison) -> str:
+    return (f"Per-step wall time after a device sync, greedy, {cc.prompt_tokens} prompt tokens. Without a cache, "
+            f"step k recomputes {cc.prompt_tokens} + k - 1 tokens; with it, each decode step feeds 1.")
+
+
+def cache_last_step(cc: T.CacheComparison) -> str | None:
+    """The last step's two times in a sentence (None with fewer than two steps)."""
+    last = len(cc.cached_ms) - 1
+    if last < 1:
+        return None
+    return (f"Last step: **{cc.recompute_ms[last]:.0f} ms** recomputing {cc.prompt_tokens + last} tokens vs "
+            f"**{cc.cached_ms[last]:.0f} ms** with the cache (measured, one run each).")
+
+
+def sweep_caption(sw: T.Sweep) -> str:
+    return (f"Each length: a warm-up, then medians over {sw.repeats} repeat(s); whiskers span min to max. TPOT is "
+            f"the median of {sw.new_tokens - 1} decode steps in each repeat.")
+
+
+def sweep_table(sw: T.Sweep) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "prompt tokens": r.prompt_tokens, "TTFT median (ms)": round(r.ttft_ms.median, 1),
+        "TTFT range (ms)": f"{r.ttft_ms.lo:.1f} to {r.ttft_ms.hi:.1f}", "TPOT median (ms)": round(r.tpot_ms.median, 1),
+        "TPOT range (ms)": f"{r.tpot_ms.lo:.1f} to {r.tpot_ms.hi:.1f}"} for r in sw.rows])
+
+
+def breakdown_caption(bd: T.Breakdown) -> str:
+    return (f"Share of each stage's median time over {bd.repeats} repeat(s), your prompt ({bd.prefill.tokens_in} "
+            f"tokens) and the decode step after it; sampling with your sidebar settings.")
+
+
+def breakdown_table(bd: T.Breakdown) -> pd.DataFrame:
+    def phase(p, name):
+        s = p.stage_ms[name]
+        return {"median (ms)": round(s.median, 2), "range (ms)": f"{s.lo:.2f} to {s.hi:.2f}",
+                "share": f"{p.shares()[name]:.0%}"}
+
+    return pd.DataFrame([{"stage": stage, "modules timed": str(bd.module_counts.get(stage, "-")),
+                          **{f"prefill {k}": v for k, v in phase(bd.prefill, stage).items()},
+                          **{f"decode {k}": v for k, v in phase(bd.decode, stage).items()}} for stage in T.STAGES])
+
+
+def hooks_caption(bd: T.Breakdown) -> str:
+    return (f"Hooks add a little overhead (a sync and a clock read around each of {sum(bd.module_counts.values())} "
+            f"modules): the whole pass took {rng(bd.prefill.hooked_total_ms)} with hooks vs "
+            f"{rng(bd.prefill.plain_total_ms)} without (prefill), and {rng(bd.decode.hooked_total_ms, nd=2)} vs "
+            f"{rng(bd.decode.plain_total_ms, nd=2)} (decode).")
+
+
+def probe_metrics(probe: T.HardwareProbe, floor_ms: float, wbytes: int) -> list[tuple[str, str, str]]:
+    """(label, value, help) for bandwidth, matmul throughput and the decode-step floor."""
+    return [("Memory bandwidth (read)", f"{probe.read_gb_s.median:.1f} GB/s",
+             f"Measured: summing a {probe.buffer_mb:.0f} MiB tensor, range {probe.read_gb_s.lo:.1f} to "
+             f"{probe.read_gb_s.hi:.1f} GB/s. Copy: {probe.copy_gb_s.median:.1f} GB/s (read + write)."),
+            ("Matmul throughput", f"{probe.matmul_gflop_s.median:.0f} GFLOP/s",
+             f"Measured: {probe.matmul_n}x{probe.matmul_n} matrix multiply, 2n\u00b3 FLOPs, range "
+             f"{probe.matmul_gflop_s.lo:.0f} to {probe.matmul_gflop_s.hi:.0f}, {probe.threads} threads."),
+            ("Decode-step floor", f"{floor_ms:.1f} ms",
+             f"Derived: {wbytes / 1e6:.0f} MB of weights read per step / {probe.read_gb_s.median:.1f} GB/s.")]
+
+
+def probe_caption(probe: T.HardwareProbe) -> str:
+    return (f"Measured on {probe.device} with {probe.threads} threads: read {rng(probe.read_gb_s, 'GB/s')}; "
+            f"copy {rng(probe.copy_gb_s, 'GB/s')}; matmul {rng(probe.matmul_gflop_s, 'GFLOP/s', 0)}.")
+
+
+def utilisation(floor_ms: float, tl: T.Timeline) -> float:
+    """Bandwidth utilisation = floor / measured median decode step."""
+    return floor_ms / tl.tpot_ms.median
+
+
+def floor_caption(wbytes: int, dtype: str, util: float) -> str:
+    return (f"Floor = {wbytes / 1e6:.0f} MB of weights ({dtype}) / measured bandwidth; the decode step is the "
+            f"measured median of this run (whisker: min to max). Bandwidth utilisation = floor / step = {util:.0%}.")
+
+
+def roofline_points(lm, tl: T.Timeline) -> list[T.RooflinePoint]:
+    """This run's prefill and one decode step, at their measured times."""
+    return [T.roofline_point(lm, f"prefill ({tl.prompt_tokens} tok)", tl.prompt_tokens, 0, tl.ttft_ms),
+            T.roofline_point(lm, "decode (1 tok)", 1, tl.prompt_tokens, tl.tpot_ms.median)]
+
+
+def memory_metrics(mem: T.MemoryComparison) -> list[tuple[str, str, str | None]]:
+    """(label, value, help) for what each pass saved and the peak ratio."""
+    return [("Saved for backward", f"{mem.saved_for_backward_bytes / MB:.1f} MiB",
+             f"Measured exactly: {mem.saved_tensor_count} tensors autograd stored (weights excluded)."),
+            ("Saved under inference mode", f"{mem.inference_saved_bytes / MB:.1f} MiB", None),
+            ("Peak ratio", f"{mem.training_peak_bytes / max(mem.inference_peak_bytes, 1):.1f}\u00d7",
+             "Measured: peak tensor memory keeping activations / under inference mode.")]
+
+
+def memory_caption(mem: T.MemoryComparison) -> str:
+    return (f"Method: {mem.method}. Both passes keep the logits ({mem.logits_bytes / MB:.1f} MiB), as a loss would "
+            "need.")

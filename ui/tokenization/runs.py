@@ -1,0 +1,84 @@
+"""Cached tokenizer work for the tokenization page, keyed on plain values (no forward pass is involved)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.tokenization import tokens as T
+from engine.core.models import EMBEDDED, GEMMA, TINY
+from ui.frame.models import get_model
+from ui.frame.cache import memo, shared
+
+
+@memo(48)
+def table_for(model: str, text: str, chat: bool) -> T.TokenTable:
+    """What the model receives for ``text`` (raises PromptError for an empty text)."""
+    return T.prompt_table(get_model(model).tokenizer, text, chat)
+
+
+@memo(48)
+def segments_for(model: str, ids: tuple[int, ...]) -> list[T.Segment]:
+    return T.segments(get_model(model).tokenizer, ids)
+
+
+@memo(48)
+def ids_for(model: str, text: str) -> tuple[int, ...]:
+    tok = get_model(model).tokenizer
+    return tuple(int(i) for i in tok(text, add_special_tokens=False)["input_ids"])
+
+
+@shared(8)
+def _tokenizer(name: str, path: str | None):
+    if path:
+        return T.load_tokenizer(path)
+    return T.builtin_tokenizer(name)
+
+
+def sources(current: str) -> list[T.TokenizerSource]:
+    """Every tokenizer available offline: the app's two models, the model loaded now, the local hub cache."""
+    out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(GEMMA, None), T.TokenizerSource(TINY, None)]
+    if current not in (EMBEDDED, GEMMA, TINY):
+        out.append(T.TokenizerSource(current, None))
+    out += T.packaged_tokenizers()
+    names = {s.name for s in out}
+    out += [s for s in _cached_sources() if s.name not in names]
+    return out
+
+
+@memo(8, ttl=300)
+def _cached_sources() -> list[T.TokenizerSource]:
+    return T.cached_tokenizers()
+
+
+@memo(24)
+def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) -> tuple[list, list[str]]:
+    """(counts, problems): ``text`` through every source; one that cannot be loaded is reported, not fatal."""
+    counts, problems = [], []
+    for s in srcs:
+        try:
+            tok = get_model(current).tokenizer if s.name == current else _tokenizer(s.name, s.path)
+            if tok is None:
+                problems.append(f"{s.name}: not available on this machine")
+                continue
+            counts.append(T.count_tokens(s.name, tok, text))
+        except Exception as exc:  # a broken cached tokenizer must not break the page
+            problems.append(f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
+    return counts, problems
+
+
+@memo(24)
+def contrast_for(text: str) -> list[T.ContrastRow] | None:
+    """SmolLM2's and Gemma 3's tokenizers on the contrast texts and on ``text`` (None: one is not available
+    yet, e.g. Gemma still being prepared). Tokenizers only: no model weights are loaded for this."""
+    a, b = _tokenizer(EMBEDDED, None), _tokenizer(GEMMA, None)
+    if a is None or b is None:
+        return None
+    texts = ((("Your text", text),) if text.strip() else ()) + T.CONTRAST_TEXTS
+    return T.contrast("SmolLM2 (49k BPE)", a, "Gemma 3 (262k)", b, texts)
+
+
+def paris_ids(model: str) -> tuple | None:
+    """This tokenizer's ids of "Paris", " Paris" and "paris" (None: it cannot encode them)."""
+    try:
+        return tuple(ids_for(model, w) for w in ("Paris", " Paris", "paris"))
+    except Exception:  # a tokenizer that cannot encode these: the lesson box is left out
+        return None
