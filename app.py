@@ -2,12 +2,10 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.measure.timing import restore_threads
 from ui.frame import errors, layout, legacy_pages, nav, sidebar, state, style
 
 legacy_pages.legacy_mode_off()  # pages/ beside app.py: Streamlit's legacy router off (ui/frame/legacy_pages.py)
 
-restore_threads()  # this run's thread may have started inside another session's one-thread section
 present = state.settings().present
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")

@@ -123,15 +123,23 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def door():
     """Counts top-level model forward passes (any *ForCausalLM module) in this process, split by whether they came
-    through engine.core.loop (the one door to the model: cancellation and the thread rule for every pass)."""
+    through engine.core.loop (the one door to the model: cancellation and the thread rule for every pass), and
+    those made on any thread but the engine worker's (``off_worker``: Streamlit's script threads must make none)."""
     from torch.nn.modules.module import register_module_forward_pre_hook
 
-    from engine.core import loop
+    import threading
 
-    count = {"through": 0, "outside": 0, "where": []}
+    from engine.core import loop, worker
+
+    count = {"through": 0, "outside": 0, "where": [], "off_worker": 0, "off_where": []}
 
     def hook(module, args):
         if type(module).__name__.endswith("ForCausalLM"):
+            if not worker.get_worker().owns(threading.current_thread()):  # all torch work runs on the worker
+                import traceback
+
+                count["off_worker"] += 1
+                count["off_where"].append("".join(traceback.format_stack(limit=8)[:-1]))
             if loop.through_door():
                 count["through"] += 1
             else:

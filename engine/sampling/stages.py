@@ -16,9 +16,22 @@ from engine.core.sampling import (
     SamplingSettings, apply_temperature, entropy_bits, make_generator, min_p_mask, sample, sampling_probs,
     top_k_mask, top_p_mask,
 )
-from engine.measure.timing import one_thread
+from engine.measure.threads import at_most_threads
 
 MAX_DRAWS = 100_000
+
+
+def _one_thread(fn):
+    """Run on one thread: splitting a 49k-element op across threads saves nothing, and on a busy CPU the hand-offs
+    made these functions 20x slower (measured: 860 ms vs 44 ms). They run as jobs on the engine worker (the UI
+    calls them through ui.frame.work), whose thread count is restored when they end."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with at_most_threads(1):
+            return fn(*args, **kwargs)
+    return wrapped
 CURVE_POINTS = 200  # the cumulative curve keeps this many of the most likely tokens
 
 
@@ -51,7 +64,7 @@ class Stages:
         return self.settings.greedy
 
 
-@one_thread()
+@_one_thread
 @torch.inference_mode()
 def stages(logits, settings: SamplingSettings, show: int = 15, curve_points: int = CURVE_POINTS) -> Stages:
     """Follow one position's logits [vocab] through temperature, top-k, top-p, min-p and softmax."""
@@ -83,7 +96,7 @@ def stages(logits, settings: SamplingSettings, show: int = 15, curve_points: int
     )
 
 
-@one_thread()
+@_one_thread
 def draw_at(logits, settings: SamplingSettings, seed: int, step: int = 0) -> int:
     """The token the loop draws at ``step`` (0 = first token after the prompt) from these logits.
 
@@ -103,6 +116,11 @@ def draw_at(logits, settings: SamplingSettings, seed: int, step: int = 0) -> int
     return int(sample(x, s, gen))
 
 
+def stages_and_draw(logits, settings: SamplingSettings, seed: int, step: int, show: int = 15) -> tuple[Stages, int]:
+    """``stages`` and ``draw_at`` of one position, as one job for the engine worker."""
+    return stages(logits, settings, show=show), draw_at(logits, settings, seed, step)
+
+
 @dataclass(frozen=True)
 class Draws:
     """Many independent draws under one setting, counted per token (most drawn first)."""
@@ -113,7 +131,7 @@ class Draws:
     probs: np.ndarray  # [u] their probability under the sampling distribution
 
 
-@one_thread()
+@_one_thread
 @torch.inference_mode()
 def draw_counts(logits, settings: SamplingSettings, n: int, seed: int) -> Draws:
     """Draw n tokens at once (vectorised ``torch.multinomial`` with replacement, seeded) and count them."""

@@ -131,30 +131,19 @@ def test_position_predictions_from_one_pass(tiny_lm):
         assert int((lg > lg[ids[i + 1]]).sum()) + 1 == int(pp.actual_ranks[i])
 
 
-def test_a_thread_started_inside_one_thread_gets_its_count_back(monkeypatch):
-    """Streamlit starts each script run in a new thread, which inherits the OpenMP thread count in force at that
-    moment; app.py calls restore_threads so such a run gets the thread policy's count (engine/measure/threads.py), not
-    one thread. The policy asks for 2 here (ILE_THREADS) so that the two cases differ on any machine."""
-    import threading
+def test_the_stage_functions_run_on_one_thread_and_give_the_count_back(monkeypatch):
+    """A 49k-element op split across threads saves nothing and suffers on a busy CPU: the stage functions run on one
+    thread (on the engine worker, where the UI sends them), then restore the caller's count."""
+    from engine.sampling import stages as S
 
-    from engine.measure.timing import one_thread, restore_threads
-
-    monkeypatch.setenv("ILE_THREADS", "2")
-    seen = {}
-
-    def run():
-        seen["inherited"] = torch.get_num_threads()
-        restore_threads()
-        seen["restored"] = torch.get_num_threads()
-
+    inside = []
+    real = S.entropy_bits
+    monkeypatch.setattr(S, "entropy_bits", lambda p: inside.append(torch.get_num_threads()) or real(p))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        with one_thread():
-            t = threading.Thread(target=run)
-            t.start()
-            t.join()
-        assert torch.get_num_threads() == 2  # one_thread gave the caller its count back
+        S.stages(np.linspace(-3, 3, 50).astype(np.float32), SamplingSettings(0.7))
+        after = torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
-    assert seen == {"inherited": 1, "restored": 2}
+    assert inside and set(inside) == {1} and after == 2

@@ -12,12 +12,12 @@ from dataclasses import replace
 import streamlit as st
 
 from engine.core.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
-from engine.core import background
+from engine.core import background, worker
 from engine.core.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
     embedded_is_converted, load_model, log
 from engine.core.model_names import BUILTIN
 from engine.core.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
-from ui.frame import state
+from ui.frame import state, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
 
@@ -51,15 +51,25 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
     start's progress once did)."""
     if precision is not None:
-        lm = to_precision(_load(name, target, None), precision)
+        lm = _on_worker(to_precision, _load(name, target, None), precision)  # int8: calibration passes
     else:
-        lm = load_model(target, progress=log)
+        lm = _on_worker(load_model, target, progress=log)  # the load checks the analysis pass: forward passes
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
         lm.name = name
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
     log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
+
+
+def _on_worker(fn, *args, **kwargs):
+    """Run torch work (a load and its check passes, a cast, int8's calibration) on the engine worker, where all
+    torch work of the app runs; directly when already on it. Plain submit and wait: no st.* call may happen in the
+    cached loader that calls this (see _load)."""
+    pool = worker.get_worker()
+    if pool.owns(threading.current_thread()):
+        return fn(*args, **kwargs)
+    return pool.submit(fn, *args, **kwargs).result()
 
 
 def _ensure_embedded_converted() -> None:
@@ -72,8 +82,9 @@ def _ensure_embedded_converted() -> None:
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
             _CONVERSION.acquire()
         try:
-            if not embedded_is_converted():
-                convert_embedded(progress=lambda msg: (log(msg), box.write(msg)))
+            if not embedded_is_converted():  # on the engine worker like all torch work; progress drawn here
+                work.run(convert_embedded, progress=worker.relay("progress"), key=("convert", EMBEDDED),
+                         events={"progress": lambda msg: (log(msg), box.write(msg))})
         except ModelLoadError:
             box.update(label="The embedded model could not be prepared", state="error")
             raise

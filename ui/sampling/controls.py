@@ -11,6 +11,7 @@ import streamlit as st
 from engine.sampling.positions import PositionPredictions, position_predictions
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings
+from engine.sampling.stages import Draws, Stages, draw_counts, stages_and_draw
 from engine.sampling.stepper import Stepper
 from ui.frame import state, work
 from ui.frame.html import visible
@@ -144,3 +145,24 @@ def histogram_rows(sg, draws, limit: int = 15) -> tuple[list[int], list[float], 
     probs.update(zip(map(int, draws.ids), map(float, draws.probs)))
     counts = dict(zip(map(int, draws.ids), map(int, draws.counts)))
     return ids, [probs.get(i, 0.0) for i in ids], [counts.get(i, 0) for i in ids]
+
+
+def _logits_key(logits) -> str:
+    """The job key of a logits vector: its bytes hashed (a repr would cut a 49k-value array to a few numbers)."""
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.sha1(np.ascontiguousarray(logits).tobytes()).hexdigest()
+
+
+def stages_of(logits, settings: SamplingSettings, seed: int, step: int, show: int) -> tuple[Stages, int]:
+    """The sampling path of one position's logits and the loop's draw at ``step``: a few milliseconds of vector
+    work, run on the engine worker like all torch work (no forward pass)."""
+    return work.run(stages_and_draw, logits, settings, seed, step, show,
+                    key=("stages", _logits_key(logits), settings, seed, step, show))
+
+
+def draws_of(logits, settings: SamplingSettings, n: int, seed: int) -> Draws:
+    """``n`` seeded draws from one position's distribution, counted, on the engine worker."""
+    return work.run(draw_counts, logits, settings, n, seed, key=("draws", _logits_key(logits), settings, n, seed))

@@ -10,11 +10,11 @@ import streamlit as st
 from ui.frame import errors
 
 from engine.sampling.stepper import MAX_STEPS
-from engine.sampling.stages import draw_counts, total_variation
+from engine.sampling.stages import total_variation
 from ui.sampling import view as SV
 from ui.frame.layout import chart, try_this
 from ui.frame.lessons import lesson
-from ui.sampling.controls import actions, histogram_rows, local_settings, stepper, view_step
+from ui.sampling.controls import actions, draws_of, histogram_rows, local_settings, stages_of, stepper, view_step
 from ui.sampling.view import md_code, token_strings
 from ui.sampling.figures import cumulative_curve, draws_vs_probs, stage_bars
 
@@ -42,7 +42,7 @@ def dice_and_sections(lm, tr, lead=None) -> None:
     step = view_step(stp)
     logits = stp.logits[step]
 
-    ch = SV.choice(lm, logits, settings, seed, step)
+    ch = SV.choice(lm, *stages_of(logits, settings, seed, step, SV.SHOW), settings, seed, step)
     sg = ch.sg
     with chart_area:
         chart(stage_bars(sg, ch.top_texts, ch.token), "model",
@@ -89,7 +89,7 @@ def dice_and_sections(lm, tr, lead=None) -> None:
 def draws(lm, sg, logits, settings, seed: int) -> None:
     """Section 4: many draws from the distribution on view; the number of draws reruns only this."""
     n = st.select_slider("Number of draws", options=DRAWS, value=1000, key="sampling_n")
-    counts = draw_counts(logits, settings, n, seed)
+    counts = draws_of(logits, settings, n, seed)
     shown, shown_probs, shown_counts = histogram_rows(sg, counts)
     chart(draws_vs_probs(token_strings(lm, shown), shown_probs, shown_counts, n), "model",
           f"{n:,} independent draws (one vectorised torch.multinomial call, seed {seed}) from the real distribution. "

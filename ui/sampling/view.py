@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from engine.core.prompt import token_text
-from engine.sampling.stages import Stages, draw_at, stages
+from engine.sampling.stages import Stages
 from ui.frame.html import chips, visible
 from ui.sampling.figures import position_probs, step_chart
 
@@ -47,9 +47,8 @@ class Choice:
     sentence: str  # "Sampled token: ..." for the page
 
 
-def choice(lm, logits, settings, seed: int, step: int) -> Choice:
-    sg = stages(logits, settings, show=SHOW)
-    chosen = draw_at(logits, settings, seed, step)
+def choice(lm, sg: Stages, chosen: int, settings, seed: int, step: int) -> Choice:
+    """The drawn token and its sentence, from the stages and the draw computed on the worker (controls.stages_of)."""
     text, *tops = token_strings(lm, [chosen, *sg.ids])
     p = float(sg.final[list(sg.ids).index(chosen)]) if chosen in sg.ids else None
     how = "greedy: the argmax" if settings.greedy else f"seed {seed}, draw number {step} of that seed's generator, as the loop does"
