@@ -51,6 +51,20 @@ def _page_ms(page, url: str, new: int) -> tuple[float, float]:
     return metric("Time to first token"), metric("Time per output token")
 
 
+def _server_state(app) -> str:
+    """What else the suite's long-lived server holds while it is timed (its RSS, threads and worker counts): in a
+    full suite beside a busy loop the page once read 2x the CLI's first token while it read 1.1x alone."""
+    try:
+        status = open(f"/proc/{app.proc.pid}/status").read()
+        rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
+        threads = int(re.search(r"Threads:\s+(\d+)", status).group(1))
+    except (OSError, AttributeError):
+        rss = threads = -1
+    stats = app.worker_stats()
+    return (f"server RSS {rss} MB, {threads} threads, worker submitted {stats.get('submitted')} queued "
+            f"{stats.get('queued')} busy {stats.get('busy')}")
+
+
 def _within(ratio: float, bound: float = BOUND) -> bool:
     return 1 / bound <= ratio <= bound
 
@@ -69,7 +83,7 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
             tries.append(dict(page=(page_ttft, page_tpot), cli=(cli_a, cli_b), ttft=ttft, tpot=tpot, steady=steady))
             print(f"busy machine: page TTFT {page_ttft:.0f} ms, TPOT {page_tpot:.1f} ms; CLI TTFT {cli_a[0]:.0f} / "
                   f"{cli_b[0]:.0f} ms, TPOT {cli_a[1]:.1f} / {cli_b[1]:.1f} ms; ratios TTFT {ttft:.2f}, "
-                  f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}")
+                  f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}; {_server_state(app_server)}")
             if steady and _within(ttft) and _within(tpot):
                 break
     finally:
