@@ -30,14 +30,7 @@ def modules() -> dict[str, Path]:
 def imported(tree: ast.AST, known: set[str]) -> set[str]:
     """The known modules a source imports anywhere (top level or inside a function): ``import a.b``, ``from a
     import b`` (b a module or a name in a), ``from a.b import c``."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
-    return {m for m in out if m in known}
+    return {m for m in _all_imports(tree, with_names=True) if m in known}
 
 
 def graph(sources: dict[str, str]) -> dict[str, set[str]]:
@@ -99,13 +92,17 @@ def _streamlit_in(text: str) -> bool:
     return any(m.split(".")[0] == "streamlit" for m in _all_imports(ast.parse(text)))
 
 
-def _all_imports(tree: ast.AST) -> set[str]:
+def _all_imports(tree: ast.AST, with_names: bool = False) -> set[str]:
+    """Every absolute module a source imports, anywhere in it; ``with_names``: also ``a.b`` for each ``from a
+    import b`` (b may be a module)."""
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             out.add(node.module)
+            if with_names:
+                out |= {f"{node.module}.{a.name}" for a in node.names}
     return out
 
 
@@ -133,9 +130,7 @@ def test_views_and_figures_import_no_streamlit():
 
 
 def _bench_imports(text: str) -> list[str]:
-    tree = ast.parse(text)
-    names = _all_imports(tree) | {f"{n.module}.{a.name}" for n in ast.walk(tree)
-                                  if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+    names = _all_imports(ast.parse(text), with_names=True)
     return sorted(m for m in names if m.startswith("engine.") and m.rsplit(".", 1)[-1].startswith("bench"))
 
 
