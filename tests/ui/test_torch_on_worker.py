@@ -48,5 +48,5 @@ def test_model_loads_run_on_the_engine_worker(monkeypatch):
     lm = M._load("tiny-random-on-worker-test", "tiny-random", None)
     assert seen == [True] and lm.info.n_layers > 0
     # called on the worker itself (a job that needs a model), it runs inline instead of waiting on itself
-    job = worker.get_worker().submit(M._on_worker, lambda: threading.current_thread().name)
+    job = worker.get_worker().submit(worker.run, lambda: threading.current_thread().name)
     assert job.result(30) == worker.get_worker().thread.name

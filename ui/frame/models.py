@@ -51,25 +51,15 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
     start's progress once did)."""
     if precision is not None:
-        lm = _on_worker(to_precision, _load(name, target, None), precision)  # int8: calibration passes
+        lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:
-        lm = _on_worker(load_model, target, progress=log)  # the load checks the analysis pass: forward passes
+        lm = worker.run(load_model, target, progress=log)  # the load's check passes too, like all torch work
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
         lm.name = name
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
     log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
-
-
-def _on_worker(fn, *args, **kwargs):
-    """Run torch work (a load and its check passes, a cast, int8's calibration) on the engine worker, where all
-    torch work of the app runs; directly when already on it. Plain submit and wait: no st.* call may happen in the
-    cached loader that calls this (see _load)."""
-    pool = worker.get_worker()
-    if pool.owns(threading.current_thread()):
-        return fn(*args, **kwargs)
-    return pool.submit(fn, *args, **kwargs).result()
 
 
 def _ensure_embedded_converted() -> None:
