@@ -189,6 +189,8 @@ class Worker:
         self._history: collections.deque = collections.deque(maxlen=HISTORY)  # finished jobs (plain dicts)
         self._steps: collections.deque = collections.deque(maxlen=HISTORY)  # (start, end, rows, phase)
         self._configure = configure
+        self._native_ids: list[int] = []
+        self._torch_threads: int | None = None
         self.batching = os.environ.get("ILE_BATCHING", "on").strip().lower() not in ("0", "off", "false", "no") \
             if batching is None else bool(batching)
         self.max_batch = max(1, int(max_batch or os.environ.get("ILE_MAX_BATCH") or MAX_BATCH))
@@ -312,6 +314,8 @@ class Worker:
                                                      "seconds": time.monotonic() - (run.started_at or 0)},
                 "running_jobs": len(self._running),
                 "queued": len(self._queue),
+                "native_ids": list(self._native_ids),  # the worker threads' kernel ids (a test reads their CPU)
+                "torch_threads": self._torch_threads,  # torch's intra-op count on the worker, after its last job
                 **{k: int(v) for k, v in self._counts.items()},
             }
 
@@ -378,7 +382,9 @@ class Worker:
     def _loop(self) -> None:
         if self._configure is not None:
             self._configure()
+        self._native_ids.append(threading.get_native_id())
         while True:
+            self._torch_threads = _torch_threads()
             job = self._next()
             self._publish()
             runner = getattr(job.fn, "batched", None)
@@ -404,6 +410,11 @@ class Worker:
             finally:
                 _current.reset(token)
                 self._publish()
+
+
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")  # never imports it: a worker of plain callables stays torch-free
+    return torch.get_num_threads() if torch is not None else None
 
 
 _WORKER: Worker | None = None

@@ -41,6 +41,16 @@ WAIT = "passive"  # "passive" | "active" (OMP_WAIT_POLICY)
 # so one thread up to 8 rows (decode at batch <= 8, verify at k + 1 <= 8); prompt-sized passes (prefill) keep
 # every core. `python -m engine bench threads --precision int8` re-measures it on another machine.
 SMALL_PASS_ROWS = 8
+# Larger passes (a prompt) use the cores other programs leave free, read from the kernel's CPU counters over the
+# last second: every core on a quiet machine, one fewer per core's worth of other work. Measured on the 2-core
+# reference machine (2026-11-26, one process, alternating, median ms of a prompt pass of 40 / 186 tokens, float32
+# SmolLM2-135M):
+#   quiet           2 threads 112 / 319, 1 thread 134 / 479   (every core: 17-33% faster)
+#   one busy loop   2 threads 157 / 515, 1 thread 132 / 482   (the free core alone: faster)
+#   two busy loops  2 threads 316 / 794, 1 thread 188 / 668   (and the 2-thread times swing 154-320 / 506-928)
+# With another program on a core, the second OpenMP thread waits for the core it shares and each of the pass's
+# hundreds of parallel regions waits for it. ILE_ADAPTIVE_THREADS=off keeps the policy's count for every pass.
+FREE_CORES_WINDOW_S = 1.0  # the other programs' CPU use is averaged over about this long
 
 _ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
 _TORCH_LOADED_FIRST: bool | None = None  # was torch imported before set_wait_policy_env ran?
@@ -86,12 +96,16 @@ def small_pass_rows() -> int:
     return SMALL_PASS_ROWS if enabled() else 0
 
 
-def threads_said(threads: int, small: int | None = None) -> str:
+def threads_said(threads: int, small: int | None = None, free: bool | None = None) -> str:
     """How many threads a measurement ran on, for a caption or a summary: "2 threads (passes of at most 8 rows,
-    such as a decode step, on 1)". ``small``: the row limit it ran under (default: this process's)."""
+    such as a decode step, on 1)". ``small``: the row limit it ran under (default: this process's); ``free``:
+    whether larger passes used only the free cores (default: this process's ``adaptive()``)."""
     small = small_pass_rows() if small is None else small
+    free = adaptive() if free is None else free
+    parts = ([f"passes of at most {small} rows, such as a decode step, on 1"] if small else []) + (
+        ["larger ones on the cores other programs left free"] if free else [])
     return f"{threads} thread{'s' if threads != 1 else ''}" + (
-        f" (passes of at most {small} rows, such as a decode step, on 1)" if small and threads > 1 else "")
+        f" ({'; '.join(parts)})" if parts and threads > 1 else "")
 
 
 @contextmanager
@@ -111,11 +125,106 @@ def at_most_threads(n: int):
         torch.set_num_threads(before)
 
 
+def adaptive() -> bool:
+    """Large passes use the cores other programs leave free (see FREE_CORES_WINDOW_S). Off with
+    ILE_ADAPTIVE_THREADS=off, with ILE_THREAD_POLICY=off, and with an explicit ILE_THREADS count."""
+    return (enabled() and not os.environ.get("ILE_THREADS", "").strip()
+            and os.environ.get("ILE_ADAPTIVE_THREADS", "on").strip().lower() not in ("off", "0", "no", "false"))
+
+
+class _OtherLoad:
+    """How many cores' worth of CPU time other processes used lately: the kernel's busy time of all CPUs minus
+    this process's own, over the last ``FREE_CORES_WINDOW_S`` or so. Sampled at most every half window, on the
+    caller's thread (two small file reads), so it costs nothing between passes. None where /proc cannot be read."""
+
+    def __init__(self):
+        import threading
+
+        self._lock = threading.Lock()
+        self._samples: list[tuple[float, float, float]] = []  # (monotonic s, all CPUs' busy s, this process's s)
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        import time
+
+        try:
+            with open("/proc/stat") as f:
+                fields = f.readline().split()[1:]
+            with open("/proc/self/stat") as f:
+                own = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        try:
+            v = [int(x) for x in fields]
+            busy = sum(v) - v[3] - (v[4] if len(v) > 4 else 0)  # everything but idle and iowait
+            return time.monotonic(), busy / self._tick, (int(own[11]) + int(own[12])) / self._tick
+        except (ValueError, IndexError):
+            return None
+
+    def cores_busy(self) -> float | None:
+        now = self._sample()
+        if now is None:
+            return None
+        with self._lock:
+            s = self._samples
+            if not s or now[0] - s[-1][0] >= FREE_CORES_WINDOW_S / 2:
+                s.append(now)
+            while len(s) > 2 and now[0] - s[1][0] >= FREE_CORES_WINDOW_S:
+                s.pop(0)  # keep the newest sample at least a window old as the reference
+            t0, busy0, own0 = s[0]
+        if now[0] - t0 < 0.05:
+            return None  # no history yet: the first large pass of a process keeps the policy's count
+        return max(0.0, ((now[1] - busy0) - (now[2] - own0)) / (now[0] - t0))
+
+
+    def watch(self) -> None:
+        """Sample every half window on a daemon thread (once per process), so the first prompt pass after a quiet
+        spell reads the last second, not the average since the previous pass."""
+        import threading
+        import time
+
+        with self._lock:
+            if getattr(self, "_watching", False):
+                return
+            self._watching = True
+
+        def loop():
+            while True:
+                self.cores_busy()
+                time.sleep(FREE_CORES_WINDOW_S / 2)
+
+        threading.Thread(target=loop, name="ile-free-cores", daemon=True).start()
+
+
+OTHER_LOAD = _OtherLoad()
+
+
+def free_cores() -> int | None:
+    """Cores other programs leave free now (rounded, at least 1), or None where it cannot be read."""
+    busy = OTHER_LOAD.cores_busy()
+    return None if busy is None else max(1, min(cores(), round(cores() - busy)))
+
+
+def large_pass_threads() -> int:
+    """The thread count for a pass larger than SMALL_PASS_ROWS: the policy's, at most the free cores when
+    ``adaptive()``."""
+    n = policy_threads()
+    if not adaptive():
+        return n
+    free = free_cores()
+    return n if free is None else max(1, min(n, free))
+
+
 def pass_threads(rows: int, device=None):
     """The thread count for one forward pass of ``rows`` token rows on ``device``: one thread for a small pass
-    on the CPU (see SMALL_PASS_ROWS), the policy's count otherwise. A context manager."""
+    on the CPU (see SMALL_PASS_ROWS), the cores other programs leave free for a larger one (see
+    FREE_CORES_WINDOW_S). A context manager."""
     on_cpu = device is None or getattr(device, "type", str(device)) == "cpu"
-    return at_most_threads(1) if on_cpu and 0 < int(rows) <= small_pass_rows() else nullcontext()
+    if not on_cpu:
+        return nullcontext()
+    if 0 < int(rows) <= small_pass_rows():
+        return at_most_threads(1)
+    return at_most_threads(large_pass_threads()) if adaptive() else nullcontext()
 
 
 @contextmanager
@@ -163,6 +272,8 @@ def apply_policy() -> int:
     n = policy_threads()
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
+    if adaptive() and cores() > 1:
+        OTHER_LOAD.watch()  # a window later the first prompt pass can read the other programs' load
     return n
 
 
@@ -175,9 +286,13 @@ class PolicyInForce:
     source: str
     small_pass_rows: int = 0  # forward passes of at most this many rows run on one thread (0: none)
 
+    adaptive: bool = False  # larger passes use only the cores other programs leave free
+
     def __str__(self) -> str:
         small = (f"; passes of at most {self.small_pass_rows} rows (decode steps) on 1 thread"
                  if self.small_pass_rows and self.threads > 1 else "")
+        if self.adaptive and self.threads > 1:
+            small += "; larger passes (prompts) on the cores other programs leave free"
         return (f"{self.threads} of {self.cores} cores for torch{small}; OpenMP idle threads: {self.wait} "
                 f"({self.wait_note})")
 
@@ -197,4 +312,4 @@ def describe_policy() -> PolicyInForce:
     source = ("ILE_THREAD_POLICY=off: torch's defaults" if not enabled() else
               "ILE_THREADS override" if os.environ.get("ILE_THREADS") else
               f"policy {THREADS}, {WAIT} (chosen by python -m engine bench threads)")
-    return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source, small_pass_rows())
+    return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source, small_pass_rows(), adaptive())

@@ -11,6 +11,7 @@ and the page must agree with the CLI within 1.3x in one whose two CLI runs agree
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -51,6 +52,28 @@ def _page_ms(page, url: str, new: int) -> tuple[float, float]:
     return metric("Time to first token"), metric("Time per output token")
 
 
+def _thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process ``pid``."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def _cpu_during(app, before: dict[int, float]) -> str:
+    """Which of the server's threads used the CPU while the page ran: the worker's, or others beside it."""
+    after = _thread_cpu(app.proc.pid)
+    worker = set(app.worker_stats().get("native_ids") or ())
+    used = sorted(((after[t] - before.get(t, 0.0), t) for t in after), reverse=True)
+    busy = [f"{'worker' if t in worker else t} {s:.2f}s" for s, t in used if s >= 0.02]
+    return "server CPU by thread during the page's run: " + (", ".join(busy) or "none")
+
+
 def _server_state(app) -> str:
     """What else the suite's long-lived server holds while it is timed (its RSS, threads and worker counts): in a
     full suite beside a busy loop the page once read 2x the CLI's first token while it read 1.1x alone."""
@@ -62,7 +85,8 @@ def _server_state(app) -> str:
         rss = threads = -1
     stats = app.worker_stats()
     return (f"server RSS {rss} MB, {threads} threads, worker submitted {stats.get('submitted')} queued "
-            f"{stats.get('queued')} busy {stats.get('busy')}")
+            f"{stats.get('queued')} busy {stats.get('busy')}, torch threads on the worker "
+            f"{stats.get('torch_threads')}")
 
 
 def _within(ratio: float, bound: float = BOUND) -> bool:
@@ -75,7 +99,9 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
     try:
         for i in range(5):
             cli_a = _cli_ms(NEW + i)
+            cpu = _thread_cpu(app_server.proc.pid)
             page_ttft, page_tpot = _page_ms(page, app_server.url, NEW + i)
+            cpu = _cpu_during(app_server, cpu)
             cli_b = _cli_ms(NEW + i)
             ttft = page_ttft / ((cli_a[0] + cli_b[0]) / 2)
             tpot = page_tpot / ((cli_a[1] + cli_b[1]) / 2)
@@ -83,7 +109,7 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
             tries.append(dict(page=(page_ttft, page_tpot), cli=(cli_a, cli_b), ttft=ttft, tpot=tpot, steady=steady))
             print(f"busy machine: page TTFT {page_ttft:.0f} ms, TPOT {page_tpot:.1f} ms; CLI TTFT {cli_a[0]:.0f} / "
                   f"{cli_b[0]:.0f} ms, TPOT {cli_a[1]:.1f} / {cli_b[1]:.1f} ms; ratios TTFT {ttft:.2f}, "
-                  f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}; {_server_state(app_server)}")
+                  f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}; {_server_state(app_server)}; {cpu}")
             if steady and _within(ttft) and _within(tpot):
                 break
     finally:

@@ -3,6 +3,7 @@ guard flags the disturbed run. Both figures are measured in this test, alternati
 import statistics
 import time
 
+import pytest
 import torch
 
 from engine.measure import noise, threads
@@ -82,6 +83,7 @@ def _threads_seen_by_forward(lm, ids: torch.Tensor) -> int:
 def test_small_passes_run_on_one_thread_and_large_ones_on_the_policys(tiny_lm, monkeypatch):
     monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
     monkeypatch.delenv("ILE_THREAD_POLICY", raising=False)
+    monkeypatch.setenv("ILE_ADAPTIVE_THREADS", "off")  # the free-core rule has its own test below
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -101,8 +103,64 @@ def test_small_passes_run_on_one_thread_and_large_ones_on_the_policys(tiny_lm, m
         torch.set_num_threads(before)
 
 
+def test_large_passes_use_the_cores_other_programs_leave_free(tiny_lm, monkeypatch):
+    """A prompt pass on a 2-core machine: both threads when nothing else runs, one when another program keeps a
+    core busy (two threads then wait on each other at every op: engine/measure/threads.py's measurements)."""
+    monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
+    monkeypatch.delenv("ILE_THREAD_POLICY", raising=False)
+    monkeypatch.delenv("ILE_THREADS", raising=False)
+    monkeypatch.delenv("ILE_ADAPTIVE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    busy = {"cores": 0.0}
+    monkeypatch.setattr(threads.OTHER_LOAD, "cores_busy", lambda: busy["cores"])
+    prompt = torch.zeros(1, threads.SMALL_PASS_ROWS + 1, dtype=torch.long)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 2
+        busy["cores"] = 0.3  # a browser drawing now and then
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 2
+        busy["cores"] = 1.0  # a busy loop on one core
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 1
+        assert torch.get_num_threads() == 2  # the caller's count is back after the pass
+        busy["cores"] = 2.0  # never fewer than one
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 1
+        busy["cores"] = None  # /proc unreadable: the policy's count
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 2
+        busy["cores"] = 1.0
+        monkeypatch.setenv("ILE_ADAPTIVE_THREADS", "off")
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 2
+        monkeypatch.delenv("ILE_ADAPTIVE_THREADS")
+        monkeypatch.setenv("ILE_THREADS", "2")  # an explicit count is kept as asked
+        assert _threads_seen_by_forward(tiny_lm, prompt) == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_other_programs_load_is_read_from_the_kernel():
+    """A busy loop in another process reads as about one core busy (it can only read higher on a loaded machine)."""
+    import subprocess
+    import sys
+    import time
+
+    if threads._OtherLoad()._sample() is None:
+        pytest.skip("no /proc here")
+    load = threads._OtherLoad()
+    load.cores_busy()
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 30\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(threads.FREE_CORES_WINDOW_S * 1.6)
+        seen = load.cores_busy()
+        # our own process's time is not counted: a busy loop here changes nothing
+        assert seen is not None and seen >= 0.6, seen
+    finally:
+        spin.kill()
+        spin.wait()
+
+
 def test_the_rule_is_said_where_the_policy_is_shown(monkeypatch):
     monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
+    monkeypatch.setenv("ILE_ADAPTIVE_THREADS", "off")
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -114,6 +172,9 @@ def test_the_rule_is_said_where_the_policy_is_shown(monkeypatch):
         monkeypatch.setenv("ILE_SMALL_PASS_ROWS", "0")
         assert "1 thread" not in str(threads.describe_policy())
         assert threads.threads_said(2) == "2 threads"
+        monkeypatch.setenv("ILE_ADAPTIVE_THREADS", "on")
+        assert "larger passes (prompts) on the cores other programs leave free" in str(threads.describe_policy())
+        assert threads.threads_said(2) == "2 threads (larger ones on the cores other programs left free)"
     finally:
         torch.set_num_threads(before)
 
@@ -122,6 +183,7 @@ def test_a_peers_generate_follows_the_same_rule_inside_the_block(tiny_lm, monkey
     """The benchmarks' peer (model.generate) gets the engine's thread rule, so their ratio compares loops."""
     from transformers import GenerationConfig
 
+    monkeypatch.setenv("ILE_ADAPTIVE_THREADS", "off")  # prompt passes on the policy's count, however busy
     monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
     monkeypatch.delenv("ILE_THREAD_POLICY", raising=False)
     before = torch.get_num_threads()
