@@ -17,11 +17,16 @@ import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the 
 os.environ.setdefault("ILE_PREPARE_GEMMA", "0")
 
 
+# CI and this project's machines have no GPU: the fixtures load on the CPU. ILE_TEST_DEVICE=cuda runs the same tests
+# with the shared models on a GPU (scripts/gpu_check.sh, on a lent GPU machine): the CUDA path's invariants.
+TEST_DEVICE = os.environ.get("ILE_TEST_DEVICE", "cpu")
+
+
 @pytest.fixture(scope="session")
 def tiny_lm():
     from engine.core.models import load_model
 
-    return load_model("tiny-random", device="cpu")
+    return load_model("tiny-random", device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +34,7 @@ def embedded_lm():
     """The real SmolLM2-135M-Instruct (converted once per machine into the user cache)."""
     from engine.core.models import load_model
 
-    return load_model("embedded", device="cpu")
+    return load_model("embedded", device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +44,7 @@ def gemma_lm():
 
     if gemma_package() is None:
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
-    return load_model("gemma3-270m", device="cpu")
+    return load_model("gemma3-270m", device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")

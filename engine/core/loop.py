@@ -114,6 +114,13 @@ def crop(cache, n: int) -> bool:
     return True
 
 
+def _on_model(model, t: torch.Tensor) -> torch.Tensor:
+    """``t`` on the model's device: token ids built on the CPU reach a model on a GPU (found on an H100: a caller
+    that built them on the CPU failed with a device mismatch)."""
+    dev = getattr(model, "device", None)
+    return t.to(dev) if isinstance(dev, torch.device) and t.device != dev else t
+
+
 @torch.inference_mode()
 def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.Tensor | None = None,
             position_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -121,14 +128,15 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
     last ``keep`` positions [batch, keep, vocab]. Prefill, a decode step, a speculative verify pass (keep = k+1)
     and a padded batch step (mask, positions) are all this call."""
     check_cancelled()
+    model = _module(lm)
+    ids = _on_model(model, ids)
     kw = {}
     if attention_mask is not None:
-        kw["attention_mask"] = attention_mask
+        kw["attention_mask"] = _on_model(model, attention_mask)
     if position_ids is not None:
-        kw["position_ids"] = position_ids
+        kw["position_ids"] = _on_model(model, position_ids)
     with pass_threads(ids.numel(), ids.device), _door():  # a small pass: one CPU thread (engine/measure/threads.py)
-        return _module(lm)(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep),
-                           **kw).logits
+        return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep), **kw).logits
 
 
 def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
@@ -139,6 +147,7 @@ def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
     chooses inference or grad mode."""
     check_cancelled()
     model = _module(lm)
+    ids = _on_model(model, ids)
     with pass_threads(ids.numel(), ids.device), _door():
         if params is not None:
             return torch.func.functional_call(model, params, (), {"input_ids": ids, "use_cache": False, **kw})
