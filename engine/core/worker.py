@@ -421,13 +421,24 @@ _WORKER: Worker | None = None
 _WORKER_LOCK = threading.Lock()
 
 
+# The GIL's switch interval for a process that runs the engine worker beside other Python threads (Streamlit's
+# script threads drawing pages). The worker gives the GIL back at every torch op and must wait for it again; a
+# thread busy in Python keeps it up to the interval (5 ms by default) each time. Measured (2026-11-26, 2 cores,
+# SmolLM2-135M, the analysis passes of 16 class requests on a worker thread, 1.8 s alone): beside four busy Python
+# threads 97 s at 5 ms, 16 s at 1 ms, 12 s at 0.5 ms. In a 20-session class a batch of 16 analyses had taken 32 s.
+WORKER_SWITCH_INTERVAL_S = 0.0005
+
+
 def get_worker() -> Worker:
-    """The process's one worker, started on first use with its thread count set once."""
+    """The process's one worker, started on first use with its thread count set once (and the process's GIL
+    switch interval at most ``WORKER_SWITCH_INTERVAL_S``)."""
     global _WORKER
     with _WORKER_LOCK:
         if _WORKER is None:
             from engine.measure.timing import configure_worker_threads
 
+            if sys.getswitchinterval() > WORKER_SWITCH_INTERVAL_S:
+                sys.setswitchinterval(WORKER_SWITCH_INTERVAL_S)
             _WORKER = Worker(configure=configure_worker_threads)
         return _WORKER
 

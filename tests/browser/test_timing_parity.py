@@ -11,7 +11,6 @@ and the page must agree with the CLI within 1.3x in one whose two CLI runs agree
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -21,7 +20,7 @@ import urllib.parse
 import pytest
 
 from engine.measure.bench_threads import start_load, stop_load
-from tests.browser.harness import ROOT, assert_no_error, wait_idle
+from tests.browser.harness import ROOT, assert_no_error, thread_cpu, wait_idle
 
 PROMPT = "Explain in two sentences why the sky is blue."
 NEW = 32
@@ -52,22 +51,9 @@ def _page_ms(page, url: str, new: int) -> tuple[float, float]:
     return metric("Time to first token"), metric("Time per output token")
 
 
-def _thread_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds (user + system) of each thread of process ``pid``."""
-    out = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
-
-
 def _cpu_during(app, before: dict[int, float]) -> str:
     """Which of the server's threads used the CPU while the page ran: the worker's, or others beside it."""
-    after = _thread_cpu(app.proc.pid)
+    after = thread_cpu(app.proc.pid)
     worker = set(app.worker_stats().get("native_ids") or ())
     used = sorted(((after[t] - before.get(t, 0.0), t) for t in after), reverse=True)
     busy = [f"{'worker' if t in worker else t} {s:.2f}s" for s, t in used if s >= 0.02]
@@ -99,7 +85,7 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
     try:
         for i in range(5):
             cli_a = _cli_ms(NEW + i)
-            cpu = _thread_cpu(app_server.proc.pid)
+            cpu = thread_cpu(app_server.proc.pid)
             page_ttft, page_tpot = _page_ms(page, app_server.url, NEW + i)
             cpu = _cpu_during(app_server, cpu)
             cli_b = _cli_ms(NEW + i)

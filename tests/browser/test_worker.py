@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from tests.browser.harness import assert_no_error, screenshot, thread_cpu, wait_idle
 
 CLASS_PROMPTS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                  "Say hello in Spanish.", "What animal says moo?", "Name a planet.", "What is the opposite of hot?",
@@ -29,6 +29,12 @@ def _rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds all cores spent busy since boot (not idle, not waiting for disk)."""
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _wait_worker(app, pred, timeout: float) -> dict:
@@ -77,7 +83,12 @@ def _teacher_token(app_server) -> str | None:
     return m.group(1) if m else None
 
 
-def _class(app_server, browser, embedded_lm, n: int) -> float:
+def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = False) -> float:
+    """``n`` sessions, each with its own prompt and 6 new tokens. By default each tab opens with its prompt in the
+    address (20 tabs spawned within a second on the server's own 2 cores). ``ask_after_open``: the students have
+    the page open (the lesson's link, its default prompt) and then all type their own question and press
+    Ctrl+Enter, one after another as fast as Playwright types: requests arrive together, as in a room where the
+    teacher says "now ask it something"."""
     from engine.core.sampling import SamplingSettings
     from engine.core.trace import run_trace
     from ui.frame.html import visible
@@ -99,23 +110,49 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
     teacher.goto(f"{app_server.url}/batching?teacher={token}&model=embedded")
     teacher.get_by_text("Your class, batched").first.wait_for(timeout=300_000)
     ctxs, pages = [], []
-    t0 = time.time()
+    opened = time.time()
     for p in prompts:
         ctx = browser.new_context(viewport={"width": 1366, "height": 768})
         page = ctx.new_page()
         page.set_default_timeout(600_000)
-        q = urllib.parse.urlencode({"prompt": p, "max_new_tokens": 6, "temperature": 0})
-        page.goto(f"{app_server.url}/?{q}", wait_until="commit")
+        q = {"max_new_tokens": 6, "temperature": 0} if ask_after_open else \
+            {"prompt": p, "max_new_tokens": 6, "temperature": 0}
+        page.goto(f"{app_server.url}/?{urllib.parse.urlencode(q)}", wait_until="commit")
         ctxs.append(ctx)
         pages.append(page)
+    if ask_after_open:
+        for page in pages:  # the lesson's page is up in every tab (its default answer is shared: one run)
+            wait_idle(page, timeout=600)
+            assert_no_error(page)
+        for page, p in zip(pages, prompts):  # each student types a question (not sent yet: no Ctrl+Enter)
+            page.get_by_role("textbox", name="Prompt").fill(p)
+        print(f"{n} tabs open, idle and typed into after {time.time() - opened:.1f} s")
+        cpu0, machine0 = thread_cpu(pid), _machine_busy_s()
+        t0 = time.time()
+        for page in pages:  # "now send it": Ctrl+Enter in the box each student typed into
+            page.keyboard.press("Control+Enter")
+        typed = time.time() - t0
+    else:
+        cpu0, machine0 = thread_cpu(pid), _machine_busy_s()
+        t0 = opened
     last = 0.0
-    for page, want in zip(pages, expected):
-        page.wait_for_function("() => document.body.innerText.includes('times in all')", timeout=600_000)
+    for page, p, want in zip(pages, prompts, expected):
+        # this tab's own answer: its prompt's marker and its chosen token on the page, and the page finished
+        page.wait_for_function("([m, w]) => document.body.innerText.includes(m) && "
+                               "document.body.innerText.includes(w) && document.body.innerText.includes('times in all')",
+                               arg=[f"[class {run}]", f"the model chose {want!r}"], timeout=600_000)
         last = max(last, time.time() - t0)
     for page, want in zip(pages, expected):
         wait_idle(page, timeout=300)
         assert_no_error(page)
         assert f"the model chose {want!r}" in page.inner_text("body")
+    cpu1, machine1, t1 = thread_cpu(pid), _machine_busy_s(), time.time()
+    worker_ids = set(app_server.worker_stats().get("native_ids") or ())
+    worker_cpu = sum(cpu1[t] - cpu0.get(t, 0.0) for t in cpu1 if t in worker_ids)
+    server_cpu = sum(cpu1[t] - cpu0.get(t, 0.0) for t in cpu1)
+    cpu_said = (f"CPU from the first request to the last answer seen ({t1 - t0:.0f} s on {os.cpu_count()} cores): "
+                f"machine {machine1 - machine0:.0f} s, server {server_cpu:.0f} s (engine worker {worker_cpu:.0f} s), "
+                f"so browsers and the rest {machine1 - machine0 - server_cpu:.0f} s")
     log = open(app_server.log.name).read()
     ready = server_ready_times(log, t0 - 1)
     assert len(ready) >= n, f"the server's log has {len(ready)} answers for {n} sessions"
@@ -125,7 +162,7 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
     teacher_text = teacher.inner_text("body")
     assert not any(p in teacher_text for p in prompts), "the class view shows no student's prompt"
     assert "Your class, batched" in teacher_text
-    screenshot(teacher, f"class-view-{n}-sessions")
+    screenshot(teacher, f"class-view-{n}-sessions{'-asked-together' if ask_after_open else ''}")
     teacher_ctx.close()
     rss_open = _rss_kib(pid)
     for ctx in ctxs:
@@ -136,12 +173,14 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
     time.sleep(10)
     rss_b = _rss_kib(pid)
     batches = re.findall(r"worker: answer done .* up to (\d+) requests per pass", log)
-    print(f"{n} sessions: last answer visible in a browser after {last:.1f} s; server log: first request "
-          f"{first_submit - t0:.1f} s after the first tab opened, last answer ready {last_ready - first_submit:.1f} s "
-          f"after the first request (ready times, s after it: "
-          f"{', '.join(f'{b - first_submit:.1f}' for _, b in ready)}); largest batch "
-          f"{max(map(int, batches), default=1)}; server RSS {rss0 / 1024:.0f} MiB before, "
-          f"{rss_open / 1024:.0f} MiB open, {rss_a / 1024:.0f} -> {rss_b / 1024:.0f} MiB after closing")
+    how = f"asked together (Ctrl+Enter pressed in {n} tabs within {typed:.1f} s)" if ask_after_open else "each tab opened with its prompt"
+    print(f"{n} sessions, {how}: last answer visible in a browser after {last:.1f} s; server log: first request "
+          f"{first_submit - t0:.1f} s after the first {'Ctrl+Enter' if ask_after_open else 'tab opened'}, last answer "
+          f"ready {last_ready - first_submit:.1f} s after the first request (ready times, s after it: "
+          f"{', '.join(f'{b - first_submit:.1f}' for _, b in ready)}); requests arrived over "
+          f"{max(a for a, _ in ready) - first_submit:.1f} s; largest batch {max(map(int, batches), default=1)}; "
+          f"server RSS {rss0 / 1024:.0f} MiB before, {rss_open / 1024:.0f} MiB open, {rss_a / 1024:.0f} -> "
+          f"{rss_b / 1024:.0f} MiB after closing; {cpu_said}")
     assert rss_b <= rss_a * 1.03, "memory kept growing after every session closed"
     assert log.count("loaded model 'embedded' for the app") == 1, "the model must be loaded once for all sessions"
     return last
@@ -150,3 +189,10 @@ def _class(app_server, browser, embedded_lm, n: int) -> float:
 def test_a_class_of_sessions_each_get_their_own_answer(app_server, browser, embedded_lm):
     n = int(os.environ.get("ILE_CLASS_SESSIONS") or (20 if os.environ.get("ILE_FULL_CLASS_TEST") == "1" else 5))
     _class(app_server, browser, embedded_lm, n)
+
+
+@pytest.mark.skipif(os.environ.get("ILE_FULL_CLASS_TEST") != "1" and not os.environ.get("ILE_CLASS_SESSIONS"),
+                    reason="the class asking together: ILE_FULL_CLASS_TEST=1 (20 sessions) or ILE_CLASS_SESSIONS=N")
+def test_a_class_asks_together_and_is_served_as_one_batch(app_server, browser, embedded_lm):
+    n = int(os.environ.get("ILE_CLASS_SESSIONS") or 20)
+    _class(app_server, browser, embedded_lm, n, ask_after_open=True)
