@@ -22,14 +22,23 @@ _PARTS = (("input_layernorm", "norm (RMSNorm)"), ("self_attn", "attention"),
           ("post_attention_layernorm", "norm (RMSNorm)"), ("mlp", "MLP"))
 
 
+class _Reached(Exception):
+    """The pass reached the block the walk shows (raised by a hook to end the pass there)."""
+
+
+def _stop_here(_module, _inputs, _output):
+    raise _Reached
+
+
 @torch.inference_mode()
 def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = -1, n_preview: int = 6):
     """Values inside block ``layer`` at ``position``: input, norm, attention, add, norm, MLP, add.
 
-    One pass records the residual stream (the switch installed at load: no hook is added for this job), then the
-    block's own modules are applied to its input in the order a Llama-style block runs them. The result must
-    land on the block output the pass recorded, or the walk is refused (None): it only shows what the model
-    really computes. Returns None for architectures without these parts.
+    One pass records the residual stream (the switch installed at load) and stops once block ``layer`` has run (a
+    hook on that block for this pass: the blocks after it would change nothing shown, and block 0 of 30 costs a
+    thirtieth of the pass); then the block's own modules are applied to its input in the order a Llama-style block
+    runs them. The result must land on the block output the pass recorded, or the walk is refused (None): it only
+    shows what the model really computes. Returns None for architectures without these parts.
     """
     model = lm.model
     blk = arch.blocks(model)[layer]
@@ -37,8 +46,17 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
     if rotary is None or not all(hasattr(blk, a) for a, _ in _PARTS):
         return None
     x_ids = torch.tensor([ids], device=lm.device)  # [1, n]
-    with instrument.residual_stream(model) as stream:
-        loop.full_pass(model, x_ids)
+    stop = blk.register_forward_hook(_stop_here)  # after the stream's own hook on this block (registered at load)
+    try:
+        with instrument.residual_stream(model) as stream:
+            try:
+                loop.full_pass(model, x_ids)
+            except _Reached:
+                pass
+    finally:
+        stop.remove()
+    if len(stream) < layer + 2:
+        return None
     x, recorded = stream[layer], stream[layer + 1]  # [1, n, hidden]: the block's input and output
     n = x.shape[1]
     window = lm.info.arch.windows[layer] if lm.info.arch is not None else None

@@ -246,7 +246,7 @@ def test_block_walk_adds_up(embedded_lm):
     np.testing.assert_allclose(hs[4][0, -1, :6].numpy(), add2, atol=2e-3)
 
 
-def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(tiny_lm, monkeypatch):
+def test_block_walk_stops_at_its_block_and_refuses_what_the_model_does_not_compute(tiny_lm, monkeypatch):
     """The walk re-applies the block's own modules to the recorded input and must land on the recorded output;
     when the recorded output differs from what those modules give (here: shifted after the pass), it refuses."""
     from contextlib import contextmanager
@@ -255,8 +255,19 @@ def test_block_walk_needs_no_hook_and_refuses_what_the_model_does_not_compute(ti
     from engine.loop.inspect import block_walk
 
     ids = [1, 2, 3, 4, 5, 6]
+    seen = []
+    hooks = [b.register_forward_hook(lambda m, i, o, n=n: seen.append(n)) for n, b in enumerate(tiny_lm.model.model.layers)]
+    try:
+        walk = block_walk(tiny_lm, ids, layer=0)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert seen == [0], "the pass stops after the block it shows"
+    assert walk is not None and len(walk) == 7
+    hooks_before = sum(len(b._forward_hooks) for b in tiny_lm.model.model.layers)
     walk = block_walk(tiny_lm, ids, layer=1)
     assert walk is not None and len(walk) == 7
+    assert sum(len(b._forward_hooks) for b in tiny_lm.model.model.layers) == hooks_before, "its stop hook is gone"
     real = instrument.residual_stream
 
     @contextmanager
