@@ -45,7 +45,20 @@ def batch_note(trace) -> str:
     return (f" Measured in a batch of up to {trace.largest_batch}: other people on this server asked at the same "
             "time, and the engine served your request together with theirs (continuous batching, see the Batching "
             "page). Each bar is one pass that made a token for every request in it, so it is not the time of a "
-            "step alone; the Timeline page measures steps alone.")
+            "step alone; the Timeline page measures steps alone." + _rounding_note(trace.info))
+
+
+def _rounding_note(info) -> str:
+    """Batched answers equal solo ones in float32 (tested); in a half precision a batched pass sums in another order
+    and rounds differently, and int8's dynamic activation scale spans the batch, so a near tie can go the other way
+    (seen on a GPU in bfloat16: some of 20 batched answers of a random-weight model were not the solo ones)."""
+    kind = getattr(info, "precision", "") or getattr(info, "dtype", "")
+    if kind in ("", "float32"):
+        return ""
+    how = "rounds, and scales its int8 activations," if kind == "int8" else "rounds its sums"
+    return (f" In {kind} a pass over a batch {how} over the other requests' rows too, so it does not compute exactly "
+            "what a pass alone computes: where two tokens were nearly tied, your answer can differ from the one you "
+            "would get alone.")
 
 
 def numbers(trace) -> dict:
