@@ -54,9 +54,15 @@ def group(lm: LoadedModel) -> tuple | None:
     """Requests batch together only on the same loaded model object: same weights, same precision. A model with
     sliding-window layers runs each request alone (None): a left-padded batch whose rows joined at different
     times changed a tiny Mistral's greedy tokens against its solo run (tests/engine/test_architectures.py), and
-    an answer that differs from running alone is worse than a slower one."""
+    an answer that differs from running alone is worse than a slower one. int8 runs alone too (its activation
+    scale spans the batch's rows). Half precisions batch: their batched sums round differently, which can tip a
+    near tie (the answer's note says so; ui/loop/details.py)."""
     facts = getattr(lm.info, "arch", None)
     if facts is not None and facts.has_windows:
+        return None
+    if getattr(lm.info, "precision", "") == "int8":
+        # int8 quantizes each pass's activations with one scale over all its rows: another request's row moves
+        # yours (a batch of 7 on the tiny model: 1 answer of 7 differed from its solo run). Alone, as above.
         return None
     return ("trace", lm.name, id(lm))
 

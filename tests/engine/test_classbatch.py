@@ -288,3 +288,20 @@ def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thr
     assert r["same_answers"] and [x["batching"] for x in r["runs"]] == [False, True]
     assert r["runs"][1]["largest_batch"] == 5 and r["runs"][0]["largest_batch"] == 1
     assert r["throughput_ratio_batched_vs_serial"] > 0 and "batched / serial" in classroom.summary(r)
+
+
+def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_thread):
+    """int8 quantizes a pass's activations with one scale over all its rows, so another request's row moves yours:
+    forced into a batch, an int8 answer differed from its solo run; the worker therefore serves int8 alone."""
+    from engine.core.precision import to_precision
+
+    q = to_precision(tiny_lm, "int8")
+    assert group(q) is None and group(tiny_lm) is not None
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    forced = ("forced", id(q))  # what batching int8 would do
+    jobs = [w.submit(batched_trace, q, p, GREEDY, 12, 0, False, analyse=False, session=f"s{i}",
+                     key=("int8", p), batch=forced) for i, p in enumerate(PROMPTS)]
+    release.set()
+    differ = sum(j.result(60).generated_ids != _solo(q, p, 12).generated_ids for p, j in zip(PROMPTS, jobs))
+    assert differ >= 1, "the reason int8 runs alone: a batch changes at least one answer"

@@ -50,15 +50,14 @@ def batch_note(trace) -> str:
 
 def _rounding_note(info) -> str:
     """Batched answers equal solo ones in float32 (tested); in a half precision a batched pass sums in another order
-    and rounds differently, and int8's dynamic activation scale spans the batch, so a near tie can go the other way
-    (seen on a GPU in bfloat16: some of 20 batched answers of a random-weight model were not the solo ones)."""
+    and rounds differently, so a near tie can go the other way (seen on a GPU in bfloat16: some of 20 batched
+    answers of a random-weight model were not the solo ones). int8 never batches (engine.core.classbatch.group)."""
     kind = getattr(info, "precision", "") or getattr(info, "dtype", "")
     if kind in ("", "float32"):
         return ""
-    how = "rounds, and scales its int8 activations," if kind == "int8" else "rounds its sums"
-    return (f" In {kind} a pass over a batch {how} over the other requests' rows too, so it does not compute exactly "
-            "what a pass alone computes: where two tokens were nearly tied, your answer can differ from the one you "
-            "would get alone.")
+    return (f" In {kind} a pass over a batch rounds its sums in another order than a pass alone, so it does not "
+            "compute exactly what a pass alone computes: where two tokens were nearly tied, your answer can differ "
+            "from the one you would get alone.")
 
 
 def numbers(trace) -> dict:
