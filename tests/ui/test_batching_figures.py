@@ -55,6 +55,12 @@ def test_occupancy_counts_rows(runs):
         assert sum(pre.y) == len(res.requests)
 
 
+def test_occupancy_ticks_stay_readable_for_a_class(runs):
+    """A class's batch of 20 drew 21 row labels in 300 px: one per row only up to 8 rows, then every 2nd or 5th."""
+    _, results = runs
+    assert [occupancy_chart(results[0], m).layout.yaxis.dtick for m in (3, 8, 12, 20, 32)] == [1, 1, 2, 5, 5]
+
+
 def test_kv_and_latency_charts(runs):
     _, results = runs
     fig = _titled(kv_over_time(results))
