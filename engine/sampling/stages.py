@@ -19,20 +19,10 @@ from engine.core.sampling import (
 from engine.measure.threads import at_most_threads
 
 MAX_DRAWS = 100_000
-
-
-def _one_thread(fn):
-    """Run on one thread: splitting a 49k-element op across threads saves nothing, and on a busy CPU the hand-offs
-    made these functions 20x slower (measured: 860 ms vs 44 ms). They run as jobs on the engine worker (the UI
-    calls them through ui.frame.work), whose thread count is restored when they end."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
-        with at_most_threads(1):
-            return fn(*args, **kwargs)
-    return wrapped
 CURVE_POINTS = 200  # the cumulative curve keeps this many of the most likely tokens
+# The functions below run on one thread (``@at_most_threads(1)``, a context manager used as a decorator: the count is
+# set for each call and restored after it): splitting a 49k-element op across threads saves nothing, and on a busy
+# CPU the hand-offs made them 20x slower (measured: 860 ms vs 44 ms). They run as jobs on the engine worker.
 
 
 @dataclass(frozen=True)
@@ -64,7 +54,7 @@ class Stages:
         return self.settings.greedy
 
 
-@_one_thread
+@at_most_threads(1)
 @torch.inference_mode()
 def stages(logits, settings: SamplingSettings, show: int = 15, curve_points: int = CURVE_POINTS) -> Stages:
     """Follow one position's logits [vocab] through temperature, top-k, top-p, min-p and softmax."""
@@ -96,7 +86,7 @@ def stages(logits, settings: SamplingSettings, show: int = 15, curve_points: int
     )
 
 
-@_one_thread
+@at_most_threads(1)
 def draw_at(logits, settings: SamplingSettings, seed: int, step: int = 0) -> int:
     """The token the loop draws at ``step`` (0 = first token after the prompt) from these logits.
 
@@ -131,7 +121,7 @@ class Draws:
     probs: np.ndarray  # [u] their probability under the sampling distribution
 
 
-@_one_thread
+@at_most_threads(1)
 @torch.inference_mode()
 def draw_counts(logits, settings: SamplingSettings, n: int, seed: int) -> Draws:
     """Draw n tokens at once (vectorised ``torch.multinomial`` with replacement, seeded) and count them."""
