@@ -10,7 +10,11 @@ pass (after a short grace in which a rerun with the same inputs re-attaches to i
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import sys
 from typing import Any, Callable
+
+import numpy as np
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
@@ -23,9 +27,17 @@ relay = worker.relay
 
 
 def _plain(v: Any) -> Any:
-    """A value for a job's key: models by name, callbacks by their tag, the rest by value (or repr)."""
+    """A value for a job's key: models by name, arrays and tensors by a hash of their bytes (numpy's repr of a
+    49k-value array is a few numbers and "...": two different logits vectors had one key), callbacks by their tag,
+    the rest by value (or repr)."""
     if isinstance(v, LoadedModel):
         return ("model", v.name)
+    torch = sys.modules.get("torch")  # a tensor can only be here if torch is loaded: never import it for this
+    if torch is not None and isinstance(v, torch.Tensor):
+        t = v.detach().cpu().contiguous()
+        return ("tensor", str(t.dtype), tuple(t.shape), hashlib.sha1(t.reshape(-1).view(torch.uint8).numpy()).hexdigest())
+    if isinstance(v, np.ndarray):
+        return ("array", v.dtype.str, v.shape, hashlib.sha1(np.ascontiguousarray(v)).hexdigest())
     if isinstance(v, (str, int, float, bool, type(None), bytes)):
         return v
     if isinstance(v, (tuple, list)):

@@ -147,22 +147,12 @@ def histogram_rows(sg, draws, limit: int = 15) -> tuple[list[int], list[float], 
     return ids, [probs.get(i, 0.0) for i in ids], [counts.get(i, 0) for i in ids]
 
 
-def _logits_key(logits) -> str:
-    """The job key of a logits vector: its bytes hashed (a repr would cut a 49k-value array to a few numbers)."""
-    import hashlib
-
-    import numpy as np
-
-    return hashlib.sha1(np.ascontiguousarray(logits).tobytes()).hexdigest()
-
-
 def stages_of(logits, settings: SamplingSettings, seed: int, step: int, show: int) -> tuple[Stages, int]:
     """The sampling path of one position's logits and the loop's draw at ``step``: a few milliseconds of vector
     work, run on the engine worker like all torch work (no forward pass)."""
-    return work.run(stages_and_draw, logits, settings, seed, step, show,
-                    key=("stages", _logits_key(logits), settings, seed, step, show))
+    return work.run(stages_and_draw, logits, settings, seed, step, show)  # keyed on the logits' bytes (work._plain)
 
 
 def draws_of(logits, settings: SamplingSettings, n: int, seed: int) -> Draws:
     """``n`` seeded draws from one position's distribution, counted, on the engine worker."""
-    return work.run(draw_counts, logits, settings, n, seed, key=("draws", _logits_key(logits), settings, n, seed))
+    return work.run(draw_counts, logits, settings, n, seed)

@@ -1,0 +1,27 @@
+"""A worker job's key tells two logits vectors apart: numpy's repr of a 49k-value array is a few numbers and "...",
+so keys built from it gave two different positions of the sampling page one key (one job's result for both)."""
+import numpy as np
+import torch
+
+from ui.frame.work import job_key
+
+
+def _stages(logits, seed):
+    return logits, seed
+
+
+def test_arrays_that_differ_only_inside_the_repr_ellipsis_get_different_keys():
+    a = np.zeros(49_152, np.float32)
+    b = a.copy()
+    b[20_000] = 1.0
+    assert repr(a) == repr(b)  # what a repr-based key saw
+    assert job_key(_stages, (a, 0), {}) != job_key(_stages, (b, 0), {})
+    assert job_key(_stages, (a, 0), {}) == job_key(_stages, (a.copy(), 0), {})  # equal bytes: the same job
+
+
+def test_tensors_are_keyed_by_their_bytes_dtype_and_shape():
+    t = torch.zeros(6, dtype=torch.bfloat16)
+    assert job_key(_stages, (t, 0), {}) == job_key(_stages, (t.clone(), 0), {})
+    assert job_key(_stages, (t, 0), {}) != job_key(_stages, (t + 1, 0), {})
+    assert job_key(_stages, (t, 0), {}) != job_key(_stages, (t.reshape(2, 3), 0), {})
+    assert job_key(_stages, (t, 0), {}) != job_key(_stages, (t.float(), 0), {})
