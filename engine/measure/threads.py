@@ -134,8 +134,9 @@ def adaptive() -> bool:
 
 class _OtherLoad:
     """How many cores' worth of CPU time other processes used lately: the kernel's busy time of all CPUs minus
-    this process's own, over the last ``FREE_CORES_WINDOW_S`` or so. Sampled at most every half window, on the
-    caller's thread (two small file reads), so it costs nothing between passes. None where /proc cannot be read."""
+    this process's own, over the last ``FREE_CORES_WINDOW_S`` or so. Each reading is two small file reads; a sample
+    is kept at most every half window, by ``watch``'s thread and by each prompt pass. None where /proc cannot be
+    read."""
 
     def __init__(self):
         import threading
@@ -143,6 +144,7 @@ class _OtherLoad:
         self._lock = threading.Lock()
         self._samples: list[tuple[float, float, float]] = []  # (monotonic s, all CPUs' busy s, this process's s)
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._watching = False
 
     def _sample(self) -> tuple[float, float, float] | None:
         import time
@@ -176,7 +178,6 @@ class _OtherLoad:
             return None  # no history yet: the first large pass of a process keeps the policy's count
         return max(0.0, ((now[1] - busy0) - (now[2] - own0)) / (now[0] - t0))
 
-
     def watch(self) -> None:
         """Sample every half window on a daemon thread (once per process), so the first prompt pass after a quiet
         spell reads the last second, not the average since the previous pass."""
@@ -184,7 +185,7 @@ class _OtherLoad:
         import time
 
         with self._lock:
-            if getattr(self, "_watching", False):
+            if self._watching:
                 return
             self._watching = True
 
