@@ -157,7 +157,7 @@ def _live() -> None:
         fig = occupancy_chart(res, max(peak, 2))
         fig.layout.shapes, fig.layout.annotations = (), ()  # its line marks the experiment's max batch: not ours
         fig.add_hline(y=peak, line_dash="dot", line_color="#64748b", annotation_text=f"largest batch {peak}",
-                      annotation_position="bottom left")  # below the line: above it the legend sits
+                      annotation_position="top left")  # above the line (no bar goes higher), left of the legend
         chart(fig, "measured",
               "Rows (requests) in each forward pass the engine ran for your class; bar width = the pass's duration. "
               f"Time 0 is the oldest request shown; this server batches up to {w.max_batch} requests.",

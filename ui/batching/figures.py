@@ -107,7 +107,7 @@ def occupancy_chart(result, max_batch: int, x_max: float | None = None) -> go.Fi
     fig.update_layout(barmode="stack", bargap=0)
     fig.update_xaxes(type="linear")
     fig.add_hline(y=max_batch, line_dash="dot", line_color="#64748b", annotation_text=f"max batch {max_batch}",
-                  annotation_position="bottom left")
+                  annotation_position="top left")
     # one tick per row up to 8 rows; beyond that every 2nd or 5th (21 labels in 300 px overlapped on a projector)
     fig.update_yaxes(range=[0, max_batch + 0.8], dtick=1 if max_batch <= 8 else 2 if max_batch <= 16 else 5)
     if x_max:
