@@ -5,7 +5,8 @@ the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with
 same model object (so the same precision): continuous batching, as the batching page teaches it.
 
 - Requests join between decode steps: joiners' prompts are prefilled together (left-padded, in chunks of at most
-  ``PREFILL_CHUNK_TOKENS`` padded positions per pass) and merged into the running batch's KV cache; a request
+  ``PREFILL_CHUNK_TOKENS`` padded positions per pass) and merged into the running batch's KV cache, and the rows
+  already there still take their decode step in the same round (a stream of arrivals never stalls them); a request
   leaves when it picks end-of-sequence or reaches its token count, and its row is dropped from the cache.
 - The batch mechanics (left padding, attention mask, per-row positions, merging and dropping rows) are the
   batching experiment's own (engine/batching/experiment.py): one implementation for the lesson and the class.
@@ -165,19 +166,27 @@ def serve_batch(w, first) -> None:
             except Exception as exc:  # an unusable prompt fails its own request only
                 w.complete(job, "failed", error=exc)
         joiners = []
-        if new:
-            for chunk in _chunks(new):
-                _prefill(w, lm, batch, chunk, stops, dev)
-        elif batch.slots:
-            _decode(w, lm, batch, stops, dev)
-        else:
+        if not new and not batch.slots:
             return
-        done = [i for i, r in enumerate(batch.slots) if r.reason is not None]
-        if done:
-            rows = [batch.slots[i] for i in done]
-            batch.keep([i for i in range(len(batch.slots)) if i not in done])
-            for chunk in _chunks(rows, ANALYSIS_CHUNK_TOKENS):
-                _finish(w, lm, chunk)
+        # the rows already decoding take their next step in every round, joiners or not: requests arriving one
+        # after another (a class pressing Enter over ten seconds) used to make every round a prefill, and the
+        # first request's answer waited for the last one's arrival
+        for chunk in _chunks(new):
+            _prefill(w, lm, batch, chunk, stops, dev)
+        _leave_done(w, lm, batch)
+        if batch.slots:
+            _decode(w, lm, batch, stops, dev)
+            _leave_done(w, lm, batch)
+
+
+def _leave_done(w, lm, batch: _Batch) -> None:
+    """Rows that have their last token leave the batch and get their Trace."""
+    done = [i for i, r in enumerate(batch.slots) if r.reason is not None]
+    if done:
+        rows = [batch.slots[i] for i in done]
+        batch.keep([i for i in range(len(batch.slots)) if i not in done])
+        for chunk in _chunks(rows, ANALYSIS_CHUNK_TOKENS):
+            _finish(w, lm, chunk)
 
 
 def _cancelled(job):

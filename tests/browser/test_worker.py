@@ -78,6 +78,23 @@ def server_ready_times(log_text: str, since: float) -> list[tuple[float, float]]
     return sorted((float(a), float(b)) for a, b in READY.findall(log_text) if float(a) >= since)
 
 
+JOB = re.compile(r"worker: (\S+) done session=\S+ submitted_at=([\d.]+) ready_at=([\d.]+) \(waited [\d.]+ s, "
+                 r"ran ([\d.]+) s")
+
+
+def jobs_by_kind(log_text: str, since: float) -> str:
+    """Every job the worker finished after ``since``, by kind: how many, their run time in all, and when the last
+    was ready (s after ``since``): where a class's time went, from the server's own log."""
+    kinds: dict[str, list[float]] = {}
+    for kind, sub, ready, ran in JOB.findall(log_text):
+        if float(sub) >= since:
+            k = kinds.setdefault(kind, [0, 0.0, 0.0])
+            k[0] += 1
+            k[1] += float(ran)
+            k[2] = max(k[2], float(ready) - since)
+    return "; ".join(f"{kind} x{n}, ran {ran:.1f} s, last ready {last:.1f} s" for kind, (n, ran, last) in kinds.items())
+
+
 def _teacher_token(app_server) -> str | None:
     m = re.search(r"/batching\?teacher=([\w-]+)", open(app_server.log.name).read())
     return m.group(1) if m else None
@@ -180,7 +197,8 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
           f"{', '.join(f'{b - first_submit:.1f}' for _, b in ready)}); requests arrived over "
           f"{max(a for a, _ in ready) - first_submit:.1f} s; largest batch {max(map(int, batches), default=1)}; "
           f"server RSS {rss0 / 1024:.0f} MiB before, {rss_open / 1024:.0f} MiB open, {rss_a / 1024:.0f} -> "
-          f"{rss_b / 1024:.0f} MiB after closing; {cpu_said}")
+          f"{rss_b / 1024:.0f} MiB after closing; {cpu_said}; worker jobs after the first request: "
+          f"{jobs_by_kind(log, first_submit)}")
     assert rss_b <= rss_a * 1.03, "memory kept growing after every session closed"
     assert log.count("loaded model 'embedded' for the app") == 1, "the model must be loaded once for all sessions"
     return last

@@ -107,6 +107,31 @@ def test_a_request_joins_mid_batch(tiny_lm, one_thread, monkeypatch):
     assert t_first.steps[0].batch_size == 1 and t_first.largest_batch == 2
 
 
+def test_a_stream_of_arrivals_does_not_stall_the_rows_decoding(tiny_lm, one_thread):
+    """A class presses Enter over ten seconds: a new request arrives before every round. The rows already in the
+    batch still take a decode step each round, so the first request is answered after its own few steps, not
+    after the last arrival (every round used to be a prefill while anyone was joining)."""
+    w = Worker()
+    real_admit, arrivals = w.admit, []
+
+    def admit(batch, room):  # one more student presses Enter just before each round
+        if len(arrivals) < 12:
+            arrivals.append(_submit(w, tiny_lm, PROMPTS[len(arrivals) % len(PROMPTS)] + f" {len(arrivals)}", 3,
+                                    session=f"late{len(arrivals)}"))
+        return real_admit(batch, room)
+
+    w.admit = admit
+    first = _submit(w, tiny_lm, PROMPTS[0], 3, session="first")
+    t = first.result(60)
+    for j in arrivals:
+        j.result(60)
+    assert len(arrivals) == 12
+    assert first.finished_at < arrivals[-1].submitted_at, "the first answer waited for the last arrival"
+    assert t.generated_ids == _solo(tiny_lm, PROMPTS[0], 3).generated_ids
+    for i, j in enumerate(arrivals):
+        assert j.result(0).generated_ids == _solo(tiny_lm, PROMPTS[i % len(PROMPTS)] + f" {i}", 3).generated_ids
+
+
 def _slow_steps(monkeypatch, seconds=0.01):
     """The tiny model decodes 200 tokens in a blink: slow each batch step so a test can act mid-batch."""
     real = classbatch._decode

@@ -27,3 +27,37 @@ def test_worker_place_follows_the_fair_order():
     release.set()
     a2.result(10), b1.result(10)
     assert b1.finished_at < a2.finished_at
+
+
+def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkeypatch):
+    """Each poll (every 50 ms) used to send the same line again: 20 waiting tabs were each sent 20 updates a
+    second to draw. The line changes once a second (its seconds) or when the place changes."""
+    import threading
+    import types
+
+    from engine.core.worker import Worker
+    from ui.frame import work
+
+    drawn = []
+
+    class Slot:
+        def caption(self, text):
+            drawn.append(text)
+
+        def empty(self):
+            drawn.append(None)
+
+    ctx = types.SimpleNamespace(session_id="b", yield_check=lambda: None)
+    monkeypatch.setattr(work, "get_script_run_ctx", lambda suppress_warning=True: ctx)
+    monkeypatch.setattr(work.st, "empty", Slot)
+    monkeypatch.setattr(work, "_unrecorded", lambda: __import__("contextlib").nullcontext(True))
+    w = Worker(batching=False)
+    started, release = threading.Event(), threading.Event()
+    w.submit(lambda: (started.set(), release.wait(10)), session="a", key="long")
+    started.wait(10)
+    threading.Timer(2.3, release.set).start()
+    assert work.run(lambda: 42, key="short", on=w) == 42  # waits about 2.3 s: about 46 polls
+    lines = [d for d in drawn if d is not None]
+    assert 2 <= len(lines) <= 4, lines  # "(0 s so far)" / "1 s" / "2 s": one draw per new second
+    assert len(set(lines)) == len(lines), "the same line was sent twice"
+    assert drawn[-1] is None or "waited" in drawn[-1]  # the line goes (or says it waited) once the job ran

@@ -112,6 +112,8 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
     pool = on or worker.get_worker()
     job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch, **kwargs)
     slot = None
+    said = None  # the queue line last drawn: redrawn only when its words change (once a second at most), not
+    # every poll, so that 20 waiting tabs are not sent 20 updates a second each to draw
 
     def drain():
         for tag, ev_args in job.events():
@@ -119,18 +121,23 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
                 events[tag](*ev_args)
 
     def show_place():
-        nonlocal slot
+        nonlocal slot, said
         if ctx is None or job.started_at is not None or job.waited_s < SHOW_QUEUE_AFTER_S:
-            if slot is not None and job.started_at is not None:
+            if slot is not None and job.started_at is not None and said is not None:
                 with _unrecorded():
                     slot.empty()
+                said = None
+            return
+        line = queue_message(pool.place(job), job.waited_s)
+        if line == said:
             return
         with _unrecorded() as ok:
             if not ok:
                 return
             if slot is None:
                 slot = st.empty()
-            slot.caption(queue_message(pool.place(job), job.waited_s))
+            slot.caption(line)
+            said = line
 
     try:
         while not job.wait(POLL_S):
