@@ -264,7 +264,15 @@ def analysis_group(lm: LoadedModel) -> tuple:
 
 def serve_analyses(w, first) -> None:
     """Analysis passes waiting together run as right-padded passes (engine.core.trace.analyse_prompts), in chunks."""
+    _serve_prompt_passes(w, first, "analysis", analyse_prompts)
+
+
+def _serve_prompt_passes(w, first, kind: str, many) -> None:
+    """Run ``first`` and every job of its group already waiting as passes over several prompts, in chunks of at
+    most ANALYSIS_CHUNK_TOKENS padded positions: ``many(lm, prompts)`` returns one result per prompt; the jobs'
+    other arguments are the group's own (the same for every job in it). Jobs that arrive meanwhile run next."""
     pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
+    lm = first.args[0] if first.args else first.kwargs["lm"]
     while pending:
         live = []
         for job in pending:
@@ -272,20 +280,17 @@ def serve_analyses(w, first) -> None:
                 w.complete(job, "cancelled", error=_cancelled(job))
             else:
                 live.append(job)
-        lm = first.args[0] if first.args else first.kwargs["lm"]
-        items = []
-        for job in live:
-            ids = job.args[1] if len(job.args) > 1 else job.kwargs["ids"]
-            items.append((job, tuple(int(i) for i in ids)))
-        for chunk in _chunks([_Ids(j, ids) for j, ids in items], ANALYSIS_CHUNK_TOKENS):
+        items = [_Ids(job, tuple(int(i) for i in (job.args[1] if len(job.args) > 1 else job.kwargs["ids"])))
+                 for job in live]
+        for chunk in _chunks(items, ANALYSIS_CHUNK_TOKENS):
             start = time.monotonic()
             try:
-                found = analyse_prompts(lm, [list(c.ids) for c in chunk])
+                found = many(lm, [list(c.ids) for c in chunk])
             except Exception as exc:
                 for c in chunk:
                     w.complete(c.job, "failed", error=exc)
                 continue
-            w.note_step("analysis", start, time.monotonic(), len(chunk))
+            w.note_step(kind, start, time.monotonic(), len(chunk))
             for c, a in zip(chunk, found):
                 c.job.rows = max(c.job.rows, len(chunk))
                 w.complete(c.job, "done", result=a)
@@ -300,3 +305,34 @@ class _Ids:
 
 
 batched_analysis.batched = serve_analyses
+
+
+def batched_block_walk(lm: LoadedModel, ids: list[int], layer: int = 0):
+    """The values inside block ``layer`` for one prompt's last token. Alone this is ``block_walk``; submitted with
+    ``batch=block_walk_group(lm, layer)``, every queued walk of that model and block runs in one pass
+    (engine.loop.inspect.block_walks: a class opening the home page together asks for block 0 twenty times)."""
+    from engine.loop.inspect import block_walk
+
+    return block_walk(lm, list(ids), layer)
+
+
+batched_block_walk.kind = "block_walk"
+
+
+def block_walk_group(lm: LoadedModel, layer: int) -> tuple:
+    return ("block_walk", lm.name, id(lm), int(layer))
+
+
+def serve_block_walks(w, first) -> None:
+    from engine.loop.inspect import block_walks
+
+    a = inspect.signature(batched_block_walk).bind(*first.args, **first.kwargs)
+    a.apply_defaults()
+    layer = int(a.arguments["layer"])  # the same for the whole group (block_walk_group)
+    _serve_prompt_passes(w, first, "block walk", lambda lm, prompts: block_walks(lm, prompts, layer))
+
+
+batched_block_walk.batched = serve_block_walks
+
+# the kinds of job the worker serves in batches (the class view lists every other kind as run alone)
+BATCHED_KINDS = (batched_trace.kind, batched_analysis.kind, batched_block_walk.kind)

@@ -40,12 +40,26 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
     runs them. The result must land on the block output the pass recorded, or the walk is refused (None): it only
     shows what the model really computes. Returns None for architectures without these parts.
     """
+    return block_walks(lm, [ids], layer, position, n_preview)[0]
+
+
+@torch.inference_mode()
+def block_walks(lm: LoadedModel, prompts: list[list[int]], layer: int = 0, position: int = -1,
+                n_preview: int = 6) -> list[list[BlockStage] | None]:
+    """``block_walk`` for several prompts in one pass (a class whose pages all show block 0 at once).
+
+    Rows are RIGHT-padded and both the pass and the replay are plainly causal (inside a layer's window, if it has
+    one): a real position never sees the padding after it, so each row's real positions compute what its prompt
+    alone computes; ``position`` counts within each row's own prompt, and each row is checked on its own."""
     model = lm.model
     blk = arch.blocks(model)[layer]
     rotary = getattr(arch.body(model), "rotary_emb", None)
     if rotary is None or not all(hasattr(blk, a) for a, _ in _PARTS):
-        return None
-    x_ids = torch.tensor([ids], device=lm.device)  # [1, n]
+        return [None] * len(prompts)
+    lengths = [len(p) for p in prompts]
+    n = max(lengths)
+    pad = getattr(lm.tokenizer, "pad_token_id", None) or 0
+    x_ids = torch.tensor([list(p) + [pad] * (n - len(p)) for p in prompts], device=lm.device)  # [B, n]
     stop = blk.register_forward_hook(_stop_here)  # after the stream's own hook on this block (registered at load)
     try:
         with instrument.residual_stream(model) as stream:
@@ -56,9 +70,8 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
     finally:
         stop.remove()
     if len(stream) < layer + 2:
-        return None
-    x, recorded = stream[layer], stream[layer + 1]  # [1, n, hidden]: the block's input and output
-    n = x.shape[1]
+        return [None] * len(prompts)
+    x, recorded = stream[layer], stream[layer + 1]  # [B, n, hidden]: the block's input and output
     window = lm.info.arch.windows[layer] if lm.info.arch is not None else None
     allowed = archfacts.window_mask(n, window).to(x.device)  # causal, and inside the layer's window if it has one
     causal = torch.zeros(n, n, device=x.device, dtype=x.dtype).masked_fill(~allowed, float("-inf"))[None, None]
@@ -72,15 +85,21 @@ def block_walk(lm: LoadedModel, ids: list[int], layer: int = 0, position: int = 
     seen["post_attention_layernorm"] = blk.post_attention_layernorm(after_attn)
     seen["mlp"] = arch.block_output(blk.mlp(seen["post_attention_layernorm"]))  # an MoE MLP also returns its router
     seen["output"] = after_attn + seen["mlp"]
-    scale = float(recorded.float().abs().max()) or 1.0
     tol = 1e-3 if x.dtype == torch.float32 else 3e-2  # half precisions round the same sums differently
-    if not torch.allclose(seen["output"].float(), recorded.float(), atol=tol * scale, rtol=0):
-        return None  # this block is not the pre-norm Llama block the walk assumes
-    x = seen["input"][0].float()  # [tokens, hidden]
-    after_attn = x + seen["self_attn"][0].float()
-    order = [("input (residual stream)", x), ("norm (RMSNorm)", seen["input_layernorm"][0]),
-             ("attention", seen["self_attn"][0]), ("add (residual)", after_attn),
-             ("norm (RMSNorm)", seen["post_attention_layernorm"][0]), ("MLP", seen["mlp"][0]),
-             ("add (residual)", seen["output"][0])]
-    return [BlockStage(name, tuple(t.shape), float(t[position].float().norm()),
-                       tuple(np.round(t[position, :n_preview].float().cpu().numpy(), 4).tolist())) for name, t in order]
+    out: list[list[BlockStage] | None] = []
+    for i, m in enumerate(lengths):
+        real = recorded[i, :m].float()
+        scale = float(real.abs().max()) or 1.0
+        if not torch.allclose(seen["output"][i, :m].float(), real, atol=tol * scale, rtol=0):
+            out.append(None)  # this block is not the pre-norm Llama block the walk assumes
+            continue
+        p = position if position >= 0 else m + position  # within this row's own prompt
+        inp = seen["input"][i, p].float()
+        added = inp + seen["self_attn"][i, p].float()
+        order = [("input (residual stream)", inp), ("norm (RMSNorm)", seen["input_layernorm"][i, p]),
+                 ("attention", seen["self_attn"][i, p]), ("add (residual)", added),
+                 ("norm (RMSNorm)", seen["post_attention_layernorm"][i, p]), ("MLP", seen["mlp"][i, p]),
+                 ("add (residual)", seen["output"][i, p])]
+        out.append([BlockStage(name, (m, int(x.shape[-1])), float(t.float().norm()),
+                               tuple(np.round(t[:n_preview].float().cpu().numpy(), 4).tolist())) for name, t in order])
+    return out

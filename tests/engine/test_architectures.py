@@ -144,6 +144,14 @@ def test_block_walk_lands_on_the_block_output_or_refuses(case):
         if walk is None:
             continue  # the page says in one line that this block is not the pre-norm layout the walk shows
         assert walk[0].name.startswith("input") and walk[-1].name.startswith("add")
+    # a class's walks of one block run as one right-padded pass: each prompt's walk is its solo walk
+    short = ids[: max(1, len(ids) // 2)]
+    for layer in range(lm.info.n_layers):
+        together = I.block_walks(lm, [short, ids], layer)
+        for got, solo in zip(together, (I.block_walk(lm, short, layer), I.block_walk(lm, ids, layer))):
+            assert (got is None) == (solo is None), layer
+            for g, o in zip(got or (), solo or ()):
+                assert np.allclose(g.preview, o.preview, atol=1e-3), (layer, g.name)
 
 
 def test_positions_rope_or_learned_or_refused(case):

@@ -304,6 +304,33 @@ def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
         assert (a.top_ids[:, :3] == solo.top_ids[:, :3]).all()
 
 
+def test_block_walks_waiting_together_run_as_one_and_equal_solo_walks(tiny_lm, one_thread):
+    """A class opening the home page asks for block 0's walk once per session: the walks waiting together run
+    as one right-padded pass (per block: a walk of another block waits for its own pass), and each prompt's rows
+    are the ones its solo walk shows."""
+    from engine.core.classbatch import batched_block_walk, block_walk_group
+    from engine.loop.inspect import block_walk
+
+    w = Worker()
+    b, release = _queue_behind_blocker(w)
+    prompts = [list(range(5, 5 + n)) for n in (3, 11, 7, 1)]
+    jobs = [w.submit(batched_block_walk, tiny_lm, ids, 0, session=f"s{i}", batch=block_walk_group(tiny_lm, 0))
+            for i, ids in enumerate(prompts)]
+    other = w.submit(batched_block_walk, tiny_lm, prompts[1], 1, session="s9", batch=block_walk_group(tiny_lm, 1))
+    release.set()
+    walks, other_walk = [j.result(60) for j in jobs], other.result(60)  # all done before any solo pass: the
+    # residual-stream switch is the model's own, and the app runs every pass on the worker, never two at once
+    for ids, j, got in zip(prompts, jobs, walks):
+        solo = block_walk(tiny_lm, ids, 0)
+        assert j.rows == len(prompts), "the four waiting walks of block 0 ran in one pass"
+        assert got is not None and [s.name for s in got] == [s.name for s in solo]
+        assert [s.shape for s in got] == [s.shape for s in solo] == [(len(ids), tiny_lm.info.hidden_size)] * 7
+        for g, o in zip(got, solo):
+            assert np.allclose(g.preview, o.preview, atol=2e-4) and abs(g.norm - o.norm) <= 1e-4 * max(1.0, o.norm)
+    assert other.rows == 1 and other_walk is not None, "a walk of another block ran in its own pass"
+    assert [s.preview for s in other_walk] == [s.preview for s in block_walk(tiny_lm, prompts[1], 1)]
+
+
 def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thread):
     from types import SimpleNamespace
 

@@ -21,6 +21,7 @@ import numpy as np
 import streamlit as st
 
 from engine.core import worker
+from engine.core.classbatch import BATCHED_KINDS
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
 ENV_TOKEN = "ILE_TEACHER_TOKEN"
@@ -140,7 +141,7 @@ def _live() -> None:
     c[3].metric("Batch size now", len(snap["running"]) if kinds == {"answer"} else (1 if snap["running"] else 0))
     answers = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done"]
     c[4].metric("Answers, last 5 min", len(answers))
-    others = [h for h in snap["finished"] if h["kind"] not in ("answer", "analysis")]
+    others = [h for h in snap["finished"] if h["kind"] not in BATCHED_KINDS]
     if not snap["batching"]:
         st.info("Batching is off on this server (ILE_BATCHING=off): answers run one at a time.")
     if res is None:

@@ -18,7 +18,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from engine.core.classbatch import analysis_group, batched_analysis, batched_trace, group
+from engine.core.classbatch import (analysis_group, batched_analysis, batched_block_walk, batched_trace,
+                                   block_walk_group, group)
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import PromptAnalysis, Trace, run_trace
@@ -148,9 +149,10 @@ def current_trace(alone: bool = False) -> Trace:
 
 @memo(16)
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
-    from engine.loop.inspect import block_walk
-
-    return work.run(block_walk, get_model(model), list(ids), layer)
+    """The values inside one block for the prompt's last token, in one pass with every other session's walk of
+    the same block that waits (engine/core/classbatch.py)."""
+    lm = get_model(model)
+    return work.run(batched_block_walk, lm, list(ids), layer, batch=block_walk_group(lm, layer))
 
 
 @memo(64)
