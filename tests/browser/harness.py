@@ -51,7 +51,11 @@ class App:
             [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        # its own session, as a teacher's terminal is one and the browser another: Linux shares the CPU between
+        # sessions (autogroups) or desktop app scopes before the threads inside them, so on a real laptop twenty
+        # tabs take the browser's half, not twenty twenty-firsts of the machine. Started in the tests' session,
+        # the server was one thread among twenty busy renderers (0.1-0.2 of a core while a class pressed Enter)
         deadline = time.time() + 90
         while time.time() < deadline:
             try:

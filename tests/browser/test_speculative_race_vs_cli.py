@@ -19,7 +19,8 @@ CLOCK = re.compile(r"clock\s+([\d.]+)\s*s\s+(\d+)\s+tokens\s+([\d.]+)\s+tokens/s
 def _cli_plain_tokens_per_s(prompt: str) -> float:
     out = subprocess.run([sys.executable, "-m", "engine", "race", "--json", "--prompt", prompt, "--drafter",
                           "lookup", "--k", "4", "--max-new-tokens", str(TOKENS)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True,
+                         start_new_session=True)  # a terminal of its own, as the server is (harness.App)
     return json.loads(out.stdout)["plain"]["tokens_per_second"]
 
 

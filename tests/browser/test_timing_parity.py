@@ -31,7 +31,8 @@ def _cli_ms(new: int) -> tuple[float, float]:
     """The CLI's time to first token and median decode step, in ms."""
     out = subprocess.run([sys.executable, "-m", "engine", "trace", "--json", "--no-attentions", "--prompt", PROMPT,
                           "--max-new-tokens", str(new), "--temperature", "0"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True).stdout
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True,
+                         start_new_session=True).stdout  # a terminal of its own, as the server is (harness.App)
     trace = json.loads(out)
     tpot = statistics.median(s["seconds"] for s in trace["steps"] if s["phase"] == "decode")
     return trace["ttft_seconds"] * 1000, tpot * 1000
