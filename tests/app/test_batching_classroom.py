@@ -75,6 +75,26 @@ def test_class_result_from_a_snapshot():
     assert class_result({"finished": [], "running": [], "steps": []}, 32) is None
 
 
+def test_the_class_view_draws_the_latest_wave_of_requests():
+    """An answer from two minutes ago and a class asking now: the charts and tokens/s are the class's (time 0 at
+    its first request), not a 135 s axis with the class squeezed into its last few seconds."""
+    from ui.batching.classroom import QUIET_GAP_S, class_result
+
+    def answer(sub, fin):
+        return {"kind": "answer", "state": "done", "submitted": sub, "started": sub, "first_token": sub + 0.5,
+                "finished": fin, "tokens": 6}
+
+    old = [answer(-135.0, -133.0), answer(-134.0, -110.0)]  # the second one ran long: the engine busy until -110
+    wave = [answer(-10.0 + 0.1 * i, -2.0) for i in range(20)]
+    steps = [(-133.5, -133.0, 1, "decode"), (-9.0, -8.0, 20, "prefill"), (-8.0, -7.9, 20, "decode")]
+    res = class_result({"finished": old + wave, "running": [], "steps": steps}, 32)
+    assert len(res.requests) == 20 and res.requests[0].arrival_s == 0.0
+    assert res.metrics()["makespan_s"] == pytest.approx(8.0) and [len(s.rids) for s in res.steps] == [20, 20]
+    # a pause shorter than the gap keeps both in one wave (a class asking in two rounds)
+    near = [answer(-10.0 - QUIET_GAP_S + 1.0, -10.0 - QUIET_GAP_S + 3.0)]
+    assert len(class_result({"finished": near + wave, "running": [], "steps": steps}, 32).requests) == 21
+
+
 def test_a_pinned_class_link_fixes_the_sidebar(token):
     at = run_page("pages/tokenization.py", model="tiny-random", pin="1", prompt="Pinned prompt", max_new_tokens="3")
     assert not errors(at), errors(at)

@@ -62,13 +62,29 @@ def sessions_connected() -> int | None:
         return None
 
 
+QUIET_GAP_S = 20.0  # a pause this long with no answer in flight starts a new wave of requests
+
+
+def latest_wave(rows: list[dict]) -> list[dict]:
+    """The requests since the engine last had no answer to work on for ``QUIET_GAP_S`` (rows by submit time):
+    the class asking now. Drawn over the whole five minutes, a wave of 20 answers in 8 s sat in the last twentieth
+    of a 135 s axis behind one answer from two minutes before, and tokens/s counted the idle minutes between."""
+    start, busy_until = 0, None
+    for i, h in enumerate(rows):
+        if busy_until is not None and h["submitted"] - busy_until >= QUIET_GAP_S:
+            start = i
+        busy_until = h["finished"] if busy_until is None else max(busy_until, h["finished"])
+    return rows[start:]
+
+
 def class_result(snap: dict, max_batch: int) -> ServeResult | None:
-    """The worker's recent answers as the batching experiment's records (so its charts draw them): times in
-    seconds after the oldest request shown; no prompt text (requests are named by number only)."""
+    """The worker's latest wave of answers (``latest_wave``) as the batching experiment's records (so its charts
+    draw them): times in seconds after the wave's first request; no prompt text (requests are named by number
+    only)."""
     done = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done" and h["started"] is not None]
     live = [dict(j, submitted=-j["waited_s"] - j["running_s"], started=-j["running_s"], first_token=None,
                  finished=0.0, tokens=0) for j in snap["running"] if j["kind"] == "answer"]
-    rows = sorted(done + live, key=lambda h: h["submitted"])
+    rows = latest_wave(sorted(done + live, key=lambda h: h["submitted"]))
     if not rows:
         return None
     t0 = rows[0]["submitted"]
@@ -151,7 +167,7 @@ def _live() -> None:
         m = res.metrics()
         pct = latency_percentiles(res)
         st.markdown(
-            f"**{m['tokens']} tokens** for **{m['requests']} requests** in {m['makespan_s']:.1f} s: "
+            f"Latest wave: **{m['tokens']} tokens** for **{m['requests']} requests** in {m['makespan_s']:.1f} s: "
             f"**{m['throughput_tok_s']:.1f} tokens/s**; mean batch **{m['mean_batch']:.1f}** rows per decode step; "
             "latency (request sent to answer ready) " + ", ".join(f"{k} **{v:.1f} s**" for k, v in pct.items()) + ".")
         peak = max((len(x.rids) for x in res.steps), default=1)
@@ -161,15 +177,17 @@ def _live() -> None:
                       annotation_position="top left")  # above the line (no bar goes higher), left of the legend
         chart(fig, "measured",
               "Rows (requests) in each forward pass the engine ran for your class; bar width = the pass's duration. "
-              f"Time 0 is the oldest request shown; this server batches up to {w.max_batch} requests.",
+              f"Time 0 is the first request of the latest wave (after {QUIET_GAP_S:.0f} s or more with no answer to "
+              f"work on); this server batches up to {w.max_batch} requests.",
               key="class_occupancy")
         chart(gantt(res), "measured",
-              "Every answer of the last five minutes: waiting for the engine (grey), its prompt pass (orange), its "
-              "decode steps, shared with everyone else's (blue). Time 0 is the oldest request shown.",
+              "Every answer of the latest wave: waiting for the engine (grey), its prompt pass (orange), its decode "
+              "steps, shared with everyone else's (blue). Time 0 is the wave's first request.",
               key="class_gantt")
     if others:
         waited = [(h["started"] or 0) - h["submitted"] for h in others if h["started"] is not None]
-        st.caption(f"Also {len(others)} other jobs ran alone in these five minutes, as every experiment does so that "
+        st.caption(f"Also {len(others)} other job{'s' if len(others) != 1 else ''} ran alone in these five minutes, "
+                   "as every experiment does so that "
                    f"its timings are its own ({', '.join(sorted({h['kind'].replace('_', ' ') for h in others}))}); "
                    f"they waited {np.median(waited) if waited else 0:.1f} s for the engine on median.")
 
