@@ -419,15 +419,19 @@ class _Server:
                 self.wait_until(self.pending[0].arrival_s)
                 continue
             room = self.max_batch - len(batch.slots)
-            if self.queue and room > 0:
-                join, self.queue = self.queue[:room], self.queue[room:]
-                self.prefill(batch, join)
-            else:
+            if self.queue and room > 0:  # joiners are prefilled, then everyone takes the round's decode step,
+                join, self.queue = self.queue[:room], self.queue[room:]  # as the class batcher does
+                self.prefill(batch, join)  # (engine/core/classbatch.py): arrivals never stall the rows decoding
+                self.leave_done(batch)
+            if batch.slots:
                 self.decode(batch)
-            done = [i for i, s in enumerate(batch.slots) if s.finished]
-            if done:
-                self.release([batch.slots[i] for i in done])
-                batch.keep([i for i in range(len(batch.slots)) if i not in done])
+                self.leave_done(batch)
+
+    def leave_done(self, batch: _Batch) -> None:
+        done = [i for i, s in enumerate(batch.slots) if s.finished]
+        if done:
+            self.release([batch.slots[i] for i in done])
+            batch.keep([i for i in range(len(batch.slots)) if i not in done])
 
 
 def serve(lm: LoadedModel, reqs: tuple[Request, ...], policy: str = "continuous", max_batch: int = 4,

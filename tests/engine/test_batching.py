@@ -1,4 +1,5 @@
 """Batching: every request gets exactly its tokens, the same tokens as alone (greedy), under both policies."""
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -151,3 +152,27 @@ def test_embedded_short_run_equals_alone(embedded_lm):
         res = serve(embedded_lm, reqs, p, max_batch=2, batch_timeout_s=0.01)
         for rec in res.requests:
             assert list(rec.token_ids) == solo[rec.rid], (p, rec.rid)
+
+
+def test_continuous_arrivals_never_stall_the_rows_decoding(tiny_lm, monkeypatch):
+    """A request arrives during every prefill (each prefill slowed to 30 ms, arrivals 10 ms apart): the rows
+    already in the batch still take a decode step after each join, as the class batcher does, so no two prefill
+    passes run back to back while rows are decoding, and the first request is done before the last arrival's
+    own prefill has finished."""
+    from engine.batching import experiment
+
+    real = experiment.prefill_rows
+
+    def slow(*a, **k):
+        time.sleep(0.03)
+        return real(*a, **k)
+
+    monkeypatch.setattr(experiment, "prefill_rows", slow)
+    ids = (5, 6, 7, 8)
+    reqs = tuple(Request(i, 0.01 * i, f"r{i}", ids, 3) for i in range(8))
+    res = serve(tiny_lm, reqs, "continuous", max_batch=8, batch_timeout_s=0.0)
+    phases = [s.phase for s in res.steps]
+    assert "prefill" in phases[1:], "requests joined a running batch"
+    assert all(not (a == b == "prefill") for a, b in zip(phases, phases[1:])), phases
+    first = next(r for r in res.requests if r.rid == 0)
+    assert len(first.token_ids) == 3 and first.done_s < max(r.first_token_s for r in res.requests)
