@@ -115,8 +115,9 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
     run = f"{time.time():.0f}"[-5:]
     prompts = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] + ("" if i < len(CLASS_PROMPTS) else f" (student {i + 1})")
                + f" [class {run}]" for i in range(n)]
-    expected = [visible(run_trace(embedded_lm, p, SamplingSettings(0.0), 6, analyse=False).generated_tokens[0])
-                for p in prompts]
+    solo = [run_trace(embedded_lm, p, SamplingSettings(0.0), 6, analyse=False) for p in prompts]
+    expected = [visible(t.generated_tokens[0]) for t in solo]
+    answers = [" ".join(t.generated_text.split()) for t in solo]
     pid = app_server.proc.pid
     rss0 = _rss_kib(pid)
     token = _teacher_token(app_server)
@@ -152,6 +153,14 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
     else:
         cpu0, machine0 = thread_cpu(pid), _machine_busy_s()
         t0 = opened
+    seen = 0.0  # the answer on screen: the "Answer ready" line while the page reads the prompt, or the whole page
+    for page, want, text in zip(pages, expected, answers):
+        page.wait_for_function("([m, w, a]) => { const b = document.body.innerText; "
+                               "return (b.includes('Answer ready:') && b.replace(/\\s+/g, ' ').includes(a)) || "
+                               "(b.includes(m) && b.includes(w) && b.includes('times in all')); }",
+                               arg=[f"[class {run}]", f"the model chose {want!r}", text], timeout=600_000,
+                               polling=250)
+        seen = max(seen, time.time() - t0)
     last = 0.0
     for page, p, want in zip(pages, prompts, expected):
         # this tab's own answer: its prompt's marker and its chosen token on the page, and the page finished
@@ -191,7 +200,8 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
     rss_b = _rss_kib(pid)
     batches = re.findall(r"worker: answer done .* up to (\d+) requests per pass", log)
     how = f"asked together (Ctrl+Enter pressed in {n} tabs within {typed:.1f} s)" if ask_after_open else "each tab opened with its prompt"
-    print(f"{n} sessions, {how}: last answer visible in a browser after {last:.1f} s; server log: first request "
+    print(f"{n} sessions, {how}: last answer on screen in a browser after {seen:.1f} s, last page complete after "
+          f"{last:.1f} s; server log: first request "
           f"{first_submit - t0:.1f} s after the first {'Ctrl+Enter' if ask_after_open else 'tab opened'}, last answer "
           f"ready {last_ready - first_submit:.1f} s after the first request (ready times, s after it: "
           f"{', '.join(f'{b - first_submit:.1f}' for _, b in ready)}); requests arrived over "

@@ -128,9 +128,12 @@ def current_trace(alone: bool = False) -> Trace:
                                  text=f"Token {done} of at most {s.max_new_tokens}: "
                                       f"{md_escape(visible(rec.token))} ({rec.seconds * 1000:.0f} ms)")
 
-                generation_for(*args, on_step=step)
-                box.update(label="Reading the prompt's attention and predictions (kept for every sampling "
-                                 "setting)...")
+                gen = generation_for(*args, on_step=step)
+                # the answer first: with a class asking at once, the analysis and the page's drawing can take
+                # longer than the answer did, and a student should not wait for them to read it
+                st.markdown(f"**Answer ready:** {md_escape(gen.generated_text.strip()) or '(no text: it stopped at once)'}")
+                box.update(label="Answer ready. Reading the prompt's attention and predictions (kept for every "
+                                 "sampling setting)...")
                 tr = trace_for(*args)
         else:
             with st.spinner("Reading the prompt's attention and predictions..."):
