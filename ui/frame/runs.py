@@ -133,7 +133,7 @@ def current_trace(alone: bool = False) -> Trace:
                 # longer than the answer did, and a student should not wait for them to read it
                 st.markdown(f"**Answer ready:** {md_escape(gen.generated_text.strip()) or '(no text: it stopped at once)'}")
                 box.update(label="Answer ready. Reading the prompt's attention and predictions (kept for every "
-                                 "sampling setting)...")
+                                 "sampling setting)...", expanded=True)  # None would fold it: the answer hidden
                 tr = trace_for(*args)
         else:
             with st.spinner("Reading the prompt's attention and predictions..."):
