@@ -269,6 +269,15 @@ class _Batch:
         self.set_kv([(k[idx, :, start:], v[idx, :, start:]) for k, v in self.kv()], mask[:, start:])
         self.slots = [self.slots[i] for i in rows]
 
+    def leave(self, gone) -> list:
+        """The slots for which ``gone(slot)`` is true leave the batch (``keep`` the others); returns them."""
+        leaving = [bool(gone(s)) for s in self.slots]  # asked once per slot: a job can stop meanwhile
+        if any(leaving):
+            out = [s for s, x in zip(self.slots, leaving) if x]
+            self.keep([i for i, x in enumerate(leaving) if not x])
+            return out
+        return []
+
     def kv_real_tokens(self) -> int:
         return int(self.mask.sum()) if self.mask is not None else 0
 
@@ -428,10 +437,9 @@ class _Server:
                 self.leave_done(batch)
 
     def leave_done(self, batch: _Batch) -> None:
-        done = [i for i, s in enumerate(batch.slots) if s.finished]
+        done = batch.leave(lambda s: s.finished)
         if done:
-            self.release([batch.slots[i] for i in done])
-            batch.keep([i for i in range(len(batch.slots)) if i not in done])
+            self.release(done)
 
 
 def serve(lm: LoadedModel, reqs: tuple[Request, ...], policy: str = "continuous", max_batch: int = 4,

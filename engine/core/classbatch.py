@@ -148,11 +148,8 @@ def serve_batch(w, first) -> None:
     joiners = [first]
     warm_up(lm)
     while True:
-        gone = [i for i, r in enumerate(batch.slots) if r.job.should_stop()]
-        if gone:
-            for i in gone:
-                w.complete(batch.slots[i].job, "cancelled", error=_cancelled(batch.slots[i].job))
-            batch.keep([i for i in range(len(batch.slots)) if i not in gone])
+        for r in batch.leave(lambda r: r.job.should_stop()):
+            w.complete(r.job, "cancelled", error=_cancelled(r.job))
         room = w.max_batch - len(batch.slots) - len(joiners)
         if room > 0:
             joiners += w.admit(first.batch, room)
@@ -181,12 +178,8 @@ def serve_batch(w, first) -> None:
 
 def _leave_done(w, lm, batch: _Batch) -> None:
     """Rows that have their last token leave the batch and get their Trace."""
-    done = [i for i, r in enumerate(batch.slots) if r.reason is not None]
-    if done:
-        rows = [batch.slots[i] for i in done]
-        batch.keep([i for i in range(len(batch.slots)) if i not in done])
-        for chunk in _chunks(rows, ANALYSIS_CHUNK_TOKENS):
-            _finish(w, lm, chunk)
+    for chunk in _chunks(batch.leave(lambda r: r.reason is not None), ANALYSIS_CHUNK_TOKENS):
+        _finish(w, lm, chunk)
 
 
 def _cancelled(job):
