@@ -2,7 +2,7 @@
 # Install everything the app needs (and, with --test, what the tests need, Chromium included). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+. scripts/venv.sh  # PY: the project's own environment (.venv), made on first use
 req=requirements.txt
 [ "${1:-}" = "--test" ] && req=requirements-dev.txt
 echo "[install] Python packages from $req"

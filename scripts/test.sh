@@ -2,5 +2,6 @@
 # Install what the tests need, then run the whole suite (engine, figures, AppTest, real browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh --test
-exec "${PYTHON:-python3}" -m pytest "$@"
+. scripts/venv.sh  # PY: the project's own environment (.venv)
+PYTHON=$PY bash scripts/install.sh --test
+exec "$PY" -m pytest "$@"
