@@ -53,10 +53,11 @@
   }
   function chart(parent, id, traces, layout, height) {
     var d = add(parent, el("div", { "class": "chart", id: id }));
+    d.style.height = (height || 400) + "px";  // a resize (responsive) then keeps the height the chart was drawn at
     var base = {
       template: "plotly_white", height: height || 400, font: { size: 15, color: INK },
-      margin: { l: 80, r: 20, t: 60, b: 130 },
-      legend: { orientation: "h", yanchor: "top", y: -0.3, xanchor: "left", x: 0 },
+      margin: { l: 80, r: 20, t: 100, b: 70 },
+      legend: { orientation: "h", yanchor: "bottom", y: 1.01, xanchor: "right", x: 1 },
     };
     var lay = Object.assign(base, layout);
     ["xaxis", "yaxis"].forEach(function (a) {
@@ -66,7 +67,10 @@
     return d;
   }
   function axis(title, extra) { return Object.assign({ title: { text: title } }, extra || {}); }
-  function title(text) { return { text: text, font: { size: 19 } }; }
+  function title(text) {  // top left, above the legend (which sits just above the plot)
+    return { text: text, font: { size: 19 }, x: 0, xref: "paper", xanchor: "left", y: 0.985, yref: "container",
+             yanchor: "top" };
+  }
 
   function bytes(b64) {
     var bin = atob(b64), u = new Uint8Array(bin.length);
@@ -190,6 +194,7 @@
     var sK = slider("top-k", "Top-k (0 = off)", 0, 200, 1, Math.min(200, t.settings.top_k));
     var sP = slider("top-p", "Top-p (1 = off)", 0.05, 1, 0.01, Math.max(0.05, t.settings.top_p));
     var btn = add(ctl, el("button", { id: "draw-one", "class": "primary" }, "Draw a token"));
+    function pct(x) { return x >= 0.001 ? (100 * x).toFixed(1) + "%" : (100 * x).toPrecision(2) + "%"; }
     var btnMany = add(ctl, el("button", { id: "draw-many" }, "Draw 1,000"));
     var drawn = add(s, el("p", { "class": "drawn", id: "drawn" }, ""));
     var SHOW = 15, top = order.slice(0, SHOW), counts = null;
@@ -218,7 +223,7 @@
         title: title("The 15 most likely first tokens, before and after your sampling settings"),
         barmode: "group", bargap: 0.25, xaxis: axis("probability (0 to 1)", { range: [0, Math.min(1, most) * 1.18 + 0.01],
           tickfont: { size: 15, color: INK } }),
-        yaxis: axis("", { tickfont: { size: 15, color: INK } }), margin: { l: 170, r: 30, t: 60, b: 140 },
+        yaxis: axis("", { tickfont: { size: 15, color: INK }, dtick: 1 }), margin: { l: 170, r: 30, t: 100, b: 70 },
       }));
       cap.lastChild.textContent = "The recorded logits (" + M.precision + ", " + M.name + "); the filters run in " +
         "this page's JavaScript, in the engine's order. " + state.kept.toLocaleString() + " of " +
@@ -228,7 +233,9 @@
     [sT, sK, sP].forEach(function (sl) { sl.input.addEventListener("input", function () { counts = null; redraw(); }); });
     btn.addEventListener("click", function () {
       var id = draw(state.probs, order, state.kept);
-      drawn.textContent = "Drawn: " + nameOf(id) + " (id " + id + ", probability " + (100 * state.probs[id]).toFixed(1) + "%)";
+      drawn.textContent = "Drawn: " + (id in names ? nameOf(id) + " (id " + id + ", " : "id " + id +
+        " (outside the " + t.first_logits.top_ids.length + " most likely, whose text the record keeps; ") +
+        "probability " + pct(state.probs[id]) + ")";
     });
     btnMany.addEventListener("click", function () {
       counts = {};
@@ -266,7 +273,7 @@
         hovertemplate: "%{y}, %{x}: %{z:.4f}<br>L2 norm of the row %{customdata:.3f}<extra></extra>" }],
         { title: title("The first " + w + " of " + M.hidden_size + " values of each token's embedding row"),
           xaxis: axis("dimension of the embedding vector"), yaxis: axis("position: token", { autorange: "reversed" }),
-          margin: { l: 170, r: 20, t: 60, b: 60 } }, Math.max(320, 22 * n + 140));
+          margin: { l: 170, r: 20, t: 80, b: 60 } }, Math.max(320, 22 * n + 140));
       caption(s, "model", "Block 0's input as the model built it (position " + M.position_encoding + "); hover " +
         "for the whole row's L2 norm.");
 
@@ -322,7 +329,7 @@
         Object.assign(div.layout, { title: title("Attention weights, layer " + l + kind + ", head " + h),
           xaxis: axis("key position: token", { tickfont: { size: 14, color: INK } }),
           yaxis: axis("query position: token", { autorange: "reversed", tickfont: { size: 14, color: INK } }),
-          plot_bgcolor: "#c9ced6", margin: { l: 150, r: 20, t: 60, b: 130 } }));
+          plot_bgcolor: "#c9ced6", margin: { l: 150, r: 20, t: 80, b: 130 } }));
     }
     layer.addEventListener("change", redraw);
     head.addEventListener("change", redraw);
@@ -343,7 +350,7 @@
       hovertemplate: "%{y}, %{x}: %{text} %{z:.3f}<extra></extra>" }],
       { title: title("The top 5 next tokens at the last prompt position, read after each block"),
         xaxis: axis("rank of the token at that depth"), yaxis: axis("read after", { autorange: "reversed" }),
-        margin: { l: 170, r: 20, t: 60, b: 60 } }, Math.max(380, 20 * rows + 140));
+        margin: { l: 170, r: 20, t: 80, b: 60 } }, Math.max(380, 20 * rows + 140));
     caption(s, "model", "Each block's residual stream put through the final norm and the output head; the last row " +
       "is the model's real output.");
   }
@@ -364,7 +371,7 @@
       title: title("Timeline of this run: 1 prefill pass, then " + (t.steps.length - 1) + " decode passes (to scale)"),
       xaxis: axis("time since the prompt was submitted (ms)", { range: [0, Math.max(1, start) * 1.02] }),
       yaxis: axis("", { categoryorder: "array", categoryarray: ["decode passes", "prefill pass"] }),
-      barmode: "overlay", showlegend: false, bargap: 0.35, margin: { l: 130, r: 20, t: 60, b: 70 } }, 300);
+      barmode: "overlay", showlegend: false, bargap: 0.35, margin: { l: 130, r: 20, t: 80, b: 70 } }, 300);
     caption(s, "measured", "Time to first token " + fmt(1000 * tm.prefill_seconds, 0) + " ms; decode steps: median " +
       fmt(1000 * dec.median, 1) + " ms (range " + fmt(1000 * dec.lo, 1) + " to " + fmt(1000 * dec.hi, 1) + " ms, " +
       "quartiles " + fmt(1000 * dec.q1, 1) + " to " + fmt(1000 * dec.q3, 1) + ", n = " + dec.n + "); " +
