@@ -280,3 +280,10 @@ def spec_run(race: dict, model: str):
                    plain_step_seconds=tuple(race["plain"]["step_seconds"]), spec_ids=tuple(race["speculative"]["ids"]),
                    spec_prefill_seconds=race["speculative"]["prefill_seconds"], rounds=rounds,
                    plain_tokens=tuple(race["plain"]["tokens"]), spec_tokens=tuple(race["speculative"]["tokens"]))
+
+
+def steps_of(saved: list[dict]) -> tuple:
+    """Saved steps back as the engine's StepRecord values (the app's figures and tables read those)."""
+    from engine.core.trace import StepRecord
+
+    return tuple(StepRecord(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}) for d in saved)

@@ -182,7 +182,8 @@ def token_comparison(recorded: list[int], here: list[int], steps: list[dict], to
     if first is None and len(recorded) != len(here):
         first = min(len(recorded), len(here))
     out = {"same": first is None, "first_difference": first, "count_recorded": len(recorded), "count_here": len(here),
-           "recorded_token": None, "here_token": None, "margin": None, "near_tie": None}
+           "here": token_text(tok, here), "recorded_token": None, "here_token": None, "margin": None,
+           "near_tie": None}
     if first is not None:
         out["recorded_token"] = recorded_tokens[first] if first < len(recorded_tokens) else None
         out["here_token"] = token_text(tok, [here[first]])[0] if first < len(here) else None
@@ -205,7 +206,7 @@ def _check_prompt(lm, p: dict) -> tuple[dict, list[int]]:
 # ------------------------------------------------------------------------------------------------ the re-runs
 
 
-def _rerun_trace(lm, t: dict, tol: Tolerance, probe) -> tuple:
+def _rerun_trace(lm, t: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     from engine.core.trace import analyse_prompt, generate_tokens
 
     s = SamplingSettings(**t["settings"])
@@ -238,13 +239,13 @@ def _rerun_trace(lm, t: dict, tol: Tolerance, probe) -> tuple:
     return tokens, logits, attention, kv, tuple(times), cal.result
 
 
-def _rerun_race(lm, r: dict, tol: Tolerance, probe) -> tuple:
+def _rerun_race(lm, r: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     from engine.speculative.decoding import race
 
     s = SamplingSettings(**r["settings"])
     ids = r["prompt"]["ids"]
     with noise.calibrated(probe) as cal:
-        run = race(lm, list(ids), r["drafter"], r["k"], s, r["max_new_tokens"], r["seed"])
+        run = race(lm, list(ids), r["drafter"], r["k"], s, r["max_new_tokens"], r["seed"], drafter=drafter)
     plain, spec = r["plain"], r["speculative"]
     tokens = {
         "plain": token_comparison(plain["ids"], list(run.plain_ids), plain["steps"], tol, plain["tokens"],
@@ -309,8 +310,11 @@ def _verdict(kind: str, weights: dict, prompt: dict, tokens: dict, logits: dict,
     return "different", f"Not reproduced: the tokens differ from step {first}{lane}; {worst}.{pace}"
 
 
-def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None = None) -> Verification:
-    """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare."""
+def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None = None, drafter=None
+           ) -> Verification:
+    """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare.
+    ``source_name``: what the loader was given for ``lm`` (its files are hashed from there); ``drafter``: a race's
+    drafter already built (the app builds a draft model under its own model policy)."""
     from engine.core.precision import lm_precision
 
     here_machine = machine_facts(str(lm.device), torch.get_num_threads())
@@ -321,7 +325,7 @@ def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None 
     body = record[kind]
     prompt, _ = _check_prompt(lm, body["prompt"])
     rerun = _rerun_trace if kind == "trace" else _rerun_race
-    tokens, logits, attention, kv, times, cal = rerun(lm, body, tol, probe)
+    tokens, logits, attention, kv, times, cal = rerun(lm, body, tol, probe, drafter)
     status, verdict = _verdict(kind, weights, prompt, tokens, logits, attention, tol, times)
     notes = []
     if record["machine"]["calibration"] and record["machine"]["calibration"]["flags"]:
