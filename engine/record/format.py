@@ -29,7 +29,7 @@ import numpy as np
 
 FORMAT = "inference-loop-explorer/run"
 VERSION = 1
-MAX_BYTES = 64 * 2**20  # a 512-token prompt on a 30-layer model is ~25 MB (its attention weights, capped at 160 positions)
+MAX_BYTES = 64 * 2**20  # a 512-token prompt on SmolLM2 is ~19 MB (its attention weights, kept for 160 positions)
 DTYPES = {"float16": "<f2", "float32": "<f4"}
 PROB_LOGIT_TOLERANCE = 1e-3  # |log(p_j / p_0) - (logit_j - logit_0)|: softmax in float32 keeps this to ~1e-6
 ROW_SUM_TOLERANCE = 0.02  # attention rows stored in float16 sum to 1 within this
