@@ -10,11 +10,11 @@ import argparse
 import importlib
 import importlib.util
 import json
-import math
 import sys
 
 from engine.cli_args import add_run_arguments
 from engine.record import cli as record_cli
+from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 from engine.core.models import EMBEDDED, ModelLoadError, load_model
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
@@ -35,19 +35,8 @@ BENCHES = {
 }
 
 
-def _strict(x):
-    """JSON has no NaN or infinity: write them as null (e.g. a ratio with nothing to divide)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _strict(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_strict(v) for v in x]
-    return x
-
-
 def _emit(args, result: dict, text: str) -> None:
-    print(json.dumps(_strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
+    print(json.dumps(strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -52,6 +52,12 @@ def save_race(lm, run, check, prompt: str, encoded, calibration, path: str, comm
                              command), path)
 
 
+def _parser(command: str, description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=f"python -m engine {command}", description=description)
+    ap.add_argument("record", metavar="RUN.json")
+    return ap
+
+
 def _load_or_say(path: str):
     try:
         return load(path)
@@ -61,10 +67,8 @@ def _load_or_say(path: str):
 
 
 def replay_main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="python -m engine replay",
-                                 description="Write a saved run as one self-contained HTML page (no server, no "
-                                             "network): the run stage by stage, every chart drawn offline.")
-    ap.add_argument("record", metavar="RUN.json")
+    ap = _parser("replay", "Write a saved run as one self-contained HTML page (no server, no network): the run stage "
+                           "by stage, every chart drawn offline.")
     ap.add_argument("--html", metavar="OUT.html", required=True, help="the page to write")
     args = ap.parse_args(argv)
     record = _load_or_say(args.record)
@@ -99,10 +103,8 @@ def verify_main(argv) -> int:
     from engine.core.precision import PRECISIONS, default_precision, unsupported_reason
     from engine.measure.threads import apply_policy
 
-    ap = argparse.ArgumentParser(prog="python -m engine verify",
-                                 description="Run a saved run again on this machine and compare: the weights by "
-                                             "hash, the tokens, the logits step by step, the timings side by side.")
-    ap.add_argument("record", metavar="RUN.json")
+    ap = _parser("verify", "Run a saved run again on this machine and compare: the weights by hash, the tokens, the "
+                           "logits step by step, the timings side by side.")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--model", default=None, help="load this model instead of the one the record names (its files "
                                                   "are still compared with the record's by SHA-256)")
