@@ -99,3 +99,33 @@ def test_a_class_server_runs_only_the_models_it_offers(tiny_record, monkeypatch,
     said = " ".join(shown(i.value) for i in at.info)
     assert "does not offer the model" in said and "needs no model" in said
     assert not [b for b in at.button if b.key == "record_run_here"] and passes["n"] == 0
+
+
+def test_a_race_record_runs_here_beside_the_record(tiny_lm):
+    from engine.core.prompt import encode_prompt
+    from engine.measure import noise
+    from engine.speculative.decoding import race
+
+    text = "the cat sat on the mat, the cat sat on the mat, the cat sat on the"
+    enc = encode_prompt(tiny_lm.tokenizer, text, False)
+    run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 10, 0)
+    check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
+    data = F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
+                                     build.model_identity(tiny_lm), build.machine_facts("cpu", 2), "test"))
+    at = _open(data)
+    at.button(key="record_run_here").click().run()
+    assert not errors(at), errors(at)
+    said = [shown(s.value) for s in at.success]
+    assert said and said[0].startswith("Reproduced: identical tokens"), said
+    assert any("Both lanes wrote the same" in shown(m.value) for m in at.markdown)
+
+
+def test_a_model_this_machine_lacks_is_named_and_the_replay_offered(tiny_record):
+    rec = json.loads(tiny_record)
+    rec["model"]["name"] = "/nonexistent/not-here"
+    at = _open(F.dumps({k: v for k, v in rec.items() if k != "content_sha256"}))
+    at.button(key="record_run_here").click().run()
+    assert not errors(at), errors(at)
+    said = " ".join(shown(e.value) for e in at.error)
+    assert "not-here" in said and "needs no model" in said
+    assert "record_save_html" in _downloads(at)
