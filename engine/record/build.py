@@ -53,6 +53,8 @@ def _in_memory(lm) -> dict:
     h = hashlib.sha256()
     size = 0
     for name, t in sorted(lm.model.state_dict().items()):
+        if not isinstance(t, torch.Tensor):  # an int8 copy's packed weights (a tuple) are left out
+            continue
         raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
         h.update(name.encode() + b"\0")
         h.update(raw.tobytes())

@@ -339,3 +339,14 @@ def test_every_family_saves_a_valid_record_that_reproduces(family, one_thread):
     v = V.verify(rec, lm)
     assert v.status == "identical" and v.weights["same"], (family, v.verdict)
     assert "<script" not in replay_html(rec).split('id="record">', 1)[1].split("</script>", 1)[0]
+
+
+def test_an_int8_copy_saves_and_reproduces(tiny_lm):
+    from engine.core.precision import to_precision
+
+    lm = to_precision(tiny_lm, "int8")
+    tr = run_trace(lm, "hello there", SamplingSettings(), max_new_tokens=4)
+    rec = F.load(F.dumps(build.trace_record(tr, lm.tokenizer, build.model_identity(lm), _machine(lm), "test")))
+    assert rec["model"]["precision"] == "int8" and rec["model"]["name"] == "tiny-random"
+    v = V.verify(rec, lm)
+    assert v.status == "identical" and v.tolerance.logit == V.TOLERANCE_SAME["int8"], v.verdict
