@@ -129,3 +129,16 @@ def test_a_model_this_machine_lacks_is_named_and_the_replay_offered(tiny_record)
     said = " ".join(shown(e.value) for e in at.error)
     assert "not-here" in said and "needs no model" in said
     assert "record_save_html" in _downloads(at)
+
+
+def test_a_record_asking_for_more_work_than_any_page_is_not_run(tiny_record, passes):
+    rec = json.loads(tiny_record)
+    t = rec["trace"]
+    t["prompt"]["ids"] = t["prompt"]["ids"] * 40  # a valid record of a 1,000+ token prompt
+    t["prompt"]["tokens"] = t["prompt"]["tokens"] * 40
+    t["steps"][0]["tokens_in"] = len(t["prompt"]["ids"])
+    t["analysis"] = None
+    at = _open(F.dumps({k: v for k, v in rec.items() if k != "content_sha256"}), passes)
+    said = " ".join(shown(i.value) for i in at.info)
+    assert "this server runs at most" in said and passes["n"] == 0
+    assert not [b for b in at.button if b.key == "record_run_here"]

@@ -66,10 +66,21 @@ def uploaded(data: bytes) -> dict:
     return record_format.load(data)
 
 
-def availability(record: dict) -> str | None:
-    """None when this server can run the record's model (and a race's draft model); else why not, in one line."""
-    from engine.core.model_names import ModelNotAllowed
+PROMPT_SLACK = 128  # room for a chat template's tokens around the app's longest prompt
 
+
+def availability(record: dict) -> str | None:
+    """None when this server can run the record: its model (and a race's draft model) offered here, and no longer
+    than the app's own runs (a file can ask for far more work than any page would); else why not, in one line."""
+    from engine.core.model_names import ModelNotAllowed
+    from engine.core.prompt import MAX_PROMPT_TOKENS
+    from engine.core.trace import MAX_NEW_TOKENS
+
+    body = record[record["kind"]]
+    n, new = len(body["prompt"]["ids"]), body["max_new_tokens"]
+    if n > MAX_PROMPT_TOKENS + PROMPT_SLACK or new > MAX_NEW_TOKENS:
+        return (f"This run has a {n:,}-token prompt and asks for {new:,} new tokens; this server runs at most "
+                f"{MAX_PROMPT_TOKENS + PROMPT_SLACK:,} and {MAX_NEW_TOKENS}.")
     pol = policy()
     names = [record["model"]["name"]]
     if record["kind"] == "race" and record["race"]["drafter"].startswith("model:"):
