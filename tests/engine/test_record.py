@@ -286,6 +286,14 @@ def test_the_command_line_saves_replays_and_verifies(tmp_path, capsys):
     assert main(["verify", str(run), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "identical" and out["ok"] and out["tokens"]["same"]
+    raced = tmp_path / "race.json"
+    assert main(["race", "--model", "tiny-random", "--prompt", "a b a b a b a b", "--max-new-tokens", "6",
+                 "--no-chat-template", "--save", str(raced)]) == 0
+    rec = F.load(raced)
+    assert rec["kind"] == "race" and rec["machine"]["calibration"] is not None and rec["race"]["plain"]["steps"]
+    capsys.readouterr()
+    assert main(["verify", str(raced)]) == 0
+    assert capsys.readouterr().out.startswith("Reproduced: identical tokens")
 
 
 def test_a_model_this_machine_lacks_is_named_and_the_replay_offered(tmp_path, trace_rec, capsys):
