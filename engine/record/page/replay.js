@@ -274,8 +274,11 @@
         { title: title("The first " + w + " of " + M.hidden_size + " values of each token's embedding row"),
           xaxis: axis("dimension of the embedding vector"), yaxis: axis("position: token", { autorange: "reversed" }),
           margin: { l: 170, r: 20, t: 80, b: 60 } }, Math.max(320, 22 * n + 140));
-      caption(s, "model", "Block 0's input as the model built it (position " + M.position_encoding + "); hover " +
-        "for the whole row's L2 norm.");
+      var pos = { rope: "position is not in these rows: this model rotates queries and keys by position (RoPE) " +
+                        "inside attention", learned: "each row includes its position's learned vector",
+                  alibi: "position is not in these rows: this model (ALiBi) lowers each attention score by distance" };
+      caption(s, "model", "Block 0's input as the model built it; " + (pos[M.position_encoding] ||
+        "this model adds no position vector") + ". Hover for the whole row's L2 norm.");
 
       attentionSection(a, t.prompt.tokens);
       lensSection(a);
