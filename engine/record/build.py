@@ -16,6 +16,7 @@ from importlib import metadata
 import numpy as np
 
 from engine.record.format import FORMAT, VERSION, encode_array
+from engine.record.race import race_summary
 
 FIRST_TOP = 200  # tokens of the first step whose text the record keeps (the sampling sliders' bars)
 TOKENIZER_FILES = ("tokenizer", "chat_template", "special_tokens_map", "vocab", "merges", "spiece", "added_tokens")
@@ -226,18 +227,6 @@ def trace_record(trace, tokenizer, identity: dict, machine: dict, saved_by: str)
 # ------------------------------------------------------------------------------------------------ a race
 
 
-def race_summary(run) -> dict:
-    """The race's derived numbers (SpecRun's properties), kept readable in the file and checked on load."""
-    keys = ("speedup", "decode_speedup", "acceptance_rate", "tokens_per_pass", "c", "expected_speedup",
-            "expected_speedup_drafted", "expected_speedup_as_run", "verify_cost_ratio", "plain_seconds",
-            "spec_seconds", "target_passes", "drafted", "accepted", "identical")
-    out = {}
-    for k in keys:
-        v = getattr(run, k)
-        out[k] = v if isinstance(v, (bool, int)) or v is None else (float(v) if np.isfinite(v) else None)
-    return out
-
-
 def race_record(run, result_check, prompt: str, encoded, tokenizer, info, identity: dict, machine: dict,
                 saved_by: str) -> dict:
     """The saved form of a race (plain vs speculative decoding, engine.speculative.decoding.race) with the noise
@@ -265,25 +254,6 @@ def race_record(run, result_check, prompt: str, encoded, tokenizer, info, identi
                   "flags": list(result_check.flags)},
     }
     return {**_envelope("race", saved_by, model_facts(info, identity), machine), "race": race}
-
-
-def spec_run(race: dict, model: str):
-    """A saved race back as the engine's SpecRun, so its derived numbers are the engine's own properties."""
-    from engine.core.sampling import SamplingSettings
-    from engine.speculative.decoding import SpecRound, SpecRun
-
-    rounds = tuple(SpecRound(
-        r["index"], tuple(r["drafted"]), tuple(r["q"]), tuple(r["p"]), r["accepted"], r["token"], r["kind"],
-        r["source"], tuple(r["target_top_ids"]), tuple(r["target_top_probs"]), r["draft_seconds"], r["verify_seconds"])
-        for r in race["speculative"]["rounds"])
-    s = race["settings"]
-    return SpecRun(model=model, drafter=race["drafter"], k=race["k"],
-                   settings=SamplingSettings(s["temperature"], s["top_k"], s["top_p"], s["min_p"]), seed=race["seed"],
-                   max_new_tokens=race["max_new_tokens"], threads=race["threads"],
-                   prompt_ids=tuple(race["prompt"]["ids"]), plain_ids=tuple(race["plain"]["ids"]),
-                   plain_step_seconds=tuple(race["plain"]["step_seconds"]), spec_ids=tuple(race["speculative"]["ids"]),
-                   spec_prefill_seconds=race["speculative"]["prefill_seconds"], rounds=rounds,
-                   plain_tokens=tuple(race["plain"]["tokens"]), spec_tokens=tuple(race["speculative"]["tokens"]))
 
 
 def steps_of(saved: list[dict]) -> tuple:

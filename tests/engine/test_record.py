@@ -12,6 +12,7 @@ import torch
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F, verify as V
+from engine.record.race import spec_run
 from engine.record.replay import replay_html
 
 PROMPT = "The capital of France is <b>Paris</b> </script><script>alert(1)</script>"
@@ -77,7 +78,7 @@ def test_the_steps_keep_the_logits_their_probabilities_came_from(trace_rec):
 
 def test_a_race_record_round_trips_and_its_summary_is_the_engines(race_rec):
     back = F.load(F.dumps(race_rec))
-    run = build.spec_run(back["race"], back["model"]["name"])
+    run = spec_run(back["race"], back["model"]["name"])
     assert back["race"]["summary"]["speedup"] == pytest.approx(run.speedup)
     assert back["race"]["plain"]["ids"] == back["race"]["speculative"]["ids"]  # greedy: identical output
     assert any(r["accepted"] < len(r["drafted"]) for r in back["race"]["speculative"]["rounds"])  # rejections too
