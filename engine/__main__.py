@@ -1,4 +1,4 @@
-"""Command line: python -m engine info | trace | race | bench NAME | serve-bench | prepare  (add --json for machine-readable output).
+"""Command line: python -m engine info | trace | race | replay | verify | bench NAME | serve-bench | prepare  (add --json for machine-readable output).
 
 Each benchmark lives beside its topic (``engine/<topic>/bench.py``; BENCHES below maps the names) with
 ``run(lm, args) -> dict`` and optional ``add_arguments(parser)`` and ``summary(result) -> str``; each compares
@@ -10,10 +10,11 @@ import argparse
 import importlib
 import importlib.util
 import json
-import math
 import sys
 
 from engine.cli_args import add_run_arguments
+from engine.record import cli as record_cli
+from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 from engine.core.models import EMBEDDED, ModelLoadError, load_model
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
@@ -34,19 +35,8 @@ BENCHES = {
 }
 
 
-def _strict(x):
-    """JSON has no NaN or infinity: write them as null (e.g. a ratio with nothing to divide)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _strict(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_strict(v) for v in x]
-    return x
-
-
 def _emit(args, result: dict, text: str) -> None:
-    print(json.dumps(_strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
+    print(json.dumps(strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(tr)
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
+    record_cli.add_save_argument(tr)
     if importlib.util.find_spec("engine.speculative.race") is not None:
         race = importlib.import_module("engine.speculative.race")
         rp = sub.add_parser("race", help="plain vs speculative decoding")
@@ -79,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
             mod.add_arguments(bp)
     sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
                                    "python -m engine prepare [--model embedded|gemma3-270m|all]")
+    sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
+                                  "--html OUT.html (no model loaded)")
+    sub.add_parser("verify", help="run a saved run again here and compare: python -m engine verify RUN.json [--json]")
     sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, TGI, llama.cpp) over its OpenAI API; "
                                             "loads no local model")
     importlib.import_module("engine.serving.bench").add_arguments(sb)
@@ -120,6 +114,8 @@ def main(argv=None) -> int:
         return _serve_bench(argv[1:])
     if argv[:1] == ["prepare"]:
         return _prepare(argv[1:])
+    if argv[:1] in (["replay"], ["verify"]):  # parsed on their own: replay loads no model, verify the record's
+        return (record_cli.replay_main if argv[0] == "replay" else record_cli.verify_main)(argv[1:])
     args = build_parser().parse_args(argv)
     apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:
@@ -141,12 +137,16 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "trace":
         from engine.core.trace import run_trace
+        from engine.measure import noise
 
         s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
         try:
-            t = run_trace(lm, args.prompt, s, args.max_new_tokens, args.seed, not args.no_chat_template)
+            with noise.calibrated() as cal:
+                t = run_trace(lm, args.prompt, s, args.max_new_tokens, args.seed, not args.no_chat_template)
         except PromptError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if args.save and record_cli.save_trace(lm, t, cal.result, args.save, "python -m engine trace"):
             return 2
         text = (f"{t.encoded.text}\x1b[1m{t.generated_text}\x1b[0m\n\n{len(t.prompt_ids)} prompt tokens, "
                 f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "

@@ -11,6 +11,7 @@ from ui.loop.figures import step_times_bar, top_probs_bar
 from ui.loop.sections import block_inside, loop_picture
 from ui.loop.view import softmax_note
 from ui.frame.runs import current_trace
+from ui.record.sections import save_trace
 
 nav.through_router()
 st.title("The loop: one token, end to end")
@@ -73,3 +74,4 @@ if section("9. Append, and repeat with the cache"):
     for col, target in zip(st.columns(3), ["pages/timeline.py", "pages/kv_cache.py", "pages/speculative.py"]):
         with col:
             nav.link(target)
+    save_trace(tr)  # this run as one file, and as a page that replays it offline

@@ -9,6 +9,7 @@ from ui.frame.lessons import lesson
 from ui.frame.models import current_model
 from ui.speculative.race import self_draft_answer
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
+from ui.record.sections import save_race
 
 nav.through_router()
 st.title("Speculative decoding: the race")
@@ -43,6 +44,7 @@ if result is not None and section("Who won, and why" if raced == params else
     # ---- rounds on demand -------------------------------------------------------------------------------
     with st.expander(f"Every round: q, p and min(1, p/q) ({len(run.rounds)} rounds)"):
         sections.rounds(run, lm.tokenizer)
+    save_race(result, raced)  # this race as one file, and as a page that replays both lanes offline
 
 try_this(lesson("speculative", "try self"), self_draft_answer(result), key="speculative_try")
 

@@ -280,6 +280,37 @@ def weights_intact(folder: Path) -> bool:
         return False
 
 
+def model_folder(name: str) -> Path | None:
+    """The folder the loader reads ``name`` (a plain name, no precision) from: the converted copy of a packaged
+    model, or a local folder; None for the tiny model and a hub id."""
+    name = (name or "").strip()
+    if name in ("", EMBEDDED):
+        return converted_dir()
+    if name == GEMMA:
+        return gemma_converted_dir()
+    if name == TINY:
+        return None
+    try:
+        path = Path(name).expanduser()
+        return path if path.is_dir() and (path / "config.json").is_file() else None
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+def file_checksums(folder: Path) -> dict | None:
+    """Size and SHA-256 of every file the loader reads from ``folder`` (weights, config, tokenizer). A converted copy
+    keeps them in its checksum record, checked against the files on every load: they are read from there when the
+    files still match it; any other folder is hashed now (about 1.5 s per 500 MB). None when it cannot be read."""
+    try:
+        record = folder / _CHECKSUM
+        if record.is_file() and weights_intact(folder):
+            want = json.loads(record.read_text())
+            return {name: {"size": int(v["size"]), "sha256": str(v["sha256"])} for name, v in sorted(want.items())}
+        return weights_checksum(folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def embedded_is_converted() -> bool:
     gguf = embedded_gguf_path()
     marker = converted_dir() / _CONVERTED_MARKER

@@ -48,6 +48,7 @@ class StepRecord:
     # served this request in a batch with other sessions' requests (engine/core/classbatch.py). A step measured in a
     # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
     batch_size: int = 1
+    top_logits: tuple[float, ...] = ()  # raw logits of top_ids: what a saved run is checked against (engine/record)
 
 
 @dataclass(frozen=True)
@@ -169,17 +170,18 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
     top = torch.topk(probs, TOP_K_RECORD)
     chosen_p = float(probs[token_id]) if settings.temperature == 1.0 and settings.top_k == 0 and \
         settings.top_p >= 1.0 and settings.min_p <= 0.0 else float(sampling_probs(logits_cpu, settings)[token_id])
-    return top.indices.tolist(), top.values.tolist(), chosen_p, entropy_bits(probs)
+    return (top.indices.tolist(), top.values.tolist(), chosen_p, entropy_bits(probs),
+            logits_cpu[top.indices].float().tolist())
 
 
 def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1) -> StepRecord:
-    top_ids, top_probs, chosen_p, ent = stats
+    top_ids, top_probs, chosen_p, ent, top_logits = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
         index=index, phase="prefill" if index == 0 else "decode", tokens_in=tokens_in, seconds=seconds,
         kv_bytes=kv[0], kv_tokens=kv[1], token_id=token_id, token=strings[0], prob=chosen_p,
         top_ids=tuple(top_ids), top_tokens=tuple(strings[1:]), top_probs=tuple(top_probs), entropy_bits=ent,
-        batch_size=int(batch_size),
+        batch_size=int(batch_size), top_logits=tuple(top_logits),
     )
 
 

@@ -86,6 +86,9 @@ class SpecRun:
     rounds: tuple[SpecRound, ...]
     plain_tokens: tuple[str, ...] = ()
     spec_tokens: tuple[str, ...] = ()
+    # The plain lane's step records (top-k logits, KV bytes) when it was decoded in this race; empty when an earlier
+    # plain run was reused (a k sweep). A saved race is checked against them (engine/record).
+    plain_steps: tuple = ()
 
     @property
     def plain_seconds(self) -> float:
@@ -381,6 +384,7 @@ def race(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int, settings: S
     seed, measured in one run. ``plain`` = (ids, step seconds) reuses an earlier plain run (a k sweep)."""
     settings = settings.clamp()
     drafter = drafter or make_drafter(lm, drafter_spec)
+    steps = ()
     if plain is None:
         p_ids, steps, _, _ = generate_tokens(lm, list(ids), settings, max_new_tokens, seed, stop_at_eos,
                                              on_step=on_plain_step)
@@ -392,7 +396,7 @@ def race(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int, settings: S
         max_new_tokens=int(max_new_tokens), threads=torch.get_num_threads(), prompt_ids=tuple(ids),
         plain_ids=tuple(plain[0]), plain_step_seconds=tuple(plain[1]), spec_ids=tuple(s_ids),
         spec_prefill_seconds=pre, rounds=tuple(rounds), plain_tokens=tuple(token_text(lm.tokenizer, plain[0])),
-        spec_tokens=tuple(token_text(lm.tokenizer, s_ids)),
+        spec_tokens=tuple(token_text(lm.tokenizer, s_ids)), plain_steps=tuple(steps),
     )
 
 

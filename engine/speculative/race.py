@@ -31,7 +31,10 @@ PROMPTS = [
 
 
 def add_arguments(p) -> None:
+    from engine.record.cli import add_save_argument
+
     add_run_arguments(p, max_new_tokens=64)
+    add_save_argument(p)
     p.add_argument("--drafter", default="lookup", help="lookup[:N | :M-N] | early-exit:L | model:NAME (model:self, "
                                                        "model:random:L, or a model sharing the target's tokenizer)")
     p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
@@ -66,4 +69,8 @@ def cli(lm, args, emit) -> int:
             f"identical output: {r.identical}\n{cal.result.describe()}\n"
             + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
     emit(args, d, text)
+    if getattr(args, "save", None):
+        from engine.record.cli import save_race
+
+        return save_race(lm, r, check, args.prompt, enc, cal.result, args.save, "python -m engine race")
     return 0

@@ -12,6 +12,8 @@ FONT = dict(size=15, color=INK)
 COLORS = dict(primary="#1f77b4", accent="#d62728", good="#2ca02c", muted="#9aa4b1", warn="#ff7f0e")
 KINDS = {
     "measured": "Measured on this machine",
+    "recorded": "Measured on the machine that recorded it",  # a saved run opened here (ui/record)
+    "compared": "Measured there and here",  # a saved run beside its re-run on this machine
     "model": "Real values from the model",
     "derived": "Derived from a formula",
     "illustrative": "Illustrative",

@@ -35,6 +35,7 @@ PAGES = [
     PageSpec("pages/batching.py", "Batching", ":material/stacks:", "batching"),
     PageSpec("pages/serving.py", "Serving engines", ":material/dns:", "serving"),
     PageSpec("pages/compare.py", "Two models side by side", ":material/compare_arrows:", "compare"),
+    PageSpec("pages/record.py", "A saved run", ":material/file_open:", "record"),
 ]
 
 

@@ -1,0 +1,2 @@
+"""A run that travels: one saved file per run (``format``), built from the engine's records (``build``), replayed
+as a self-contained page (``replay``) and checked again on another machine (``verify``); docs/record-format.md."""

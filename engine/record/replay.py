@@ -1,0 +1,46 @@
+"""A saved run as one self-contained HTML page: no server, no network, opened from a USB stick in any browser.
+
+The page holds the record itself (the JSON of docs/record-format.md), plotly.js from the installed plotly package,
+and its own script and style (``page/``), all inline. The script draws the run stage by stage as the app's home and
+race pages do; sliders re-sample the recorded logits in the browser. A Content-Security-Policy in the page allows
+no network request at all, so the page provably works offline.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+PAGE = Path(__file__).with_name("page")
+
+
+def _inline_json(record: dict) -> str:
+    """The record as JSON that cannot end the <script> element holding it: every <, > and & written as a JSON
+    escape (a recorded prompt holding "</script>" stays data), and the two line separators JavaScript once
+    treated as line ends."""
+    text = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def plotly_js() -> str:
+    """plotly.js as the installed plotly package ships it (no CDN)."""
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs()
+    if "</script" in js.lower():  # would end its <script> element early; plotly.js has none today
+        js = js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+    return js
+
+
+def replay_html(record: dict) -> str:
+    """The page for a loaded, checked record (engine.record.format.load)."""
+    page = (PAGE / "replay.html").read_text(encoding="utf-8")
+    title = f"{record['model']['name']}: a recorded {record['kind']}, {record['saved_at']}"
+    parts = {"<!--TITLE-->": html.escape(title), "<!--STYLE-->": (PAGE / "replay.css").read_text(encoding="utf-8"),
+             "<!--SCRIPT-->": (PAGE / "replay.js").read_text(encoding="utf-8"), "<!--DATA-->": _inline_json(record)}
+    for marker, text in parts.items():
+        before, sep, after = page.partition(marker)
+        page = before + text + after
+    before, _, after = page.partition("<!--PLOTLY-->")  # last: nothing is searched inside its 4.8 MB afterwards
+    return before + plotly_js() + after
