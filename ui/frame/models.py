@@ -29,6 +29,13 @@ def policy() -> ModelPolicy:
     return policy_from_env(os.environ, st.get_option("server.address"))
 
 
+def offered(name: str) -> bool:
+    """May a page read or show the app's own model ``name`` (its tokenizer, its facts)? In class mode only when
+    the allow-list offers it: nothing off the list is read or named."""
+    pol = policy()
+    return not pol.class_mode or name in dict(pol.allowed).values()
+
+
 OPEN_EXTRA = 2  # open mode: room for two typed folders or hub ids besides the built-in models
 
 
