@@ -4,7 +4,9 @@
 the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with every other queued request for the
 same model object (so the same precision): continuous batching, as the batching page teaches it.
 
-- Requests join between decode steps: joiners' prompts are prefilled together (left-padded, in chunks of at most
+- Requests join between decode steps, within the share of the batch their client and session may hold
+  (engine/core/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
+  tokens: ``batched_trace.weight``). Joiners' prompts are prefilled together (left-padded, in chunks of at most
   ``PREFILL_CHUNK_TOKENS`` padded positions per pass) and merged into the running batch's KV cache, and the rows
   already there still take their decode step in the same round (a stream of arrivals never stalls them); a request
   leaves when it picks end-of-sequence or reaches its token count, and its row is dropped from the cache.
@@ -26,6 +28,7 @@ import time
 import torch
 
 from engine.batching.experiment import _Batch, decode_logits, prefill_logits
+from engine.core import seats
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, warm_up
 from engine.core.models import LoadedModel
@@ -49,6 +52,18 @@ def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Sam
 
 
 batched_trace.kind = "answer"  # what the class view and the queue messages call it
+
+
+def request_weight(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
+                   max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True, analyse: bool = True,
+                   on_step=None) -> float:
+    """What a request weighs in its client's share of the batch (engine/core/seats.weight): its prompt tokens as
+    the model receives them and the tokens it asks for."""
+    enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=MAX_PROMPT_TOKENS)
+    return seats.weight(len(enc.ids), min(max(int(max_new_tokens), 1), MAX_NEW_TOKENS))
+
+
+batched_trace.weight = request_weight
 
 
 def group(lm: LoadedModel) -> tuple | None:
