@@ -6,18 +6,23 @@ same model object (so the same precision): continuous batching, as the batching 
 
 - Requests join between decode steps, within the share of the batch their client and session may hold
   (engine/core/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
-  tokens: ``batched_trace.weight``). Joiners' prompts are prefilled together (left-padded, in chunks of at most
-  ``PREFILL_CHUNK_TOKENS`` padded positions per pass) and merged into the running batch's KV cache, and the rows
-  already there still take their decode step in the same round (a stream of arrivals never stalls them); a request
-  leaves when it picks end-of-sequence or reaches its token count, and its row is dropped from the cache.
+  tokens: ``batched_trace.weight``). A request leaves when it picks end-of-sequence or reaches its token count,
+  and its row is dropped from the cache.
+- Chunked prefill (as vLLM and SGLang do it): joiners are grouped with prompts of similar length (left-padded to
+  the group's longest, so a short question is never padded to a paste) and each round prefills at most
+  ``PREFILL_SLICE_TOKENS`` padded positions over all groups, the shortest remaining work first, before every
+  row already decoding takes its step. A pasted 512-token prompt is thus read in slices between decode steps
+  instead of stalling everyone for its whole prefill, and a cancelled request leaves within one slice. A group
+  joins the running batch (its KV cache merged) when its last slice is done.
 - The batch mechanics (left padding, attention mask, per-row positions, merging and dropping rows) are the
   batching experiment's own (engine/batching/experiment.py): one implementation for the lesson and the class.
 - Each request samples from its own row's logits with its own generator (``make_generator(seed)``), in the same
   order as alone: greedy output is the solo output token for token, and a sampled one draws from the same
   distribution with the same seed semantics (tests/engine/test_classbatch.py).
 - Each request still gets its own ``Trace``: its tokens, top-k, KV bytes (its own rows of the cache) and, after its
-  last token, the untimed analysis pass over its prompt (requests that finish in the same step share one pass). A step's ``seconds`` is the time of the whole batched
-  pass; its ``batch_size`` says how many requests shared it ("measured in a batch of 7"): not a solo step time.
+  last token, the untimed analysis pass over its prompt (requests that finish in the same step share one pass).
+  A step's ``seconds`` is the time of the whole batched pass (its prefill's: the sum of its group's slices); its
+  ``batch_size`` says how many requests shared it ("measured in a batch of 7"): not a solo step time.
 - A request whose session went away (tab closed, page left) leaves the batch before the next step.
 """
 from __future__ import annotations
@@ -27,17 +32,23 @@ import time
 
 import torch
 
-from engine.batching.experiment import _Batch, decode_logits, prefill_logits
+from transformers import DynamicCache
+
+from engine.batching.experiment import _Batch, decode_logits, left_padded, prefill_slice
 from engine.core import seats
 from engine.core.kv import cache_tensors
-from engine.core.loop import eos_ids, warm_up
+from engine.core.loop import eos_ids, new_cache, warm_up
 from engine.core.models import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
 
-PREFILL_CHUNK_TOKENS = 2048  # padded prompt positions per prefill pass (rows x longest prompt)
+PREFILL_SLICE_TOKENS = 256  # padded prompt positions prefilled per round, all groups together (chunked prefill)
+MIN_SLICE = 32  # the oldest group filling gets at least this many positions per round: it always moves on
+GROUP_TOKENS = 2048  # padded positions of one group filling together (rows x its longest prompt)
+SIMILAR = 1.25  # a group's longest prompt is at most this times its shortest, plus SIMILAR_SLACK tokens
+SIMILAR_SLACK = 16
 ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps logits at every position)
 
 
@@ -141,16 +152,109 @@ def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
     return held, real
 
 
-def _chunks(rows: list[_Row], budget: int = PREFILL_CHUNK_TOKENS) -> list[list[_Row]]:
+def _chunks(rows: list, budget: int) -> list[list]:
     """Consecutive groups whose padded size (rows x longest prompt) stays within ``budget`` (one row may
     exceed it alone)."""
-    out: list[list[_Row]] = []
+    out: list[list] = []
     for r in rows:
         if out and (len(out[-1]) + 1) * max(len(r.ids), *(len(x.ids) for x in out[-1])) <= budget:
             out[-1].append(r)
         else:
             out.append([r])
     return out
+
+
+def _groups(rows: list) -> list[list]:
+    """Joiners grouped with prompts of similar length (sorted by length; a group's longest is at most SIMILAR
+    times its shortest plus SIMILAR_SLACK tokens, and rows x longest at most GROUP_TOKENS): a short question is
+    never padded to the length of a paste."""
+    out: list[list] = []
+    for r in sorted(rows, key=lambda r: len(r.ids)):
+        g = out[-1] if out else None
+        n = len(r.ids)
+        if g and n <= SIMILAR * len(g[0].ids) + SIMILAR_SLACK and (len(g) + 1) * n <= GROUP_TOKENS:
+            g.append(r)
+        else:
+            out.append([r])
+    return out
+
+
+class _Filling:
+    """A group of joiners whose prompts are being prefilled, slice by slice, into a KV cache of their own."""
+
+    def __init__(self, lm: LoadedModel, rows: list[_Row]):
+        self.lm, self.rows = lm, rows
+        self.ids, self.mask, self.pos = left_padded(lm, [r.ids for r in rows])  # each [g, P]
+        self.cache = new_cache(lm)
+        self.done = 0  # prompt positions prefilled so far
+        self.seconds = 0.0  # its slices' time, summed
+        self.toks: list[int] = []
+        self.logits: torch.Tensor | None = None  # [g, vocab] after the last slice
+
+    @property
+    def left(self) -> int:
+        return self.ids.shape[1] - self.done
+
+    @property
+    def work(self) -> int:
+        return len(self.rows) * self.left
+
+    def drop(self, gone) -> list[_Row]:
+        """The rows for which ``gone(row)`` is true leave the group (asked once per row); returns them."""
+        leaving = [bool(gone(r)) for r in self.rows]
+        if not any(leaving):
+            return []
+        out = [r for r, x in zip(self.rows, leaving) if x]
+        keep = [i for i, x in enumerate(leaving) if not x]
+        self.rows = [self.rows[i] for i in keep]
+        if keep:
+            idx = torch.tensor(keep, device=self.ids.device)
+            self.ids, self.mask, self.pos = self.ids[idx], self.mask[idx], self.pos[idx]
+            if self.done:
+                kv = [(layer.keys[idx], layer.values[idx]) for layer in self.cache.layers]
+                self.cache = DynamicCache(ddp_cache_data=kv, config=self.lm.model.config)
+        return out
+
+
+def _prefill_round(w, lm: LoadedModel, filling: list[_Filling], dev) -> None:
+    """One round's prefill: about PREFILL_SLICE_TOKENS padded positions over the groups filling, the least
+    remaining work first (a group that fits is finished in one pass; a longer one gets a slice of at least
+    MIN_SLICE positions); the oldest group gets at least MIN_SLICE positions in every round, so a paste beside a
+    stream of short questions still moves on."""
+    budget = PREFILL_SLICE_TOKENS
+    served = set()
+    for g in sorted(filling, key=lambda g: g.work):
+        if budget <= 0:
+            break
+        n = g.left if g.work <= budget else min(g.left, max(MIN_SLICE, budget // len(g.rows)))
+        _slice(w, lm, g, n, dev)
+        budget -= len(g.rows) * n
+        served.add(id(g))
+    oldest = filling[0]
+    if id(oldest) not in served:
+        _slice(w, lm, oldest, min(oldest.left, MIN_SLICE), dev)
+
+
+def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> None:
+    start, t0 = time.monotonic(), now(dev)
+    logits = prefill_slice(lm, g.ids, g.mask, g.pos, g.cache, g.done, g.done + n)  # [g, vocab]
+    g.done += n
+    if not g.left:
+        g.logits = logits.float().cpu()
+        g.toks = [r.pick(g.logits[i]) for i, r in enumerate(g.rows)]
+    g.seconds += now(dev) - t0
+    w.note_step("prefill", start, time.monotonic(), len(g.rows))
+
+
+def _join(batch: _Batch, g: _Filling, stops) -> None:
+    """A group whose prompts are all read joins the running batch with its first tokens."""
+    base = len(batch.slots)
+    batch.merge([(layer.keys, layer.values) for layer in g.cache.layers], g.mask, g.rows)
+    t = time.monotonic()
+    for i, (r, tok) in enumerate(zip(g.rows, g.toks)):
+        r.job.first_token_at = t
+        r.job.rows = max(r.job.rows, len(g.rows))
+        r.keep(g.logits[i], tok, g.seconds, len(r.ids), _row_kv(batch, base + i), len(g.rows), stops)
 
 
 def serve_batch(w, first) -> None:
@@ -160,12 +264,17 @@ def serve_batch(w, first) -> None:
     stops = eos_ids(lm)
     dev = lm.device
     batch = _Batch(lm)
+    filling: list[_Filling] = []  # oldest first
     joiners = [first]
     warm_up(lm)
     while True:
         for r in batch.leave(lambda r: r.job.should_stop()):
             w.complete(r.job, "cancelled", error=_cancelled(r.job))
-        room = w.max_batch - len(batch.slots) - len(joiners)
+        for g in filling:  # a request cancelled mid-prefill leaves within one slice
+            for r in g.drop(lambda r: r.job.should_stop()):
+                w.complete(r.job, "cancelled", error=_cancelled(r.job))
+        filling = [g for g in filling if g.rows]
+        room = w.max_batch - len(batch.slots) - sum(len(g.rows) for g in filling) - len(joiners)
         if room > 0:
             joiners += w.admit(first.batch, room)
         new: list[_Row] = []
@@ -178,13 +287,16 @@ def serve_batch(w, first) -> None:
             except Exception as exc:  # an unusable prompt fails its own request only
                 w.complete(job, "failed", error=exc)
         joiners = []
-        if not new and not batch.slots:
+        filling += [_Filling(lm, g) for g in _groups(new)]
+        if not filling and not batch.slots:
             return
-        # the rows already decoding take their next step in every round, joiners or not: requests arriving one
-        # after another (a class pressing Enter over ten seconds) used to make every round a prefill, and the
-        # first request's answer waited for the last one's arrival
-        for chunk in _chunks(new):
-            _prefill(w, lm, batch, chunk, stops, dev)
+        # a slice of prefill, then every row already decoding takes its step: neither a stream of arrivals nor a
+        # pasted prompt stalls the rows decoding for more than one slice
+        if filling:
+            _prefill_round(w, lm, filling, dev)
+        for g in [g for g in filling if not g.left]:
+            _join(batch, g, stops)
+        filling = [g for g in filling if g.left]
         _leave_done(w, lm, batch)
         if batch.slots:
             _decode(w, lm, batch, stops, dev)
@@ -201,22 +313,6 @@ def _cancelled(job):
     from engine.core.worker import Cancelled
 
     return Cancelled(f"job {job.key!r} cancelled (left the batch)")
-
-
-def _prefill(w, lm, batch: _Batch, rows: list[_Row], stops, dev) -> None:
-    start, t0 = time.monotonic(), now(dev)
-    kv, mask, logits, _ = prefill_logits(lm, [r.ids for r in rows])
-    logits = logits.float().cpu()  # [g, vocab]
-    toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
-    seconds = now(dev) - t0
-    w.note_step("prefill", start, time.monotonic(), len(rows))
-    base = len(batch.slots)
-    batch.merge(kv, mask, rows)
-    t = time.monotonic()
-    for i, (r, tok) in enumerate(zip(rows, toks)):
-        r.job.first_token_at = t
-        r.job.rows = max(r.job.rows, len(rows))
-        r.keep(logits[i], tok, seconds, len(r.ids), _row_kv(batch, base + i), len(rows), stops)
 
 
 def _decode(w, lm, batch: _Batch, stops, dev) -> None:
