@@ -347,7 +347,9 @@ class Worker:
             run = self._running[0] if self._running else None
             return {
                 "busy": run is not None,
-                "running": None if run is None else {"key": repr(run.key)[:200], "session": repr(run.session)[:80],
+                # by kind and a short tag only: the file is readable by whoever can read the server's files, and a
+                # job's key holds its prompt
+                "running": None if run is None else {"kind": run.kind, "session": session_tag(run.session),
                                                      "seconds": time.monotonic() - (run.started_at or 0)},
                 "running_jobs": len(self._running),
                 "queued": len(self._queue),
