@@ -9,11 +9,14 @@ same model object (so the same precision): continuous batching, as the batching 
   tokens: ``batched_trace.weight``). A request leaves when it picks end-of-sequence or reaches its token count,
   and its row is dropped from the cache.
 - Chunked prefill (as vLLM and SGLang do it): joiners are grouped with prompts of similar length (left-padded to
-  the group's longest, so a short question is never padded to a paste) and each round prefills at most
-  ``PREFILL_SLICE_TOKENS`` padded positions over all groups, the shortest remaining work first, before every
-  row already decoding takes its step. A pasted 512-token prompt is thus read in slices between decode steps
-  instead of stalling everyone for its whole prefill, and a cancelled request leaves within one slice. A group
-  joins the running batch (its KV cache merged) when its last slice is done.
+  the group's longest, so a short question is never padded to a paste). A group of short prompts (at most
+  ``SHORT_PROMPT_TOKENS``) is prefilled whole in the round it arrives; a long prompt is read in slices of at most
+  ``PREFILL_SLICE_TOKENS`` padded positions (the long groups together, oldest first), between decode steps. While
+  rows are decoding, a long slice of s seconds is followed by at least ``DECODE_SHARE`` x s seconds of decode
+  steps before the next one (stall-free batching, as Sarathi-Serve names it): a pasted 512-token prompt never
+  stalls the others for its whole prefill, the answers decoding keep about two thirds of the worker, and a
+  paste costs its owner more time the busier the batch is. A request cancelled mid-prefill leaves within one
+  slice. A group joins the running batch (its KV cache merged) when its last slice is done.
 - The batch mechanics (left padding, attention mask, per-row positions, merging and dropping rows) are the
   batching experiment's own (engine/batching/experiment.py): one implementation for the lesson and the class.
 - Each request samples from its own row's logits with its own generator (``make_generator(seed)``), in the same
@@ -44,8 +47,9 @@ from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
 
-PREFILL_SLICE_TOKENS = 256  # padded prompt positions prefilled per round, all groups together (chunked prefill)
-MIN_SLICE = 32  # the oldest group filling gets at least this many positions per round: it always moves on
+PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
+SHORT_PROMPT_TOKENS = 128  # a group whose prompts are all this short is prefilled whole when it arrives
+DECODE_SHARE = 2.0  # decode seconds the rows decoding get after each second of long prefill
 GROUP_TOKENS = 2048  # padded positions of one group filling together (rows x its longest prompt)
 SIMILAR = 1.25  # a group's longest prompt is at most this times its shortest, plus SIMILAR_SLACK tokens
 SIMILAR_SLACK = 16
@@ -199,6 +203,10 @@ class _Filling:
     def work(self) -> int:
         return len(self.rows) * self.left
 
+    @property
+    def short(self) -> bool:
+        return self.ids.shape[1] <= SHORT_PROMPT_TOKENS
+
     def drop(self, gone) -> list[_Row]:
         """The rows for which ``gone(row)`` is true leave the group (asked once per row); returns them."""
         leaving = [bool(gone(r)) for r in self.rows]
@@ -216,34 +224,36 @@ class _Filling:
         return out
 
 
-def _prefill_round(w, lm: LoadedModel, filling: list[_Filling], dev) -> None:
-    """One round's prefill: about PREFILL_SLICE_TOKENS padded positions over the groups filling, the least
-    remaining work first (a group that fits is finished in one pass; a longer one gets a slice of at least
-    MIN_SLICE positions); the oldest group gets at least MIN_SLICE positions in every round, so a paste beside a
-    stream of short questions still moves on."""
-    budget = PREFILL_SLICE_TOKENS
-    served = set()
-    for g in sorted(filling, key=lambda g: g.work):
+def _prefill_round(w, lm: LoadedModel, filling: list[_Filling], dev, long_ok: bool) -> float:
+    """One round's prefill: every group of short prompts whole; then, when ``long_ok``, one slice of at most
+    PREFILL_SLICE_TOKENS padded positions over the long groups, oldest first. Returns the seconds the long
+    slices took (what the rows decoding are owed: DECODE_SHARE times that)."""
+    for g in sorted((g for g in filling if g.short), key=lambda g: g.work):
+        _slice(w, lm, g, g.left, dev)
+    spent, budget = 0.0, PREFILL_SLICE_TOKENS
+    for g in filling if long_ok else ():
+        if g.short or not g.left:
+            continue
         if budget <= 0:
             break
-        n = g.left if g.work <= budget else min(g.left, max(MIN_SLICE, budget // len(g.rows)))
-        _slice(w, lm, g, n, dev)
+        n = min(g.left, max(1, budget // len(g.rows)))
+        spent += _slice(w, lm, g, n, dev)
         budget -= len(g.rows) * n
-        served.add(id(g))
-    oldest = filling[0]
-    if id(oldest) not in served:
-        _slice(w, lm, oldest, min(oldest.left, MIN_SLICE), dev)
+    return spent
 
 
-def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> None:
+def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> float:
+    """Prefill the next ``n`` positions of group ``g``; returns the pass's seconds."""
     start, t0 = time.monotonic(), now(dev)
     logits = prefill_slice(lm, g.ids, g.mask, g.pos, g.cache, g.done, g.done + n)  # [g, vocab]
     g.done += n
     if not g.left:
         g.logits = logits.float().cpu()
         g.toks = [r.pick(g.logits[i]) for i, r in enumerate(g.rows)]
-    g.seconds += now(dev) - t0
+    seconds = now(dev) - t0
+    g.seconds += seconds
     w.note_step("prefill", start, time.monotonic(), len(g.rows))
+    return seconds
 
 
 def _join(batch: _Batch, g: _Filling, stops) -> None:
@@ -266,6 +276,7 @@ def serve_batch(w, first) -> None:
     batch = _Batch(lm)
     filling: list[_Filling] = []  # oldest first
     joiners = [first]
+    owed = 0.0  # decode seconds the rows decoding are owed before the next long prefill slice
     warm_up(lm)
     while True:
         for r in batch.leave(lambda r: r.job.should_stop()):
@@ -290,16 +301,18 @@ def serve_batch(w, first) -> None:
         filling += [_Filling(lm, g) for g in _groups(new)]
         if not filling and not batch.slots:
             return
-        # a slice of prefill, then every row already decoding takes its step: neither a stream of arrivals nor a
-        # pasted prompt stalls the rows decoding for more than one slice
+        # short prompts whole, a long prompt's slice unless the rows decoding are owed time, then every row
+        # already decoding takes its step: neither a stream of arrivals nor a paste stalls them
+        if not batch.slots:
+            owed = 0.0
         if filling:
-            _prefill_round(w, lm, filling, dev)
+            owed += DECODE_SHARE * _prefill_round(w, lm, filling, dev, long_ok=owed <= 0)
         for g in [g for g in filling if not g.left]:
             _join(batch, g, stops)
         filling = [g for g in filling if g.left]
         _leave_done(w, lm, batch)
         if batch.slots:
-            _decode(w, lm, batch, stops, dev)
+            owed -= _decode(w, lm, batch, stops, dev)
             _leave_done(w, lm, batch)
 
 
@@ -315,7 +328,8 @@ def _cancelled(job):
     return Cancelled(f"job {job.key!r} cancelled (left the batch)")
 
 
-def _decode(w, lm, batch: _Batch, stops, dev) -> None:
+def _decode(w, lm, batch: _Batch, stops, dev) -> float:
+    """One decode step for every row of the batch; returns its seconds."""
     rows = list(batch.slots)
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
@@ -325,6 +339,7 @@ def _decode(w, lm, batch: _Batch, stops, dev) -> None:
     for i, (r, tok) in enumerate(zip(rows, toks)):
         r.job.rows = max(r.job.rows, len(rows))
         r.keep(logits[i], tok, seconds, 1, _row_kv(batch, i), len(rows), stops)
+    return seconds
 
 
 def _finish(w, lm, rows: list[_Row]) -> None:

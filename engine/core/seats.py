@@ -57,8 +57,10 @@ def short_seats(max_batch: int) -> int:
 
 
 def long_seats_per_client(max_batch: int) -> int:
-    """Long rows one client may hold: a quarter of the seats long rows may take, at least one."""
-    return max(1, (max_batch - short_seats(max_batch)) // 4)
+    """Long rows one client may hold: an eighth of the seats long rows may take (3 of 24 in a batch of 32), at
+    least one. Each long row makes every decode step of the batch slower (its keys and values are read at each
+    one), and a student has one tab asking at a time, or two."""
+    return max(1, (max_batch - short_seats(max_batch)) // 8)
 
 
 def refusal(want: Seat, held: Sequence[Seat], waiting: Iterable[Hashable], max_batch: int) -> dict | None:

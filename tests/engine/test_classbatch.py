@@ -404,7 +404,6 @@ def passes(monkeypatch):
 @pytest.fixture
 def small_slices(monkeypatch):
     monkeypatch.setattr(classbatch, "PREFILL_SLICE_TOKENS", 64)
-    monkeypatch.setattr(classbatch, "MIN_SLICE", 16)
 
 
 def test_a_paste_is_prefilled_in_slices_between_decode_steps(tiny_lm, one_thread, monkeypatch):
