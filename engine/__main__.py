@@ -26,6 +26,7 @@ BENCHES = {
     "batching": "engine.batching.bench",
     "classroom": "engine.batching.bench_classroom",
     "decode": "engine.timeline.bench_decode",
+    "hostile": "engine.batching.bench_hostile",
     "kv": "engine.kv_cache.bench",
     "precision": "engine.precision.bench",
     "specdec": "engine.speculative.bench",

@@ -164,3 +164,17 @@ def test_policy_fair_share_binds_only_while_another_client_waits():
     assert seats.refusal(_seat("me"), mine, set(), 8) is None  # nobody else waits: free seats are used
     assert seats.refusal(_seat("me"), mine, {"other"}, 8)["reason"] == "share"  # 5 >= 8 / 2
     assert seats.refusal(_seat("other"), mine, {"me"}, 8) is None  # a client holding nothing always may
+
+
+def test_bench_hostile_measures_a_question_alone_and_beside_hostile_traffic(tiny_lm, one_thread):
+    from types import SimpleNamespace
+
+    from engine.batching import bench_hostile
+
+    args = SimpleNamespace(hostile=6, paste_chars=400, paste_tokens=200, questions=2, question_tokens=3,
+                           max_batch=8, timeout=60.0)
+    r = bench_hostile.run(tiny_lm, args)
+    assert r["same_answers"] and r["question_alone_s"] > 0 and r["question_beside_hostile_s"] < float("inf")
+    assert len(r["questions_alone_s"]) == len(r["questions_beside_paste_s"]) == 2
+    assert 0 < r["hostile_rows_held"] <= seats.long_seats_per_client(8)
+    assert "beside 6 hostile sessions" in bench_hostile.summary(r)
