@@ -375,7 +375,7 @@ class Worker:
                     ahead = order[:place - 1]
                     if why is None and any(j.batch != job.batch for j in ahead):
                         why = {"reason": "alone"}
-                elif batched:
+                elif batched and job.batch is None:
                     why = {"reason": "drain"}  # it runs alone, after the batch's rows have left
             return {"place": place, "queued": len(order), "running": dict(kinds),
                     "batch": len(running) if any(j.batch is not None for j in running) else 0, "why": why}
