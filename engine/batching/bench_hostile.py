@@ -143,6 +143,7 @@ def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tu
 def run(lm: LoadedModel, args) -> dict:
     from engine.core.loop import warm_up
 
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     before = os.environ.get("ILE_WORKER_LOG")
     os.environ["ILE_WORKER_LOG"] = "off"
     try:
@@ -170,6 +171,8 @@ def run(lm: LoadedModel, args) -> dict:
         "questions_alone_s": secs(together), "questions_beside_paste_s": secs(pasted),
         "ratio_paste_vs_alone_worst": max(s for s, _ in pasted) / max(s for s, _ in together),
         "same_answers": same,
+        "load_average_1min": [load_before, os.getloadavg()[0] if load_before is not None else None],  # before, after
+        "cpus": os.cpu_count(),
         "note": "answer time = submit to last token on the worker's clock; inf = not answered within --timeout; "
                 "hostile_rows_held = hostile requests in the batch when the question was answered; "
                 "hostile_most_tokens = the most tokens one of them had by then",
