@@ -78,3 +78,15 @@ def test_queue_message_says_why_in_one_line():
     assert "24 seats" in why_words({"reason": "long", "seats": 32, "kept": 8})
     assert "6 long requests" in why_words({"reason": "client_long", "limit": 6})
     assert "why" not in queue_message({**base, "why": None}, 1.0)
+
+
+def test_the_client_is_the_sessions_address_and_this_machine_on_the_loopback(monkeypatch):
+    """The worker bounds what one client may hold (engine/core/seats.py): a client is the address Streamlit reports
+    for the session (st.context.ip_address), and every tab of the server's own machine (reported as None) is one."""
+    import types
+
+    from ui.frame import work
+
+    for reported, client in (("10.0.0.5", "10.0.0.5"), ("fe80::1", "fe80::1"), (None, work.THIS_MACHINE)):
+        monkeypatch.setattr(work, "st", types.SimpleNamespace(context=types.SimpleNamespace(ip_address=reported)))
+        assert work.client_address() == client
