@@ -7,24 +7,15 @@ import pytest
 import engine.core.models as models
 import ui.frame.models
 from tests.app.test_pages import errors, run_page
+from tests.engine.test_model_cache import cache_copy  # noqa: F401  the fixture below builds on it
 
 
 @pytest.fixture
-def private_cache(tmp_path, monkeypatch, embedded_lm):
-    """A private cache holding a copy of the real converted model; the conversion is replaced by a copy."""
-    src = models.converted_dir()
-    monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    shutil.copytree(src, models.converted_dir())
-    converted = []
-
-    def fake_convert(progress=models.log):
-        converted.append(1)
-        shutil.rmtree(models.converted_dir(), ignore_errors=True)
-        shutil.copytree(src, models.converted_dir())
-        return models.converted_dir()
-
-    monkeypatch.setattr(ui.frame.models, "convert_embedded", fake_convert)
-    return converted
+def private_cache(cache_copy, monkeypatch):
+    """test_model_cache's private cache (a copy of the real converted model; the conversion replaced by a copy),
+    with the page's conversion call pointed at that replacement too."""
+    monkeypatch.setattr(ui.frame.models, "convert_embedded", models.convert_embedded)
+    return cache_copy
 
 
 @pytest.fixture
