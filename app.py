@@ -2,9 +2,10 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui.frame import errors, layout, legacy_pages, nav, sidebar, state, style
+from ui.frame import errors, layout, legacy_pages, nav, server_metrics, sidebar, state, style
 
 legacy_pages.legacy_mode_off()  # pages/ beside app.py: Streamlit's legacy router off (ui/frame/legacy_pages.py)
+server_metrics.closed_to_a_class()  # a class server's /_stcore/metrics reports nothing (ui/frame/server_metrics.py)
 
 present = state.settings().present
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide",

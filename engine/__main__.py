@@ -27,6 +27,7 @@ BENCHES = {
     "batching": "engine.batching.bench",
     "classroom": "engine.batching.bench_classroom",
     "decode": "engine.timeline.bench_decode",
+    "hostile": "engine.batching.bench_hostile",
     "kv": "engine.kv_cache.bench",
     "precision": "engine.precision.bench",
     "specdec": "engine.speculative.bench",
@@ -96,7 +97,13 @@ def _prepare(argv) -> int:
                                  description="Convert the packaged models once (the app and the tests load them fast "
                                              "afterwards).")
     pp.add_argument("--model", choices=[EMBEDDED, GEMMA, "all"], default="all")
+    pp.add_argument("--parent", type=int, default=None,
+                    help="end when this process (the app that started the preparation) is gone")
     args = pp.parse_args(argv)
+    if args.parent is not None:
+        from engine.core.background import exit_with_parent
+
+        exit_with_parent(args.parent)
     try:
         if args.model in (EMBEDDED, "all") and not embedded_is_converted():
             convert_embedded()

@@ -6,7 +6,8 @@ from ui.frame import nav
 from ui.serving import sections
 from ui.frame.layout import section, try_this, what_you_see
 from ui.frame.lessons import lesson
-from ui.serving.view import fmt, literal
+from ui.frame.html import md_escape
+from ui.serving.view import fmt
 
 nav.through_router()
 st.title("Serving engines: the same loop on a real server")
@@ -34,4 +35,4 @@ st.divider()
 for col, target in zip(st.columns(3), ["pages/timeline.py", "pages/batching.py", "pages/speculative.py"]):
     with col:
         nav.link(target)
-st.caption(f"Connected to {literal(cfg.where)}; values: {fmt(None)} = not reported by the server.")
+st.caption(f"Connected to {md_escape(cfg.where)}; values: {fmt(None)} = not reported by the server.")

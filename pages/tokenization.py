@@ -2,13 +2,15 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
+from engine.core.models import EMBEDDED, GEMMA
 from engine.core.prompt import PromptError
 from ui.frame import nav
 from ui.tokenization import sections as tokenization_pair
 from ui.tokenization import view as V
 from ui.frame.layout import chart, section, try_this, what_you_see
+from ui.frame.html import md_escape
 from ui.frame.lessons import lesson
-from ui.frame.models import current_model
+from ui.frame.models import current_model, offered, policy
 from ui.frame.state import settings
 from ui.tokenization.runs import compare_for, ids_for, paris_ids, segments_for, sources, table_for
 from ui.tokenization.figures import bytes_per_token_bar, chip_label, compare_bar, template_view, token_chips
@@ -80,21 +82,26 @@ if section("The token table"):
                        key="tokenization_csv", icon=":material/download:")
     st.caption(lesson("tokenization", "csv caption"))
 
-if section("Compare tokenizers"):
+compare_on = section("Compare tokenizers")
+if compare_on:
     with st.spinner("Tokenizing with every tokenizer..."):
         counts, problems = compare_for(text, tuple(sources(lm.name)), lm.name)
-    st.markdown(lesson("tokenization", "compare intro"))
+    class_mode = policy().class_mode
+    st.markdown(lesson("tokenization", "compare intro class" if class_mode else "compare intro"))
     if counts:
         chart(compare_bar(counts, lm.name), "model", lesson("tokenization", "compare caption"))
         for c in counts:
-            with st.expander(f"{c.name}: {c.n_tokens} tokens, {c.chars_per_token:.2f} characters per token"):
+            with st.expander(f"{md_escape(c.name)}: {c.n_tokens} tokens, {c.chars_per_token:.2f} characters per token"):
                 st.code(V.tokens_line(c.texts, c.n_tokens), language=None, wrap_lines=True)
-    if len(counts) <= 3:
+    if len(counts) <= 3 and not class_mode:
         st.caption(lesson("tokenization", "no other tokenizers"))
     for p in problems:
-        st.caption(f":material/warning: {p}")
+        st.caption(f":material/warning: {md_escape(p)}")
 
 
-if section("Two real tokenizers: SmolLM2 vs Gemma 3"):
+pair = offered(EMBEDDED) and offered(GEMMA)  # a class server shows the pair only when its list offers both
+pair_on = pair and section("Two real tokenizers: SmolLM2 vs Gemma 3")
+if pair_on:
     tokenization_pair.render(text)
+if pair_on or (compare_on and not pair):  # under the page's last section
     nav.link("pages/embeddings.py", "Next: each token id becomes a vector (embeddings & position)")

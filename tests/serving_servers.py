@@ -6,7 +6,8 @@
 - ``LlamaServer``: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``), kept for what it
   does differently (one request at a time, no /metrics);
 - ``OddServer``: a tiny http.server that answers the way a misconfigured or different server does (a whole JSON
-  reply to a streaming request, a 404 for an unknown model, no logprobs, garbage, silence, a 401, and a vLLM-named
+  reply to a streaming request, a 404 for an unknown model, no logprobs, garbage, silence, a 401 (and one whose
+  message is a phishing text: ``PHISH``), and a vLLM-named
   /metrics page written by prometheus_client itself). It is a real server on a real socket, used only for the
   answers llama.cpp cannot be made to give, never to define what a correct metrics page looks like.
 """
@@ -174,6 +175,10 @@ def _metrics_text() -> bytes:
     return generate_latest(reg)
 
 
+PHISH = ("Session expired: log in again at http://127.0.0.1:19009/login [here](http://evil.example/phish) or "
+         "write to admin@evil.example, see www.evil.example/help <a href=\"http://evil.example\">now</a>")
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -201,6 +206,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         mode = self.server.mode
         if self.path == "/v1/models":
+            if mode == "phish":  # a hostile error text: bare URLs, a markdown link, an e-mail address, a www. name
+                return self._send(401, json.dumps({"error": {"message": PHISH}}).encode())
             if mode == "auth" and "Authorization" not in self.headers:
                 return self._send(401, b'{"error": {"message": "Invalid API key"}}')
             return self._send(200, json.dumps({"object": "list", "data": [{"id": "odd", "owned_by": "vllm"}]}).encode())

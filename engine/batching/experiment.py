@@ -293,19 +293,35 @@ def _lpad(t: torch.Tensor, length: int) -> torch.Tensor:
     return torch.cat([t.new_zeros(shape), t], dim=dim)
 
 
-@torch.inference_mode()
-def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
-    """One pass over several prompts, left-padded to the longest. Returns (per-layer (keys, values),
-    mask [g, P], next-token logits [g, vocab] on the model's device, padded positions). The class worker
-    (engine/core/classbatch.py) samples from these logits per request; the experiments here take the argmax."""
+def left_padded(lm: LoadedModel, prompts: list[tuple[int, ...]]):
+    """Several prompts left-padded to the longest, on the model's device: ids [g, P], mask [g, P] (1 = a real
+    token) and positions [g, P]."""
     dev = lm.device
     length = max(len(p) for p in prompts)
     pad = lm.tokenizer.pad_token_id or 0
     ids = torch.tensor([[pad] * (length - len(p)) + list(p) for p in prompts], device=dev)  # [g, P]
     mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=dev)  # [g, P]
     pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [g, P] each row counts from 0 at its first real token
+    return ids, mask, pos
+
+
+@torch.inference_mode()
+def prefill_slice(lm: LoadedModel, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache,
+                  start: int, end: int) -> torch.Tensor:
+    """Positions [start, end) of left-padded prompts (``left_padded``) on top of ``cache``, which holds their
+    positions [0, start) and is extended: one slice of a chunked prefill (the whole prompt when start = 0 and
+    end = P). Returns the logits after position end - 1 [g, vocab] on the model's device."""
+    return forward(lm, ids[:, start:end], cache, attention_mask=mask[:, :end],
+                   position_ids=pos[:, start:end])[:, -1]  # [g, vocab]
+
+
+def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
+    """One pass over several prompts, left-padded to the longest. Returns (per-layer (keys, values),
+    mask [g, P], next-token logits [g, vocab] on the model's device, padded positions). The experiments here
+    take the argmax; the class worker (engine/core/classbatch.py) prefills in slices with ``prefill_slice``."""
+    ids, mask, pos = left_padded(lm, prompts)
     cache = new_cache(lm)
-    logits = forward(lm, ids, cache, attention_mask=mask, position_ids=pos)[:, -1]  # [g, vocab]
+    logits = prefill_slice(lm, ids, mask, pos, cache, 0, ids.shape[1])  # [g, vocab]
     kv = [(layer.keys, layer.values) for layer in cache.layers]
     return kv, mask, logits, int((mask == 0).sum())
 

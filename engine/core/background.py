@@ -8,6 +8,10 @@ click on Gemma finds it ready; a page that asks for Gemma before then waits on t
 
 Several processes (an install script, two app servers) converting at once are serialised by a file lock in
 ``engine.core.models.convert_gemma``: the second finds the copy ready and returns.
+
+The child is told the app's process id (``prepare_command``) and ends itself when the app is gone
+(``exit_with_parent``): an app killed with SIGKILL cannot stop it, and the conversion went on alone for minutes,
+with its 2.6 GB. Its unfinished temporary folder is removed by the next conversion.
 """
 from __future__ import annotations
 
@@ -63,8 +67,8 @@ def _run(prep: Preparation) -> None:
         prep.state = "converting"
         prep.log.parent.mkdir(parents=True, exist_ok=True)
         with open(prep.log, "w") as out:
-            code = subprocess.call([sys.executable, "-m", "engine", "prepare", "--model", models.GEMMA],
-                                   cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            code = subprocess.call(prepare_command(models.GEMMA), cwd=str(ROOT), stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if code == 0 and models.gemma_is_converted():
             prep.state = "ready"
         else:
@@ -74,6 +78,31 @@ def _run(prep: Preparation) -> None:
         prep.state, prep.message = "failed", f"{type(exc).__name__}: {exc}"
     finally:
         models.log(f"background preparation of {models.GEMMA}: {prep.state} {prep.message}".rstrip())
+
+
+def prepare_command(name: str) -> list[str]:
+    """The child's command line: convert ``name``, and end when this process is gone."""
+    return [sys.executable, "-m", "engine", "prepare", "--model", name, "--parent", str(os.getpid())]
+
+
+PARENT_POLL_S = 1.0
+
+
+def exit_with_parent(parent: int) -> None:
+    """In the child: end this process (exit code 3) within PARENT_POLL_S once ``parent`` is no longer its parent
+    (the app that started it died, even by SIGKILL, and the child was handed to another process). A daemon
+    thread: it asks the kernel who the parent is, so it works wherever Python runs, and a reused process id
+    cannot fool it."""
+    if os.getppid() != parent:
+        os._exit(3)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def start(name: str = models.GEMMA) -> Preparation:

@@ -4,18 +4,28 @@
 the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with every other queued request for the
 same model object (so the same precision): continuous batching, as the batching page teaches it.
 
-- Requests join between decode steps: joiners' prompts are prefilled together (left-padded, in chunks of at most
-  ``PREFILL_CHUNK_TOKENS`` padded positions per pass) and merged into the running batch's KV cache, and the rows
-  already there still take their decode step in the same round (a stream of arrivals never stalls them); a request
-  leaves when it picks end-of-sequence or reaches its token count, and its row is dropped from the cache.
+- Requests join between decode steps, within the share of the batch their client and session may hold
+  (engine/core/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
+  tokens: ``batched_trace.weight``). A request leaves when it picks end-of-sequence or reaches its token count,
+  and its row is dropped from the cache.
+- Chunked prefill (as vLLM and SGLang do it): joiners are grouped with prompts of similar length (left-padded to
+  the group's longest, so a short question is never padded to a paste). A group of short prompts (at most
+  ``SHORT_PROMPT_TOKENS``) is prefilled whole in the round it arrives; a long prompt is read in slices of at most
+  ``PREFILL_SLICE_TOKENS`` padded positions (the long groups together, oldest first), between decode steps. While
+  rows are decoding, a long slice of s seconds is followed by at least ``DECODE_SHARE`` x s seconds of decode
+  steps before the next one (stall-free batching, as Sarathi-Serve names it): a pasted 512-token prompt never
+  stalls the others for its whole prefill, the answers decoding keep about two thirds of the worker, and a
+  paste costs its owner more time the busier the batch is. A request cancelled mid-prefill leaves within one
+  slice. A group joins the running batch (its KV cache merged) when its last slice is done.
 - The batch mechanics (left padding, attention mask, per-row positions, merging and dropping rows) are the
   batching experiment's own (engine/batching/experiment.py): one implementation for the lesson and the class.
 - Each request samples from its own row's logits with its own generator (``make_generator(seed)``), in the same
   order as alone: greedy output is the solo output token for token, and a sampled one draws from the same
   distribution with the same seed semantics (tests/engine/test_classbatch.py).
 - Each request still gets its own ``Trace``: its tokens, top-k, KV bytes (its own rows of the cache) and, after its
-  last token, the untimed analysis pass over its prompt (requests that finish in the same step share one pass). A step's ``seconds`` is the time of the whole batched
-  pass; its ``batch_size`` says how many requests shared it ("measured in a batch of 7"): not a solo step time.
+  last token, the untimed analysis pass over its prompt (requests that finish in the same step share one pass).
+  A step's ``seconds`` is the time of the whole batched pass (its prefill's: the sum of its group's slices); its
+  ``batch_size`` says how many requests shared it ("measured in a batch of 7"): not a solo step time.
 - A request whose session went away (tab closed, page left) leaves the batch before the next step.
 """
 from __future__ import annotations
@@ -25,16 +35,24 @@ import time
 
 import torch
 
-from engine.batching.experiment import _Batch, decode_logits, prefill_logits
+from transformers import DynamicCache
+
+from engine.batching.experiment import _Batch, decode_logits, left_padded, prefill_slice
+from engine.core import seats
 from engine.core.kv import cache_tensors
-from engine.core.loop import eos_ids, warm_up
+from engine.core.loop import eos_ids, new_cache, warm_up
 from engine.core.models import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
 
-PREFILL_CHUNK_TOKENS = 2048  # padded prompt positions per prefill pass (rows x longest prompt)
+PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
+SHORT_PROMPT_TOKENS = 128  # a group whose prompts are all this short is prefilled whole when it arrives
+DECODE_SHARE = 2.0  # decode seconds the rows decoding get after each second of long prefill
+GROUP_TOKENS = 2048  # padded positions of one group filling together (rows x its longest prompt)
+SIMILAR = 1.25  # a group's longest prompt is at most this times its shortest, plus SIMILAR_SLACK tokens
+SIMILAR_SLACK = 16
 ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps logits at every position)
 
 
@@ -49,6 +67,18 @@ def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Sam
 
 
 batched_trace.kind = "answer"  # what the class view and the queue messages call it
+
+
+def request_weight(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
+                   max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True, analyse: bool = True,
+                   on_step=None) -> float:
+    """What a request weighs in its client's share of the batch (engine/core/seats.weight): its prompt tokens as
+    the model receives them and the tokens it asks for."""
+    enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=MAX_PROMPT_TOKENS)
+    return seats.weight(len(enc.ids), min(max(int(max_new_tokens), 1), MAX_NEW_TOKENS))
+
+
+batched_trace.weight = request_weight
 
 
 def group(lm: LoadedModel) -> tuple | None:
@@ -126,16 +156,115 @@ def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
     return held, real
 
 
-def _chunks(rows: list[_Row], budget: int = PREFILL_CHUNK_TOKENS) -> list[list[_Row]]:
+def _chunks(rows: list, budget: int) -> list[list]:
     """Consecutive groups whose padded size (rows x longest prompt) stays within ``budget`` (one row may
     exceed it alone)."""
-    out: list[list[_Row]] = []
+    out: list[list] = []
     for r in rows:
         if out and (len(out[-1]) + 1) * max(len(r.ids), *(len(x.ids) for x in out[-1])) <= budget:
             out[-1].append(r)
         else:
             out.append([r])
     return out
+
+
+def _groups(rows: list) -> list[list]:
+    """Joiners grouped with prompts of similar length (sorted by length; a group's longest is at most SIMILAR
+    times its shortest plus SIMILAR_SLACK tokens, and rows x longest at most GROUP_TOKENS): a short question is
+    never padded to the length of a paste."""
+    out: list[list] = []
+    for r in sorted(rows, key=lambda r: len(r.ids)):
+        g = out[-1] if out else None
+        n = len(r.ids)
+        if g and n <= SIMILAR * len(g[0].ids) + SIMILAR_SLACK and (len(g) + 1) * n <= GROUP_TOKENS:
+            g.append(r)
+        else:
+            out.append([r])
+    return out
+
+
+class _Filling:
+    """A group of joiners whose prompts are being prefilled, slice by slice, into a KV cache of their own."""
+
+    def __init__(self, lm: LoadedModel, rows: list[_Row]):
+        self.lm, self.rows = lm, rows
+        self.ids, self.mask, self.pos = left_padded(lm, [r.ids for r in rows])  # each [g, P]
+        self.cache = new_cache(lm)
+        self.done = 0  # prompt positions prefilled so far
+        self.seconds = 0.0  # its slices' time, summed
+        self.toks: list[int] = []
+        self.logits: torch.Tensor | None = None  # [g, vocab] after the last slice
+
+    @property
+    def left(self) -> int:
+        return self.ids.shape[1] - self.done
+
+    @property
+    def work(self) -> int:
+        return len(self.rows) * self.left
+
+    @property
+    def short(self) -> bool:
+        return self.ids.shape[1] <= SHORT_PROMPT_TOKENS
+
+    def drop(self, gone) -> list[_Row]:
+        """The rows for which ``gone(row)`` is true leave the group (asked once per row); returns them."""
+        leaving = [bool(gone(r)) for r in self.rows]
+        if not any(leaving):
+            return []
+        out = [r for r, x in zip(self.rows, leaving) if x]
+        keep = [i for i, x in enumerate(leaving) if not x]
+        self.rows = [self.rows[i] for i in keep]
+        if keep:
+            idx = torch.tensor(keep, device=self.ids.device)
+            self.ids, self.mask, self.pos = self.ids[idx], self.mask[idx], self.pos[idx]
+            if self.done:
+                kv = [(layer.keys[idx], layer.values[idx]) for layer in self.cache.layers]
+                self.cache = DynamicCache(ddp_cache_data=kv, config=self.lm.model.config)
+        return out
+
+
+def _prefill_round(w, lm: LoadedModel, filling: list[_Filling], dev, long_ok: bool) -> float:
+    """One round's prefill: every group of short prompts whole; then, when ``long_ok``, one slice of at most
+    PREFILL_SLICE_TOKENS padded positions over the long groups, oldest first. Returns the seconds the long
+    slices took (what the rows decoding are owed: DECODE_SHARE times that)."""
+    for g in sorted((g for g in filling if g.short), key=lambda g: g.work):
+        _slice(w, lm, g, g.left, dev)
+    spent, budget = 0.0, PREFILL_SLICE_TOKENS
+    for g in filling if long_ok else ():
+        if g.short or not g.left:
+            continue
+        if budget <= 0:
+            break
+        n = min(g.left, max(1, budget // len(g.rows)))
+        spent += _slice(w, lm, g, n, dev)
+        budget -= len(g.rows) * n
+    return spent
+
+
+def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> float:
+    """Prefill the next ``n`` positions of group ``g``; returns the pass's seconds."""
+    start, t0 = time.monotonic(), now(dev)
+    logits = prefill_slice(lm, g.ids, g.mask, g.pos, g.cache, g.done, g.done + n)  # [g, vocab]
+    g.done += n
+    if not g.left:
+        g.logits = logits.float().cpu()
+        g.toks = [r.pick(g.logits[i]) for i, r in enumerate(g.rows)]
+    seconds = now(dev) - t0
+    g.seconds += seconds
+    w.note_step("prefill", start, time.monotonic(), len(g.rows))
+    return seconds
+
+
+def _join(batch: _Batch, g: _Filling, stops) -> None:
+    """A group whose prompts are all read joins the running batch with its first tokens."""
+    base = len(batch.slots)
+    batch.merge([(layer.keys, layer.values) for layer in g.cache.layers], g.mask, g.rows)
+    t = time.monotonic()
+    for i, (r, tok) in enumerate(zip(g.rows, g.toks)):
+        r.job.first_token_at = t
+        r.job.rows = max(r.job.rows, len(g.rows))
+        r.keep(g.logits[i], tok, g.seconds, len(r.ids), _row_kv(batch, base + i), len(g.rows), stops)
 
 
 def serve_batch(w, first) -> None:
@@ -145,12 +274,18 @@ def serve_batch(w, first) -> None:
     stops = eos_ids(lm)
     dev = lm.device
     batch = _Batch(lm)
+    filling: list[_Filling] = []  # oldest first
     joiners = [first]
+    owed = 0.0  # decode seconds the rows decoding are owed before the next long prefill slice
     warm_up(lm)
     while True:
         for r in batch.leave(lambda r: r.job.should_stop()):
             w.complete(r.job, "cancelled", error=_cancelled(r.job))
-        room = w.max_batch - len(batch.slots) - len(joiners)
+        for g in filling:  # a request cancelled mid-prefill leaves within one slice
+            for r in g.drop(lambda r: r.job.should_stop()):
+                w.complete(r.job, "cancelled", error=_cancelled(r.job))
+        filling = [g for g in filling if g.rows]
+        room = w.max_batch - len(batch.slots) - sum(len(g.rows) for g in filling) - len(joiners)
         if room > 0:
             joiners += w.admit(first.batch, room)
         new: list[_Row] = []
@@ -163,16 +298,21 @@ def serve_batch(w, first) -> None:
             except Exception as exc:  # an unusable prompt fails its own request only
                 w.complete(job, "failed", error=exc)
         joiners = []
-        if not new and not batch.slots:
+        filling += [_Filling(lm, g) for g in _groups(new)]
+        if not filling and not batch.slots:
             return
-        # the rows already decoding take their next step in every round, joiners or not: requests arriving one
-        # after another (a class pressing Enter over ten seconds) used to make every round a prefill, and the
-        # first request's answer waited for the last one's arrival
-        for chunk in _chunks(new):
-            _prefill(w, lm, batch, chunk, stops, dev)
+        # short prompts whole, a long prompt's slice unless the rows decoding are owed time, then every row
+        # already decoding takes its step: neither a stream of arrivals nor a paste stalls them
+        if not batch.slots:
+            owed = 0.0
+        if filling:
+            owed += DECODE_SHARE * _prefill_round(w, lm, filling, dev, long_ok=owed <= 0)
+        for g in [g for g in filling if not g.left]:
+            _join(batch, g, stops)
+        filling = [g for g in filling if g.left]
         _leave_done(w, lm, batch)
         if batch.slots:
-            _decode(w, lm, batch, stops, dev)
+            owed -= _decode(w, lm, batch, stops, dev)
             _leave_done(w, lm, batch)
 
 
@@ -188,23 +328,8 @@ def _cancelled(job):
     return Cancelled(f"job {job.key!r} cancelled (left the batch)")
 
 
-def _prefill(w, lm, batch: _Batch, rows: list[_Row], stops, dev) -> None:
-    start, t0 = time.monotonic(), now(dev)
-    kv, mask, logits, _ = prefill_logits(lm, [r.ids for r in rows])
-    logits = logits.float().cpu()  # [g, vocab]
-    toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
-    seconds = now(dev) - t0
-    w.note_step("prefill", start, time.monotonic(), len(rows))
-    base = len(batch.slots)
-    batch.merge(kv, mask, rows)
-    t = time.monotonic()
-    for i, (r, tok) in enumerate(zip(rows, toks)):
-        r.job.first_token_at = t
-        r.job.rows = max(r.job.rows, len(rows))
-        r.keep(logits[i], tok, seconds, len(r.ids), _row_kv(batch, base + i), len(rows), stops)
-
-
-def _decode(w, lm, batch: _Batch, stops, dev) -> None:
+def _decode(w, lm, batch: _Batch, stops, dev) -> float:
+    """One decode step for every row of the batch; returns its seconds."""
     rows = list(batch.slots)
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
@@ -214,6 +339,7 @@ def _decode(w, lm, batch: _Batch, stops, dev) -> None:
     for i, (r, tok) in enumerate(zip(rows, toks)):
         r.job.rows = max(r.job.rows, len(rows))
         r.keep(logits[i], tok, seconds, 1, _row_kv(batch, i), len(rows), stops)
+    return seconds
 
 
 def _finish(w, lm, rows: list[_Row]) -> None:

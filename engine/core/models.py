@@ -311,21 +311,28 @@ def file_checksums(folder: Path) -> dict | None:
         return None
 
 
-def embedded_is_converted() -> bool:
+def embedded_copy() -> str:
+    """The state of the embedded model's converted copy: "ready"; "missing" (never converted, or a conversion
+    that did not finish); "outdated" (made from another GGUF: the package was updated); "damaged" (its files do
+    not match their checksum, or its record cannot be read)."""
     gguf = embedded_gguf_path()
     marker = converted_dir() / _CONVERTED_MARKER
     if gguf is None or not marker.is_file():
-        return False
+        return "missing"
     try:
         if json.loads(marker.read_text()) != _gguf_stamp(gguf):
-            return False
+            return "outdated"
     except (OSError, ValueError):
-        return False
+        return "damaged"
     if not weights_intact(converted_dir()):
         log("the converted model's files (weights, config or tokenizer) do not match their checksum; "
             "converting again")
-        return False
-    return True
+        return "damaged"
+    return "ready"
+
+
+def embedded_is_converted() -> bool:
+    return embedded_copy() == "ready"
 
 
 def _cache_fault(exc: OSError, where: Path) -> ModelLoadError:

@@ -18,11 +18,18 @@ the loaded models and returns plain records as they are.
 
 Serving a class (issue 28): the worker is also a small server.
 
-- Fair order: the next job is the one whose session was served least recently (a session that has had no job
-  yet goes first; ties by submit time), so one student's string of experiments cannot hold everyone's home page.
+- Each job knows its client (the address it came from: every tab of one machine is one client) besides its
+  session, and its weight (``fn.weight(*args, **kwargs)`` where the function says: a generation weighs more for a
+  long prompt or many new tokens; 1 otherwise).
+- Fair order: the next job is the one whose client holds the least weight in the running batch, then whose client
+  was served least recently, then whose session was (a session or client that has had no job yet goes first;
+  ties by submit time): one student's string of experiments cannot hold everyone's home page, and a script that
+  opens new sessions does not go ahead of a student served once.
 - Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/core/classbatch.py)
   is served together with the other queued jobs of that group (same model object, so the same precision):
-  continuous batching, requests join and leave between decode steps. Every other job (the timed experiments)
+  continuous batching, requests join and leave between decode steps, each within the share of the batch its
+  client and session may hold (engine/core/seats.py: seats kept for short questions, long rows per client, a
+  fair share while others wait; ``place`` says why a request waits). Every other job (the timed experiments)
   still runs alone, so its timings are its own; it waits for a running batch to drain, and a batch admits no
   joiner that comes after a waiting experiment in the fair order.
 - A record of recent jobs and batch steps (no prompt text) feeds the teacher's class view; each job's end goes
@@ -41,6 +48,8 @@ import sys
 import threading
 import time
 from typing import Any, Callable
+
+from engine.core import seats
 
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
@@ -87,12 +96,28 @@ def relay(tag: str) -> Callable[..., None]:
     return cb
 
 
+def job_weight(fn: Callable, args: tuple, kwargs: dict) -> float:
+    """What a job weighs in its client's share of a batch (engine/core/seats.py): ``fn.weight(*args, **kwargs)``
+    where the function has one, else 1."""
+    rate = getattr(fn, "weight", None)
+    if rate is None:
+        return 1.0
+    try:
+        return max(1.0, float(rate(*args, **kwargs)))
+    except Exception:  # an unusable request fails when it runs, with its own message; here it weighs 1
+        return 1.0
+
+
 class Job:
     _ids = itertools.count(1)
 
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None):
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None,
+                 client: Any = None, weight: float = 1.0):
         self.id = next(Job._ids)
         self.fn, self.args, self.kwargs, self.key, self.session = fn, args, kwargs, key, session
+        # no address given (the command line, tests): each session is its own client
+        self.client = client if client is not None else ("session", session)
+        self.weight = float(weight)
         self.batch = batch  # the group it may be batched with, or None: it runs alone
         self.kind = job_kind(fn)
         self.state = "queued"  # queued | running | done | failed | cancelled
@@ -185,6 +210,7 @@ class Worker:
         self._queue: list[Job] = []
         self._running: list[Job] = []
         self._served: dict[Any, float] = {}  # session -> when its latest job started
+        self._served_client: dict[Any, float] = {}  # client -> when its latest job started
         self._counts = collections.Counter()
         self._history: collections.deque = collections.deque(maxlen=HISTORY)  # finished jobs (plain dicts)
         self._steps: collections.deque = collections.deque(maxlen=HISTORY)  # (start, end, rows, phase)
@@ -208,7 +234,8 @@ class Worker:
         return thread in self._threads
 
     def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None,
-               **kwargs) -> Job:
+               client: Any = None, **kwargs) -> Job:
+        weight = job_weight(fn, args, kwargs) if batch is not None else 1.0  # outside the lock: it may tokenize
         with self._cv:
             if key is not None:
                 for job in self._running + self._queue:
@@ -222,24 +249,24 @@ class Worker:
                     old = mine.pop(0)
                     old.cancel()
                     self._counts["replaced"] += 1
-            job = Job(fn, args, kwargs, key, session, batch)
+            job = Job(fn, args, kwargs, key, session, batch, client, weight)
             self._queue.append(job)
             self._counts["submitted"] += 1
             self._cv.notify()
             return job
 
     # -- the fair order
-    def _order(self, job: Job) -> tuple:
-        """Least recently served session first; a session never served before all others; then submit time."""
-        return (self._served.get(job.session, 0.0), job.submitted_at, job.id)
-
     def _ordered(self) -> list[Job]:
-        return sorted(self._queue, key=self._order)
+        """The queue in fair order: the client holding the least weight among the running jobs first, then the
+        client served least recently, then the session, then submit time (never served: 0, so first)."""
+        held = seats.held_weight(_seat(j) for j in self._running)
+        return sorted(self._queue, key=lambda j: (held.get(j.client, 0.0), self._served_client.get(j.client, 0.0),
+                                                  self._served.get(j.session, 0.0), j.submitted_at, j.id))
 
     def _start(self, job: Job) -> None:
         self._queue.remove(job)
         job.state, job.started_at = "running", time.monotonic()
-        self._served[job.session] = job.started_at
+        self._served[job.session] = self._served_client[job.client] = job.started_at
         self._running.append(job)
 
     def _drop_stopped(self) -> int:
@@ -254,19 +281,29 @@ class Worker:
         return len(stopped)
 
     def admit(self, group: Any, room: int) -> list[Job]:
-        """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order,
-        up to ``room``. None once a job outside the group is next: that job runs when the batch drains."""
+        """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order
+        and may take a seat (engine/core/seats.py), up to ``room``. None once a job outside the group is next:
+        that job runs when the batch drains."""
         out: list[Job] = []
         with self._cv:
             dropped = self._drop_stopped()
+            held = [_seat(j) for j in self._running if j.batch == group]
             for job in self._ordered():
                 if len(out) >= room or job.batch != group or not self.batching:
                     break
+                if self._refusal(job, held) is not None:
+                    continue  # it waits; the next one in the fair order may fit
                 self._start(job)
+                held.append(_seat(job))
                 out.append(job)
         if out or dropped:
             self._publish()
         return out
+
+    def _refusal(self, job: Job, held: list) -> dict | None:
+        """Why ``job`` may not join its group's batch beside ``held`` now (None: it may). Under the lock."""
+        waiting = {j.client for j in self._queue if j.batch == job.batch and j is not job}
+        return seats.refusal(_seat(job), held, waiting, self.max_batch)
 
     def note_step(self, phase: str, start: float, end: float, rows: int) -> None:
         """A batch's forward pass (monotonic times), for the class view's batch size over time."""
@@ -310,7 +347,9 @@ class Worker:
             run = self._running[0] if self._running else None
             return {
                 "busy": run is not None,
-                "running": None if run is None else {"key": repr(run.key)[:200], "session": repr(run.session)[:80],
+                # by kind and a short tag only: the file is readable by whoever can read the server's files, and a
+                # job's key holds its prompt
+                "running": None if run is None else {"kind": run.kind, "session": session_tag(run.session),
                                                      "seconds": time.monotonic() - (run.started_at or 0)},
                 "running_jobs": len(self._running),
                 "queued": len(self._queue),
@@ -320,15 +359,26 @@ class Worker:
             }
 
     def place(self, job: Job) -> dict:
-        """For a waiting page: its place in the fair order (1 = next; 0 = running), how many wait, and what
-        runs now (kinds and a count: never anyone's prompt)."""
+        """For a waiting page: its place in the fair order (1 = next; 0 = running), how many wait, what runs now
+        (kinds and a count: never anyone's prompt) and ``why`` it waits (a seats.refusal reason; ``alone`` when a
+        job that must run alone waits for the batch to drain ahead of it; None when it simply comes next)."""
         with self._cv:
             order = self._ordered()
             running = list(self._running)
             place = 0 if job in running else (order.index(job) + 1 if job in order else 0)
             kinds = collections.Counter(j.kind for j in running)
+            why = None
+            if place and running:
+                batched = [j for j in running if j.batch is not None and self.batching]
+                if job.batch is not None and self.batching and batched and batched[0].batch == job.batch:
+                    why = self._refusal(job, [_seat(j) for j in batched])
+                    ahead = order[:place - 1]
+                    if why is None and any(j.batch != job.batch for j in ahead):
+                        why = {"reason": "alone"}
+                elif batched and job.batch is None:
+                    why = {"reason": "drain"}  # it runs alone, after the batch's rows have left
             return {"place": place, "queued": len(order), "running": dict(kinds),
-                    "batch": len(running) if any(j.batch is not None for j in running) else 0}
+                    "batch": len(running) if any(j.batch is not None for j in running) else 0, "why": why}
 
     def snapshot(self, since_s: float = 300.0) -> dict:
         """The class view's data: running and queued jobs now, finished jobs and batch steps of the last
@@ -412,6 +462,11 @@ class Worker:
                 self._publish()
 
 
+def _seat(job: Job) -> seats.Seat:
+    # a job with no session (the command line) is a tab of its own
+    return seats.Seat(job.client, job.session if job.session is not None else ("job", job.id), job.weight)
+
+
 def _torch_threads() -> int | None:
     torch = sys.modules.get("torch")  # never imports it: a worker of plain callables stays torch-free
     return torch.get_num_threads() if torch is not None else None
@@ -443,8 +498,9 @@ def get_worker() -> Worker:
         return _WORKER
 
 
-def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None, **kwargs) -> Job:
-    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, **kwargs)
+def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None, client: Any = None,
+           **kwargs) -> Job:
+    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, client=client, **kwargs)
 
 
 NET_THREADS = 8

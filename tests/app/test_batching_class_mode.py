@@ -147,3 +147,36 @@ def test_the_model_cache_holds_every_offered_pair():
     pol = policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": "embedded,tiny-random,a=/x,b=/y,c=/z"})
     assert ui.frame.models.cache_entries(pol) == 5 * n_prec > 4
     assert ui.frame.models._load._info.max_entries == ui.frame.models.cache_entries() >= 2 * n_prec
+
+
+def _ask_as(monkeypatch, who: str, prompt: str, passes, **params) -> int:
+    """Open the home page as session ``who`` with ``prompt``; the forward passes it took."""
+    from ui.frame import work
+
+    monkeypatch.setattr(work, "session_id", lambda: who)
+    before = passes["n"]
+    at = run_page(HOME, model="tiny-random", max_new_tokens="3", temperature="0", prompt=prompt, **params)
+    assert not errors(at), errors(at)
+    return passes["n"] - before
+
+
+@pytest.mark.parametrize("class_mode", ["on", "off"])
+def test_a_kept_answer_does_not_tell_a_class_that_someone_else_asked(monkeypatch, passes, class_mode):
+    """Issue 36: answers were kept for the whole server, so repeating another student's exact prompt came back at
+    once with no progress box (1.0 s against 3.2 s for a new one): a test of whether someone asked it. In class
+    mode a session reuses only its own kept answers, so the repeat does the same work as a new question; for one
+    person (open mode) the kept answer is reused, so this check can tell the two apart. Sessions on the teacher's
+    pinned class link share theirs: the whole room asks it, there is nothing to tell."""
+    monkeypatch.setenv("ILE_CLASS_MODE", class_mode)
+    monkeypatch.setenv("ILE_MODELS", "tiny-random")
+    prompt = f"a question nobody else should know about, {class_mode} 4711"
+    assert _ask_as(monkeypatch, "student-a", prompt, passes) > 0
+    repeat = _ask_as(monkeypatch, "student-b", prompt, passes)
+    if class_mode == "on":
+        assert repeat > 0, "another student's kept answer (and its analysis) came back at once"
+        assert _ask_as(monkeypatch, "student-b", prompt, passes) == 0, "a student's own answer is kept for them"
+    else:
+        assert repeat == 0, "open mode reuses the kept answer"
+    linked = f"the teacher's class link, {class_mode}"
+    assert _ask_as(monkeypatch, "student-c", linked, passes, pin="1") > 0
+    assert _ask_as(monkeypatch, "student-d", linked, passes, pin="1") == 0, "the class link's answer is shared"

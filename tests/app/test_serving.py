@@ -1,5 +1,7 @@
 """AppTest: the serving page before connecting, with bad servers (clear messages, no exception, other pages fine),
 and connected to a real tiny HTTP server on 127.0.0.1; the API key never reaches the URL."""
+import re
+
 from tests.app.test_pages import errors, run_page
 from tests.serving_servers import OddServer, free_port
 
@@ -146,3 +148,43 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
         assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
         assert isinstance(old.result(2), C.Cancelled)
         assert wait_for(lambda: s.open == 0, 2), "the replaced job's connection was left open"
+
+
+def links_in(markdown: str) -> list[str]:
+    """What Streamlit's markdown would make clickable in ``markdown``: the links CommonMark renders (markdown-it,
+    the reference parser) and, in its text, what GitHub's autolink-literal extension (remark-gfm in the browser)
+    turns into a link: http:// and https:// URLs, www. names and e-mail addresses."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    tokens = md.parseInline(markdown)
+    found = []
+    for tok in tokens:
+        for child in tok.children or ():
+            if child.type == "link_open":
+                found.append(child.attrs.get("href", ""))
+            elif child.type in ("html_inline",) and "<a" in child.content.lower():
+                found.append(child.content)
+            elif child.type == "text":
+                found += re.findall(r"(?i)https?://\S+|\bwww\.\S+|[\w.+-]+@[\w-]+\.[\w.-]+", child.content)
+    return found
+
+
+def test_a_listed_servers_error_text_is_never_a_link(monkeypatch):
+    """A listed serving engine answers 401 with a phishing text (bare URLs, a markdown link, an e-mail address,
+    a www. name, an HTML link): the student's error box shows it as inert text, nothing in it clickable."""
+    from tests.serving_servers import PHISH
+
+    with OddServer("phish") as listed:
+        monkeypatch.setenv("ILE_CLASS_MODE", "on")
+        monkeypatch.setenv("ILE_MODELS", "tiny-random")
+        monkeypatch.setenv("ILE_SERVERS", f"teacher gpu={listed.base_url}")
+        at = run_page(PAGE, model="tiny-random", max_new_tokens="2")
+        next(b for b in at.button if b.label == "Connect").click()
+        at.run()
+        assert not errors(at), errors(at)
+        boxes = [e.value for e in at.error]
+        assert boxes and "log in again at" in " ".join(boxes), boxes
+        assert links_in(PHISH), "the check itself finds the links in the raw text"
+        for box in boxes:
+            assert not links_in(box), f"clickable in the error box: {links_in(box)}"

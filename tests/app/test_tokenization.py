@@ -50,3 +50,48 @@ def test_example_text_and_chat_off():
     chars = int(next(m for m in at.metric if m.label == "Characters").value.replace(",", ""))
     code = "def add(a, b):\n    \"\"\"Sum.\"\"\"\n    return a + b  # 4 spaces of indent\n\nprint(add(2, 40))"
     assert chars == len(code)
+
+
+def _everything(at) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "info", "warning", "error", "text") for e in getattr(at, kind)]
+    parts += [e.label for e in at.expander] + [str(s.options) for s in at.selectbox]
+    parts += [str(c.proto.spec) for c in at.get("plotly_chart")] + [_html(at)]
+    return " ".join(parts)
+
+
+def _hub_cache_with_a_secret(tmp_path, tiny_lm) -> str:
+    """A server's Hugging Face cache holding a model that is not on the class allow-list, and a broken entry."""
+    snap = tmp_path / "models--acme--secret-exam-answers-finetune" / "snapshots" / "r1"
+    snap.mkdir(parents=True)
+    tiny_lm.tokenizer.save_pretrained(snap)
+    broken = tmp_path / "models--acme--broken-private-thing" / "snapshots" / "r1"
+    broken.mkdir(parents=True)
+    (broken / "tokenizer.json").write_text("{not json at /srv/private/path")
+    return str(tmp_path)
+
+
+def test_class_mode_reads_and_names_only_allow_listed_tokenizers(monkeypatch, tmp_path, tiny_lm):
+    """Issue 36: in class mode the comparison lists and loads only the allow-list's models, never what else sits
+    in the server's Hugging Face cache (in open mode the same cache is listed: the test can tell)."""
+    from ui.tokenization import runs
+
+    monkeypatch.setenv("HF_HUB_CACHE", _hub_cache_with_a_secret(tmp_path, tiny_lm))
+    loaded = []
+    real = T.load_tokenizer
+    monkeypatch.setattr(T, "load_tokenizer", lambda path: loaded.append(str(path)) or real(path))
+    runs._cached_sources.clear()
+    opened = run_page(PAGE, model="tiny-random", max_new_tokens="1", prompt="hello")
+    assert not errors(opened), errors(opened)
+    assert "secret-exam-answers" in _everything(opened), "open mode lists the local cache (the check can fail)"
+
+    monkeypatch.setenv("ILE_CLASS_MODE", "on")
+    monkeypatch.setenv("ILE_MODELS", "tiny-random")
+    loaded.clear()
+    runs._cached_sources.clear()
+    at = run_page(PAGE, model="tiny-random", max_new_tokens="1", prompt="hello there")
+    assert not errors(at), errors(at)
+    page = _everything(at)
+    for secret in ("secret-exam", "acme", "broken-private", "/srv/private", str(tmp_path), "MiniLM", "gemma", "Gemma 3 (262k)"):
+        assert secret not in page, f"class mode shows {secret!r}"
+    assert not [p for p in loaded if str(tmp_path) in p], f"class mode read unlisted tokenizers: {loaded}"
+    assert "tiny-random" in page

@@ -55,7 +55,7 @@ def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, browser):
     start = page.get_by_role("button", name="Start the race")
     start.click()  # a race runs only when asked
     page.wait_for_function("() => document.body.innerText.includes('\u258c')", timeout=300_000)  # lanes streaming
-    running = _wait_worker(app_server, lambda s: s.get("busy") and "race" in (s.get("running") or {}).get("key", ""),
+    running = _wait_worker(app_server, lambda s: s.get("busy") and (s.get("running") or {}).get("kind") == "race",
                            30)
     before = running.get("cancelled", 0)
     assert start.count() == 1

@@ -114,6 +114,39 @@ def test_a_queued_job_dropped_with_its_tab_leaves_the_published_stats_idle(tiny_
     assert published["queued"] == 0 and not published["busy"] and published["cancelled"] == 2, published
 
 
+def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path, monkeypatch):
+    """Issue 36: the stats file (written for the browser tests, readable by whoever can read the server's files)
+    held the running job's key, prompt included, and its full session id. It says what runs by kind and a short
+    session tag only."""
+    import json
+
+    from engine.core.classbatch import batched_trace, group
+    from engine.core.sampling import SamplingSettings
+
+    stats = tmp_path / "stats.json"
+    monkeypatch.setenv("ILE_WORKER_STATS", str(stats))
+    w = Worker()
+    started, release = threading.Event(), threading.Event()
+    sid = "8f3a6c1e-secret-session-id-of-a-student"
+    w.submit(lambda: (started.set(), release.wait(10)), session="t")
+    started.wait(10)
+    job = w.submit(batched_trace, tiny_lm, "my private question about zebras", SamplingSettings(0.0), 3, 0, False,
+                   analyse=False, key=("trace", "my private question about zebras"), session=sid,
+                   batch=group(tiny_lm))
+    release.set()
+    seen = []
+    end = time.monotonic() + 10
+    while not job.done and time.monotonic() < end:
+        if stats.exists():
+            seen.append(stats.read_text())
+        time.sleep(0.001)
+    job.result(10)
+    seen.append(stats.read_text())
+    text = " ".join(seen)
+    assert any(json.loads(t).get("busy") for t in seen), "a running job was published"
+    assert "zebra" not in text and sid not in text and "secret-session" not in text, text[:500]
+
+
 def test_rerun_reattaches_instead_of_restarting(tiny_lm):
     w = Worker()
     started = threading.Event()

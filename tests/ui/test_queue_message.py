@@ -61,3 +61,32 @@ def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkey
     assert 2 <= len(lines) <= 4, lines  # "(0 s so far)" / "1 s" / "2 s": one draw per new second
     assert len(set(lines)) == len(lines), "the same line was sent twice"
     assert drawn[-1] is None or "waited" in drawn[-1]  # the line goes (or says it waited) once the job ran
+
+
+def test_queue_message_says_why_in_one_line():
+    """Issue 36: a waiting student is told why in the same line (a seats.refusal reason in words)."""
+    from ui.frame.work import why_words
+
+    base = {"place": 2, "queued": 9, "running": {"answer": 8}, "batch": 8}
+    for why in ({"reason": "full", "seats": 8}, {"reason": "session"}, {"reason": "long", "seats": 32, "kept": 8},
+                {"reason": "client_long", "limit": 6}, {"reason": "share", "clients": 3}, {"reason": "alone"},
+                {"reason": "drain"}):
+        words = why_words(why)
+        assert words, why
+        msg = queue_message({**base, "why": why}, 4.0)
+        assert f"why: {words}" in msg and "\n" not in msg and msg.endswith("(4 s so far).")
+    assert "24 seats" in why_words({"reason": "long", "seats": 32, "kept": 8})
+    assert "6 long requests" in why_words({"reason": "client_long", "limit": 6})
+    assert "why" not in queue_message({**base, "why": None}, 1.0)
+
+
+def test_the_client_is_the_sessions_address_and_this_machine_on_the_loopback(monkeypatch):
+    """The worker bounds what one client may hold (engine/core/seats.py): a client is the address Streamlit reports
+    for the session (st.context.ip_address), and every tab of the server's own machine (reported as None) is one."""
+    import types
+
+    from ui.frame import work
+
+    for reported, client in (("10.0.0.5", "10.0.0.5"), ("fe80::1", "fe80::1"), (None, work.THIS_MACHINE)):
+        monkeypatch.setattr(work, "st", types.SimpleNamespace(context=types.SimpleNamespace(ip_address=reported)))
+        assert work.client_address() == client

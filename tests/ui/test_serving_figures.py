@@ -6,7 +6,7 @@ from engine.serving import client as C
 from engine.serving import measure as Me
 from tests.serving_servers import OddServer
 from ui.serving import figures as F
-from ui.serving.view import concurrency_table, literal, offers_table
+from ui.serving.view import concurrency_table, offers_table
 
 
 def _labelled(fig, y=True):
@@ -65,10 +65,6 @@ def test_prompt_sweep_chart_has_both_curves():
     _labelled(fig)
     ttft, tpot = fig.data
     assert list(ttft.y) == pytest.approx([50, 200]) and list(tpot.y) == pytest.approx([10, 11])
-
-
-def test_literal_escapes_markdown():
-    assert literal("**x** [a](b) :red[y]") == r"\*\*x\*\* \[a\]\(b\) \:red\[y\]"
 
 
 def test_offers_table_says_what_is_missing():

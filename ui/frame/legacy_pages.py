@@ -1,4 +1,5 @@
-"""The one workaround of Streamlit internals: a pages/ folder beside app.py with st.navigation.
+"""A workaround of Streamlit internals (one of two; the other is ui/frame/server_metrics.py): a pages/ folder
+beside app.py with st.navigation.
 
 A pages/ folder beside the main script puts Streamlit in its legacy multipage mode (``PagesManager.
 uses_pages_directory``, decided when a server's first session opens): every run is wrapped in a navigation of its

@@ -14,7 +14,7 @@ import streamlit as st
 from engine.core.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
 from engine.core import background, worker
 from engine.core.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
-    embedded_is_converted, load_model, log
+    embedded_copy, embedded_is_converted, load_model, log
 from engine.core.model_names import BUILTIN
 from engine.core.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
 from ui.frame import state, work
@@ -27,6 +27,13 @@ _CONVERSION = threading.Lock()  # one conversion per process, however many sessi
 def policy() -> ModelPolicy:
     """Open mode, or class mode with its allow-list (environment settings; see engine.core.model_names)."""
     return policy_from_env(os.environ, st.get_option("server.address"))
+
+
+def offered(name: str) -> bool:
+    """May a page read or show the app's own model ``name`` (its tokenizer, its facts)? In class mode only when
+    the allow-list offers it: nothing off the list is read or named."""
+    pol = policy()
+    return not pol.class_mode or name in dict(pol.allowed).values()
 
 
 OPEN_EXTRA = 2  # open mode: room for two typed folders or hub ids besides the built-in models
@@ -62,12 +69,23 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     return lm
 
 
+CONVERSION_LABELS = {
+    "missing": "First start: converting the embedded model",
+    "outdated": "The embedded model's package was updated: converting its new version",
+    "damaged": "The saved copy of the embedded model is damaged (its files do not match their checksum): "
+               "converting it again",
+}
+CONVERSION_TIME = " (about 30 s on a quiet machine, 2-3 minutes on a busy one)..."
+
+
 def _ensure_embedded_converted() -> None:
-    """The one-time conversion of the embedded model, with its progress drawn in this run's own status box,
-    outside the cached loader. A second session arriving meanwhile waits for the first one's conversion."""
-    if embedded_is_converted():
+    """The conversion of the embedded model (the first start's, or again after its copy was damaged), with its
+    progress drawn in this run's own status box, outside the cached loader. A second session arriving meanwhile
+    waits for the first one's conversion."""
+    why = embedded_copy()
+    if why == "ready":
         return
-    with st.status("First start: converting the embedded model (one time: about 30 s on a quiet machine, 2-3 minutes on a busy one)...", expanded=True) as box:
+    with st.status(CONVERSION_LABELS.get(why, CONVERSION_LABELS["missing"]) + CONVERSION_TIME, expanded=True) as box:
         if not _CONVERSION.acquire(blocking=False):
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
             _CONVERSION.acquire()

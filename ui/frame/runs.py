@@ -9,7 +9,11 @@ the kept run.
 Both parts are served in batches with other sessions' requests for the same model (engine/core/classbatch.py): the
 generation joins the running batch (its Trace says when a step was measured in a batch), and prompts' analysis
 passes that wait together run as one. A page whose lesson is its step times asks for them measured alone
-(``current_trace(alone=True)``)."""
+(``current_trace(alone=True)``).
+
+Whose kept runs a session may reuse (``answer_scope``): for one person, everything kept; on a class server only
+its own, so a kept answer never tells a student that someone else asked the same prompt (it would come back at
+once, with no progress box); sessions on the teacher's pinned class link share theirs."""
 from __future__ import annotations
 
 import threading
@@ -24,21 +28,35 @@ from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import PromptAnalysis, Trace, run_trace
 from ui.frame import state, work
-from ui.frame.models import current_model, get_model
+from ui.frame.models import current_model, get_model, policy
 from ui.frame.cache import memo
 from ui.frame.html import md_escape, visible
 
-MAX_RUNS = 24  # generations kept, for every session (as a bounded cache would)
+MAX_RUNS = 64  # generations kept, all sessions together (as a bounded cache would): a class keeps one per student
 _RUNS: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
+SHARED = ""  # the scope of runs everyone may reuse
+CLASS_LINK = "class link"  # the scope of the sessions on a pinned class link
+
+
+def answer_scope() -> str:
+    """Whose kept runs this session may reuse: everyone's for one person (open mode); on a class server this
+    session's own (a kept answer coming back at once would tell a student that someone else asked that prompt),
+    except that sessions on the teacher's pinned class link share one scope (the whole room asks it)."""
+    if not policy().class_mode:
+        return SHARED
+    if state.pinned():
+        return CLASS_LINK
+    return f"session {work.session_id()}"
 
 
 def run_key(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
             top_p: float, seed: int) -> tuple:
-    """What a generation depends on. Greedy decoding (temperature 0) takes the argmax: top-k, top-p and the seed
-    cannot change a token, so they are left out of its key (changing them reuses the run)."""
+    """What a generation depends on, and whose it is (``answer_scope``). Greedy decoding (temperature 0) takes
+    the argmax: top-k, top-p and the seed cannot change a token, so they are left out of its key (changing them
+    reuses the run)."""
     sampling = (0.0, 0, 1.0, 0) if temperature <= 0 else (float(temperature), int(top_k), float(top_p), int(seed))
-    return (model, prompt, bool(chat), int(max_new_tokens), *sampling)
+    return (answer_scope(), model, prompt, bool(chat), int(max_new_tokens), *sampling)
 
 
 def kept(key: tuple) -> Trace | None:
@@ -63,30 +81,38 @@ def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, tem
     key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
     tr = kept(key)
     if tr is None:
-        settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
+        settings = SamplingSettings(*key[5:8]) if temperature > 0 else SamplingSettings()
         lm = get_model(model)
-        tr = work.run(batched_trace, lm, prompt, settings, max_new_tokens, key[7], chat,
+        tr = work.run(batched_trace, lm, prompt, settings, max_new_tokens, key[8], chat,
                       on_step=work.relay("step") if on_step else None, analyse=False,
                       key=("trace", key), events={"step": on_step} if on_step else None, batch=group(lm))
         keep(key, tr)
     return tr
 
 
-@memo(24)
 def analysis_for(model: str, ids: tuple[int, ...]) -> PromptAnalysis:
     """The prompt's untimed analysis pass (one forward pass): the same for every sampling setting."""
+    return _analysis(model, ids, answer_scope())
+
+
+@memo(24)
+def _analysis(model: str, ids: tuple[int, ...], scope: str) -> PromptAnalysis:
     lm = get_model(model)
     return work.run(batched_analysis, lm, list(ids), batch=analysis_group(lm))
 
 
-@memo(8)
 def solo_generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
                         top_p: float, seed: int) -> Trace:
     """The same generation, alone on the engine worker (never in a batch): for a page whose lesson is its step
     times (prefill vs decode)."""
-    key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
-    settings = SamplingSettings(*key[4:7]) if temperature > 0 else SamplingSettings()
-    return work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, key[7], chat, analyse=False)
+    return _solo_generation(*run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed))
+
+
+@memo(8)
+def _solo_generation(scope: str, model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float,
+                     top_k: int, top_p: float, seed: int) -> Trace:
+    settings = SamplingSettings(temperature, top_k, top_p) if temperature > 0 else SamplingSettings()
+    return work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, seed, chat, analyse=False)
 
 
 def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
@@ -150,17 +176,25 @@ def current_trace(alone: bool = False) -> Trace:
     return tr
 
 
-@memo(16)
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
     """The values inside one block for the prompt's last token, in one pass with every other session's walk of
     the same block that waits (engine/core/classbatch.py)."""
+    return _block_walk(model, ids, layer, answer_scope())
+
+
+@memo(16)
+def _block_walk(model: str, ids: tuple[int, ...], layer: int, scope: str):
     lm = get_model(model)
     return work.run(batched_block_walk, lm, list(ids), layer, batch=block_walk_group(lm, layer))
 
 
-@memo(64)
 def last_position_for(model: str, ids: tuple[int, ...]):
     """Embedding row, final hidden state and top logits at the last of ``ids`` (one untimed pass, cached)."""
+    return _last_position(model, ids, answer_scope())
+
+
+@memo(64)
+def _last_position(model: str, ids: tuple[int, ...], scope: str):
     from engine.loop.glance import last_position
 
     return work.run(last_position, get_model(model), list(ids))

@@ -58,6 +58,20 @@ def session_id() -> str | None:
     return None if ctx is None else ctx.session_id
 
 
+THIS_MACHINE = "this machine"  # the client of every tab opened on the server's own machine (loopback)
+
+
+def client_address() -> str:
+    """The address this session's browser connects from (Streamlit's st.context.ip_address, the TCP peer of the
+    session's websocket; None on the loopback, i.e. every tab of the server's own machine, which is one client).
+    The worker bounds what one client may hold of the class batch (engine/core/seats.py). Behind a reverse proxy
+    every student has the proxy's address, so the room shares one client's bounds."""
+    try:
+        return st.context.ip_address or THIS_MACHINE
+    except Exception:  # outside a session (a test calling run() directly)
+        return THIS_MACHINE
+
+
 SHOW_QUEUE_AFTER_S = 0.4  # a wait shorter than this draws nothing
 SAY_WAITED_S = 1.0  # a job that ran alone after waiting longer says so
 
@@ -90,11 +104,37 @@ def _running_words(running: dict, batch: int) -> str:
     return ", ".join(parts)
 
 
+def why_words(why: dict | None) -> str:
+    """Why a request waits (engine.core.worker.Worker.place's ``why``: an engine/core/seats.py reason), in words."""
+    if not why:
+        return ""
+    r = why.get("reason")
+    if r == "full":
+        return f"the batch is full ({why['seats']} answers at once); yours joins as soon as one ends"
+    if r == "session":
+        return "this tab's previous answer is still being written (one at a time per tab)"
+    if r == "long":
+        return (f"long requests (a long prompt or many new tokens) wait for one of the "
+                f"{why['seats'] - why['kept']} seats not kept for short questions")
+    if r == "client_long":
+        n = why["limit"]
+        return (f"your computer already has {n} long request{'s' if n != 1 else ''} being answered, the most one "
+                "computer may have at once")
+    if r == "share":
+        return "your computer already has its share of the batch while other computers wait"
+    if r == "alone":
+        return "a timed experiment ahead of it runs alone, once the batch running now has drained"
+    if r == "drain":
+        return "it runs alone (so its timings are its own) once the batch running now has drained"
+    return ""
+
+
 def queue_message(place: dict, waited: float) -> str:
-    """'Waiting for the engine: 3rd of 5 in the queue; running now: a batch of 7 answers (12 s so far).'"""
+    """'Waiting for the engine: 3rd of 5 in the queue; running now: a batch of 7 answers; why: ... (12 s so far).'"""
+    why = why_words(place.get("why"))
     return (f"Waiting for the engine (shared by everyone on this server): place {place['place']} of "
-            f"{place['queued']} in the queue; running now: {_running_words(place['running'], place['batch'])} "
-            f"({waited:.0f} s so far).")
+            f"{place['queued']} in the queue; running now: {_running_words(place['running'], place['batch'])}"
+            + (f"; why: {why}" if why else "") + f" ({waited:.0f} s so far).")
 
 
 def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None, batch: Any = None,
@@ -110,7 +150,8 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
     if key is None:
         key = job_key(fn, args, kwargs)
     pool = on or worker.get_worker()
-    job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch, **kwargs)
+    job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch,
+                      client=client_address() if ctx is not None else None, **kwargs)
     slot = None
     said = None  # the queue line last drawn: redrawn only when its words change (once a second at most), not
     # every poll, so that 20 waiting tabs are not sent 20 updates a second each to draw

@@ -121,9 +121,10 @@ def past_the_window(lm) -> None:
     from engine.core.models import EMBEDDED, GEMMA
     from engine.tokenization.tokens import gemma_tokenizer_ready
     from ui.compare import sections as compare_sections
+    from ui.frame.models import offered
 
     name = lm.name.split("@")[0]
-    if name not in (EMBEDDED, GEMMA) or not gemma_tokenizer_ready():
+    if name not in (EMBEDDED, GEMMA) or not (offered(EMBEDDED) and offered(GEMMA)) or not gemma_tokenizer_ready():
         return
     other = EMBEDDED if name == GEMMA else GEMMA
     st.header("6. Past the sliding window: MQA with windows vs GQA, measured", divider="gray")

@@ -24,7 +24,7 @@ from engine.serving import measure as Me
 from engine.serving.probe import probe
 from engine.serving.servers import ServerPolicy, server_policy_from_env
 from ui.frame import kept, state, work
-from ui.serving.view import literal
+from ui.frame.html import md_escape
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 _CONN = "serving_conn"
@@ -171,8 +171,8 @@ def shown(result):
     """A stored result made ready to draw: a server error is shown as an error box (None returned), and a
     measurement's own warnings (implausible numbers) are shown above it before it is returned."""
     if isinstance(result, C.ServingError):
-        st.error(f"**{literal(result.kind.capitalize())}.** {literal(result)}", icon=":material/error:")
+        st.error(f"**{md_escape(result.kind.capitalize())}.** {md_escape(result)}", icon=":material/error:")
         return None
     for f in getattr(result, "flags", ()) if result is not None else ():
-        st.warning(literal(f), icon=":material/warning:")
+        st.warning(md_escape(f), icon=":material/warning:")
     return result

@@ -13,8 +13,8 @@ from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.serving.figures import (concurrency_chart, concurrency_gantt, itl_chart, kv_usage_chart, next_token_bars,
                                 prompt_sweep_chart, request_timeline, spec_live_chart, spec_per_position_chart)
-from ui.serving.view import (concurrency_table, literal, names_table, offers_table, server_rows, spec_text,
-                             timeline_rows)
+from ui.frame.html import md_escape
+from ui.serving.view import (concurrency_table, names_table, offers_table, server_rows, spec_text, timeline_rows)
 
 
 def connect():
@@ -51,20 +51,20 @@ def connect():
     try:
         cfg = runs.config(conn)
     except C.ServingError as exc:
-        st.error(literal(exc), icon=":material/error:")
+        st.error(md_escape(exc), icon=":material/error:")
         st.stop()
     info = runs.connect(cfg) if connect else runs.stored(cfg, "probe")
     if info is None:
         st.info(lesson("serving", "press connect"), icon=":material/lan:")
         st.stop()
     if isinstance(info, C.ServingError):
-        st.error(f"**{literal(info.kind.capitalize())}.** {literal(info)}", icon=":material/error:")
+        st.error(f"**{md_escape(info.kind.capitalize())}.** {md_escape(info)}", icon=":material/error:")
         st.caption("The rest of the app does not depend on this server: the other pages keep working.")
         st.stop()
-    st.success(f"Connected to **{literal(info.engine or 'an OpenAI-compatible server')}** at {literal(cfg.where)}, "
-               f"serving {literal(', '.join(info.models) or 'no listed model')}.", icon=":material/check_circle:")
+    st.success(f"Connected to **{md_escape(info.engine or 'an OpenAI-compatible server')}** at {md_escape(cfg.where)}, "
+               f"serving {md_escape(', '.join(info.models) or 'no listed model')}.", icon=":material/check_circle:")
     for note in info.notes:
-        st.warning(literal(note), icon=":material/info:")
+        st.warning(md_escape(note), icon=":material/info:")
     nt_any = next((v for k, v in runs.results().items() if k[1] == "next" and k[0][0] == cfg.base_url), None)
     lp = ("yes" if isinstance(nt_any, Me.NextToken) else "no: " + nt_any.kind if isinstance(nt_any, C.ServingError)
           else "not asked yet")
@@ -110,7 +110,7 @@ def one_request(cfg) -> None:
             chart(itl_chart(tl), "measured", "Each bar is the wait before one chunk; the dashed line is the mean time "
                   "per output token. Spikes are the server (or the network) pausing.", key="serving_itl")
         for note in tl.notes:
-            st.warning(literal(note), icon=":material/info:")
+            st.warning(md_escape(note), icon=":material/info:")
         with st.expander("The text the server streamed"):
             st.text(tl.text)
 
@@ -184,7 +184,7 @@ def concurrency(cfg, info) -> None:
         kv_from = next((m.kv_name for lv in cs.levels for m in lv.metrics if m.kv_name), None)
         if fig is not None:
             chart(fig, "measured", "Sampled from the server every 0.25 s while each level ran (KV usage: "
-                  f"{literal(kv_from or 'missing: this server exports no KV usage')}).", key="serving_kv")
+                  f"{md_escape(kv_from or 'missing: this server exports no KV usage')}).", key="serving_kv")
         else:
             st.info("This server reported no KV-cache usage or running-request gauges during the sweep "
                     + ("(it has no /metrics endpoint and no /slots)." if not info.offer.has_metrics else

@@ -1,9 +1,8 @@
-"""Small view helpers for the serving page: literal text in markdown, the 'what this server offers' table, and
-the numbers that go with each figure. No figures here (ui.serving.figures) and no runs (ui.serving.runs)."""
+"""Small view helpers for the serving page: the 'what this server offers' table and the numbers that go with each
+figure (server text shown in markdown goes through ui.frame.html.md_escape). No figures here (ui.serving.figures) and no runs (ui.serving.runs)."""
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
@@ -11,14 +10,6 @@ from engine.serving import metrics as M
 from engine.serving import names as N
 from engine.serving.measure import ConcurrencySweep, RequestTimeline, server_split
 from engine.serving.probe import ServerInfo
-
-_MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def literal(text: str) -> str:
-    """Text shown as itself inside Streamlit markdown (server messages and model names are not markup)."""
-    return _MD.sub(r"\\\1", str(text))
-
 
 def fmt(x, spec: str = ".1f", unit: str = "") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

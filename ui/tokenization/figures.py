@@ -90,7 +90,7 @@ def compare_bar(counts, current: str) -> go.Figure:
     colors = [COLORS["accent"] if c.name == current else COLORS["primary"] for c in counts][::-1]
     text = [f"{c.n_tokens} tokens, {c.chars_per_token:.2f} chars/token" for c in counts][::-1]
     fig = go.Figure(go.Bar(x=vals, y=names, orientation="h", marker_color=colors, text=text, textposition="auto"))
-    style(fig, "The same text through every tokenizer available offline (red: the current model)",
+    style(fig, "The same text through each tokenizer compared here (red: the current model)",
           "tokens (count)", "tokenizer", height=max(260, 90 + 60 * len(counts)))
     fig.update_yaxes(automargin=True)
     return fig

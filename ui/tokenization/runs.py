@@ -4,8 +4,9 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.tokenization import tokens as T
-from engine.core.models import EMBEDDED, GEMMA, TINY
-from ui.frame.models import get_model
+from engine.core.model_names import BUILTIN
+from engine.core.models import EMBEDDED, GEMMA, TINY, log
+from ui.frame.models import get_model, offered, policy
 from ui.frame.cache import memo, shared
 
 
@@ -28,13 +29,21 @@ def ids_for(model: str, text: str) -> tuple[int, ...]:
 
 @shared(8)
 def _tokenizer(name: str, path: str | None):
+    """``path``: a folder (or, in class mode, an allow-listed target); None: one of the app's own models."""
+    if path in BUILTIN:
+        return T.builtin_tokenizer(path)
     if path:
         return T.load_tokenizer(path)
     return T.builtin_tokenizer(name)
 
 
 def sources(current: str) -> list[T.TokenizerSource]:
-    """Every tokenizer available offline: the app's two models, the model loaded now, the local hub cache."""
+    """Every tokenizer available offline: the app's two models, the model loaded now, the local hub cache.
+    In class mode only the allow-list's models, by their labels: nothing else on the server is read or named
+    (not its Hugging Face cache, not a packaged tokenizer, not a built-in model the teacher left off the list)."""
+    pol = policy()
+    if pol.class_mode:
+        return [T.TokenizerSource(label, target) for label, target in pol.allowed]
     out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(GEMMA, None), T.TokenizerSource(TINY, None)]
     if current not in (EMBEDDED, GEMMA, TINY):
         out.append(T.TokenizerSource(current, None))
@@ -53,6 +62,7 @@ def _cached_sources() -> list[T.TokenizerSource]:
 def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) -> tuple[list, list[str]]:
     """(counts, problems): ``text`` through every source; one that cannot be loaded is reported, not fatal."""
     counts, problems = [], []
+    class_mode = policy().class_mode
     for s in srcs:
         try:
             tok = get_model(current).tokenizer if s.name == current else _tokenizer(s.name, s.path)
@@ -61,7 +71,11 @@ def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) ->
                 continue
             counts.append(T.count_tokens(s.name, tok, text))
         except Exception as exc:  # a broken cached tokenizer must not break the page
-            problems.append(f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
+            # a class server never shows why (the reason can name its folders); its log has it
+            if class_mode:
+                log(f"class mode: tokenizer of {s.name!r} could not be read: {type(exc).__name__}: {exc}")
+            problems.append(f"{s.name}: not available on this server" if class_mode else
+                            f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
     return counts, problems
 
 
@@ -69,6 +83,8 @@ def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) ->
 def contrast_for(text: str) -> list[T.ContrastRow] | None:
     """SmolLM2's and Gemma 3's tokenizers on the contrast texts and on ``text`` (None: one is not available
     yet, e.g. Gemma still being prepared). Tokenizers only: no model weights are loaded for this."""
+    if not (offered(EMBEDDED) and offered(GEMMA)):
+        return None
     a, b = _tokenizer(EMBEDDED, None), _tokenizer(GEMMA, None)
     if a is None or b is None:
         return None

@@ -1,0 +1,193 @@
+"""Benchmark: a short question's answer time on the class batcher beside hostile traffic, against the same
+question(s) alone, measured in the same run (issue 36).
+
+- **alone**: the short questions, nothing else on the worker.
+- **beside N hostile sessions**: one client (one address) opens N sessions, each a long paste (cut to the app's
+  512-token prompt budget) asking for many new tokens, and keeps them; once their first rows are decoding, one
+  student (another address) asks the first short question.
+- **beside a paste**: one student pastes a long prompt asking for many new tokens at the moment the others ask
+  their short questions (the paste first), each from its own address: they reach the worker together.
+
+Answer time = from the moment the requests reach the worker together (or the question's submit, beside the
+hostile sessions) to its last token, on the worker's own clock; greedy, chat template, no analysis pass (the home
+page asks for the analysis as a job of its own). Every answer is checked against the same
+question's answer alone (token for token). The machine may be shared: compare the ratios to "alone".
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from engine.core.models import LoadedModel
+from engine.batching.bench_classroom import CLASS_PROMPTS
+
+PASTE = ("The committee met again on Thursday to review the budget, the timetable and the list of rooms; "
+         "nothing was decided and the minutes run on for pages. ")  # repeated to the paste's length
+# put first (the app keeps a prompt's first 512 tokens): a request that copies its paste runs for its whole token
+# budget, the worst case for everyone else
+ASK = "Repeat all of the text below, word for word."
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--hostile", type=int, default=34, help="sessions the hostile client opens")
+    p.add_argument("--paste-chars", type=int, default=12_000, help="characters of each pasted prompt")
+    p.add_argument("--paste-tokens", type=int, default=256, help="new tokens each paste asks for")
+    p.add_argument("--questions", type=int, default=8, help="short questions beside a paste")
+    p.add_argument("--question-tokens", type=int, default=24, help="new tokens each short question asks for")
+    p.add_argument("--max-batch", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a question's answer")
+
+
+def _paste(i: int, chars: int) -> str:
+    text = f"Session {i}. {ASK}\n\n" + PASTE * (chars // len(PASTE) + 1)
+    return text[:chars]
+
+
+def _worker(max_batch: int):
+    from engine.core.worker import Worker
+    from engine.measure.timing import configure_worker_threads
+
+    w = Worker(configure=configure_worker_threads, max_batch=max_batch)
+    w.submit(lambda: None).result(60)  # the thread is up and configured before any clock starts
+    return w
+
+
+def _ask(w, lm, prompt: str, n: int, session: str, client: str):
+    from engine.core.classbatch import batched_trace, group
+    from engine.core.sampling import SamplingSettings
+
+    return w.submit(batched_trace, lm, prompt, SamplingSettings(0.0), n, 0, True, analyse=False, session=session,
+                    client=client, key=("bench", session), batch=group(lm))
+
+
+def _answer(job, timeout: float) -> tuple[float, list[int] | None]:
+    """(seconds from submit to its last token, its tokens); (inf, None) when it was not answered in time."""
+    try:
+        t = job.result(timeout)
+    except TimeoutError:
+        job.cancel()
+        return float("inf"), None
+    return job.finished_at - job.submitted_at, list(t.generated_ids)
+
+
+def _cancel(jobs) -> None:
+    """Cancel the jobs and wait until they have left the worker (the next scenario starts on a quiet machine, and
+    the process never exits in the middle of a forward pass)."""
+    for j in jobs:
+        j.cancel()
+    for j in jobs:
+        j.wait(120)
+
+
+def _wait(pred, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not pred() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def _together(w, submit) -> tuple[float, list]:
+    """Submit requests while the worker is held, then let them reach it together: (that moment, the jobs)."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    w.submit(lambda: (started.set(), release.wait(60)), session="hold", client="hold")
+    started.wait(60)
+    jobs = submit()
+    t0 = time.monotonic()
+    release.set()
+    return t0, jobs
+
+
+def _answers(t0: float, jobs, timeout: float) -> list[tuple[float, list[int] | None]]:
+    out = []
+    for j in jobs:
+        s, ids = _answer(j, timeout)
+        out.append((j.finished_at - t0 if ids is not None else s, ids))
+    return out
+
+
+def alone(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
+    w = _worker(args.max_batch)
+    t0, jobs = _together(w, lambda: [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}")
+                                     for i, q in enumerate(questions)])
+    return _answers(t0, jobs, args.timeout)
+
+
+def beside_hostile(lm: LoadedModel, question: str, n: int, args) -> dict:
+    w = _worker(args.max_batch)
+    hostile = [_ask(w, lm, _paste(i, args.paste_chars), args.paste_tokens, f"h{i}", "10.0.0.66")
+               for i in range(args.hostile)]
+    _wait(lambda: any(h.first_token_at for h in hostile), args.timeout)  # the hostile rows are decoding
+    q = _ask(w, lm, question, n, "student", "10.0.0.7")
+    seconds, ids = _answer(q, args.timeout)
+    held = sum(1 for h in hostile if h.started_at is not None and not h.done)
+    tokens = max(h.tokens for h in hostile)
+    _cancel(hostile)
+    return {"seconds": seconds, "ids": ids, "hostile_rows_held": held, "hostile_tokens": tokens}
+
+
+def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
+    w = _worker(args.max_batch)
+    box = []
+
+    def submit():
+        box.append(_ask(w, lm, _paste(0, args.paste_chars), args.paste_tokens, "paste", "10.0.0.66"))
+        return [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}") for i, q in enumerate(questions)]
+
+    t0, jobs = _together(w, submit)
+    out = _answers(t0, jobs, args.timeout)
+    _cancel(box)
+    return out
+
+
+def run(lm: LoadedModel, args) -> dict:
+    from engine.core.loop import warm_up
+
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    before = os.environ.get("ILE_WORKER_LOG")
+    os.environ["ILE_WORKER_LOG"] = "off"
+    try:
+        warm_up(lm)
+        n = int(args.question_tokens)
+        questions = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] for i in range(max(1, int(args.questions)))]
+        solo = alone(lm, questions[:1], n, args)[0]
+        hostile = beside_hostile(lm, questions[0], n, args)
+        together = alone(lm, questions, n, args)
+        pasted = beside_paste(lm, questions, n, args)
+    finally:
+        if before is None:
+            os.environ.pop("ILE_WORKER_LOG", None)
+        else:
+            os.environ["ILE_WORKER_LOG"] = before
+    same = hostile["ids"] in (None, solo[1]) and all(p[1] in (None, a[1]) for p, a in zip(pasted, together))
+    secs = lambda rs: [round(s, 2) for s, _ in rs]  # noqa: E731
+    return {
+        "benchmark": "hostile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "max_batch": int(args.max_batch), "hostile_sessions": int(args.hostile), "paste_chars": int(args.paste_chars),
+        "paste_new_tokens": int(args.paste_tokens), "question_new_tokens": n,
+        "question_alone_s": round(solo[0], 2), "question_beside_hostile_s": round(hostile["seconds"], 2),
+        "hostile_rows_held": hostile["hostile_rows_held"], "hostile_most_tokens": hostile["hostile_tokens"],
+        "ratio_hostile_vs_alone": hostile["seconds"] / solo[0],
+        "questions_alone_s": secs(together), "questions_beside_paste_s": secs(pasted),
+        "ratio_paste_vs_alone_worst": max(s for s, _ in pasted) / max(s for s, _ in together),
+        "same_answers": same,
+        "load_average_1min": [load_before, os.getloadavg()[0] if load_before is not None else None],  # before, after
+        "cpus": os.cpu_count(),
+        "note": "answer time = submit to last token on the worker's clock; inf = not answered within --timeout; "
+                "hostile_rows_held = hostile requests in the batch when the question was answered; "
+                "hostile_most_tokens = the most tokens one of them had by then",
+    }
+
+
+def summary(r: dict) -> str:
+    return "\n".join([
+        f"{r['model']} ({r['device']}), batch of {r['max_batch']}; short questions of {r['question_new_tokens']} "
+        f"new tokens; pastes of {r['paste_chars']} characters asking {r['paste_new_tokens']} tokens",
+        f"one question alone:                 {r['question_alone_s']:.2f} s",
+        f"beside {r['hostile_sessions']} hostile sessions:        {r['question_beside_hostile_s']:.2f} s "
+        f"({r['ratio_hostile_vs_alone']:.1f}x; the hostile client held {r['hostile_rows_held']} rows)",
+        f"{len(r['questions_alone_s'])} questions together, alone:   {r['questions_alone_s']}",
+        f"the same beside a paste:            {r['questions_beside_paste_s']} "
+        f"(slowest {r['ratio_paste_vs_alone_worst']:.1f}x)",
+        f"same answers as alone: {r['same_answers']}",
+    ])
