@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ui.frame.archwords import binary_bytes, count, kind_name
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 
@@ -148,9 +149,9 @@ def query_bar(head: np.ndarray, tokens: Sequence[str], query: int, where: str = 
     return fig
 
 
-def gqa_diagram(groups: list[list[int]], selected_head: int | None = None) -> go.Figure:
+def gqa_diagram(groups: list[list[int]], selected_head: int | None = None, kind: str = "GQA") -> go.Figure:
     """Query heads (top row) joined to the key/value head they read (bottom row), as transformers'
-    repeat_kv wires them."""
+    repeat_kv wires them; ``kind`` ("MHA" | "GQA" | "MQA", measured at load) names it in the title."""
     n_heads = sum(len(g) for g in groups)
     n_kv = len(groups)
     palette = [COLORS["primary"], COLORS["warn"], COLORS["good"], "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -170,8 +171,9 @@ def gqa_diagram(groups: list[list[int]], selected_head: int | None = None) -> go
         fig.add_trace(go.Scatter(x=[kv_x[k]], y=[0], mode="markers+text", text=[f"K/V {k}"], showlegend=False,
                                  textposition="bottom center", marker=dict(size=34, color=c, symbol="square"),
                                  hovertemplate=f"key/value head {k}<extra></extra>"))
-    style(fig, f"Grouped-query attention: {n_heads} query heads read {n_kv} key/value heads", "head index",
-          "", height=340)
+    name = kind_name(kind)
+    style(fig, f"{name[0].upper()}{name[1:]}: {n_heads} query heads read {n_kv} key/value head{'' if n_kv == 1 else 's'}",
+          "head index", "", height=340)
     fig.update_yaxes(range=[-0.55, 1.5], tickvals=[0, 1], ticktext=["K/V heads (cached)", "query heads"])
     fig.update_xaxes(range=[-0.8, n_heads - 0.2], dtick=1, showgrid=False)
     return fig
@@ -183,10 +185,10 @@ def kv_saving_bar(contexts: Sequence[int], bytes_gqa: Sequence[int], bytes_mha: 
     x = [f"{c:,} tokens" for c in contexts]
     fig = go.Figure([
         go.Bar(x=x, y=[b / 2**20 for b in bytes_mha], name=f"if every head had its own K/V ({n_heads} KV heads)",
-               marker_color=COLORS["muted"], texttemplate="%{y:.1f} MiB", textposition="outside",
+               marker_color=COLORS["muted"], text=[binary_bytes(b) for b in bytes_mha], textposition="outside",
                textfont=dict(size=14)),
-        go.Bar(x=x, y=[b / 2**20 for b in bytes_gqa], name=f"this model ({n_kv} KV heads)",
-               marker_color=COLORS["primary"], texttemplate="%{y:.1f} MiB", textposition="outside",
+        go.Bar(x=x, y=[b / 2**20 for b in bytes_gqa], name=f"this model ({count(n_kv, 'KV head')})",
+               marker_color=COLORS["primary"], text=[binary_bytes(b) for b in bytes_gqa], textposition="outside",
                textfont=dict(size=14)),
     ])
     style(fig, "KV-cache size for one sequence", "context length", "KV cache (MiB)", height=360)
