@@ -14,7 +14,7 @@ from engine.core.prompt import PromptError
 from ui.speculative import race as RV
 from ui.frame import state
 from ui.frame.html import md_escape
-from ui.frame.layout import chart
+from ui.frame.layout import chart, scroll_to_here
 from ui.frame.lessons import lesson
 from ui.frame.measured import busy_warning
 from ui.frame.models import draft_model_box
@@ -30,6 +30,7 @@ MAX_TEXT = 50_000  # characters of an own race text, as the sidebar prompt allow
 DRAFTERS = {"lookup": "copy from the context", "early-exit": "first L blocks of the target",
             "model:self": "the target drafts for itself", "model:random": "random weights", "model:other": "another model"}
 SWEEP_KS = (1, 2, 3, 4, 6, 8, 12)
+RACE_FOLLOW_S = 90  # the lanes stay at the top of the view while the race runs and replays (a scroll stops it)
 DEFAULT_PRESET, DEFAULT_K, DEFAULT_T = 1, 4, 0.0
 
 
@@ -117,6 +118,8 @@ def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
     if not racing and result is None and last() is not None:
         shown, result = last()
         st.info(RV.params_change(shown, params), icon=":material/restart_alt:")
+    if racing:  # the controls fill a projector's first screen: bring the lanes, then the scoreboard, into view
+        scroll_to_here(follow_s=RACE_FOLLOW_S)
     left, right = st.columns(2)
     with left:
         st.markdown("#### Plain decoding")
@@ -148,12 +151,12 @@ def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
 
 
 def scoreboard(result: RaceResult, params: RaceParams) -> None:
-    """The busy warning, the seven numbers and their bound checks, what they mean for this race, then every gap
+    """The seven numbers, the busy warning and their bound checks, what they mean for this race, then every gap
     between the paper's formula and the clock, one assumption at a time."""
     run = result.run
-    busy_warning(result.calibration, "speculative_again")
-    for col, (label, value, help_) in zip(st.columns(7), RV.metrics(result)):
+    for col, (label, value, help_) in zip(st.columns(7), RV.metrics(result)):  # first: on screen under the lanes
         col.metric(label, value, help=help_)
+    busy_warning(result.calibration, "speculative_again")
     for flag in (result.check.flags if run.measurable else ()):
         st.warning(flag, icon=":material/report:")
     st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; {result.calibration.describe()}). "
