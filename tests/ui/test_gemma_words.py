@@ -136,3 +136,25 @@ def test_two_models_page_sizes_are_binary():
     cells = " ".join(table["gemma3-270m"])
     assert "MiB" in cells and not re.search(r"\bMB\b", cells), cells
     assert "18.49 MiB (measured, = formula)" in cells  # 19,384,320 B at 600 tokens
+
+
+def test_charts_of_the_residual_stream_name_layers_as_the_overview_does():
+    """The logit lens and the residual-stream charts read the stream after each layer: the row or point after
+    Gemma's first global layer is "5", as that layer is in the overview's axis and every picker."""
+    import numpy as np
+
+    from engine.attention.analysis import kv_groups
+    from ui.attention.figures import final_prob_line, head_overview, lens_grid, residual_norms_chart
+    from ui.loop.figures import residual_norm_line
+
+    info = gemma_like()
+    overview = head_overview(np.ones((N, 4)), "entropy", "bits", (0, 0), kv_groups(4, 1), info.arch.windows)
+    assert "5 global" in list(overview.layout.yaxis.ticktext)
+    probs = np.full((N + 1, 2, 3), 0.3, dtype=np.float32)
+    toks = tuple(tuple(("a", "b", "c") for _ in range(2)) for _ in range(N + 1))
+    lens = lens_grid(toks, probs, ["x", "y"], [0, 1])
+    assert list(lens.data[0].y)[:7] == ["embed", "layer 0", "layer 1", "layer 2", "layer 3", "layer 4", "layer 5"]
+    norms = np.ones((N + 1, 3))
+    for fig in (residual_norms_chart(norms), residual_norm_line(norms[:, -1], "x"), final_prob_line(norms[:, 0], "x")):
+        assert list(fig.data[-1].x) == ["embed"] + [str(i) for i in range(N)]
+        assert "numbered from 0" in fig.layout.xaxis.title.text

@@ -16,6 +16,15 @@ KIND_NAMES = {"MHA": "multi-head attention (MHA)", "GQA": "grouped-query attenti
               "MQA": "multi-query attention (MQA)", "MLA": "multi-head latent attention (MLA)"}
 
 
+STREAM_AXIS = "after layer (numbered from 0; embed = the embeddings, before layer 0)"
+
+
+def stream_labels(points: int) -> list[str]:
+    """Labels for the residual stream read after every layer: "embed", then the index of the layer just run
+    ("0", "1", ...), so a chart of the stream names each layer as the attention overview and every picker do."""
+    return ["embed"] + [str(i) for i in range(points - 1)]
+
+
 def layer_list(indices) -> str:
     """Layer indices as short runs: (0, 1, 2, 3, 4, 6, 7) -> "0-4, 6, 7" (a run of three or more is a range)."""
     xs = sorted(int(i) for i in indices)
