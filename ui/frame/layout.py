@@ -56,8 +56,11 @@ def section(title: str | None, divider: str = "gray") -> bool:
     known = st.session_state.get(_total_key(), 0)  # the page's sections as its last run counted them (0: unknown)
     st.session_state[_total_key()] = max(known, run["count"])
     cur = st.session_state.get(_current_key(), 0)
-    if index == 0:  # the page's first section follows its title: the slim bar
-        _top_bar(cur, known)
+    if index == 0:  # the page's first section follows its title: a place for the slim bar...
+        run["top"], run["known"] = st.empty(), known
+    elif index == 1 and run.get("top") is not None:  # ...filled once the page has a second section to go to
+        with run["top"].container():
+            _top_bar(cur, run["known"])
     if index == cur + 1 and not run.get("nav"):
         _bar(cur, st.session_state[_total_key()], more=True)
     if index != cur:
@@ -82,10 +85,9 @@ def _top_bar(cur: int, total: int) -> None:
     _label(slot, cur, total, top=True)
     st.session_state[_RUN]["top_label"] = (slot, cur)
     prev.button("Back", icon=":material/arrow_back:", disabled=cur == 0, key="present_prev_top", on_click=_move,
-                args=(key, cur - 1), help="Previous section", width="stretch")
+                args=(key, cur - 1), width="stretch")
     nxt.button("Next", icon=":material/arrow_forward:", disabled=total > 0 and cur + 1 >= total,
-               key="present_next_top", on_click=_move, args=(key, cur + 1), help="Next section", type="primary",
-               width="stretch")
+               key="present_next_top", on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
 
 
 def scroll_to_here(follow_s: float = 0.0) -> None:
