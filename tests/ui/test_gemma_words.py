@@ -61,9 +61,9 @@ def test_one_layer_numbering_on_every_page():
     info = gemma_like()
     rc = KV.run_cache(info, past_the_window(info))
     rows = {r.fact: r for r in fact_rows(info, smollm_like())}
-    texts = {"compare": rows["Layer kinds"].a, "attention": AV.window_note(info), "kv formula": KV.formula_text(info, rc),
-             "kv holds": KV.holds_text(info, rc), "kv answer": KV.token_question(info, rc)[1],
-             "kv section 6": KV.cache_words(info)}
+    texts = {"compare": rows["Layer kinds"].a, "attention": AV.window_note(info),
+             "kv formula": KV.formula_text(info, rc), "kv holds": KV.holds_text(info, rc),
+             "kv answer": KV.token_question(info, rc)[1], "kv section 6": KV.cache_words(info)}
     for page, text in texts.items():
         lists = global_lists(text)
         assert lists and set(lists) == {"5, 11, 17"}, (page, text)

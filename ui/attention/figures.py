@@ -172,7 +172,7 @@ def gqa_diagram(groups: list[list[int]], selected_head: int | None = None, kind:
                                  textposition="bottom center", marker=dict(size=34, color=c, symbol="square"),
                                  hovertemplate=f"key/value head {k}<extra></extra>"))
     name = kind_name(kind)
-    style(fig, f"{name[0].upper()}{name[1:]}: {n_heads} query heads read {n_kv} key/value head{'' if n_kv == 1 else 's'}",
+    style(fig, f"{name[0].upper()}{name[1:]}: {n_heads} query heads read {count(n_kv, 'key/value head')}",
           "head index", "", height=340)
     fig.update_yaxes(range=[-0.55, 1.5], tickvals=[0, 1], ticktext=["K/V heads (cached)", "query heads"])
     fig.update_xaxes(range=[-0.8, n_heads - 0.2], dtick=1, showgrid=False)

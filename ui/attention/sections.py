@@ -44,7 +44,8 @@ def heads(p: V.Prompt, info, tr, lead=None) -> None:
         return
     g = V.gqa(info, tr, head)
     st.markdown(g.text)
-    chart(gqa_diagram(g.groups, head, V.attention_kind(info)), "model", lesson("attention", "gqa caption", group=g.group), key="attention_gqa")
+    chart(gqa_diagram(g.groups, head, AW.attention_kind(info)), "model",
+          lesson("attention", "gqa caption", group=g.group), key="attention_gqa")
     if g.shared:
         chart(kv_saving_bar(g.contexts, g.bytes_gqa, g.bytes_mha, info.n_heads, info.n_kv_heads), "derived",
               V.saving_caption(info, g), key="attention_kv")

@@ -119,8 +119,9 @@ def gqa(info, tr, head: int) -> GQA:
     savings = [gqa_saving(info, c) for c in contexts]
     if group > 1:
         kv = kv_head_of(head, info.n_heads, info.n_kv_heads)
-        text = lesson("attention", "gqa shared", heads=info.n_heads, kv_heads=AW.count(info.n_kv_heads, "key/value head"),
-                      kind=AW.kind_name(attention_kind(info)), sharing=AW.sharing(info.n_heads, info.n_kv_heads),
+        text = lesson("attention", "gqa shared", heads=info.n_heads,
+                      kv_heads=AW.count(info.n_kv_heads, "key/value head"),
+                      kind=AW.kind_name(AW.attention_kind(info)), sharing=AW.sharing(info.n_heads, info.n_kv_heads),
                       head=head, kv=kv, others=", ".join(str(h) for h in groups[kv] if h != head),
                       kv_cached=AW.count(info.n_kv_heads, "K/V head"), ratio=gqa_saving(info, tokens).ratio)
     else:
@@ -128,18 +129,9 @@ def gqa(info, tr, head: int) -> GQA:
     return GQA(groups, group, text, contexts, [s.bytes_gqa for s in savings], [s.bytes_mha for s in savings])
 
 
-def attention_kind(info) -> str:
-    """"MHA" | "GQA" | "MQA" | "MLA": measured from the cache at load (engine.core.archfacts), else from the
-    head counts."""
-    f = getattr(info, "arch", None)
-    if f is not None:
-        return f.attention
-    return "MQA" if info.n_kv_heads == 1 < info.n_heads else "MHA" if info.n_kv_heads == info.n_heads else "GQA"
-
-
 def gqa_header(info) -> str:
     """Section 3's header, named after this model's kind of attention."""
-    kind = attention_kind(info)
+    kind = AW.attention_kind(info)
     what = {"MQA": "every query head reads one shared key/value head", "MHA": "every head has its own keys and values"
             }.get(kind, "heads share keys and values")
     name = AW.kind_name(kind)

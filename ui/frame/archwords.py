@@ -57,6 +57,15 @@ def window_words(facts, layer: int) -> str:
     return f"a window of {w:,} tokens: each token sees itself and the {w - 1:,} before it, so {cached}"
 
 
+def attention_kind(info) -> str:
+    """"MHA" | "GQA" | "MQA" | "MLA": measured from the cache at load (engine.core.archfacts), else from the
+    head counts."""
+    f = getattr(info, "arch", None)
+    if f is not None:
+        return f.attention
+    return "MQA" if info.n_kv_heads == 1 < info.n_heads else "MHA" if info.n_kv_heads == info.n_heads else "GQA"
+
+
 def kind_name(kind: str) -> str:
     return KIND_NAMES.get(kind, kind)
 

@@ -75,7 +75,7 @@ def _group_name(g: LayerGroup) -> str:
 
 
 def what_you_see(info, rc: RunCache) -> str:
-    kind = AW.kind_name(_kind(info))
+    kind = AW.kind_name(AW.attention_kind(info))
     design = f"{kind}: {AW.sharing(info.n_heads, info.n_kv_heads)}"
     f = _windowed(info)
     held = ""
@@ -86,13 +86,6 @@ def what_you_see(info, rc: RunCache) -> str:
     return lesson("kv_cache", "what you see", source=info.source, layers=info.n_layers, heads=info.n_heads,
                   kv_heads=AW.count(info.n_kv_heads, "KV head"), design=design, tokens=rc.last.kv_tokens,
                   held=held, size=fmt_bytes(rc.last.kv_bytes))
-
-
-def _kind(info) -> str:
-    f = getattr(info, "arch", None)
-    if f is not None:
-        return f.attention
-    return "MQA" if info.n_kv_heads == 1 < info.n_heads else "MHA" if info.n_kv_heads == info.n_heads else "GQA"
 
 
 def _shape(info) -> dict:
@@ -121,7 +114,7 @@ def token_question(info, rc: RunCache) -> tuple[str, str]:
                 + " " + measured)
     f = info.arch
     grow = [g for g in layer_groups(info, 1 << 40) if g.window is None or AW.held_cap(f, g.layers[0]) is None]
-    full = max(w for w in f.windows if w) - 1
+    full = max(c for c in (AW.held_cap(f, i) for i in range(f.n_blocks)) if c is not None)
     return (lesson("kv_cache", "try token windows", **v),
             lesson("kv_cache", "answer token windows", per_token=rc.per_token, after=growth_past_windows(info),
                    growing=" and the ".join(_group_name(g) for g in grow) or "none of the layers", full=full,
@@ -175,7 +168,8 @@ def cache_words(info) -> str:
                    + (f"; the {AW.count(len(keep), 'global layer')} ({AW.layer_list(keep)}) keep every token"
                       if keep else ""))
     return lesson("kv_cache", "past window model", model=info.source, kv_heads=AW.count(info.n_kv_heads, "KV head"),
-                  kind=AW.kind_name(_kind(info)), sharing=AW.sharing(info.n_heads, info.n_kv_heads), windows=windows)
+                  kind=AW.kind_name(AW.attention_kind(info)), sharing=AW.sharing(info.n_heads, info.n_kv_heads),
+                  windows=windows)
 
 
 def layer_table(info, snap) -> pd.DataFrame:
