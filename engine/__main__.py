@@ -158,7 +158,7 @@ def main(argv=None) -> int:
         text = (f"{t.encoded.text}\x1b[1m{t.generated_text}\x1b[0m\n\n{len(t.prompt_ids)} prompt tokens, "
                 f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "
                 f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason})")
-        _emit(args, t.to_dict(attentions=not args.no_attentions), text)
+        _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
         return importlib.import_module("engine.speculative.race").cli(lm, args, _emit)

@@ -4,20 +4,22 @@ import streamlit as st
 
 from ui.compare import sections
 from ui.frame import nav
-from ui.frame.layout import section, try_this, what_you_see
+from ui.frame.layout import beside, section, try_this, what_you_see
 from ui.frame.lessons import lesson
 from ui.frame.state import settings
 
 nav.through_router()
 st.title("Two models side by side")
 a, b = sections.pick_pair(settings().model)
-if section(None):
+if section(None):  # the introduction with section 1: the facts are the first screen, the lesson boxes under them
     st.markdown(lesson("compare", "intro"))
-    what_you_see(lesson("compare", "what you see"))
-    try_this(lesson("compare", "try this"), lesson("compare", "answer"), key="compare_try")
-
-if section("1. The architecture facts, differences shaded"):
+    st.header("1. The architecture facts, differences shaded", divider="gray")
     sections.facts(a, b)
+    main, side = beside(1, 1)
+    with main:
+        what_you_see(lesson("compare", "what you see"))
+    with side:
+        try_this(lesson("compare", "try this"), lesson("compare", "answer"), key="compare_try")
 
 if section("2. Where the parameters are"):
     sections.params(a, b)

@@ -42,7 +42,7 @@ if section("2. Measured size, step by step"):
         st.success(lesson("kv_cache", "agree"), icon=":material/check_circle:")
     else:
         st.error(lesson("kv_cache", "differ"), icon=":material/error:")
-    chart(growth_chart(tr.steps, rc.per_token, rc.formula_bytes), "measured",
+    chart(growth_chart(tr.steps, V.growth_words(rc), rc.formula_bytes), "measured",
           lesson("kv_cache", "growth caption", prompt=rc.prompt), key="kv_growth")
     with st.expander("Every step, in bytes"):
         st.dataframe(V.steps_table(tr, rc), hide_index=True)

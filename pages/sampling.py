@@ -16,10 +16,6 @@ st.title("Logits & sampling: rolling the model's dice")
 lm = current_model()
 tr = current_trace()
 notes(tr)
-if section(None):
-    st.markdown(lesson("sampling", "intro"))
-
-
 def lead() -> None:
     """The lesson boxes, under the dice and the chart they drive (so both fit the first screen)."""
     main, side = beside(1, 1)
@@ -30,7 +26,8 @@ def lead() -> None:
                  key="sampling_try_temperature")
 
 
-if section(None):  # the fragment draws its own headers 1-5
+if section(None):  # the introduction, then the fragment's own headers 1-5: presenter view's first step has the dice
+    st.markdown(lesson("sampling", "intro"))
     dice_and_sections(lm, tr, lead)  # a fragment: the dice rerun sections 1-5, not the page
 
 if section("6. A prediction at every position, from one pass"):

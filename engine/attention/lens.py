@@ -20,7 +20,7 @@ TOP_K = 3
 class LensGrid:
     positions: np.ndarray  # [P] prompt positions covered (the last P of the prompt)
     input_tokens: tuple[str, ...]  # [P] the token at each covered position
-    top_ids: np.ndarray  # [layers+1, P, TOP_K] row 0 = embeddings, row l = after block l
+    top_ids: np.ndarray  # [layers+1, P, TOP_K] row 0 = embeddings, row l = after l blocks (the one at index l - 1)
     top_probs: np.ndarray  # [layers+1, P, TOP_K]
     top_tokens: tuple[tuple[tuple[str, ...], ...], ...]  # [layers+1][P][TOP_K]
     final_prob: np.ndarray  # [layers+1, P] probability each layer gives to the final layer's top-1 token

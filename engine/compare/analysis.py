@@ -31,10 +31,11 @@ class FactRow:
 
 
 def _kinds(info: ModelInfo) -> str:
+    """Layer kinds with the global layers' indices, counted from 0 as every layer index of the app is."""
     f = info.arch
     if f is None or not f.has_windows:
         return f"all {info.n_layers} global"
-    glob = [i + 1 for i, k in enumerate(f.layer_kinds) if k == "global"]
+    glob = [i for i, k in enumerate(f.layer_kinds) if k == "global"]
     win = sorted({w for w in f.windows if w})
     return (f"{len(f.sliding_layers)} sliding (window {', '.join(map(str, win))}), {len(glob)} global "
             f"(layers {', '.join(map(str, glob))})")

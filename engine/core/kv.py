@@ -63,3 +63,16 @@ def kv_bytes_for(info, tokens: int, batch: int = 1) -> int:
     if getattr(info, "arch", None) is None:
         return kv_bytes_formula(info.n_layers, info.n_kv_heads, info.head_dim, tokens, info.bytes_per_value, batch)
     return sum(layer_bytes_formula(info, tokens, batch))
+
+
+def growth_at(info, tokens: int) -> int:
+    """The formula's bytes for the token after ``tokens``: what one decode step adds to the cache there (less once
+    a sliding layer's window is full: that layer drops a token for each one it takes)."""
+    return kv_bytes_for(info, tokens + 1) - kv_bytes_for(info, tokens)
+
+
+def growth_past_windows(info) -> int:
+    """``growth_at`` once every sliding window is full: only the layers that keep every token still grow."""
+    f = getattr(info, "arch", None)
+    far = max([w for w in (f.windows if f is not None else ()) if w] + [1])
+    return growth_at(info, far + 1)

@@ -112,7 +112,9 @@ class Trace:
     def batched(self) -> bool:
         return self.largest_batch > 1
 
-    def to_dict(self, attentions: bool = True) -> dict:
+    def to_dict(self, tokenizer, attentions: bool = True) -> dict:
+        """The record as JSON-ready values; ``tokenizer`` names the analysis's predicted tokens that neither the
+        prompt nor a step's top-k already spelled (the record keeps their ids only)."""
         d = {
             "model": self.info.to_dict(),
             "prompt": self.prompt,
@@ -135,29 +137,34 @@ class Trace:
         a = self.analysis
         if a is not None:
             d["positions"] = [
-                {"position": i, "token": self.prompt_tokens[i],
-                 "top_tokens": token_list(self, a.top_ids[i]), "top_probs": _r(a.top_probs[i])}
+                {"position": i, "token": self.prompt_tokens[i], "top_ids": [int(t) for t in a.top_ids[i]],
+                 "top_tokens": token_list(self, a.top_ids[i], tokenizer), "top_probs": _r(a.top_probs[i])}
                 for i in range(len(self.prompt_ids))
             ]
             d["residual_norms"] = _r(a.residual_norms)
             d["logit_lens_last_position"] = [
-                {"layer": layer, "top_tokens": token_list(self, a.lens_ids[layer]), "top_probs": _r(a.lens_probs[layer])}
+                {"layer": layer, "top_ids": [int(t) for t in a.lens_ids[layer]],
+                 "top_tokens": token_list(self, a.lens_ids[layer], tokenizer),
+                 "top_probs": _r(a.lens_probs[layer])}
                 for layer in range(a.lens_ids.shape[0])
             ]
             if attentions:
                 d["attentions"] = _r(a.attentions.astype(np.float32))
         return d
 
-    def to_json(self, **kw) -> str:
-        return json.dumps(self.to_dict(**kw), ensure_ascii=False)
+    def to_json(self, tokenizer, **kw) -> str:
+        return json.dumps(self.to_dict(tokenizer, **kw), ensure_ascii=False)
 
 
-def token_list(trace: Trace, ids) -> list[str]:
-    """Token strings for ids, using the pieces already in the trace where possible."""
+def token_list(trace: Trace, ids, tokenizer) -> list[str]:
+    """Token strings for ids: the pieces already in the trace where it has them, the rest decoded one by one as
+    ``token_text`` decodes every token of the record (never a stand-in for the string)."""
     known = dict(zip(trace.prompt_ids, trace.prompt_tokens))
     for s in trace.steps:
         known.update(zip(s.top_ids, s.top_tokens))
-    return [known.get(int(i), f"<{int(i)}>") for i in ids]
+    missing = [int(i) for i in ids if int(i) not in known]
+    known.update(zip(missing, token_text(tokenizer, missing)))
+    return [known[int(i)] for i in ids]
 
 
 def _r(a, nd: int = 4):

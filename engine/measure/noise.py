@@ -219,6 +219,33 @@ def check_speedup(speedup: float, k: int, accepted: int, tokens_per_pass: float,
 
 
 @dataclass(frozen=True)
+class SameWorkGap:
+    """Two timed lanes that did identical work: the gap between their clocks, which can only be noise."""
+
+    seconds_a: float
+    seconds_b: float
+
+    @property
+    def gap(self) -> float:
+        return abs(self.seconds_a - self.seconds_b)
+
+    @property
+    def relative(self) -> float:
+        return self.gap / min(self.seconds_a, self.seconds_b) if min(self.seconds_a, self.seconds_b) > 0 else 0.0
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (f"Both lanes did the same work, so the {self.gap:.2f} s between their clocks ({self.relative:.0%}) "
+                "is noise: neither lane won. Measure again and it shrinks or changes sides.",)
+
+
+def same_work_gap(seconds_a: float, seconds_b: float) -> SameWorkGap:
+    """Judge two lanes that did the same passes over the same tokens: whatever their clocks say, the difference
+    is the machine's noise, never a result (a page must say so beside any picture of the two lanes)."""
+    return SameWorkGap(float(seconds_a), float(seconds_b))
+
+
+@dataclass(frozen=True)
 class MonotoneCheck:
     flags: tuple[str, ...] = ()
 

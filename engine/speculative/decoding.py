@@ -245,6 +245,13 @@ class SpecRun:
     def identical(self) -> bool:
         return self.plain_ids == self.spec_ids
 
+    @property
+    def same_work(self) -> bool:
+        """Both lanes did the same work: no round drafted anything, so every speculative round was one target pass
+        for one token, as every plain step is (the same passes over the same tokens). Their clocks then differ by
+        noise only (engine.measure.noise.same_work_gap)."""
+        return self.drafted == 0 and len(self.spec_ids) == len(self.plain_ids)
+
     def to_dict(self) -> dict:
         return {
             "model": self.model, "drafter": self.drafter, "k": self.k, "settings": asdict(self.settings),
@@ -264,7 +271,7 @@ class SpecRun:
             "expected_speedup_drafted": self.expected_speedup_drafted, "drafted_per_round": self.drafted_per_round,
             "expected_speedup_as_run": self.expected_speedup_as_run, "decode_speedup": self.decode_speedup,
             "plain_prefill_share": self.plain_prefill_share, "spec_prefill_share": self.spec_prefill_share,
-            "identical_output": self.identical,
+            "identical_output": self.identical, "same_work": self.same_work,
         }
 
 

@@ -23,8 +23,8 @@ def test_compare_page_shows_both_models_measured(embedded_lm, gemma_installed):
         "1. The architecture facts, differences shaded", "2. Where the parameters are",
         "3. KV cache: bytes per token and at longer contexts", "4. One decode step: time, stages, bytes read",
         "5. The same prompt, the next token"]
-    facts, params, kv, decode = (d.value for d in at.dataframe[:4])
-    row = facts.set_index("Fact")
+    params, kv, decode = (d.value for d in at.dataframe[:3])
+    row = at.table[0].value.set_index("Fact")
     assert row.loc["Vocabulary", "gemma3-270m"] == "262,144" and row.loc["Vocabulary", "Differs"] == "≠"
     assert row.loc["Tied embedding / head", "Differs"] == ""  # both tied: not shaded
     assert row.loc["Attention kind", "embedded"] == "GQA" and row.loc["Attention kind", "gemma3-270m"] == "MQA"
@@ -84,3 +84,18 @@ def test_embeddings_on_gemma_show_the_scale_and_both_rope_bases(gemma_installed)
     wave = next(f for f in figs if "full turn" in f["layout"]["title"]["text"])
     names = [t.get("name", "") for t in wave["data"]]
     assert len(wave["data"]) == 2 and any("1,000,000" in n for n in names) and any("10,000" in n for n in names)
+
+
+def test_kv_cache_on_gemma_past_the_window_says_what_its_run_measured(gemma_installed):
+    """A run longer than the window: the page's per-token answer, chart title and cache shape are this run's
+    (only the global layers grow; the sliding ones hold window - 1 tokens), not the all-layers formula."""
+    at = run_page("pages/kv_cache.py", model="gemma3-270m", max_new_tokens="3", temperature="0",
+                  prompt="word " * 530)
+    assert not errors(at), errors(at)
+    steps = next(d.value for d in at.dataframe if "measured (bytes)" in d.value.columns)
+    assert min(steps["tokens cached"]) > 511
+    growth = set(steps["measured (bytes)"].diff().dropna().astype(int))
+    assert len(growth) == 1
+    text = " ".join(m.value for m in at.markdown)
+    assert f"+{growth.pop():,} B per decode step" in text  # as measured: 6,144 B (3 global layers)
+    assert "[1, 1, 511, 256]" in text and "15 sliding layers" in text and "3 global layers (5, 11, 17)" in text

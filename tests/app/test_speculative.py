@@ -165,3 +165,50 @@ def test_hostile_race_values_in_the_url_fall_back_to_defaults():
     assert not errors(at), errors(at)
     assert at.radio(key="speculative_drafter").value == "lookup"
     assert at.slider(key="speculative_k").value == 16 and at.slider(key="speculative_temperature").value == 0.0
+
+
+def test_lanes_that_did_the_same_work_are_never_shown_winning(monkeypatch):
+    """Nothing drafted (prompt lookup on an open prompt): each speculative round is a plain decode step, so the
+    lanes did the same work. However their clocks differ (here the plain lane was slowed 1.2x, as a busy moment
+    does), the page says the gap is noise under the lanes and on the chart, and shows no speedup."""
+    from engine.speculative import decoding as S
+
+    real = ui_spec.race
+
+    def nothing_drafted(*a, **kw):
+        r = real(*a, **kw)
+        rounds = tuple(S.SpecRound(**{**rd.__dict__, "drafted": (), "p": (), "q": (), "accepted": 0})
+                       for rd in r.rounds)
+        slow = tuple(s * 1.2 for s in r.plain_step_seconds)
+        return S.SpecRun(**{**r.__dict__, "rounds": rounds, "spec_ids": r.plain_ids, "spec_tokens": r.plain_tokens,
+                            "plain_step_seconds": slow})
+
+    monkeypatch.setattr(ui_spec, "race", nothing_drafted)
+    at = run_page(PAGE, model="tiny-random")
+    at.number_input(key="speculative_tokens").set_value(8).run()
+    _start(at)
+    assert any("No race: both lanes did the same work" in w.value and "noise" in w.value for w in at.warning)
+    assert any("Nothing was drafted" in i.value and "noise" in i.value for i in at.info)
+    assert _metric(at, "Measured speedup") == "n/a" and not at.success
+    chart = next(c for c in at.get("plotly_chart") if "tokens written" in c.proto.spec or "same work" in c.proto.spec)
+    assert "gap between them is noise" in chart.proto.spec
+
+
+def test_the_race_has_its_own_prompt_box(race_calls):
+    """Racing your own text needs no trip to the sidebar: the page's own box, kept in the link."""
+    at = run_page(PAGE, model="tiny-random")
+    at.selectbox(key="speculative_prompt").set_value(next(o for o in at.selectbox(key="speculative_prompt").options
+                                                          if o.startswith("your own text"))).run()
+    assert not errors(at), errors(at)
+    box = at.text_area(key="speculative_text")
+    assert box.value == at.text_area(key="w_prompt").value  # it starts with the sidebar prompt
+    box.set_value("Quote: the cat sat on the mat. The cat sat on the mat.").run()
+    _start(at)
+    q = {k: at.query_params[k] for k in at.query_params}
+    q = {k: v[0] if isinstance(v, list) else v for k, v in q.items()}
+    assert q["race_prompt"] == "own" and q["race_text"].startswith("Quote: the cat sat")
+    again = _open_link(race_prompt="own", race_text="Quote: the dog sat.")
+    assert not errors(again), errors(again)
+    assert again.text_area(key="speculative_text").value == "Quote: the dog sat."
+    old = _open_link(race_prompt="sidebar")  # a link made when the option was "the sidebar prompt"
+    assert old.selectbox(key="speculative_prompt").value.startswith("your own text")

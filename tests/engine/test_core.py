@@ -118,7 +118,7 @@ def test_trace_record_is_consistent(lm_name, request):
     # The analysis pass predicts the same next token at the last prompt position as the timed prefill.
     assert int(tr.analysis.top_ids[-1, 0]) == tr.generated_ids[0]
     assert int(tr.analysis.lens_ids[-1, 0]) == tr.generated_ids[0]
-    json.loads(tr.to_json())
+    json.loads(tr.to_json(lm.tokenizer))
 
 
 def test_stops_at_end_of_turn(embedded_lm):
@@ -214,6 +214,22 @@ def test_cli_info_and_trace_json(capsys):
     rec = json.loads(out)
     assert code == 0 and len(rec["generated_ids"]) == 3 and len(rec["steps"]) == 3 and rec["settings"]["top_k"] == 20
     assert len(rec["positions"]) == len(rec["prompt_ids"]) and "attentions" in rec
+
+
+def test_cli_trace_json_writes_every_token_string(capsys):
+    """Every predicted token in ``positions`` and the logit lens is its real string, the tokenizer's own decoding
+    of its id (not a stand-in such as "<8897>" for a token neither the prompt nor a step's top-k spelled)."""
+    from engine.core.prompt import token_text
+
+    code, out, _ = run_cli(capsys, "trace", "--model", "tiny-random", "--prompt", "The capital of France is",
+                           "--max-new-tokens", "2", "--json", "--temperature", "0", "--no-attentions")
+    rec = json.loads(out)
+    tok = load_model("tiny-random").tokenizer
+    rows = rec["positions"] + rec["logit_lens_last_position"]
+    ids = [i for r in rows for i in r["top_ids"]]
+    assert code == 0 and len(set(ids)) > len(set(rec["prompt_ids"]) | set(rec["generated_ids"]))  # ids beyond both
+    for r in rows:
+        assert r["top_tokens"] == token_text(tok, r["top_ids"]), r
 
 
 def test_cli_unknown_model_is_a_clear_error():

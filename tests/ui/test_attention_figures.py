@@ -115,7 +115,7 @@ def test_lens_grid_text_and_colour():
     np.testing.assert_allclose(z[:, 0], np.linspace(0.1, 0.9, L1), rtol=1e-6)
     assert hm.text[-1][-1] == "&lt;L3p4xyz"  # escaped, cut to 8 characters
     assert list(hm.x) == ["12: in2", "13: in3", "14: in4"]
-    assert list(hm.y)[0] == "embed" and list(hm.y)[-1] == "layer 3"
+    assert list(hm.y)[0] == "embed" and list(hm.y)[-1] == "layer 2"  # after the last of 3 layers, numbered from 0
 
 
 def test_norm_and_final_prob_charts():

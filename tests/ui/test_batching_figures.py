@@ -83,3 +83,16 @@ def test_sweep_and_load_charts(tiny_lm):
     assert list(fig.data[0].x) == ["alone", "40 req/s"]
     for p, a, b in zip(load, fig.data[0].y, fig.data[1].y):
         assert a + b == pytest.approx(p.probe.latency_s)
+
+
+def test_workload_bubbles_and_their_labels_fit_inside_the_plot(runs):
+    """The first arrival (0 s) and the last one's "N tok" label were cut at the plot's edges; every request is
+    labelled on the y axis, one row each."""
+    reqs, _ = runs
+    fig = workload_chart(reqs)
+    lo, hi = fig.layout.xaxis.range
+    xs = list(fig.data[0].x)
+    span = max(xs) - min(xs)
+    assert lo < min(xs) - 0.05 * max(span, 0.1) and hi > max(xs) + 0.15 * max(span, 0.1)
+    assert fig.data[0].cliponaxis is False
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.height >= 120 + 24 * len(reqs) - 1

@@ -36,7 +36,7 @@ def test_heatmap_columns_are_positions():
 
 def test_growth_chart_plots_measured_and_formula():
     steps = [SimpleNamespace(index=i, kv_bytes=1024 * (10 + i), kv_tokens=10 + i) for i in range(4)]
-    fig = growth_chart(steps, 1024, [1024 * (10 + i) for i in range(4)])
+    fig = growth_chart(steps, "+1,024 B per decode step", [1024 * (10 + i) for i in range(4)])
     _labelled(fig)
     formula, measured = fig.data
     assert list(measured.y) == [10, 11, 12, 13] and list(formula.y) == [10, 11, 12, 13]  # KiB

@@ -64,3 +64,17 @@ def test_position_and_step_charts():
     fig = step_chart(["The", " cat"], [0.2, 0.9], [0.3, 0.9], [4.0, 0.5])
     assert fig.layout.yaxis2.title.text == "entropy (bits)" and fig.layout.yaxis.title.text
     assert [t.name for t in fig.data] == ["most likely token", "appended token", "entropy (bits)"]
+
+
+def test_stage_bars_label_every_token_and_keep_their_numbers_readable():
+    """Every token is named on the axis (plotly dropped every other label: 8 of 15 shown on a projector), and the
+    numbers inside the bars keep a readable size (plotly shrank them to the bars' thickness, ~9 px): each row is
+    tall enough for the bar's text, normal and presenter sizes."""
+    for large, show in ((False, 15), (True, 10)):
+        st = stages(LOGITS, SamplingSettings(0.7, 50, 0.95), show=show)
+        fig = stage_bars(st, [f"tok{i}" for i in st.ids], int(st.ids[0]), large=large)
+        assert list(fig.layout.yaxis.tickvals) == list(fig.data[0].y) and len(fig.layout.yaxis.tickvals) == show
+        texts = [t for t in fig.data if t.text is not None and any(t.text)]
+        assert texts and all(t.constraintext == "none" and t.textfont.size >= 15 for t in texts)
+        rows = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / show
+        assert rows >= 1.5 * max(t.textfont.size for t in texts), rows

@@ -86,3 +86,29 @@ def test_sweep_figure_sets_the_decode_only_line_beside_the_formula():
     assert race_view.sweep_flags(pts) == []
     wild = [SweepPoint(2, 0.9, 2.0, 0.01, 1.4, 2.2, True, 10, 4.5)]  # decode only above k + 1 = 3
     assert any("decode only" in f and "k + 1 = 3x" in f for f in race_view.sweep_flags(wild))
+
+
+def test_a_race_where_nothing_was_drafted_is_drawn_as_noise_not_a_win():
+    """Nothing drafted: both lanes ran one target pass per token, so whatever gap their clocks show is noise; the
+    chart must not show a winner: its title and a note say the gap is noise, and the speculative line is not
+    drawn in the winner's colour."""
+    run = _run([(0, 0, 0.0)] * 8, step=0.04)
+    assert run.same_work and run.drafted == 0 and len(run.spec_ids) == len(run.plain_ids)
+    fig = progress_lines(run)
+    assert "noise" in fig.layout.title.text and "same work" in fig.layout.title.text
+    assert any("noise" in a.text for a in fig.layout.annotations)
+    plain, spec = fig.data
+    assert spec.line.color == plain.line.color
+    result = race_view.judge(run, _quiet())
+    assert result.same_work is not None and any("noise" in f for f in result.flags)
+    box, text, _ = race_view.verdict(result)
+    assert "no speedup to measure" in text and "noise" in text
+    drafting = _run([(4, 2, 0.004)] * 6)
+    assert not drafting.same_work and race_view.judge(drafting, _quiet()).same_work is None
+    assert "noise" not in progress_lines(drafting).layout.title.text
+
+
+def _quiet():
+    from engine.measure.noise import Calibration
+
+    return Calibration(0.0, 1.0, 0.01, 0.01, 0.01, 0.0, 0.1)

@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ui.frame.archwords import STREAM_AXIS, binary_bytes, count, kind_name, stream_labels
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 
@@ -148,9 +149,9 @@ def query_bar(head: np.ndarray, tokens: Sequence[str], query: int, where: str = 
     return fig
 
 
-def gqa_diagram(groups: list[list[int]], selected_head: int | None = None) -> go.Figure:
+def gqa_diagram(groups: list[list[int]], selected_head: int | None = None, kind: str = "GQA") -> go.Figure:
     """Query heads (top row) joined to the key/value head they read (bottom row), as transformers'
-    repeat_kv wires them."""
+    repeat_kv wires them; ``kind`` ("MHA" | "GQA" | "MQA", measured at load) names it in the title."""
     n_heads = sum(len(g) for g in groups)
     n_kv = len(groups)
     palette = [COLORS["primary"], COLORS["warn"], COLORS["good"], "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -170,8 +171,9 @@ def gqa_diagram(groups: list[list[int]], selected_head: int | None = None) -> go
         fig.add_trace(go.Scatter(x=[kv_x[k]], y=[0], mode="markers+text", text=[f"K/V {k}"], showlegend=False,
                                  textposition="bottom center", marker=dict(size=34, color=c, symbol="square"),
                                  hovertemplate=f"key/value head {k}<extra></extra>"))
-    style(fig, f"Grouped-query attention: {n_heads} query heads read {n_kv} key/value heads", "head index",
-          "", height=340)
+    name = kind_name(kind)
+    style(fig, f"{name[0].upper()}{name[1:]}: {n_heads} query heads read {count(n_kv, 'key/value head')}",
+          "head index", "", height=340)
     fig.update_yaxes(range=[-0.55, 1.5], tickvals=[0, 1], ticktext=["K/V heads (cached)", "query heads"])
     fig.update_xaxes(range=[-0.8, n_heads - 0.2], dtick=1, showgrid=False)
     return fig
@@ -183,10 +185,10 @@ def kv_saving_bar(contexts: Sequence[int], bytes_gqa: Sequence[int], bytes_mha: 
     x = [f"{c:,} tokens" for c in contexts]
     fig = go.Figure([
         go.Bar(x=x, y=[b / 2**20 for b in bytes_mha], name=f"if every head had its own K/V ({n_heads} KV heads)",
-               marker_color=COLORS["muted"], texttemplate="%{y:.1f} MiB", textposition="outside",
+               marker_color=COLORS["muted"], text=[binary_bytes(b) for b in bytes_mha], textposition="outside",
                textfont=dict(size=14)),
-        go.Bar(x=x, y=[b / 2**20 for b in bytes_gqa], name=f"this model ({n_kv} KV heads)",
-               marker_color=COLORS["primary"], texttemplate="%{y:.1f} MiB", textposition="outside",
+        go.Bar(x=x, y=[b / 2**20 for b in bytes_gqa], name=f"this model ({count(n_kv, 'KV head')})",
+               marker_color=COLORS["primary"], text=[binary_bytes(b) for b in bytes_gqa], textposition="outside",
                textfont=dict(size=14)),
     ])
     style(fig, "KV-cache size for one sequence", "context length", "KV cache (MiB)", height=360)
@@ -240,13 +242,14 @@ def lens_grid(top_tokens, top_probs: np.ndarray, input_tokens: Sequence[str], po
     hover = [[" | ".join(f"{_esc(t)} {pr:.2f}" for t, pr in zip(top_tokens[r][j], top_probs[r, j]))
               for j in range(cols.start, cols.stop)] for r in rows]
     xlab = labels(list(input_tokens)[cols], int(positions[cols.start]))
-    ylab = ["embed" if r == 0 else f"layer {r}" for r in rows]
+    names = stream_labels(top_probs.shape[0])
+    ylab = [names[r] if r == 0 else f"layer {names[r]}" for r in rows]  # the layer just run, numbered from 0
     fig = go.Figure(go.Heatmap(
         z=z, x=xlab, y=ylab, text=text, texttemplate="%{text}", textfont=dict(size=11), customdata=hover,
         colorscale="YlGnBu", zmin=0, zmax=1, colorbar=dict(title=dict(text="probability", side="right")),
         hovertemplate="after %{y}, at %{x}<br>top 3: %{customdata}<extra></extra>"))
     style(fig, "Logit lens: the top next-token guess after every layer", "input position (the token read so far)",
-          "block (read through the final norm and output head)", height=max(420, 22 * len(rows) + 200))
+          "after layer (read through the final norm and output head)", height=max(420, 22 * len(rows) + 200))
     fig.update_yaxes(autorange="reversed", showgrid=False)
     fig.update_xaxes(tickangle=-60, showgrid=False)
     fig.update_layout(margin=dict(b=140, l=90))
@@ -255,10 +258,10 @@ def lens_grid(top_tokens, top_probs: np.ndarray, input_tokens: Sequence[str], po
 
 def final_prob_line(final_prob: np.ndarray, answer: str) -> go.Figure:
     """Probability every layer's lens gives to the model's final choice at the last position."""
-    fig = go.Figure(go.Scatter(x=list(range(len(final_prob))), y=final_prob, mode="lines+markers",
+    fig = go.Figure(go.Scatter(x=stream_labels(len(final_prob)), y=final_prob, mode="lines+markers",
                                line_color=COLORS["good"]))
-    style(fig, f"Probability of the final answer \u201c{_esc(answer)}\u201d after each block",
-          "block (0 = embeddings)", "probability (0 to 1)", height=320)
+    style(fig, f"Probability of the final answer \u201c{_esc(answer)}\u201d after each layer",
+          STREAM_AXIS, "probability (0 to 1)", height=320)
     fig.update_yaxes(range=[0, 1.02])
     return fig
 
@@ -266,7 +269,7 @@ def final_prob_line(final_prob: np.ndarray, answer: str) -> go.Figure:
 def residual_norms_chart(norms: np.ndarray) -> go.Figure:
     """Residual-stream L2 norm after each block: the first and the last position, and the median and range over
     the other positions (log scale: the first token's vector often grows ~100x larger). norms: [layers+1, n]."""
-    x = list(range(norms.shape[0]))
+    x = stream_labels(norms.shape[0])
     rest = norms[:, 1:] if norms.shape[1] > 1 else norms
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=x, y=rest.max(1), mode="lines", line=dict(width=0), showlegend=False,
@@ -281,8 +284,7 @@ def residual_norms_chart(norms: np.ndarray) -> go.Figure:
                                  line_color=COLORS["warn"]))
     fig.add_trace(go.Scatter(x=x, y=norms[:, -1], mode="lines+markers", name="last position",
                              line_color=COLORS["accent"]))
-    style(fig, "Residual stream size after each block", "block (0 = embedding output)",
-          "L2 norm (unitless, log scale)", height=400)
+    style(fig, "Residual stream size after each layer", STREAM_AXIS, "L2 norm (unitless, log scale)", height=400)
     fig.update_yaxes(type="log")
     fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
                       margin=dict(t=100))

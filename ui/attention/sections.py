@@ -12,6 +12,7 @@ from ui.frame import errors
 
 from engine.attention.analysis import fit_power, kv_groups
 from ui.attention import view as V
+from ui.frame import archwords as AW
 from ui.frame import kept, state
 from ui.attention.runs import HEAD_KEY, LAYER_KEY, clamp_selection, cost_sweep, lens_of, overview_chart
 from ui.attention.figures import (DRAW_MAX, LENS_DRAW_MAX, attention_map, cost_chart, final_prob_line, gqa_diagram,
@@ -30,20 +31,21 @@ def heads(p: V.Prompt, info, tr, lead=None) -> None:
     ``lead`` draws the page's lesson boxes above the head's map (they describe it): section 1's overview comes
     first, so a 1366x768 screen shows a chart without scrolling."""
     st.header("1. Every head at a glance", divider="gray")
-    if V.window_note(info):
-        st.info(V.window_note(info), icon=":material/view_week:")
     layer, head = overview(p, info)
+    if V.window_note(info):  # under the chart, whose layer axis already names each kind: the chart stays high
+        st.caption(":material/view_week: " + V.window_note(info))
     st.header(f"2. Layer {layer}, head {head}: who looks at whom", divider="gray")
     if lead is not None:
         lead()
     one_head(p, layer, head)
-    st.header("3. Grouped-query attention: heads share keys and values", divider="gray")
+    st.header(V.gqa_header(info), divider="gray")
     if info.refused("gqa"):
         st.info(f"Not shown for this model: {info.refused('gqa')}.", icon=":material/block:")
         return
     g = V.gqa(info, tr, head)
     st.markdown(g.text)
-    chart(gqa_diagram(g.groups, head), "model", lesson("attention", "gqa caption", group=g.group), key="attention_gqa")
+    chart(gqa_diagram(g.groups, head, AW.attention_kind(info)), "model",
+          lesson("attention", "gqa caption", group=g.group), key="attention_gqa")
     if g.shared:
         chart(kv_saving_bar(g.contexts, g.bytes_gqa, g.bytes_mha, info.n_heads, info.n_kv_heads), "derived",
               V.saving_caption(info, g), key="attention_kv")
@@ -155,7 +157,8 @@ def local_and_global(lm) -> None:
     w = lm.info.arch.windows[local]
     n = window_length(w)
     st.header("Local and global layers past the window", divider="gray")
-    st.markdown(lesson("attention", "local global", local=local, glob=glob, window=w, n=n,
+    st.markdown(lesson("attention", "local global", local=local, glob=glob, n=n,
+                       window_words=AW.window_words(lm.info.arch, local),
                        n_local=len(lm.info.arch.sliding_layers), n_layers=lm.info.n_layers))
     if not st.toggle(f"Run a {n}-token prompt and record both layers", key="attention_window_run"):
         return

@@ -8,6 +8,7 @@ import numpy as np
 
 from engine.attention.analysis import (FirstTokenPull, first_token_pull, gqa_saving, growth_exponent,
                                      head_entropy_bits, head_mean_distance, kv_groups, kv_head_of)
+from ui.frame import archwords as AW
 from ui.frame.html import md_escape, visible
 from ui.frame.lessons import lesson
 
@@ -43,17 +44,21 @@ def refusal(info) -> str | None:
 
 
 def window_note(info) -> str | None:
-    """Which layers are local (sliding window) and which global, from the model's own config."""
+    """Which layers are local (sliding window) and which global, from the model's own config: one short
+    paragraph, the layers as runs ("0-4, 6-10"), the window in words that say what is seen and what is cached."""
     f = getattr(info, "arch", None)
     if f is None or not f.has_windows:
         return None
-    local = [f"{i} (window {w})" for i, w in enumerate(f.windows) if w]
-    glob = [str(i) for i, w in enumerate(f.windows) if not w]
-    return (f"This model mixes layer kinds. Sliding-window (local) layers: {', '.join(local)}: each token sees only "
-            "itself and the tokens just before it, so their maps are zero further back (drawn grey, the window's "
-            "edge dotted). " + (f"Global layers: {', '.join(glob)}: each token sees every earlier token. "
-                                if glob else "") +
-            "The KV cache of a local layer stops growing at its window (see the KV cache page).")
+    local = [i for i, w in enumerate(f.windows) if w]
+    glob = AW.global_layers(f)
+    sizes = sorted({f.windows[i] for i in local})
+    window = (AW.window_words(f, local[0]) if len(sizes) == 1 else
+              "windows of " + ", ".join(f"{w:,}" for w in sizes) + " tokens")
+    return lesson("attention", "window note", local_layers=AW.count(len(local), "sliding-window (local) layer"),
+                  local=AW.layer_list(local), window=window,
+                  glob=(lesson("attention", "window note global", layers=AW.count(len(glob), "global layer"),
+                               which=AW.layer_list(glob))
+                        if glob else ""))
 
 
 def sink_answer(p: Prompt) -> str:
@@ -114,17 +119,40 @@ def gqa(info, tr, head: int) -> GQA:
     savings = [gqa_saving(info, c) for c in contexts]
     if group > 1:
         kv = kv_head_of(head, info.n_heads, info.n_kv_heads)
-        text = lesson("attention", "gqa shared", heads=info.n_heads, kv_heads=info.n_kv_heads, group=group,
+        text = lesson("attention", "gqa shared", heads=info.n_heads,
+                      kv_heads=AW.count(info.n_kv_heads, "key/value head"),
+                      kind=AW.kind_name(AW.attention_kind(info)), sharing=AW.sharing(info.n_heads, info.n_kv_heads),
                       head=head, kv=kv, others=", ".join(str(h) for h in groups[kv] if h != head),
-                      ratio=gqa_saving(info, tokens).ratio)
+                      kv_cached=AW.count(info.n_kv_heads, "K/V head"), ratio=gqa_saving(info, tokens).ratio)
     else:
         text = lesson("attention", "gqa none", heads=info.n_heads)
     return GQA(groups, group, text, contexts, [s.bytes_gqa for s in savings], [s.bytes_mha for s in savings])
 
 
+def gqa_header(info) -> str:
+    """Section 3's header, named after this model's kind of attention."""
+    kind = AW.attention_kind(info)
+    what = {"MQA": "every query head reads one shared key/value head", "MHA": "every head has its own keys and values"
+            }.get(kind, "heads share keys and values")
+    name = AW.kind_name(kind)
+    return f"3. {name[0].upper()}{name[1:]}: {what}"
+
+
 def saving_caption(info, g: GQA) -> str:
+    """The formula the bars were computed with, and their values: per layer, the tokens it holds (a sliding layer
+    at most its window - 1), so the caption and the bars are the same numbers."""
+    f = getattr(info, "arch", None)
+    sizes = "; ".join(f"{c:,} tokens: {AW.binary_bytes(b)} (with {info.n_heads} KV heads: {AW.binary_bytes(m)})"
+                      for c, b, m in zip(g.contexts, g.bytes_gqa, g.bytes_mha))
+    if f is not None and f.has_windows:
+        local = [i for i, w in enumerate(f.windows) if w]
+        return lesson("attention", "saving caption windows", n_layers=info.n_layers, head_dim=info.head_dim,
+                      bpv=info.bytes_per_value, dtype=info.dtype, n_local=len(local),
+                      window=AW.window_words(f, local[0]), sizes=sizes, run=g.contexts[0],
+                      longest=info.max_positions)
     return lesson("attention", "saving caption", layers=info.n_layers, head_dim=info.head_dim,
-                  bpv=info.bytes_per_value, dtype=info.dtype, run=g.contexts[0], longest=info.max_positions)
+                  bpv=info.bytes_per_value, dtype=info.dtype, run=g.contexts[0], longest=info.max_positions,
+                  sizes=sizes)
 
 
 def cost_text(info, n: int) -> str:

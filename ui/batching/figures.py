@@ -15,18 +15,25 @@ PHASES = {  # name -> (colour, legend text)
 POLICY_COLORS = {"static": COLORS["accent"], "continuous": COLORS["good"]}
 
 
+LABEL_ROWS = 16  # up to this many requests, every one is labelled on the y axis (one row each, 24 px)
+
+
 def workload_chart(reqs) -> go.Figure:
-    """When each request arrives and how many tokens it asks for."""
+    """When each request arrives and how many tokens it asks for. The x range leaves room on both sides for the
+    widest bubble and the "24 tok" beside it (a first arrival at 0 s and the last one sat half outside the plot)."""
+    xs = [r.arrival_s for r in reqs]
+    span = max(max(xs, default=0.0) - min(xs, default=0.0), 0.1)
     fig = go.Figure(go.Scatter(
-        x=[r.arrival_s for r in reqs], y=[f"req {r.rid}" for r in reqs], mode="markers+text",
+        x=xs, y=[f"req {r.rid}" for r in reqs], mode="markers+text", cliponaxis=False,
         marker=dict(size=[8 + r.max_new_tokens for r in reqs], color=COLORS["primary"], opacity=0.75),
         text=[f"{r.max_new_tokens} tok" for r in reqs], textposition="middle right",
         hovertext=[f"req {r.rid}: {len(r.prompt_ids)} prompt tokens, {r.max_new_tokens} to generate<br>{r.prompt}"
                    for r in reqs], hoverinfo="text"))
+    every = len(reqs) <= LABEL_ROWS
     style(fig, "The requests: arrival time and tokens each one asks for", "arrival time (s after start)",
-          "request", height=max(260, 60 + 26 * len(reqs)))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(rangemode="tozero")
+          "request", height=max(260, 120 + (24 if every else 14) * len(reqs)))
+    fig.update_yaxes(autorange="reversed", **(dict(tickmode="linear", dtick=1) if every else {}))
+    fig.update_xaxes(range=[min(xs, default=0.0) - 0.08 * span, max(xs, default=0.0) + 0.2 * span])
     return fig
 
 

@@ -9,6 +9,9 @@ from engine.compare.analysis import PARTS
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 
+MIB = 2**20  # cache sizes in binary units, as on the attention and KV-cache pages (ui.frame.archwords)
+
+
 def _esc(text: str) -> str:
     """Plotly renders a little HTML in labels: model names and tokens are shown literally."""
     return html.escape(visible(str(text)), quote=False)
@@ -38,24 +41,24 @@ def params_bar(splits: dict[str, dict[str, int]]) -> go.Figure:
 
 
 def kv_lines(points: dict[str, list], derived: dict[str, list[tuple[int, int]]]) -> go.Figure:
-    """KV cache MB against tokens fed: measured points (markers) and the formula past them (dashed)."""
+    """KV cache MiB against tokens fed: measured points (markers) and the formula past them (dashed)."""
     fig = go.Figure()
     palette = [COLORS["primary"], COLORS["accent"], COLORS["good"], COLORS["warn"]]
     fixed = {"embedded": COLORS["primary"], "gemma3-270m": COLORS["accent"]}  # the same colour on every page
     for i, (name, pts) in enumerate(points.items()):
         c = fixed.get(name, palette[(i + 2) % len(palette)])
-        fig.add_scatter(x=[p.tokens for p in pts], y=[p.measured / 1e6 for p in pts], mode="lines+markers",
+        fig.add_scatter(x=[p.tokens for p in pts], y=[p.measured / MIB for p in pts], mode="lines+markers",
                         name=f"{_esc(name)} (measured)", line=dict(color=c, width=3), marker=dict(size=9))
         more = derived.get(name) or []
         if more:
             xs = [pts[-1].tokens] + [t for t, _ in more] if pts else [t for t, _ in more]
-            ys = ([pts[-1].measured / 1e6] if pts else []) + [b / 1e6 for _, b in more]
+            ys = ([pts[-1].measured / MIB] if pts else []) + [b / MIB for _, b in more]
             fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=f"{_esc(name)} (formula)",
                             line=dict(color=c, dash="dash"), marker=dict(size=7, symbol="circle-open"))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return style(fig, "KV cache size as the context grows", "tokens in the context (log scale)",
-                 "KV cache (MB, log scale)")
+                 "KV cache (MiB, log scale)")
 
 
 def decode_bars(stage_ms: dict[str, dict[str, float]], floors: dict[str, float]) -> go.Figure:

@@ -10,6 +10,7 @@ from engine.core.models import EMBEDDED, GEMMA, TINY
 from engine.core.model_names import BUILTIN
 from ui.compare import runs as R
 from ui.compare import view as V
+from ui.frame import archwords as AW
 from ui.frame import measured
 from ui.compare.figures import decode_bars, kv_lines, params_bar, top5_bar
 from ui.frame.layout import chart
@@ -60,15 +61,11 @@ def gemma_gate() -> None:
 
 
 def facts(a: str, b: str) -> None:
+    """The facts as a static table: its cells wrap, so a long value ("15 sliding (window 512), 3 global (layers 5,
+    11, 17)") is read whole at 1366x768, where a data grid's fixed-width cells cut it."""
     df = V.facts_table(R.facts(a, b), a, b)
-    # the two models' values get the room (at 1366x768 the default widths cut "15 sliding (window 512), 3 global");
-    # pixel widths that add up to the main column's ~900 px, so "Differs" and "How" stay on the first screen
-    wide = {name: st.column_config.TextColumn(width=270) for name in (a, b)}
-    narrow = {"Fact": st.column_config.TextColumn(width=170), "Differs": st.column_config.TextColumn(width=60),
-              "How": st.column_config.TextColumn(width=130)}
-    st.dataframe(V.highlight_differences(df), hide_index=True, width="stretch", height=38 + 35 * len(df),
-                 column_config={**wide, **narrow})
-    st.caption(lesson("compare", "facts caption"))
+    st.table(V.highlight_differences(df).hide(axis="index"))
+    st.caption(lesson("compare", "facts caption", numbering=AW.NUMBERING))
 
 
 def params(a: str, b: str) -> None:
@@ -93,7 +90,8 @@ def kv(a: str, b: str) -> None:
             continue
         col.metric(f"{n}: bytes per new token (measured)", f"{last:,.0f} B",
                    delta=f"{last - first:+,.0f} B vs the first {points[n][1].tokens} tokens", delta_color="off")
-    st.markdown(lesson("compare", "kv note"))
+    st.markdown(lesson("compare", "kv note", models=" ".join(V.kv_growth_words(n, R.facts_info(n)) for n in (a, b)),
+                       per_layer=", ".join(V.kv_per_layer_words(n, R.facts_info(n)) for n in (a, b))))
 
 
 def decode(a: str, b: str) -> None:

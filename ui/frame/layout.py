@@ -1,9 +1,10 @@
 """Page building blocks: header, lesson boxes, a chart with its caption, and the presenter view's sections.
 
 Presenter view (the sidebar toggle, kept in the share link as ``present=1``): larger type, sidebar collapsed,
-one section of a page at a time with Previous / Next below it, and each "Try this" answer behind a button.
-Every page declares its sections with ``if section("Title"):``; the first one is the page's introduction. The
-page title stays above every section.
+one section of a page at a time with Previous / Next below it (and a slim copy under the title, so the first
+screen of a tall section has one too), and each "Try this" answer behind a button. After Previous or Next the view
+goes back to the top, so the new section's heading is on screen. Every page declares its sections with
+``if section("Title"):``; the first one is the page's introduction. The page title stays above every section.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from ui.frame import state
 from ui.frame.figures import TICK_SIZE, caption, readable
 
 _RUN = "_sections"  # this run's page key and the number of sections declared so far
+_MOVED = "_present_moved"  # set by Previous / Next: the next run brings the view back to the top
+_SCROLLS = "_scrolls"  # how many scroll scripts this session drew (each one new, so the browser runs it)
 
 
 def presenting() -> bool:
@@ -20,8 +23,11 @@ def presenting() -> bool:
 
 
 def begin_page(key: str) -> None:
-    """Called by app.py once it knows the page: sections are counted per run, remembered per page."""
+    """Called by app.py once it knows the page: sections are counted per run, remembered per page. After
+    Previous / Next the view goes back to the top of the page (title, bar, the new section's heading)."""
     st.session_state[_RUN] = {"page": key, "count": 0, "nav": False}
+    if st.session_state.pop(_MOVED, False) and presenting():
+        scroll_to_here(follow_s=1.5)
 
 
 def _current_key() -> str:
@@ -47,8 +53,14 @@ def section(title: str | None, divider: str = "gray") -> bool:
         if title:
             st.header(title, divider=divider)
         return True
-    st.session_state[_total_key()] = max(st.session_state.get(_total_key(), 0), run["count"])
+    known = st.session_state.get(_total_key(), 0)  # the page's sections as its last run counted them (0: unknown)
+    st.session_state[_total_key()] = max(known, run["count"])
     cur = st.session_state.get(_current_key(), 0)
+    if index == 0:  # the page's first section follows its title: a place for the slim bar...
+        run["top"], run["known"] = st.empty(), known
+    elif index == 1 and run.get("top") is not None:  # ...filled once the page has a second section to go to
+        with run["top"].container():
+            _top_bar(cur, run["known"])
     if index == cur + 1 and not run.get("nav"):
         _bar(cur, st.session_state[_total_key()], more=True)
     if index != cur:
@@ -60,6 +72,50 @@ def section(title: str | None, divider: str = "gray") -> bool:
 
 def _move(key: str, to: int) -> None:
     st.session_state[key] = to
+    st.session_state[_MOVED] = True
+
+
+def _top_bar(cur: int, total: int) -> None:
+    """A slim "Section i of n" / Back / Next under the page title: on the first screen however tall the section
+    is (the home page's loop picture fills 768 px before its own bar). ``total``: the sections the page's last run
+    declared (0 when unknown: Next stays enabled, and a step past the end comes back, see ``presenter_nav``)."""
+    key = _current_key()
+    label, prev, nxt = st.columns([5, 1.4, 1.4], vertical_alignment="center")
+    slot = label.empty()  # "of n" is corrected after the page ran, as the bottom bar's is
+    _label(slot, cur, total, top=True)
+    st.session_state[_RUN]["top_label"] = (slot, cur)
+    prev.button("Back", icon=":material/arrow_back:", disabled=cur == 0, key="present_prev_top", on_click=_move,
+                args=(key, cur - 1), width="stretch")
+    nxt.button("Next", icon=":material/arrow_forward:", disabled=total > 0 and cur + 1 >= total,
+               key="present_next_top", on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
+
+
+def scroll_to_here(follow_s: float = 0.0) -> None:
+    """Bring this point of the page to the top of the view: after a button whose result starts here (the race's
+    lanes after Start; a page's top after Previous / Next). For ``follow_s`` seconds it is brought back while the
+    page below it is still being drawn (the browser cannot scroll past the end of a page that is still short),
+    unless the person scrolls or presses a key first. A fixed script: no user text reaches it."""
+    n = st.session_state.get(_SCROLLS, 0) + 1
+    st.session_state[_SCROLLS] = n
+    st.html(f"""<div id="ile-scroll-{n}" class="ile-scroll"></div><script>
+(() => {{
+  const el = document.getElementById("ile-scroll-{n}");
+  if (!el) return;
+  const box = el.closest('[data-testid="stElementContainer"]') || el;
+  const bar = document.querySelector('[data-testid="stHeader"]');  // Streamlit's top bar lies over the page
+  box.style.scrollMarginTop = ((bar ? bar.offsetHeight : 0) + 4) + "px";
+  let stop = false;
+  const quit = () => {{ stop = true; }};
+  for (const ev of ["wheel", "touchmove", "keydown"]) window.addEventListener(ev, quit, {{once: true, capture: true}});
+  const until = Date.now() + {int(follow_s * 1000)};
+  const go = () => {{
+    if (stop || !box.isConnected) return;
+    box.scrollIntoView({{block: "start"}});
+    if (Date.now() < until) setTimeout(go, 150);
+  }};
+  go();
+}})();
+</script>""", unsafe_allow_javascript=True)
 
 
 def _bar(cur: int, total: int, more: bool) -> None:
@@ -76,7 +132,10 @@ def _bar(cur: int, total: int, more: bool) -> None:
                  on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
 
 
-def _label(slot, cur: int, total: int) -> None:
+def _label(slot, cur: int, total: int, top: bool = False) -> None:
+    if top:
+        slot.caption(f"Section {cur + 1} of {max(total, cur + 1)}")
+        return
     slot.markdown(f"<div style='text-align:center'>Section {cur + 1} of {max(total, cur + 1)}</div>",
                   unsafe_allow_html=True)
 
@@ -98,6 +157,8 @@ def presenter_nav() -> None:
         _bar(cur, total, more=cur + 1 < total)
     elif run.get("label"):
         _label(run["label"][0], run["label"][1], total)
+    if run.get("top_label"):
+        _label(run["top_label"][0], run["top_label"][1], total, top=True)
 
 
 def chart(fig, kind: str, text: str, key: str | None = None) -> None:

@@ -130,6 +130,16 @@ def page_text(name: str, choices) -> str | None:
     return raw if raw in choices else None
 
 
+def page_free_text(name: str, limit: int) -> str | None:
+    """A page's free text read from the URL (a race's own prompt): at most ``limit`` characters, NUL removed; None
+    when absent or blank. It is shown only in widgets that escape it."""
+    raw = st.query_params.get(name)
+    if not isinstance(raw, str):
+        return None
+    text = raw.replace("\x00", "")[:limit]
+    return text if text.strip() else None
+
+
 def page_number(name: str, default: float, lo: float, hi: float, step: float) -> float:
     """A numeric view setting of the current page read from the URL, clamped and snapped to ``step`` (a slider's
     grid); bad input gives the default."""

@@ -1,5 +1,6 @@
 """Page-wide CSS: readable captions everywhere, less empty space above the title (a page's key chart must fit
-the first 768 px of a projector), and the presenter view's larger type."""
+the first 768 px of a projector), and the presenter view's larger type (a metric's value keeps its own size: the
+larger paragraph rule would otherwise reach the paragraph inside it and print "390 ms" smaller than its label)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -19,6 +20,8 @@ html { font-size: 20px; }
 [data-testid="stMain"] h2 { font-size: 2.0rem; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 18px !important; }
 [data-testid="stMetricValue"] { font-size: 2.6rem; }
+[data-testid="stMain"] [data-testid="stMetricValue"] p, [data-testid="stMain"] [data-testid="stMetricValue"] div {
+  font-size: inherit; line-height: 1.15; }
 [data-testid="stMainBlockContainer"] { padding-top: 4.5rem; }
 """
 

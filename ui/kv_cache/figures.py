@@ -43,8 +43,9 @@ def cache_heatmap(values: np.ndarray, tokens, prompt_len: int, title: str) -> go
     return fig
 
 
-def growth_chart(steps, per_token: int, formula_bytes) -> go.Figure:
-    """Measured cache bytes after each step (markers) against the formula (line)."""
+def growth_chart(steps, growth: str, formula_bytes) -> go.Figure:
+    """Measured cache bytes after each step (markers) against the formula (line); ``growth`` says what each decode
+    step added, as measured (ui.kv_cache.view.growth_words)."""
     xs = [s.index for s in steps]
     measured = [s.kv_bytes / KIB for s in steps]
     formula = [b / KIB for b in formula_bytes]
@@ -55,7 +56,7 @@ def growth_chart(steps, per_token: int, formula_bytes) -> go.Figure:
     fig.add_trace(go.Scatter(x=xs, y=measured, mode="markers", name="measured from the cache tensors",
                              marker=dict(color=COLORS["primary"], size=9), text=text,
                              hovertemplate="step %{x}: %{y:,.1f} KiB<br>%{text}<extra></extra>"))
-    style(fig, f"KV cache size after each step (+{per_token:,} bytes per token)",
+    style(fig, f"KV cache size after each step ({growth}, measured)",
           "step (0 = prefill of the whole prompt)", "cache size (KiB)", height=380)
     fig.update_xaxes(dtick=1 if len(xs) <= 30 else None)
     return fig

@@ -116,19 +116,22 @@ def paging(c: V.Calc) -> None:
 
 
 def past_the_window(lm) -> None:
-    """Section 6 (the two real models): both caches measured past Gemma 3's 512-token window, against the
-    per-layer formula (ui.compare.sections.kv). On SmolLM2 it appears once Gemma has been prepared."""
+    """Section 6 (the two real models): both caches measured past Gemma 3's sliding window, against the
+    per-layer formula (ui.compare.sections.kv). On SmolLM2 it appears once Gemma has been prepared, and loads it
+    on demand; each model is described from its own facts once it is loaded."""
     from engine.core.models import EMBEDDED, GEMMA
     from engine.tokenization.tokens import gemma_tokenizer_ready
     from ui.compare import sections as compare_sections
-    from ui.frame.models import offered
+    from ui.compare.runs import KV_LENGTHS
+    from ui.frame.models import get_model, offered
 
     name = lm.name.split("@")[0]
     if name not in (EMBEDDED, GEMMA) or not (offered(EMBEDDED) and offered(GEMMA)) or not gemma_tokenizer_ready():
         return
     other = EMBEDDED if name == GEMMA else GEMMA
     st.header("6. Past the sliding window: MQA with windows vs GQA, measured", divider="gray")
-    st.markdown(lesson("kv_cache", "past window"))
+    st.markdown(V.cache_words(lm.info))
     if name == EMBEDDED and not st.toggle("Load Gemma 3 270M beside SmolLM2 and measure both", key="kv_past_window"):
         return  # on demand: a second model (1 GB) is loaded only when asked for
+    st.markdown(V.cache_words(get_model(other).info) + " " + lesson("kv_cache", "past window", longest=KV_LENGTHS[-1]))
     compare_sections.kv(name, other)

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from engine.core.kv import kv_bytes_for, layer_bytes_formula
+from engine.core.kv import growth_at, growth_past_windows, kv_bytes_for, layer_bytes_formula
 from engine.kv_cache import presets as kp
 from engine.core.trace import StepRecord
+from ui.frame import archwords as AW
 from ui.frame.html import visible
 from ui.kv_cache.figures import fmt_bytes
 from ui.frame.lessons import lesson
@@ -16,14 +17,17 @@ from ui.frame.lessons import lesson
 
 @dataclass(frozen=True)
 class RunCache:
-    """This run's cache: measured after every step, and the formula 2 x layers x KV heads x head_dim x bytes."""
-    per_token: int  # formula bytes one token adds
+    """This run's cache: measured after every step, and the formula summed over layers (2 x KV heads x head_dim x
+    the tokens each layer holds x bytes)."""
+    per_token: int  # formula bytes one token adds while every layer still grows (the first tokens)
     last: StepRecord
     prompt: int  # tokens the prefill wrote
     formula_bytes: list  # formula at each step's cached tokens
     equal: list  # measured == formula, per step
     fed: int  # tokens fed through the model with the cache
     without: int  # tokens a loop without a cache would feed (the whole sequence at every step)
+    step_growth: tuple = ()  # measured: bytes each decode step added to the cache
+    next_growth: int = 0  # formula: bytes the next token would add after the last step (windows full or not)
 
     @property
     def all_equal(self) -> bool:
@@ -32,16 +36,56 @@ class RunCache:
 
 def run_cache(info, tr) -> RunCache:
     formula = [kv_bytes_for(info, s.kv_tokens) for s in tr.steps]
+    growth = tuple(b.kv_bytes - a.kv_bytes for a, b in zip(tr.steps, tr.steps[1:]))
+    t = tr.steps[-1].kv_tokens
     return RunCache(kv_bytes_for(info, 1), tr.steps[-1], tr.steps[0].kv_tokens, formula,
                     [s.kv_bytes == f for s, f in zip(tr.steps, formula)],
-                    sum(s.tokens_in for s in tr.steps), sum(s.kv_tokens for s in tr.steps))
+                    sum(s.tokens_in for s in tr.steps), sum(s.kv_tokens for s in tr.steps), growth,
+                    growth_at(info, t))
+
+
+def _windowed(info):
+    """The model's facts when some layer's cache stops growing (a sliding window), else None."""
+    f = getattr(info, "arch", None)
+    return f if f is not None and any(AW.held_cap(f, i) is not None for i in range(f.n_blocks)) else None
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Layers whose caches hold the same shape after ``tokens`` tokens: same kind, KV heads and tokens held."""
+    layers: tuple
+    kind: str  # "sliding" | "global"
+    kv_heads: int
+    held: int  # tokens each of these layers holds
+    window: int | None
+
+
+def layer_groups(info, tokens: int) -> list[LayerGroup]:
+    f = getattr(info, "arch", None)
+    if f is None:
+        return [LayerGroup(tuple(range(info.n_layers)), "global", info.n_kv_heads, int(tokens), None)]
+    groups: dict[tuple, list[int]] = {}
+    for i in range(f.n_blocks):
+        groups.setdefault((f.windows[i], f.kv_heads[i], f.held_tokens(i, tokens)), []).append(i)
+    return [LayerGroup(tuple(ls), "sliding" if w else "global", kv, held, w) for (w, kv, held), ls in groups.items()]
+
+
+def _group_name(g: LayerGroup) -> str:
+    return f"{AW.count(len(g.layers), g.kind + ' layer')} ({AW.layer_list(g.layers)})"
 
 
 def what_you_see(info, rc: RunCache) -> str:
-    group = info.n_heads // max(1, info.n_kv_heads)
-    design = lesson("kv_cache", "design mha") if group == 1 else lesson("kv_cache", "design gqa", group=group)
+    kind = AW.kind_name(AW.attention_kind(info))
+    design = f"{kind}: {AW.sharing(info.n_heads, info.n_kv_heads)}"
+    f = _windowed(info)
+    held = ""
+    if f is not None:
+        caps = sorted({AW.held_cap(f, i) for i in range(f.n_blocks)} - {None})
+        if rc.last.kv_tokens > caps[0]:
+            held = " " + lesson("kv_cache", "held by windows", caps=", ".join(f"{c:,}" for c in caps))
     return lesson("kv_cache", "what you see", source=info.source, layers=info.n_layers, heads=info.n_heads,
-                  kv_heads=info.n_kv_heads, design=design, tokens=rc.last.kv_tokens, size=fmt_bytes(rc.last.kv_bytes))
+                  kv_heads=AW.count(info.n_kv_heads, "KV head"), design=design, tokens=rc.last.kv_tokens,
+                  held=held, size=fmt_bytes(rc.last.kv_bytes))
 
 
 def _shape(info) -> dict:
@@ -49,40 +93,83 @@ def _shape(info) -> dict:
                 bpv=info.bytes_per_value, dtype=info.dtype)
 
 
+def growth_words(rc: RunCache) -> str:
+    """What this run measured per decode step, in one phrase (several values when a window filled during it)."""
+    if not rc.step_growth:
+        return "no decode step in this run"
+    seen = list(dict.fromkeys(rc.step_growth))
+    if len(seen) == 1:
+        return f"+{seen[0]:,} B per decode step"
+    return "+" + ", then +".join(f"{g:,}" for g in seen) + " B per decode step"
+
+
 def token_question(info, rc: RunCache) -> tuple[str, str]:
-    """How many bytes each new token adds: the question and its answer."""
+    """How many bytes each new token adds: the question and its answer, the answer checked against what this run
+    measured per decode step. With sliding windows the answer has two parts: before and after they fill."""
     v = _shape(info)
-    return (lesson("kv_cache", "try token", **v),
-            lesson("kv_cache", "answer token", per_token=rc.per_token, size=fmt_bytes(rc.per_token), **v))
+    measured = lesson("kv_cache", "answer measured", growth=growth_words(rc), tokens=rc.last.kv_tokens)
+    if _windowed(info) is None:
+        return (lesson("kv_cache", "try token", **v),
+                lesson("kv_cache", "answer token", per_token=rc.per_token, size=fmt_bytes(rc.per_token), **v)
+                + " " + measured)
+    f = info.arch
+    grow = [g for g in layer_groups(info, 1 << 40) if g.window is None or AW.held_cap(f, g.layers[0]) is None]
+    full = max(c for c in (AW.held_cap(f, i) for i in range(f.n_blocks)) if c is not None)
+    return (lesson("kv_cache", "try token windows", **v),
+            lesson("kv_cache", "answer token windows", per_token=rc.per_token, after=growth_past_windows(info),
+                   growing=" and the ".join(_group_name(g) for g in grow) or "none of the layers", full=full,
+                   **v) + " " + measured)
 
 
 def holds_text(info, rc: RunCache) -> str:
-    return lesson("kv_cache", "holds", tokens=rc.last.kv_tokens, tensors=2 * info.n_layers, **_shape(info))
+    """The cache's shape as the run left it: one shape per group of layers holding the same tokens."""
+    groups = layer_groups(info, rc.last.kv_tokens)
+    shapes = [f"**[1, {g.kv_heads}, {g.held}, {info.head_dim}]**" + (f" in the {_group_name(g)}" if len(groups) > 1
+                                                                     else "") for g in groups]
+    return lesson("kv_cache", "holds", shapes=" and ".join(shapes), tensors=2 * info.n_layers, **_shape(info))
 
 
 def heatmap_caption(info, which: str, snap, rc: RunCache, layer: int | None = None) -> str:
     rope = lesson("kv_cache", "heatmap rope") + " " if which == "keys" and info.position_encoding == "rope" else ""
     f = getattr(info, "arch", None)
     if f is not None and layer is not None and f.windows[layer] and snap.layer_tokens:
-        rope += (f"This layer has a sliding window of {f.windows[layer]}: it holds only the newest "
-                 f"{snap.layer_tokens[layer]} tokens; older columns are blank because they were dropped. ")
+        rope += (f"This layer has {AW.window_words(f, layer)}: after this run it holds the newest "
+                 f"{snap.layer_tokens[layer]:,}; older columns are blank because they were dropped. ")
     check = " \u2714" if snap.measured_bytes == rc.last.kv_bytes else f" (run: {rc.last.kv_bytes:,})"
     return lesson("kv_cache", "heatmap caption", which=which, head_dim=info.head_dim, rope=rope,
                   size=fmt_bytes(snap.measured_bytes), bytes=snap.measured_bytes, check=check)
 
 
 def formula_text(info, rc: RunCache) -> str:
-    text = lesson("kv_cache", "formula", per_token=rc.per_token, **_shape(info))
     f = getattr(info, "arch", None)
-    if f is not None and (f.has_windows or len(set(f.kv_heads)) > 1):
-        t = rc.last.kv_tokens
-        parts = [f"layer {i}: 2 × {f.kv_heads[i]} × {f.head_dim} × {f.held_tokens(i, t)} × "
-                 f"{info.bytes_per_value} = {b:,} B" + (f" (sliding window {f.windows[i]}: holds at most "
-                                                         f"{f.windows[i] - 1} past tokens)" if f.windows[i] else "")
-                 for i, b in enumerate(layer_bytes_formula(info, t))]
-        text += ("\n\nThis model's layers do not all hold the same tokens, so the formula is summed per layer type. "
-                 f"At {t} tokens: " + "; ".join(parts) + f". Total {sum(layer_bytes_formula(info, t)):,} B.")
-    return text
+    if f is None or not (f.has_windows or len(set(f.kv_heads)) > 1):
+        return lesson("kv_cache", "formula", per_token=rc.per_token, **_shape(info))
+    text = lesson("kv_cache", "formula per layer head", **_shape(info))
+    t = rc.last.kv_tokens
+    per_layer = layer_bytes_formula(info, t)
+    dims = f"2 × {f.head_dim}" if f.value_dim == f.head_dim else f"({f.head_dim} + {f.value_dim})"
+    parts = [f"{_group_name(g)}: {g.kv_heads} × {dims} × {g.held:,} × {info.bytes_per_value} = "
+             f"{per_layer[g.layers[0]]:,} B each" + (f" ({AW.window_words(f, g.layers[0])})" if g.window else "")
+             for g in layer_groups(info, t)]
+    return text + "\n\n" + lesson("kv_cache", "formula per layer", tokens=t, parts="; ".join(parts),
+                                    total=sum(per_layer), next_growth=rc.next_growth)
+
+
+def cache_words(info) -> str:
+    """One model's cache in a sentence, from its facts: KV heads per layer, the attention kind, and which layers
+    stop growing at their window (section 6 sets two models side by side with it)."""
+    f = _windowed(info)
+    windows = f" in all {info.n_layers} layers, for every token"
+    if f is not None:
+        local = [i for i in range(f.n_blocks) if AW.held_cap(f, i) is not None]
+        keep = [i for i in range(f.n_blocks) if i not in local]
+        windows = (f"; {len(local)} of its {info.n_layers} layers ({AW.layer_list(local)}) have "
+                   f"{AW.window_words(f, local[0])}"
+                   + (f"; the {AW.count(len(keep), 'global layer')} ({AW.layer_list(keep)}) keep every token"
+                      if keep else ""))
+    return lesson("kv_cache", "past window model", model=info.source, kv_heads=AW.count(info.n_kv_heads, "KV head"),
+                  kind=AW.kind_name(AW.attention_kind(info)), sharing=AW.sharing(info.n_heads, info.n_kv_heads),
+                  windows=windows)
 
 
 def layer_table(info, snap) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from ui.frame.archwords import STREAM_AXIS, stream_labels
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 
@@ -19,10 +20,10 @@ def top_probs_bar(tokens, probs, chosen: str | None, title: str) -> go.Figure:
 
 
 def residual_norm_line(norms: np.ndarray, token: str) -> go.Figure:
-    layers = list(range(norms.shape[0]))
-    fig = go.Figure(go.Scatter(x=layers, y=norms, mode="lines+markers", line_color=COLORS["primary"]))
-    return style(fig, f"Residual stream norm at the last position ({visible(token)!r}) after each block",
-                 "block (0 = embedding output)", "L2 norm (unitless)", height=320)
+    fig = go.Figure(go.Scatter(x=stream_labels(norms.shape[0]), y=norms, mode="lines+markers",
+                               line_color=COLORS["primary"]))
+    return style(fig, f"Residual stream norm at the last position ({visible(token)!r}) after each layer",
+                 STREAM_AXIS, "L2 norm (unitless)", height=320)
 
 
 def step_times_bar(steps) -> go.Figure:

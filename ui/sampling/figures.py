@@ -40,15 +40,23 @@ def _panels(n: int, gap: float = 0.035) -> list[tuple[float, float]]:
     return [(i * (w + gap), i * (w + gap) + w) for i in range(n)]
 
 
-def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
+BAR_TEXT = {False: (15, 30), True: (19, 40)}  # (numbers in the bars, px per token row): normal / projector
+
+
+def stage_bars(st, tokens, chosen_id: int, large: bool = False) -> go.Figure:
     """The top tokens at each stage: raw logits, logits / T, softmax with the filters, final probabilities.
-    Four panels side by side sharing the token axis (layout built directly: make_subplots is slow)."""
+    Four panels side by side sharing the token axis (layout built directly: make_subplots is slow). Every token
+    is labelled (plotly would drop every other label where rows are close) and the numbers in the bars keep their
+    size (plotly would shrink them to a bar's thickness, ~9 px): each row is tall enough for both. ``large``: the
+    presenter view's sizes."""
     s = st.settings
+    text_px, row_px = BAR_TEXT[large]
     ys = unique_labels(tokens)[::-1]  # most likely at the top
     rev = lambda a: list(np.asarray(a)[::-1])  # noqa: E731
     why = rev(removed_by(st))
     probs, final, ids = rev(st.probs_scaled), rev(st.final), rev(st.ids)
-    bar = dict(type="bar", orientation="h", y=ys, textposition="auto")
+    bar = dict(type="bar", orientation="h", y=ys, textposition="auto", constraintext="none", cliponaxis=False,
+               textfont=dict(size=text_px))
     data = [
         dict(bar, x=rev(st.logits), xaxis="x", marker_color=COLORS["primary"], showlegend=False,
              text=[f"{v:.2f}" for v in rev(st.logits)], name="raw logit"),
@@ -89,7 +97,8 @@ def stage_bars(st, tokens, chosen_id: int) -> go.Figure:
         layout["xaxis" if i == 1 else f"xaxis{i}"] = ax
     fig = style(go.Figure(data=data, layout=layout),
                 "From logits to a choice: the top tokens at each stage (red = the sampled token)",
-                x_titles[0], "token", height=max(420, 26 * len(ys) + 170))
+                x_titles[0], "token", height=max(420, row_px * len(ys) + 210))
+    fig.update_yaxes(tickmode="array", tickvals=ys, ticktext=ys)
     return fig.update_layout(margin=dict(l=110, r=20, t=95, b=115),
                              legend=dict(orientation="h", yanchor="top", y=-0.14, xanchor="right", x=1.0,
                                          title=dict(text="panel 3 (removed = outlined):")))

@@ -12,7 +12,7 @@ from ui.frame import errors
 from engine.sampling.stepper import MAX_STEPS
 from engine.sampling.stages import total_variation
 from ui.sampling import view as SV
-from ui.frame.layout import chart, try_this
+from ui.frame.layout import chart, presenting, try_this
 from ui.frame.lessons import lesson
 from ui.sampling.controls import actions, draws_of, histogram_rows, local_settings, stages_of, stepper, view_step
 from ui.sampling.view import md_code, token_strings
@@ -42,12 +42,13 @@ def dice_and_sections(lm, tr, lead=None) -> None:
     step = view_step(stp)
     logits = stp.logits[step]
 
-    ch = SV.choice(lm, *stages_of(logits, settings, seed, step, SV.SHOW), settings, seed, step)
+    show = SV.SHOW_PRESENTING if presenting() else SV.SHOW  # a projector's larger rows: fewer tokens, all labelled
+    ch = SV.choice(lm, *stages_of(logits, settings, seed, step, show), settings, seed, step)
     sg = ch.sg
     with chart_area:
-        chart(stage_bars(sg, ch.top_texts, ch.token), "model",
-              f"The {SV.SHOW} tokens with the highest raw logits at step {step}. Panel 3 colours a bar by the first "
-              f"filter that removed it; panel 4 renormalises the survivors. These {SV.SHOW} tokens hold "
+        chart(stage_bars(sg, ch.top_texts, ch.token, large=presenting()), "model",
+              f"The {show} tokens with the highest raw logits at step {step}. Panel 3 colours a bar by the first "
+              f"filter that removed it; panel 4 renormalises the survivors. These {show} tokens hold "
               f"{sg.final_mass_shown:.1%} of the final distribution.", key="sampling_stage_chart")
     with after:
         if settings.greedy:

@@ -12,6 +12,7 @@ from ui.frame.html import chips, visible
 from ui.sampling.figures import position_probs, step_chart
 
 SHOW = 15  # tokens shown in the stage panels
+SHOW_PRESENTING = 10  # in presenter view, whose larger rows must all fit a projector's screen
 
 
 def token_strings(lm, ids) -> list[str]:

@@ -53,19 +53,29 @@ def clock_html(seconds: float, tokens: int, passes: int) -> str:
 
 
 def progress_lines(run) -> go.Figure:
-    """Tokens generated against time for both lanes, from the per-pass timings of this run."""
+    """Tokens generated against time for both lanes, from the per-pass timings of this run. When the lanes did the
+    same work (``run.same_work``: nothing drafted), the title and a note on the plot say their gap is noise, and
+    the speculative line is drawn in the plain lane's colour, dashed: no lane is shown winning."""
     pt = np.cumsum(run.plain_step_seconds)
     st_ = run.spec_prefill_seconds + np.cumsum([r.draft_seconds + r.verify_seconds for r in run.rounds])
     s_tokens = 1 + np.cumsum([len(r.emitted) for r in run.rounds])
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=np.r_[0, pt], y=np.arange(len(pt) + 1), mode="lines+markers", name="plain decoding",
                              line=dict(color=COLORS["muted"], width=3, shape="hv"), marker=dict(size=5)))
+    same = bool(getattr(run, "same_work", False))
     fig.add_trace(go.Scatter(x=np.r_[0, run.spec_prefill_seconds, st_],
                              y=np.r_[0, 1, np.minimum(s_tokens, len(run.spec_ids))], mode="lines+markers",
-                             name=f"speculative ({run.drafter}, k={run.k})",
-                             line=dict(color=COLORS["good"], width=3, shape="hv"), marker=dict(size=6)))
-    return _legend_below(style(fig, "The race: tokens written against time", "time since start (s)",
-                               "tokens generated", height=380))
+                             name=f"speculative ({run.drafter}, k={run.k})" + (": nothing drafted" if same else ""),
+                             line=dict(color=COLORS["muted"] if same else COLORS["good"], width=3, shape="hv",
+                                       dash="dash" if same else None), marker=dict(size=6)))
+    title = "The race: tokens written against time"
+    if same:
+        gap = abs(run.plain_seconds - run.spec_seconds)
+        title = "No race: both lanes did the same work, so the gap between them is noise"
+        fig.add_annotation(xref="paper", yref="paper", x=0.01, y=0.98, xanchor="left", yanchor="top",
+                           showarrow=False, align="left", bgcolor="rgba(255,255,255,0.85)",
+                           text=f"same passes, same tokens: the {gap:.2f} s gap is noise, not a winner")
+    return _legend_below(style(fig, title, "time since start (s)", "tokens generated", height=380))
 
 
 def _legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:

@@ -34,8 +34,13 @@ class RaceResult:
     check: noise.SpeedupCheck
 
     @property
+    def same_work(self) -> noise.SameWorkGap | None:
+        """The lanes did identical work (nothing drafted): their clocks' gap, judged as noise; else None."""
+        return noise.same_work_gap(self.run.plain_seconds, self.run.spec_seconds) if self.run.same_work else None
+
+    @property
     def flags(self) -> tuple[str, ...]:
-        return self.check.flags + self.calibration.flags
+        return self.check.flags + self.calibration.flags + (self.same_work.flags if self.same_work else ())
 
 
 def plain_noise(run: SpecRun) -> float:
@@ -193,7 +198,9 @@ def verdict(result: RaceResult) -> tuple[str, str, str] | None:
     bound checks already said it (their warnings stand alone)."""
     run, check = result.run, result.check
     if not run.measurable and len(run.plain_step_seconds) >= 2 and run.drafted == 0:
-        return "info", lesson("speculative", "nothing drafted", rounds=len(run.rounds)), ":material/hourglass_empty:"
+        gap = result.same_work
+        return "info", lesson("speculative", "nothing drafted", rounds=len(run.rounds),
+                              noise=gap.flags[0] if gap else ""), ":material/hourglass_empty:"
     if not run.measurable:
         return "info", lesson("speculative", "not enough tokens", tokens=len(run.plain_ids)), \
             ":material/hourglass_empty:"

@@ -14,7 +14,7 @@ from engine.core.prompt import PromptError
 from ui.speculative import race as RV
 from ui.frame import state
 from ui.frame.html import md_escape
-from ui.frame.layout import chart
+from ui.frame.layout import chart, scroll_to_here
 from ui.frame.lessons import lesson
 from ui.frame.measured import busy_warning
 from ui.frame.models import draft_model_box
@@ -23,11 +23,14 @@ from ui.speculative.runs import RaceParams, again_requested, finished, last, run
 from ui.speculative.figures import lane_html, legend_html, round_pq_bar, sweep_figure
 
 PRESETS = {f"{name} ({kind}): {text[:60]}...": text for name, kind, text in PROMPTS}
-PRESET_NAMES = [name for name, _, _ in PROMPTS] + ["sidebar"]  # the race prompt in the URL (race_prompt=...)
-SIDEBAR = "the sidebar prompt"
+PRESET_NAMES = [name for name, _, _ in PROMPTS] + ["own"]  # the race prompt in the URL (race_prompt=...)
+OWN = "your own text (type it below)"
+OLD_NAMES = {"sidebar": "own"}  # links made before the race had a text box of its own
+MAX_TEXT = 50_000  # characters of an own race text, as the sidebar prompt allows
 DRAFTERS = {"lookup": "copy from the context", "early-exit": "first L blocks of the target",
             "model:self": "the target drafts for itself", "model:random": "random weights", "model:other": "another model"}
 SWEEP_KS = (1, 2, 3, 4, 6, 8, 12)
+RACE_FOLLOW_S = 90  # the lanes stay at the top of the view while the race runs and replays (a scroll stops it)
 DEFAULT_PRESET, DEFAULT_K, DEFAULT_T = 1, 4, 0.0
 
 
@@ -36,17 +39,18 @@ def controls(lm) -> RaceParams:
     prompt preset, drafter, k, temperature and early-exit L are kept in the URL (race_prompt, race_drafter,
     race_k, race_t, race_layers), so a copied link opens the same race; they start there when a link gives them."""
     s = state.settings()
-    url_preset = state.page_text("race_prompt", PRESET_NAMES)
+    url_preset = state.page_text("race_prompt", PRESET_NAMES + list(OLD_NAMES))
+    url_preset = OLD_NAMES.get(url_preset, url_preset)
     url_drafter = state.page_text("race_drafter", list(DRAFTERS))
     c1, c2 = st.columns([3, 2])
     with c1:
-        choices = [*PRESETS, SIDEBAR]
+        choices = [*PRESETS, OWN]
         choice = st.selectbox("Race prompt", choices,
                               index=PRESET_NAMES.index(url_preset) if url_preset else DEFAULT_PRESET,
                               key="speculative_prompt",
                               help="Extractive tasks (rewrite, quote, summarise a passage) copy from the prompt, so "
                                    "prompt lookup guesses well; open-ended ones give it little to copy.")
-        prompt = s.prompt if choice == SIDEBAR else PRESETS[choice]
+        prompt = own_text(s.prompt) if choice == OWN else PRESETS[choice]
         kind = st.radio(
             "Drafter", list(DRAFTERS), horizontal=True, key="speculative_drafter", captions=list(DRAFTERS.values()),
             index=list(DRAFTERS).index(url_drafter) if url_drafter else 0,
@@ -68,6 +72,8 @@ def controls(lm) -> RaceParams:
                                         "better.")
     url = {"race_prompt": PRESET_NAMES[choices.index(choice)], "race_drafter": kind, "race_k": int(k),
            "race_t": f"{float(temperature):g}"}
+    if choice == OWN:
+        url["race_text"] = prompt  # a copied link races the same text
     drafter = kind
     if kind == "early-exit":
         most = lm.info.n_layers - 1  # the draft must stop before the target's last block
@@ -90,6 +96,16 @@ def controls(lm) -> RaceParams:
                       s.top_p, int(seed), int(max_new))
 
 
+def own_text(sidebar_prompt: str) -> str:
+    """The race's own prompt box (starts with the link's race text, else the sidebar prompt): racing your own text
+    needs no trip to the sidebar."""
+    start = state.page_free_text("race_text", MAX_TEXT) or sidebar_prompt
+    return st.text_area("Text to race (as a prompt to the model)", start, max_chars=MAX_TEXT, height=100,
+                        key="speculative_text",
+                        help="Prompt lookup drafts by copying from this text, so text the answer will quote or "
+                             "rewrite races best.")
+
+
 def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
     """The legend, the Start button and both lanes. Races on Start (or "Measure again"), else shows this session's
     race for these settings, else its last race labelled with its own settings under a one-line message saying
@@ -102,6 +118,8 @@ def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
     if not racing and result is None and last() is not None:
         shown, result = last()
         st.info(RV.params_change(shown, params), icon=":material/restart_alt:")
+    if racing:  # the controls fill a projector's first screen: bring the lanes, then the scoreboard, into view
+        scroll_to_here(follow_s=RACE_FOLLOW_S)
     left, right = st.columns(2)
     with left:
         st.markdown("#### Plain decoding")
@@ -121,7 +139,11 @@ def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
             st.stop()
     elif result is not None:
         show_final(result.run, *slots)
-    else:
+    if result is not None and result.same_work:  # under the lanes, where their clocks differ: the gap is noise
+        gap = result.same_work
+        st.warning(lesson("speculative", "same work", plain=gap.seconds_a, spec=gap.seconds_b, gap=gap.gap),
+                   icon=":material/balance:")
+    elif result is None:
         for lane in (plain_lane, spec_lane):
             lane.html(lane_html([]))
         st.info(lesson("speculative", "press start"), icon=":material/sprint:")
@@ -129,12 +151,12 @@ def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
 
 
 def scoreboard(result: RaceResult, params: RaceParams) -> None:
-    """The busy warning, the seven numbers and their bound checks, what they mean for this race, then every gap
+    """The seven numbers, the busy warning and their bound checks, what they mean for this race, then every gap
     between the paper's formula and the clock, one assumption at a time."""
     run = result.run
-    busy_warning(result.calibration, "speculative_again")
-    for col, (label, value, help_) in zip(st.columns(7), RV.metrics(result)):
+    for col, (label, value, help_) in zip(st.columns(7), RV.metrics(result)):  # first: on screen under the lanes
         col.metric(label, value, help=help_)
+    busy_warning(result.calibration, "speculative_again")
     for flag in (result.check.flags if run.measurable else ()):
         st.warning(flag, icon=":material/report:")
     st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; {result.calibration.describe()}). "

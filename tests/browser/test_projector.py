@@ -1,0 +1,75 @@
+"""Real browser at a projector's 1366x768 (issue 37): what a class sees without scrolling. Presenter view keeps a
+Next on the first screen (the home page's loop picture filled it), brings the new section's heading into view
+after Next (the view stayed at the bar), and prints a metric's value well above its label's size; after "Start the
+race" the lanes and then the scoreboard's numbers are on screen (the controls fill the first screen)."""
+from tests.browser.harness import assert_no_error, wait_idle, wait_text
+
+SIZE = {"width": 1366, "height": 768}
+HEADER = 60  # Streamlit's top bar lies over the top of the page
+
+
+def _page(browser):
+    ctx = browser.new_context(viewport=SIZE)
+    page = ctx.new_page()
+    page.set_default_timeout(300_000)
+    return ctx, page
+
+
+def _on_screen(page, locator) -> bool:
+    box = locator.bounding_box()
+    return box is not None and box["y"] >= HEADER - 5 and box["y"] + box["height"] <= SIZE["height"]
+
+
+def _sizes(page) -> list[tuple[str, float, float]]:
+    """(label, label px, value px) of every metric on the page, from the innermost text element of each."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stMetric"]')].map(m => {
+        const px = sel => { let e = m.querySelector(sel); while (e && e.firstElementChild) e = e.firstElementChild;
+                            return e ? parseFloat(getComputedStyle(e).fontSize) : 0; };
+        return [m.querySelector('[data-testid="stMetricLabel"]').innerText, px('[data-testid="stMetricLabel"]'),
+                px('[data-testid="stMetricValue"]')]; })""")
+
+
+def test_presenter_view_on_a_projector(app_server, browser):
+    ctx, page = _page(browser)
+    try:
+        page.goto(f"{app_server.url}/?model=tiny-random&max_new_tokens=4&present=1")
+        wait_idle(page)
+        assert_no_error(page)
+        assert _on_screen(page, page.locator(".st-key-present_next_top button")), "no Next on the first screen"
+
+        bottom = page.locator(".st-key-present_next button")
+        bottom.scroll_into_view_if_needed()
+        bottom.click()
+        wait_text(page, "Section 2 of")
+        wait_idle(page)
+        page.wait_for_timeout(2000)  # the scroll back to the top runs as the page is drawn
+        assert _on_screen(page, page.get_by_role("heading", name="1. Text")), "the new section's heading is cut"
+
+        page.goto(f"{app_server.url}/kv_cache?model=tiny-random&max_new_tokens=4&present=1")
+        wait_idle(page)
+        page.locator(".st-key-present_next_top button").click()
+        wait_text(page, "Steps where they agree")
+        wait_idle(page)
+        sizes = _sizes(page)
+        assert sizes and all(value >= 1.5 * label for _, label, value in sizes), sizes  # it was 23 px, as its label
+    finally:
+        ctx.close()
+
+
+def test_the_race_is_on_screen_after_start(app_server, browser):
+    ctx, page = _page(browser)
+    try:
+        page.goto(f"{app_server.url}/speculative?model=tiny-random&max_new_tokens=16")
+        wait_idle(page)
+        lanes = page.get_by_role("heading", name="Plain decoding")
+        assert not _on_screen(page, lanes)  # the controls fill the first screen: the lanes start below it
+        page.get_by_role("button", name="Start the race").click()
+        wait_text(page, "Acceptance rate a")
+        wait_idle(page)
+        page.wait_for_timeout(1000)
+        assert_no_error(page)
+        assert _on_screen(page, lanes), "the lanes are not on screen after Start"
+        first = page.locator('[data-testid="stMetric"]').first
+        assert _on_screen(page, first), "the scoreboard's numbers are below the screen"
+    finally:
+        ctx.close()
