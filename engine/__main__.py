@@ -2,7 +2,9 @@
 
 Each benchmark lives beside its topic (``engine/<topic>/bench.py``; BENCHES below maps the names) with
 ``run(lm, args) -> dict`` and optional ``add_arguments(parser)`` and ``summary(result) -> str``; each compares
-against a peer measured in the same run.
+against a peer measured in the same run. Every command that loads a model takes ``--mode eager|compiled`` (the
+engine mode, engine.core.compiled); a command whose work runs eager in any mode says so in one line
+(``EAGER_ONLY`` in its module) and runs eager.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import math
 import sys
 
 from engine.cli_args import add_run_arguments
+from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
 from engine.core.models import EMBEDDED, ModelLoadError, load_model
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
@@ -58,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "'tiny-random', a folder or a hub id")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+        p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                       help="engine mode: eager (default), or compiled: a static KV cache and torch.compile around "
+                            "the decode step (a CUDA graph on a GPU), compiled once before anything is timed")
 
     common(sub.add_parser("info", help="model facts"))
     tr = sub.add_parser("trace", help="run the loop once and print the record")
@@ -114,6 +120,21 @@ def _prepare(argv) -> int:
     return 0
 
 
+def in_mode(lm, mode: str, eager_only: str | None = None):
+    """``lm`` in the engine ``mode`` asked for; where that mode cannot run (the model, the machine, or the command's
+    own work: ``eager_only``), one line on stderr and the eager model."""
+    if mode == DEFAULT_MODE:
+        return lm
+    if eager_only:
+        print(f"compiled mode: {eager_only}; eager runs.", file=sys.stderr)
+        return lm
+    try:
+        return to_mode(lm, mode)
+    except ModeError as exc:
+        print(f"{exc} Eager runs.", file=sys.stderr)
+        return lm
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve-bench"]:
@@ -127,6 +148,13 @@ def main(argv=None) -> int:
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.cmd == "race":
+        race_mod = importlib.import_module("engine.speculative.race")
+        lm = in_mode(lm, args.mode, race_mod.EAGER_ONLY)
+    elif args.cmd == "bench":
+        lm = in_mode(lm, args.mode, getattr(importlib.import_module(BENCHES[args.bench]), "EAGER_ONLY", None))
+    else:
+        lm = in_mode(lm, args.mode)
     if args.cmd == "info":
         i = lm.info
         d = i.to_dict()

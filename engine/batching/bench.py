@@ -11,6 +11,9 @@ from dataclasses import asdict
 from engine.batching.experiment import WorkloadSettings, decode_sweep, make_workload, serve, solo_tokens
 from engine.core.models import LoadedModel
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("batched decode steps (their size and padding change every round) run eager")
+
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in str(text).split(",") if x.strip()]

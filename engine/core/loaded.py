@@ -38,6 +38,7 @@ class ModelInfo:
     precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.core.precision); "" = dtype's own
     arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
     int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.core.precision)
+    mode: str = "eager"  # "eager" | "compiled" (engine.core.compiled): the loop that runs its decode steps
 
     def refused(self, feature: str) -> str | None:
         """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
@@ -60,6 +61,7 @@ class LoadedModel:
     model: torch.nn.Module
     tokenizer: object
     info: ModelInfo
+    decode_graph: object = None  # compiled mode only: its engine.core.compiled.DecodeGraph (same weights as eager)
 
     @property
     def device(self) -> torch.device:

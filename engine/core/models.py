@@ -636,14 +636,17 @@ def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
     check_size(n, bpv, f"'{short(name)}'")
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None
-               ) -> LoadedModel:
+def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None,
+               mode: str = "eager") -> LoadedModel:
     """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
-    (engine.core.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's). An unsupported
-    precision raises PrecisionError (a ModelLoadError) before anything is loaded.
+    (engine.core.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's), in engine ``mode``
+    (engine.core.compiled: "eager" or "compiled"). An unsupported precision raises PrecisionError, a mode this
+    model cannot run ModeError (both ModelLoadError), the precision's before anything is loaded.
 
     Names are checked before any file is touched, and a model's size is estimated from its configuration
     and refused before anything is allocated if it would not fit (see ``check_size``)."""
+    from engine.core.compiled import to_mode
+
     name = check_name((name or "").strip())
     device = torch.device(device) if device is not None else default_device()
     if precision is not None:
@@ -652,8 +655,8 @@ def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, prec
         reason = unsupported_reason(precision, device)
         if reason:
             raise PrecisionError(reason)
-        return to_precision(_load_default(name, device, progress), precision)
-    return _load_default(name, device, progress)
+        return to_mode(to_precision(_load_default(name, device, progress), precision), mode)
+    return to_mode(_load_default(name, device, progress), mode)
 
 
 def _load_default(name: str, device: torch.device, progress: Progress) -> LoadedModel:

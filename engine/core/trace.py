@@ -16,7 +16,7 @@ import torch
 
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
-from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, warm_up
+from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
 from engine.core.models import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
@@ -48,6 +48,7 @@ class StepRecord:
     # served this request in a batch with other sessions' requests (engine/core/classbatch.py). A step measured in a
     # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
     batch_size: int = 1
+    compiled: bool = False  # this decode step ran as the compiled graph (engine.core.compiled); a prefill never does
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,12 @@ class Trace:
     def tokens_per_second(self) -> float:
         total = sum(s.seconds for s in self.steps)
         return len(self.generated_ids) / total if total > 0 else float("nan")
+
+    @property
+    def engine_mode(self) -> str:
+        """The loop that ran the decode steps: "compiled" when the compiled graph served them, else "eager" (also a
+        compiled model's run that was longer than any static cache, or whose compile failed)."""
+        return "compiled" if any(s.compiled for s in self.steps) else "eager"
 
     @property
     def largest_batch(self) -> int:
@@ -172,14 +179,15 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
     return top.indices.tolist(), top.values.tolist(), chosen_p, entropy_bits(probs)
 
 
-def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1) -> StepRecord:
+def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1, compiled: bool = False
+                 ) -> StepRecord:
     top_ids, top_probs, chosen_p, ent = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
         index=index, phase="prefill" if index == 0 else "decode", tokens_in=tokens_in, seconds=seconds,
         kv_bytes=kv[0], kv_tokens=kv[1], token_id=token_id, token=strings[0], prob=chosen_p,
         top_ids=tuple(top_ids), top_tokens=tuple(strings[1:]), top_probs=tuple(top_probs), entropy_bits=ent,
-        batch_size=int(batch_size),
+        batch_size=int(batch_size), compiled=bool(compiled),
     )
 
 
@@ -203,13 +211,15 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     def keep(i: int, tok: int, logits: torch.Tensor, seconds: float, tokens_in: int = 1) -> None:
         if record:
             raw.append((i, tokens_in, seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
-                        _step_stats(logits, tok, settings)))
+                        _step_stats(logits, tok, settings), 1, compiled and i > 0))
             if on_step is not None:
                 steps.append(_make_record(lm, *raw[-1]))
                 on_step(steps[-1])
 
-    warm_up(lm)
-    cache = new_cache(lm)
+    tokens = len(ids) + int(max_new_tokens)
+    warm_up(lm, tokens)  # compiled mode: its graph for this length is compiled here, before anything is timed
+    cache = new_cache(lm, tokens=tokens)
+    compiled = served_compiled(lm, cache)
     t0 = now(dev)
     first_logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
     tok = pick(first_logits)
