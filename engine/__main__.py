@@ -31,6 +31,7 @@ BENCHES = {
     "decode": "engine.timeline.bench_decode",
     "kv": "engine.kv_cache.bench",
     "precision": "engine.precision.bench",
+    "profile": "engine.timeline.bench_profile",
     "specdec": "engine.speculative.bench",
     "threads": "engine.measure.bench_threads",
     "timeline": "engine.timeline.bench",
