@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from engine.batching.experiment import WorkloadSettings, decode_sweep, make_workload, serve, solo_tokens
+from engine.batching.experiment import (EAGER_ONLY, WorkloadSettings, decode_sweep,  # noqa: F401  (EAGER_ONLY: __main__)
+                                        make_workload, serve, solo_tokens)
 from engine.core.models import LoadedModel
 
-# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
-EAGER_ONLY = ("batched decode steps (their size and padding change every round) run eager")
 
 
 def _ints(text: str) -> list[int]:

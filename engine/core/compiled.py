@@ -35,7 +35,7 @@ from typing import Callable
 
 import torch
 
-from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.core.loaded import LoadedModel, ModelLoadError, cache_dir
 
 MODES = ("eager", "compiled")
 DEFAULT_MODE = "eager"
@@ -118,8 +118,6 @@ def _inductor_cache() -> None:
     """torch keeps compiled kernels on disk (its FX graph and AOTAutograd caches): next to the converted models, so a
     second start of the app compiles in seconds instead of minutes."""
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        from engine.core.models import cache_dir
-
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir() / "torchinductor")
 
 

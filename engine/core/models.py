@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from engine.core.loaded import (LoadedModel, ModelInfo, ModelLoadError,  # noqa: F401  (re-exported)
-                                attention_implementation)
+                                attention_implementation, cache_dir)
 
 EMBEDDED = "embedded"
 TINY = "tiny-random"
@@ -135,14 +135,6 @@ def default_dtype(device: torch.device) -> torch.dtype:
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("ILE_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "inference-loop-explorer"
 
 
 def embedded_gguf_path() -> Path | None:
