@@ -36,7 +36,7 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
     return cmp
 
 
-def _reveal(cmp: P.PrecisionComparison) -> str:
+def _reveal(cmp: P.PrecisionComparison, device: str = "cpu") -> str:
     ref = cmp.row(cmp.reference)
     parts = []
     for r in cmp.rows:
@@ -48,7 +48,8 @@ def _reveal(cmp: P.PrecisionComparison) -> str:
                    "faster, but less than the bytes promise" if s > 1.05 else "no faster: the bytes are not the limit")
         parts.append(f"**{r.precision}** reads {b:.2f}\u00d7 fewer bytes per step and decoded **{s:.2f}\u00d7** as fast "
                      f"as float32: {verdict}.")
-    return lesson("timeline", "precision answer", verdicts=" ".join(parts))
+    return lesson("timeline", "precision answer gpu" if device.startswith("cuda") else "precision answer",
+                  verdicts=" ".join(parts))
 
 
 def precision_note(lm: LoadedModel) -> str:
@@ -70,7 +71,8 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     res = kept.get(RESULT)
     res = res if res and res[0] == base else None
     try_this(lesson("timeline", "precision try this"),
-             _reveal(res[1]) if res else lesson("timeline", "precision answer first"), key="precision_try")
+             _reveal(res[1], lm.info.device) if res else lesson("timeline", "precision answer first"),
+             key="precision_try")
     c = st.columns(3)
     chosen = c[0].multiselect("Precisions (float32 is always the reference)", options,
                               default=options, key="precision_choice")
