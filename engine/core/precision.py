@@ -218,7 +218,7 @@ def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
         mod_name, _, buf = n.rpartition(".")
         model.get_submodule(mod_name).register_buffer(buf, b.float(), persistent=False)
     info = replace(lm.info, dtype=dtype, precision=precision, name=model_key(base_name, precision, lm.device),
-                   int8_float=notes)
+                   int8_float=notes, mode=DEFAULT_MODE)  # a copy is eager: to_mode compiles it
     return LoadedModel(info.name, model, lm.tokenizer, info)
 
 
