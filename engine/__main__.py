@@ -18,6 +18,7 @@ import sys
 from engine.cli_args import add_run_arguments
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
 from engine.core.models import EMBEDDED, ModelLoadError, load_model
+from engine.core.precision import PRECISIONS
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import apply_policy
@@ -50,18 +51,26 @@ def _strict(x):
 
 
 def _emit(args, result: dict, text: str) -> None:
-    print(json.dumps(_strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
+    out = json.dumps(_strict(result), ensure_ascii=False, allow_nan=False)
+    print(out if args.json else text)
+    if getattr(args, "out", None):
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(out)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def common(p):
+    def common(p, precision: bool = True):
         p.add_argument("--model", default=EMBEDDED, help="'embedded' (default, SmolLM2-135M-Instruct), 'gemma3-270m' (Gemma 3 270M), "
                                                      "'tiny-random', a folder or a hub id")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+        if precision:  # bench threads has its own --precision (each candidate's, in its own process)
+            p.add_argument("--precision", dest="load_precision", choices=PRECISIONS, default=None,
+                           help="float32, bfloat16, float16 (CUDA) or int8 (default: the device's own)")
+        p.add_argument("--out", default=None, help="also write the JSON result to this file")
         p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                        help="engine mode: eager (default), or compiled: a static KV cache and torch.compile around "
                             "the decode step (a CUDA graph on a GPU), compiled once before anything is timed")
@@ -80,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = bench.add_subparsers(dest="bench", required=True)
     for name in sorted(BENCHES):
         bp = bsub.add_parser(name)
-        common(bp)
+        common(bp, precision=name != "threads")
         mod = importlib.import_module(BENCHES[name])
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(bp)
@@ -145,7 +154,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:
-        lm = load_model(args.model, device=args.device)
+        lm = load_model(args.model, device=args.device, precision=getattr(args, "load_precision", None))
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -179,7 +188,7 @@ def main(argv=None) -> int:
             return 2
         text = (f"{t.encoded.text}\x1b[1m{t.generated_text}\x1b[0m\n\n{len(t.prompt_ids)} prompt tokens, "
                 f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "
-                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason})")
+                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason}); engine: {t.engine_mode}")
         _emit(args, t.to_dict(attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":

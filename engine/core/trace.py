@@ -134,6 +134,7 @@ class Trace:
             "generated_tokens": list(self.generated_tokens),
             "generated_text": self.generated_text,
             "stop_reason": self.stop_reason,
+            "engine_mode": self.engine_mode,
             "ttft_seconds": self.ttft,
             "tokens_per_second": self.tokens_per_second,
             "steps": [asdict(s) for s in self.steps],
