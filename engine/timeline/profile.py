@@ -4,7 +4,8 @@ Two lanes, as a GPU profiler draws them:
 - host: the work the CPU thread does to run the step: each operator called from Python (``aten::...``) or the
   compiled graph's call, with Python and dispatch in between;
 - device: on a GPU the kernels it ran (CUDA events); on a CPU, where host and device are one thread, the innermost
-  operators (aten operators and compiled kernels, views included): the time spent computing.
+  operators that compute (aten operators and compiled kernels; an operator that only reshapes, views or allocates,
+  ``METADATA``, is not counted, and one that calls a computing operator is not innermost): the time spent computing.
 
 From them: the number of kernels (GPU) or operators (CPU) per step, the device's busy time (the union of its
 spans) as a share of the step's wall clock, and the operators that took the most time. ``regime`` names what limits
@@ -35,6 +36,14 @@ TOP = 8
 # Annotations the profiler or torch.compile's runtime add around the real work: neither operators nor kernels.
 _NOT_OPS = ("TorchDynamo Cache Lookup", "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue",
             "Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", STEP)
+# aten operators that only describe, view, reshape or allocate memory: no arithmetic, no copy of data. (aten::mm
+# on a CPU calls aten::resolve_conj: without this list the matrix multiply would not be an innermost operator.)
+METADATA = frozenset(f"aten::{n}" for n in (
+    "view", "_unsafe_view", "reshape", "as_strided", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze",
+    "slice", "select", "narrow", "split", "unbind", "chunk", "alias", "detach", "contiguous", "resolve_conj",
+    "resolve_neg", "empty", "empty_strided", "empty_like", "result_type", "lift_fresh", "_reshape_alias",
+    "is_nonzero", "item", "_local_scalar_dense", "size", "stride", "numel", "dim", "flatten", "unflatten", "view_as",
+    "expand_as", "broadcast_tensors", "type_as", "to", "_to_copy", "index_select_backward"))
 
 
 @dataclass(frozen=True)
@@ -55,7 +64,7 @@ class OpTime:
 @dataclass(frozen=True)
 class StepProfile:
     phase: str  # "prefill" | "decode"
-    mode: str  # the loop that ran it: "eager" | "compiled" (a prefill is eager in both modes)
+    mode: str  # the model's engine mode: "eager" | "compiled"
     device: str  # "cpu" | "cuda"
     tokens_in: int
     context: int  # tokens in the KV cache after the pass
@@ -65,6 +74,7 @@ class StepProfile:
     device_busy_ms: float  # union of the device lane's spans
     spans: tuple[Span, ...]
     top_ops: tuple[OpTime, ...]
+    graph: bool = False  # the pass ran as the compiled graph (compiled mode's decode step; a prefill never does)
 
     @property
     def device_busy_fraction(self) -> float:
@@ -75,7 +85,8 @@ class StepProfile:
         return "kernels" if self.device == "cuda" else "operators"
 
     def to_dict(self) -> dict:
-        return {"phase": self.phase, "mode": self.mode, "device": self.device, "tokens_in": self.tokens_in,
+        return {"phase": self.phase, "mode": self.mode, "ran_as_graph": self.graph, "device": self.device,
+                "tokens_in": self.tokens_in,
                 "context": self.context, "wall_ms": self.wall_ms, "plain_ms": self.plain_ms,
                 "ops_per_step": self.ops, "ops_are": self.op_word, "device_busy_ms": self.device_busy_ms,
                 "device_busy_fraction": self.device_busy_fraction,
@@ -97,6 +108,15 @@ def _is_op(e) -> bool:
     return not any(e.name.startswith(n) for n in _NOT_OPS)
 
 
+def _computes(e) -> bool:
+    """Does this operator, or one it calls, compute (anything but METADATA and profiler annotations)?"""
+    return (_is_op(e) and e.name not in METADATA) or any(_computes(c) for c in e.cpu_children)
+
+
+def _innermost_compute(e) -> bool:
+    return _is_op(e) and e.name not in METADATA and not any(_computes(c) for c in e.cpu_children)
+
+
 def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
     """(step start us, step end us, host events, device events) of the traced step."""
     step = next(e for e in events if e.name == STEP and e.device_type == torch.autograd.DeviceType.CPU)
@@ -107,12 +127,12 @@ def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
     if on_gpu:
         device = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU and e.time_range.start >= t0]
     else:
-        device = [e for e in cpu if not e.cpu_children and _is_op(e)]
+        device = [e for e in cpu if _innermost_compute(e)]
     return t0, t1, host, device
 
 
-def summarise(events, phase: str, mode: str, device: str, tokens_in: int, context: int, plain_ms: float
-              ) -> StepProfile:
+def summarise(events, phase: str, mode: str, device: str, tokens_in: int, context: int, plain_ms: float,
+              graph: bool = False) -> StepProfile:
     """A StepProfile from the profiler's events of one traced step (the STEP range around it)."""
     on_gpu = device == "cuda"
     t0, t1, host, dev = _lanes(events, on_gpu)
@@ -128,7 +148,7 @@ def summarise(events, phase: str, mode: str, device: str, tokens_in: int, contex
     top = sorted((OpTime(n, sum(v), len(v)) for n, v in per.items()), key=lambda o: -o.ms)[:TOP]
     busy = ms(_union_ms([(e.time_range.start, e.time_range.end) for e in dev]))
     return StepProfile(phase, mode, device, int(tokens_in), int(context), ms(end - t0), float(plain_ms), len(dev),
-                       busy, tuple(spans), tuple(top))
+                       busy, tuple(spans), tuple(top), bool(graph))
 
 
 def _traced(lm, run, dev) -> tuple:
@@ -168,9 +188,9 @@ def profile_steps(lm: LoadedModel, ids: list[int], repeats: int = 3) -> tuple[St
     tok = logits.argmax(-1, keepdim=True)  # [1, 1]
     served = loop.served_compiled(lm, cache)
     _, ev_dec = _traced(lm, lambda: loop.decode_step(lm, tok, cache), dev)
-    pre = summarise(ev_pre, "prefill", "eager", dev.type, len(ids), len(ids), statistics.median(plain_pre))
-    dec = summarise(ev_dec, "decode", mode_of(lm) if served else "eager", dev.type, 1, len(ids) + 1,
-                    statistics.median(plain_dec))
+    pre = summarise(ev_pre, "prefill", mode_of(lm), dev.type, len(ids), len(ids), statistics.median(plain_pre))
+    dec = summarise(ev_dec, "decode", mode_of(lm), dev.type, 1, len(ids) + 1, statistics.median(plain_dec),
+                    graph=served)
     return pre, dec
 
 

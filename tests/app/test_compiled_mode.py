@@ -17,7 +17,8 @@ def test_timeline_in_compiled_mode_matches_eager_and_traces_both_modes():
     at.button(key="timeline_btn_kernels").click().run()
     assert not errors(at), errors(at)
     said = _said(at)
-    assert "compiled, decode:" in said and "eager, decode:" in said and "Compiled, the decode step runs" in said
+    assert "compiled mode, decode:" in said and "eager mode, decode:" in said and "Compiled, the decode step runs" in said
+    assert "compiled mode, prefill (an eager pass):" in said  # compiled mode's prefill is not compiled: said so
     assert [h.value for h in at.subheader][-2:] == ["Eager", "Compiled"]
     table = next(d.value for d in at.dataframe if "regime" in d.value.columns)
     assert set(table["mode"]) == {"eager", "compiled"} and len(table) == 4

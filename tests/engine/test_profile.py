@@ -39,9 +39,17 @@ def test_a_step_profile_is_consistent(steps):
 
 def test_compiled_decode_runs_fewer_operators_and_prefill_stays_eager(steps):
     (e_pre, e_dec), (c_pre, c_dec) = steps
-    assert (e_dec.mode, c_dec.mode, c_pre.mode) == ("eager", "compiled", "eager")
+    assert (e_dec.mode, c_dec.mode, c_pre.mode) == ("eager", "compiled", "compiled")
+    assert (e_dec.graph, c_dec.graph, c_pre.graph) == (False, True, False)
     assert c_dec.ops < e_dec.ops  # fused kernels
     assert e_pre.tokens_in == len(IDS) and e_dec.tokens_in == 1 and e_dec.context == len(IDS) + 1
+
+
+def test_the_cpu_device_lane_holds_the_matrix_multiplies_and_no_views(steps):
+    """On a CPU aten::mm calls aten::resolve_conj: the innermost operator that computes is the multiply itself."""
+    device = {s.name for s in steps[0][1].spans if s.lane == "device"}
+    assert any(n in device for n in ("aten::mm", "aten::addmm", "aten::bmm")), sorted(device)
+    assert not device & P.METADATA
 
 
 def _profile(busy: float, plain: float = 10.0) -> P.StepProfile:

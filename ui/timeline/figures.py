@@ -178,7 +178,7 @@ def kernel_lanes(p, title: str) -> go.Figure:
             names += [sp.name[:80], sp.name[:80], None]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=color, width=22), name=label,
                                  customdata=names, hovertemplate="%{customdata}<extra></extra>", connectgaps=False))
-    style(fig, title, "time since the step began (ms, traced: profiler bookkeeping included)", "", height=250)
+    style(fig, title, "time in the step (ms, traced)", "", height=250)
     fig.update_layout(showlegend=False, margin=dict(l=190, r=20, t=60, b=55))
     fig.update_yaxes(categoryorder="array", categoryarray=[lanes[1][1], lanes[0][1]])
     fig.update_xaxes(range=[0, max(p.wall_ms, 1e-3) * 1.02])

@@ -162,7 +162,8 @@ def short_op(name: str, limit: int = 48) -> str:
 def kernel_rows(profiles) -> pd.DataFrame:
     """One row per traced step: mode, phase, operators or kernels, device busy share, times, regime."""
     return pd.DataFrame([{
-        "mode": p.mode, "step": p.phase, f"{p.op_word} per step": p.ops,
+        "mode": p.mode, "step": p.phase + ("" if p.graph or p.mode == "eager" else " (runs eager)"),
+        f"{p.op_word} per step": p.ops,
         "device busy": f"{p.device_busy_fraction:.0%}", "traced (ms)": round(p.wall_ms, 2),
         "plain (ms)": round(p.plain_ms, 2), "regime": r.name} for p, r in profiles])
 
@@ -175,7 +176,8 @@ def top_ops_table(p) -> pd.DataFrame:
 
 def kernels_caption(p) -> str:
     lane = "the kernels the GPU ran (CUDA events)" if p.device == "cuda" else \
-        "the innermost operators (aten operators and compiled kernels: on a CPU host and device are one thread)"
+        ("the innermost operators that compute (aten operators and compiled kernels; views, reshapes and "
+         "allocations left out: on a CPU host and device are one thread)")
     return (f"Traced with torch.profiler: the host lane is each operator called from Python (or the compiled graph's "
             f"call), the device lane {lane}. {p.ops:,} {p.op_word}; the device lane is busy "
             f"{p.device_busy_ms:.2f} of {p.wall_ms:.2f} ms ({p.device_busy_fraction:.0%}). The profiler's own "
@@ -185,7 +187,8 @@ def kernels_caption(p) -> str:
 def regime_text(pairs, device: str) -> str:
     """The lesson's verdict, one sentence per traced step, from its numbers (engine.timeline.profile.regime)."""
     gpu = device.startswith("cuda")
-    lines = [f"- **{p.mode}, {p.phase}: {r.name}.** {r.reason[0].upper()}{r.reason[1:]}." for p, r in pairs]
+    lines = [f"- **{p.mode} mode, {p.phase}{'' if p.graph or p.mode == 'eager' else ' (an eager pass)'}: "
+             f"{r.name}.** {r.reason[0].upper()}{r.reason[1:]}." for p, r in pairs]
     dec = {p.mode: p for p, _ in pairs if p.phase == "decode"}
     if "eager" in dec and "compiled" in dec:
         e, c = dec["eager"], dec["compiled"]
