@@ -3,9 +3,10 @@
 Two lanes, as a GPU profiler draws them:
 - host: the work the CPU thread does to run the step: each operator called from Python (``aten::...``) or the
   compiled graph's call, with Python and dispatch in between;
-- device: on a GPU the kernels it ran (CUDA events); on a CPU, where host and device are one thread, the innermost
-  operators that compute (aten operators and compiled kernels; an operator that only reshapes, views or allocates,
-  ``METADATA``, is not counted, and one that calls a computing operator is not innermost): the time spent computing.
+- device: on a GPU the kernels it ran (CUDA events); on a CPU, where host and device are one thread, the operators
+  that do their own work (aten operators and compiled kernels with most of their time their own, not their callees':
+  ``aten::linear`` is a wrapper, the ``aten::mm`` under it a kernel; one that only views, reshapes or allocates,
+  ``METADATA``, is not counted): the time spent computing.
 
 From them: the number of kernels (GPU) or operators (CPU) per step, the device's busy time (the union of its
 spans) as a share of the step's wall clock, and the operators that took the most time. ``regime`` names what limits
@@ -108,13 +109,17 @@ def _is_op(e) -> bool:
     return not any(e.name.startswith(n) for n in _NOT_OPS)
 
 
-def _computes(e) -> bool:
-    """Does this operator, or one it calls, compute (anything but METADATA and profiler annotations)?"""
-    return (_is_op(e) and e.name not in METADATA) or any(_computes(c) for c in e.cpu_children)
+OWN_WORK = 0.5  # a CPU operator is a kernel when at least this share of its time is its own (not its callees')
 
 
-def _innermost_compute(e) -> bool:
-    return _is_op(e) and e.name not in METADATA and not any(_computes(c) for c in e.cpu_children)
+def _cpu_kernel(e) -> bool:
+    """An operator that computes and does its own work: not METADATA, not a profiler annotation, and either calls
+    nothing or spends most of its time itself (aten::mm that first clones a strided input is still the multiply;
+    aten::linear, whose time is all aten::mm's, is not)."""
+    if not _is_op(e) or e.name in METADATA:
+        return False
+    span = e.time_range.end - e.time_range.start
+    return not e.cpu_children or e.self_cpu_time_total >= OWN_WORK * span
 
 
 def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
@@ -127,7 +132,7 @@ def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
     if on_gpu:
         device = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU and e.time_range.start >= t0]
     else:
-        device = [e for e in cpu if _innermost_compute(e)]
+        device = [e for e in cpu if _cpu_kernel(e)]
     return t0, t1, host, device
 
 
