@@ -79,3 +79,17 @@ def test_bench_profile_prints_ops_busy_and_top_ops_per_mode(tiny_lm):
             assert p["ops_per_step"] > 0 and 0 < p["device_busy_fraction"] <= 1 and p["top_ops"]
             assert p["regime"] in ("launch/dispatch-bound", "compute-bound", "bandwidth-bound")
     assert bench_profile.summary(r).count("decode:") == 2
+
+
+def test_a_cpu_kernel_is_an_operator_doing_its_own_work():
+    from types import SimpleNamespace as E
+
+    def ev(name, start, end, self_us, children=()):
+        return E(name=name, time_range=E(start=start, end=end), self_cpu_time_total=self_us, cpu_children=list(children))
+
+    clone = ev("aten::clone", 0, 10, 10)
+    mm = ev("aten::mm", 0, 100, 90, [clone, ev("aten::resolve_conj", 95, 96, 1)])  # clones a strided input first
+    linear = ev("aten::linear", 0, 101, 1, [mm])  # all its time is aten::mm's
+    assert P._cpu_kernel(mm) and P._cpu_kernel(clone)
+    assert not P._cpu_kernel(linear) and not P._cpu_kernel(ev("aten::view", 0, 5, 5))
+    assert not P._cpu_kernel(ev("Torch-Compiled Region: 0/0", 0, 200, 150))
