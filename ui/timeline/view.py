@@ -176,8 +176,8 @@ def top_ops_table(p) -> pd.DataFrame:
 
 def kernels_caption(p) -> str:
     lane = "the kernels the GPU ran (CUDA events)" if p.device == "cuda" else \
-        ("the innermost operators that compute (aten operators and compiled kernels; views, reshapes and "
-         "allocations left out: on a CPU host and device are one thread)")
+        ("the operators that do their own work (aten kernels such as aten::mm, and compiled kernels; wrappers, "
+         "views, reshapes and allocations left out: on a CPU host and device are one thread)")
     return (f"Traced with torch.profiler: the host lane is each operator called from Python (or the compiled graph's "
             f"call), the device lane {lane}. {p.ops:,} {p.op_word}; the device lane is busy "
             f"{p.device_busy_ms:.2f} of {p.wall_ms:.2f} ms ({p.device_busy_fraction:.0%}). The profiler's own "
