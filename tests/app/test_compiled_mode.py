@@ -1,7 +1,7 @@
 """AppTest of the compiled engine mode (tiny model): chosen in the address and the sidebar, compiled before the
 page measures, the same greedy tokens as eager shown on the timeline page, the kernel-level trace in both modes side
 by side, one-line refusals with eager running, and the pages whose work runs eager saying so."""
-from tests.app.test_pages import errors, run_page
+from tests.app.test_pages import errors, run_page, shown
 
 
 def _said(at) -> str:
@@ -51,3 +51,21 @@ def test_the_race_page_runs_eager_and_says_so_in_compiled_mode():
     at = run_page("pages/speculative.py", model="tiny-random", mode="compiled", max_new_tokens="4")
     assert not errors(at), errors(at)
     assert any("this page runs eager" in c.value for c in at.caption)
+
+
+def test_the_compile_is_a_visible_warm_up_and_its_cancel_button_runs_eager():
+    from streamlit.testing.v1 import AppTest
+
+    from ui.frame import models, nav
+
+    models._load_compiled.clear()  # a fresh compiled model: its graph is not warmed up yet in this process
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=600)
+    for k, v in dict(model="tiny-random", mode="compiled", max_new_tokens="4").items():
+        at.query_params[k] = v
+    at.run()
+    assert not errors(at), errors(at)
+    assert any(s.label.startswith("Compiled: the decode step for 256 cache positions is ready") for s in at.status)
+    at.button(key="compile_cancel").click().run()  # the box's button: the session goes back to eager
+    assert not errors(at), errors(at)
+    assert at.selectbox(key="w_mode").value == "eager"
+    assert any("Compiling cancelled: eager runs" in shown(e.value) for e in at.error)

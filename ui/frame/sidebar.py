@@ -40,7 +40,9 @@ def render() -> None:
                           "faster decode, at some cost in accuracy. float16 needs a CUDA GPU. int8 quantizes the "
                           "linear layers' weights (a scale per row) and their inputs on the fly. The prefill vs "
                           "decode page measures each.")
-        st.selectbox("Engine", MODES, index=MODES.index(mode_of(lm)), key="w_mode", format_func=MODE_LABELS.get,
+        if st.session_state.get("w_mode") != mode_of(lm):  # a refusal or a cancelled compile ran eager: say so here
+            st.session_state["w_mode"] = mode_of(lm)
+        st.selectbox("Engine", MODES, key="w_mode", format_func=MODE_LABELS.get,
                      on_change=on_mode_change, disabled=state.pinned(),
                      help="Eager: PyTorch runs each of the decode step's hundreds of operators as Python calls it. "
                           "Compiled: a static KV cache and torch.compile turn the step into one graph of fused "
