@@ -117,8 +117,15 @@ def cache_length(tokens: int, max_positions: int) -> int | None:
 def _inductor_cache() -> None:
     """torch keeps compiled kernels on disk (its FX graph and AOTAutograd caches): next to the converted models, so a
     second start of the app compiles in seconds instead of minutes."""
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir() / "torchinductor")
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return
+    folder = cache_dir() / "torchinductor"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # a read-only cache folder: torch's own temporary one still works
+    if os.access(folder, os.W_OK):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
 
 
 class DecodeGraph:
