@@ -16,7 +16,7 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
 page = st.navigation(pages)
 with errors.shown_briefly():  # the model load too: any error is one short line, never a blank page
     sidebar.render()
-    models.warm_for_run()  # compiled mode: its compile, visible and cancellable, before any page measures
+    models.warm_for_run(page.url_path)  # compiled mode: its compile, visible and cancellable, before a page measures
 layout.begin_page(page.url_path)
 state.log_run(page.url_path or "loop")
 state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway

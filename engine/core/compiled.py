@@ -39,10 +39,7 @@ from engine.core.loaded import LoadedModel, ModelLoadError, cache_dir
 
 MODES = ("eager", "compiled")
 DEFAULT_MODE = "eager"
-LABELS = {
-    "eager": "eager (each operator dispatched from Python)",
-    "compiled": "compiled (static KV cache + torch.compile)",
-}
+LABELS = {"eager": "eager", "compiled": "compiled (torch.compile)"}  # the sidebar's words; its help says more
 MODE_SEP = "@"
 SHORTEST = 256  # the shortest static cache: the app's default prompt and answer fit in it
 # Every (model, precision, cache length) is one more compiled entry of the same decode-step code object; dynamo's

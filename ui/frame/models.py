@@ -311,12 +311,15 @@ def _cancel_compile() -> None:
 _PHASES = (("Prefill", 0.05), ("Step 1", 0.15), ("Step 2", 0.85), ("Step 3", 0.95))
 
 
-def warm_for_run() -> None:
-    """Compiled mode, before the page runs: the decode graph for the sidebar's run (prompt + max new tokens) is
-    compiled now, in a status box with each phase, a clock and a button that cancels to eager, so no page's
-    measurement ever waits on a compile. A compile that fails leaves one line, the mode back at eager."""
+def warm_for_run(page: str = "loop") -> None:
+    """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
+    that run (prompt + max new tokens) is compiled now, in a status box with each phase, a clock and a button that
+    cancels to eager, so no page's measurement ever waits on a compile. A compile that fails leaves one line, the
+    mode back at eager."""
+    from ui.frame.nav import SIDEBAR_RUN
+
     s = state.settings()
-    if s.mode == DEFAULT_MODE:
+    if s.mode == DEFAULT_MODE or (page or "loop") not in SIDEBAR_RUN:
         return
     lm = current_model()
     graph = graph_of(lm)
