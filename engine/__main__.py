@@ -2,7 +2,9 @@
 
 Each benchmark lives beside its topic (``engine/<topic>/bench.py``; BENCHES below maps the names) with
 ``run(lm, args) -> dict`` and optional ``add_arguments(parser)`` and ``summary(result) -> str``; each compares
-against a peer measured in the same run.
+against a peer measured in the same run. Every command that loads a model takes ``--mode eager|compiled`` (the
+engine mode, engine.core.compiled); a command whose work runs eager in any mode says so in one line
+(``EAGER_ONLY`` in its module) and runs eager.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import sys
 from engine.cli_args import add_run_arguments
 from engine.record import cli as record_cli
 from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
+from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
 from engine.core.models import EMBEDDED, ModelLoadError, load_model
+from engine.core.precision import PRECISIONS
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import apply_policy
@@ -30,6 +34,7 @@ BENCHES = {
     "hostile": "engine.batching.bench_hostile",
     "kv": "engine.kv_cache.bench",
     "precision": "engine.precision.bench",
+    "profile": "engine.timeline.bench_profile",
     "specdec": "engine.speculative.bench",
     "threads": "engine.measure.bench_threads",
     "timeline": "engine.timeline.bench",
@@ -37,18 +42,29 @@ BENCHES = {
 
 
 def _emit(args, result: dict, text: str) -> None:
-    print(json.dumps(strict(result), ensure_ascii=False, allow_nan=False) if args.json else text)
+    out = json.dumps(strict(result), ensure_ascii=False, allow_nan=False)
+    print(out if args.json else text)
+    if getattr(args, "out", None):
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(out)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def common(p):
+    def common(p, precision: bool = True):
         p.add_argument("--model", default=EMBEDDED, help="'embedded' (default, SmolLM2-135M-Instruct), 'gemma3-270m' (Gemma 3 270M), "
                                                      "'tiny-random', a folder or a hub id")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+        if precision:  # bench threads has its own --precision (each candidate's, in its own process)
+            p.add_argument("--precision", dest="load_precision", choices=PRECISIONS, default=None,
+                           help="float32, bfloat16, float16 (CUDA) or int8 (default: the device's own)")
+        p.add_argument("--out", default=None, help="also write the JSON result to this file")
+        p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                       help="engine mode: eager (default), or compiled: a static KV cache and torch.compile around "
+                            "the decode step (a CUDA graph on a GPU), compiled once before anything is timed")
 
     common(sub.add_parser("info", help="model facts"))
     tr = sub.add_parser("trace", help="run the loop once and print the record")
@@ -65,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = bench.add_subparsers(dest="bench", required=True)
     for name in sorted(BENCHES):
         bp = bsub.add_parser(name)
-        common(bp)
+        common(bp, precision=name != "threads")
         mod = importlib.import_module(BENCHES[name])
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(bp)
@@ -115,6 +131,21 @@ def _prepare(argv) -> int:
     return 0
 
 
+def in_mode(lm, mode: str, eager_only: str | None = None):
+    """``lm`` in the engine ``mode`` asked for; where that mode cannot run (the model, the machine, or the command's
+    own work: ``eager_only``), one line on stderr and the eager model."""
+    if mode == DEFAULT_MODE:
+        return lm
+    if eager_only:
+        print(f"compiled mode: {eager_only}; eager runs.", file=sys.stderr)
+        return lm
+    try:
+        return to_mode(lm, mode)
+    except ModeError as exc:
+        print(f"{exc} Eager runs.", file=sys.stderr)
+        return lm
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve-bench"]:
@@ -126,10 +157,17 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:
-        lm = load_model(args.model, device=args.device)
+        lm = load_model(args.model, device=args.device, precision=getattr(args, "load_precision", None))
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.cmd == "race":
+        race_mod = importlib.import_module("engine.speculative.race")
+        lm = in_mode(lm, args.mode, race_mod.EAGER_ONLY)
+    elif args.cmd == "bench":
+        lm = in_mode(lm, args.mode, getattr(importlib.import_module(BENCHES[args.bench]), "EAGER_ONLY", None))
+    else:
+        lm = in_mode(lm, args.mode)
     if args.cmd == "info":
         i = lm.info
         d = i.to_dict()
@@ -157,7 +195,7 @@ def main(argv=None) -> int:
             return 2
         text = (f"{t.encoded.text}\x1b[1m{t.generated_text}\x1b[0m\n\n{len(t.prompt_ids)} prompt tokens, "
                 f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "
-                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason})")
+                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason}); engine: {t.engine_mode}")
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":

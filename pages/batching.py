@@ -11,12 +11,13 @@ from ui.frame import nav
 from ui.batching.figures import workload_chart
 from ui.frame.layout import beside, chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
-from ui.frame.models import current_model
+from engine.batching.experiment import EAGER_ONLY
+from ui.frame.models import current_model, eager_model
 
 nav.through_router()
 st.title("Batching: serving many users at once")
 class_view.section()  # the teacher's live view of this server's own traffic (only with the teacher's token)
-lm = current_model()
+lm = eager_model(current_model(), EAGER_ONLY)
 
 if section(None):
     st.markdown(lesson("batching", "intro"))

@@ -19,6 +19,8 @@ info = lm.info
 tr = current_trace()
 notes(tr)
 rc = V.run_cache(info, tr)
+if static := V.static_cache_note(info, tr):
+    st.caption(static)
 
 # 1 (the cache tensors on the first screen, the lesson boxes beside them) -------------------------------------
 if section(None):

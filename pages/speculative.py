@@ -6,14 +6,15 @@ from ui.frame import nav
 from ui.speculative import sections
 from ui.frame.layout import chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
-from ui.frame.models import current_model
+from engine.speculative.race import EAGER_ONLY
+from ui.frame.models import current_model, eager_model
 from ui.speculative.race import self_draft_answer
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 from ui.record.sections import save_race
 
 nav.through_router()
 st.title("Speculative decoding: the race")
-lm = current_model()
+lm = eager_model(current_model(), EAGER_ONLY)
 
 if section(None):
     st.markdown(lesson("speculative", "intro"))

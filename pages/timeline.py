@@ -30,6 +30,7 @@ if section(None):
         st.header("1. The timeline of this run", divider="gray")
         chart(gantt(tl), "measured", V.gantt_caption(tl), key="timeline_gantt")
         sections.metrics(V.run_metrics(tl))
+        sections.mode_check(lm, tr, s)
     with side:
         what_you_see(lesson("timeline", "what you see"))
         st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
@@ -53,6 +54,9 @@ if section("6. Training vs inference: memory of one pass"):
 
 if section("7. Fewer bytes, faster decode"):
     precision_view.render(lm, sections.read_bandwidth(lm))
+
+if section("8. Kernel by kernel: what the device does during one step"):
+    sections.kernels(lm, ids)
     st.divider()
     for col, target in zip(st.columns(3), ["pages/kv_cache.py", "pages/speculative.py", "pages/batching.py"]):
         with col:

@@ -3,7 +3,7 @@ on a model folder loaded through the app's own loader in the device's default pr
 and exits non-zero if any failed. Random weights are fine: every check compares the engine with itself or with
 transformers on the same weights.
 
-    python scripts/gpu_invariants.py MODEL_DIR"""
+    python scripts/gpu_invariants.py MODEL [--json OUT.json]"""
 from __future__ import annotations
 
 import sys
@@ -28,10 +28,12 @@ GREEDY = SamplingSettings(0.0)
 PROMPTS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?", "Say hello in Spanish.",
            "What animal says moo?", "Tell me a long story about a lighthouse keeper and her cat."]
 failed: list[str] = []
+results: list[dict] = []
 
 
 def check(name: str, ok: bool, detail: str = "") -> None:
     print(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+    results.append({"check": name, "ok": bool(ok), "detail": detail})
     if not ok:
         failed.append(name)
 
@@ -98,11 +100,39 @@ def main(model_dir: str) -> int:
             check(f"class batch (of {t.largest_batch}) = solo: {p[:24]!r}", t.generated_ids == solo,
                   "" if t.generated_ids == solo else f"batched {t.generated_ids} solo {solo}")
 
-    for fn in (engine_equals_generate, kv_formula, cache_parity, speculative_greedy, class_batch):
+    def compiled_equals_eager():
+        """float32: the compiled mode's greedy tokens must equal eager's; in half precision a near tie may flip,
+        so the first difference is reported, not failed."""
+        from engine.core.compiled import ModeError, to_mode
+        from engine.core.precision import lm_precision, to_precision
+
+        for m in (lm, to_precision(lm, "float32")):
+            try:
+                c = to_mode(m, "compiled")
+            except ModeError as exc:
+                check(f"compiled = eager ({lm_precision(m)})", False, str(exc))
+                continue
+            for p in PROMPTS[:3]:
+                e = run_trace(m, p, GREEDY, 24, 0, True, analyse=False).generated_ids
+                t = run_trace(c, p, GREEDY, 24, 0, True, analyse=False)
+                diff = next((i for i, (a, b) in enumerate(zip(e, t.generated_ids)) if a != b), None)
+                half = lm_precision(m) in ("bfloat16", "float16")
+                check(f"compiled = eager greedy ({lm_precision(m)}): {p[:24]!r}",
+                      (diff is None or half) and t.engine_mode == "compiled",
+                      "same tokens" if diff is None else f"first difference at token {diff + 1} (near tie in "
+                      f"{lm_precision(m)}: reported, not failed)" if half else f"differ from token {diff + 1}")
+
+    for fn in (engine_equals_generate, kv_formula, cache_parity, speculative_greedy, class_batch, compiled_equals_eager):
         guarded(fn)
     print(f"{len(failed)} failed: {failed}" if failed else "all invariants held", flush=True)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1]))
+    code = main(sys.argv[1])
+    if "--json" in sys.argv:
+        import json
+
+        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+            json.dump({"checks": results, "failed": failed}, f, indent=1)
+    raise SystemExit(code)

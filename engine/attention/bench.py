@@ -8,6 +8,9 @@ from __future__ import annotations
 from engine.attention.analysis import DEFAULT_LENGTHS, fit_power, growth_exponent, measure_cost
 from engine.core.models import LoadedModel
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("prompt passes run eager in both modes (only the decode step is compiled)")
+
 
 def add_arguments(p) -> None:
     p.add_argument("--lengths", default=",".join(map(str, DEFAULT_LENGTHS)), help="comma-separated token counts")

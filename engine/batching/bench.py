@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from engine.batching.experiment import WorkloadSettings, decode_sweep, make_workload, serve, solo_tokens
+from engine.batching.experiment import (EAGER_ONLY, WorkloadSettings, decode_sweep,  # noqa: F401  (EAGER_ONLY: __main__)
+                                        make_workload, serve, solo_tokens)
 from engine.core.models import LoadedModel
+
 
 
 def _ints(text: str) -> list[int]:

@@ -16,6 +16,9 @@ import numpy as np
 
 from engine.core.models import LoadedModel
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("the class batcher's padded batches (their size and padding change every round) run eager")
+
 CLASS_PROMPTS = ("What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                  "Say hello in Spanish.", "What animal says moo?", "Name a planet.", "What is the opposite of hot?",
                  "Name a fruit that is yellow.", "How many legs does a spider have?", "What colour is the sky?",

@@ -33,6 +33,9 @@ from engine.core.prompt import encode_prompt
 from engine.measure.timing import now
 from engine.core.loop import forward, new_cache, warm_up
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py; the page says it too)
+EAGER_ONLY = ("batched decode steps (their size and padding change every round) run eager")
+
 POLICIES = ("static", "continuous")
 
 PROMPTS = (

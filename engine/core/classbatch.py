@@ -45,6 +45,7 @@ from engine.core.models import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
+from engine.core.compiled import graph_of
 from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
 
 PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
@@ -90,6 +91,10 @@ def group(lm: LoadedModel) -> tuple | None:
     near tie (the answer's note says so; ui/loop/details.py)."""
     facts = getattr(lm.info, "arch", None)
     if facts is not None and facts.has_windows:
+        return None
+    if graph_of(lm) is not None:
+        # compiled mode (engine.core.compiled): its graph runs one sequence on a static cache; a padded batch would run
+        # eager and the answer would not be the compiled mode's. Alone, as above.
         return None
     if getattr(lm.info, "precision", "") == "int8":
         # int8 quantizes each pass's activations with one scale over all its rows: another request's row moves

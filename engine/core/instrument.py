@@ -55,7 +55,8 @@ def _weights_attention(module, query, key, value, attention_mask, dropout=0.0, s
 
 
 def _attention(module, query, key, value, attention_mask, **kw):
-    mode = _attn_mode.get()
+    # A compiled graph (engine.core.compiled) never measures: its trace must not read the per-job switch.
+    mode = None if torch.compiler.is_compiling() else _attn_mode.get()
     if mode is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
     kind, store = mode
@@ -88,13 +89,13 @@ def install(model: torch.nn.Module) -> None:
 
 
 def _resid_hook(module, args, kwargs):
-    active = _resid.get()
+    active = None if torch.compiler.is_compiling() else _resid.get()
     if active is not None:
         active[0].append(active[1](arch.block_input(args, kwargs)))
 
 
 def _resid_block_hook(module, args, out):
-    active = _resid.get()
+    active = None if torch.compiler.is_compiling() else _resid.get()
     if active is not None:
         active[0].append(active[1](arch.block_output(out)))
 

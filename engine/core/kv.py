@@ -1,13 +1,25 @@
-"""KV-cache accounting: bytes measured from the real cache tensors, and the formula they must equal."""
+"""KV-cache accounting: bytes measured from the real cache tensors, and the formula they must equal.
+
+A static cache (compiled mode, engine.core.compiled) allocates its whole length before the first token: its
+tensors are read up to the positions filled so far (what the formula counts); ``reserved_bytes`` is the allocation.
+"""
 from __future__ import annotations
 
 
-def cache_tensors(cache):
-    """Yield (layer, keys, values) from a transformers Cache or a legacy tuple of (k, v) pairs."""
+def _static(layer) -> bool:
+    return bool(getattr(layer, "is_compileable", False)) and getattr(layer, "max_cache_len", None) is not None
+
+
+def cache_tensors(cache, reserved: bool = False):
+    """Yield (layer, keys, values) from a transformers Cache or a legacy tuple of (k, v) pairs; a static layer's
+    tensors cut to the positions filled (all of them with ``reserved``)."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
         for i, layer in enumerate(layers):
             k, v = getattr(layer, "keys", None), getattr(layer, "values", None)
+            if k is not None and v is not None and _static(layer) and not reserved:
+                n = min(int(layer.get_seq_length()), k.shape[-2])
+                k, v = k[..., :n, :], v[..., :n, :]  # [batch, kv_heads, filled, head_dim]
             if k is not None and v is not None and k.numel():
                 yield i, k, v
         return
@@ -18,6 +30,11 @@ def cache_tensors(cache):
 def kv_bytes(cache) -> int:
     """Bytes held by the cache's key and value tensors, measured from the tensors themselves."""
     return sum(t.numel() * t.element_size() for _, k, v in cache_tensors(cache) for t in (k, v))
+
+
+def reserved_bytes(cache) -> int:
+    """Bytes the cache's key and value tensors occupy: for a static cache its whole length, filled or not."""
+    return sum(t.numel() * t.element_size() for _, k, v in cache_tensors(cache, reserved=True) for t in (k, v))
 
 
 def kv_tokens(cache) -> int:

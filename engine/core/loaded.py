@@ -5,10 +5,20 @@ so the loader can import them without a cycle.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+
+def cache_dir() -> Path:
+    """The app's folder for converted models and compiled kernels (ILE_CACHE_DIR; else the user cache)."""
+    root = os.environ.get("ILE_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "inference-loop-explorer"
 
 
 class ModelLoadError(RuntimeError):
@@ -38,6 +48,7 @@ class ModelInfo:
     precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.core.precision); "" = dtype's own
     arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
     int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.core.precision)
+    mode: str = "eager"  # "eager" | "compiled" (engine.core.compiled): the loop that runs its decode steps
 
     def refused(self, feature: str) -> str | None:
         """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
@@ -60,6 +71,7 @@ class LoadedModel:
     model: torch.nn.Module
     tokenizer: object
     info: ModelInfo
+    decode_graph: object = None  # compiled mode only: its engine.core.compiled.DecodeGraph (same weights as eager)
 
     @property
     def device(self) -> torch.device:

@@ -2,6 +2,10 @@
 over the prompt, one decode step per new token, ``decode`` for n steps with a callback, rolling the cache back
 (``crop``), warm-up, and the end-of-sequence ids that stop it.
 
+Two engine modes run behind this door (engine.core.compiled): eager, and compiled, where a decode step of a compiled
+model on the static cache that ``new_cache(lm, tokens=...)`` made for it runs as one compiled graph (a CUDA graph on
+a GPU). Every other pass of a compiled model (prefill, verify passes, padded batches, analyses) runs eager.
+
 This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
 model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
 and a pass with no cache (an analysis, the logit lens, timing without a cache, calibration) is ``full_pass``.
@@ -13,6 +17,7 @@ did not).
 from __future__ import annotations
 
 import contextvars
+import time
 import weakref
 from contextlib import contextmanager
 from typing import Callable
@@ -20,14 +25,17 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
+from engine.core.compiled import graph_of
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
-from engine.core.worker import check_cancelled
+from engine.core.worker import Cancelled, check_cancelled
 
 # Models that have had their warm-up pass. Kept here, not as an attribute on the shared model: a request never
 # changes the model object (see tests/engine/test_model_state.py).
 _WARMED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+# Widths of passes on a cache (k + 1 tokens: a speculative verify pass) each model has already run once.
+_WARMED_WIDTHS: "weakref.WeakKeyDictionary[torch.nn.Module, set[int]]" = weakref.WeakKeyDictionary()
 
 
 _DOOR: contextvars.ContextVar[bool] = contextvars.ContextVar("ile_through_the_door", default=False)
@@ -62,13 +70,22 @@ def eos_ids(lm: LoadedModel) -> set[int]:
     return ids
 
 
-def new_cache(lm, rollback: bool = False) -> DynamicCache:
+def new_cache(lm, rollback: bool = False, tokens: int | None = None):
     """An empty KV cache for ``lm`` (a LoadedModel or a bare model, e.g. a draft or an early-exit view): the
     cache ``model.generate`` builds, with a sliding-window layer for each windowed layer.
 
     ``rollback=True`` (speculative decoding): sliding-window layers keep the keys fed since the last ``crop``
     (transformers' ``activate_past_recording``), so rejected drafts can be dropped past the window; every
-    ``crop`` trims them back to the window."""
+    ``crop`` trims them back to the window.
+
+    ``tokens``: the run will feed at most this many tokens, one sequence. A compiled model then gets its static
+    cache (engine.core.compiled), on which its decode steps run compiled; without ``tokens``, with ``rollback``, or
+    when the run is longer than any static cache, the eager loop's cache."""
+    graph = graph_of(lm)
+    if graph is not None and tokens is not None and not rollback:
+        static = graph.cache(tokens)
+        if static is not None:
+            return static
     cache = DynamicCache(config=_module(lm).config)
     if rollback:
         for layer in getattr(cache, "layers", ()):
@@ -114,11 +131,26 @@ def crop(cache, n: int) -> bool:
     return True
 
 
+def served_compiled(lm, cache) -> bool:
+    """Do ``lm``'s decode steps on ``cache`` run as its compiled graph?"""
+    graph = graph_of(lm)
+    return graph is not None and graph.owns(cache)
+
+
 def _on_model(model, t: torch.Tensor) -> torch.Tensor:
     """``t`` on the model's device: token ids built on the CPU reach a model on a GPU (found on an H100: a caller
     that built them on the CPU failed with a device mismatch)."""
     dev = getattr(model, "device", None)
     return t.to(dev) if isinstance(dev, torch.device) and t.device != dev else t
+
+
+def _decode_call(model):
+    """The plain decode step that compiled mode compiles (engine.core.compiled.DecodeGraph)."""
+
+    def decode_call(ids, cache):  # ids [1, 1] -> logits [1, 1, vocab]
+        return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+
+    return decode_call
 
 
 @torch.inference_mode()
@@ -130,6 +162,10 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
     check_cancelled()
     model = _module(lm)
     ids = _on_model(model, ids)
+    if (keep == 1 and attention_mask is None and position_ids is None and tuple(ids.shape) == (1, 1)
+            and served_compiled(lm, cache)):
+        with pass_threads(1, ids.device), _door():
+            return graph_of(lm).step(ids, cache, _decode_call)  # [1, 1, vocab]
     kw = {}
     if attention_mask is not None:
         kw["attention_mask"] = _on_model(model, attention_mask)
@@ -195,12 +231,15 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
     return out, "max_new_tokens"
 
 
-def timed_greedy(lm, ids: list[int], n: int) -> tuple[list[int], float, list[float]]:
+def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0) -> tuple[list[int], float, list[float]]:
     """Greedy prefill then ``decode`` to ``n`` tokens in all (EOS ignored), each pass timed after a device sync:
     (token ids, prefill seconds, decode step seconds). The timed greedy loop of the timeline, precision and
-    thread benchmarks."""
+    thread benchmarks. ``reserve``: a compiled model's static cache holds at least this many tokens (a sweep keeps
+    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed)."""
     dev = next(_module(lm).parameters()).device
-    cache = new_cache(lm)
+    tokens = max(len(ids) + int(n), int(reserve))
+    warm_up(lm, tokens)
+    cache = new_cache(lm, tokens=tokens)
     t0 = now(dev)
     first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache)[0])  # [1, n] -> [vocab] -> id
     t_prefill = now(dev) - t0
@@ -209,14 +248,52 @@ def timed_greedy(lm, ids: list[int], n: int) -> tuple[list[int], float, list[flo
     return [first, *out], t_prefill, steps
 
 
-def warm_up(lm) -> None:
-    """One small pass so the first timed step does not pay for one-off allocations (once per model)."""
+def warm_up(lm, tokens: int | None = None, progress: Callable[[str], None] | None = None, width: int = 1) -> None:
+    """One small pass so the first timed step does not pay for one-off allocations (once per model).
+
+    ``width`` > 1: also one pass of that many tokens on a cache (a speculative verify pass of k + 1 tokens), once
+    per model and width: the first pass of a new shape picks and loads its kernels (on a GPU, each kernel's module
+    is loaded on its first launch), and a race of a few rounds would otherwise time that in its first round only.
+
+    Compiled mode (engine.core.compiled), with ``tokens``: the decode graph for the static cache that holds
+    ``tokens`` is compiled here, once per length, by running a few steps on it (on CUDA the first compiles, the
+    second records the CUDA graph, the third replays it), so no measured step ever compiles. A compile that fails
+    is recorded on the graph in one line and the model's runs are eager from then on. ``progress(message)`` hears
+    each phase."""
     model = _module(lm)
-    if model in _WARMED:
-        return
     tok = getattr(getattr(lm, "tokenizer", None), "eos_token_id", None) or 0
     ids = torch.tensor([[tok] * 4], device=next(model.parameters()).device)
-    cache = new_cache(model)
-    prefill(model, ids, cache)
-    decode_step(model, ids[:, :1], cache)
-    _WARMED.add(model)
+    if model not in _WARMED:
+        cache = new_cache(model)
+        prefill(model, ids, cache)
+        decode_step(model, ids[:, :1], cache)
+        _WARMED.add(model)
+    width = int(width)
+    if width > 1 and width not in _WARMED_WIDTHS.setdefault(model, set()):
+        cache = new_cache(model, rollback=True)
+        prefill(model, ids, cache)
+        forward(model, torch.tensor([[tok] * width], device=ids.device), cache, keep=width)
+        crop(cache, ids.shape[1])
+        _WARMED_WIDTHS[model].add(width)
+    graph = graph_of(lm)
+    if graph is None or tokens is None or graph.failure or graph.ready(tokens):
+        return
+    cache = new_cache(lm, tokens=tokens)
+    if not served_compiled(lm, cache):
+        return  # longer than any static cache: this run is eager
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    say(f"Prefill into a static cache of {cache.layers[0].max_cache_len} positions (eager)")
+    prefill(lm, ids, cache)
+    for i, what in enumerate(("compiling the decode step (dynamo traces it, inductor writes and builds its kernels)",
+                              "running it again" + (" (recording the CUDA graph)" if graph.cuda_graphs else ""),
+                              "replaying it")):
+        say(f"Step {i + 1} of 3: {what}")
+        try:
+            decode_step(lm, ids[:, :1], cache)
+        except Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to compile: one line, and eager from now on
+            say(graph.fail(exc))
+            return
+    graph.record_warm(tokens, time.perf_counter() - t0)

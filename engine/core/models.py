@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from engine.core.loaded import (LoadedModel, ModelInfo, ModelLoadError,  # noqa: F401  (re-exported)
-                                attention_implementation)
+                                attention_implementation, cache_dir)
 
 EMBEDDED = "embedded"
 TINY = "tiny-random"
@@ -135,14 +135,6 @@ def default_dtype(device: torch.device) -> torch.dtype:
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("ILE_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "inference-loop-explorer"
 
 
 def embedded_gguf_path() -> Path | None:
@@ -674,14 +666,17 @@ def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
     check_size(n, bpv, f"'{short(name)}'")
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None
-               ) -> LoadedModel:
+def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None,
+               mode: str = "eager") -> LoadedModel:
     """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
-    (engine.core.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's). An unsupported
-    precision raises PrecisionError (a ModelLoadError) before anything is loaded.
+    (engine.core.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's), in engine ``mode``
+    (engine.core.compiled: "eager" or "compiled"). An unsupported precision raises PrecisionError, a mode this
+    model cannot run ModeError (both ModelLoadError), the precision's before anything is loaded.
 
     Names are checked before any file is touched, and a model's size is estimated from its configuration
     and refused before anything is allocated if it would not fit (see ``check_size``)."""
+    from engine.core.compiled import to_mode
+
     name = check_name((name or "").strip())
     device = torch.device(device) if device is not None else default_device()
     if precision is not None:
@@ -690,8 +685,8 @@ def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, prec
         reason = unsupported_reason(precision, device)
         if reason:
             raise PrecisionError(reason)
-        return to_precision(_load_default(name, device, progress), precision)
-    return _load_default(name, device, progress)
+        return to_mode(to_precision(_load_default(name, device, progress), precision), mode)
+    return to_mode(_load_default(name, device, progress), mode)
 
 
 def _load_default(name: str, device: torch.device, progress: Progress) -> LoadedModel:

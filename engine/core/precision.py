@@ -3,7 +3,8 @@
 A precision is part of a loaded model's identity: ``to_precision`` returns a *new* LoadedModel (a copy cast or
 quantized), never changing the model it was given, which other sessions may be using. Its name is the model key
 ``"<name>@<precision>"`` (the plain name for the device's default precision), so anything cached per model
-name is cached per (model, precision).
+name is cached per (model, precision). The engine mode follows the same way (engine.core.compiled):
+``"<name>[@<precision>]@compiled"``, nothing for eager.
 
 int8 means 8-bit integer weights with a scale, activations quantized on the fly per token ("dynamic"), the
 matrix multiplies done in int8 with int32 accumulation (Jacob et al. 2018, arXiv:1712.05877):
@@ -34,6 +35,7 @@ from dataclasses import replace
 import torch
 
 from engine.core import smoothing
+from engine.core.compiled import DEFAULT_MODE, mode_key, split_mode
 from engine.core.loaded import LoadedModel, ModelLoadError
 
 PRECISIONS = ("float32", "bfloat16", "float16", "int8")
@@ -88,24 +90,28 @@ def supported(device) -> tuple[str, ...]:
     return tuple(p for p in PRECISIONS if unsupported_reason(p, device) is None)
 
 
-def model_key(name: str, precision: str, device) -> str:
-    """The cache key of a model at a precision: its plain name at the device's default precision."""
-    return name if precision == default_precision(device) else f"{name}{KEY_SEP}{precision}"
+def model_key(name: str, precision: str, device, mode: str = DEFAULT_MODE) -> str:
+    """The cache key of a model at a precision in an engine mode: its plain name at the device's default precision
+    in eager mode; ``@<precision>`` and ``@compiled`` are added where they differ."""
+    key = name if precision == default_precision(device) else f"{name}{KEY_SEP}{precision}"
+    return mode_key(key, mode)
 
 
 def plain_name(name: str) -> str:
-    """``name`` without any precision suffix ("embedded@int8" -> "embedded"). A name a person typed or a link
-    carried never chooses a precision (only the precision setting does), or ``?model=embedded@int8`` would load an
+    """``name`` without any precision or mode suffix ("embedded@int8" -> "embedded"). A name a person typed or a link
+    carried never chooses a precision or a mode (only their settings do), or ``?model=embedded@int8`` would load an
     int8 copy that the pages label with the setting's precision."""
     while True:
         base, precision = split_key(name)
-        if precision is None:
+        if precision is None and base == name:
             return name
         name = base
 
 
 def split_key(key: str) -> tuple[str, str | None]:
-    """``"embedded@int8"`` -> ("embedded", "int8"); a key without a known precision suffix -> (key, None)."""
+    """``"embedded@int8"`` -> ("embedded", "int8"); a key without a known precision suffix -> (key, None). An engine
+    mode suffix is not part of either ("embedded@int8@compiled" -> ("embedded", "int8"); split_mode reads it)."""
+    key = split_mode(key)[0]
     base, sep, tail = key.rpartition(KEY_SEP)
     return (base, tail) if sep and tail in PRECISIONS else (key, None)
 
@@ -212,7 +218,7 @@ def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
         mod_name, _, buf = n.rpartition(".")
         model.get_submodule(mod_name).register_buffer(buf, b.float(), persistent=False)
     info = replace(lm.info, dtype=dtype, precision=precision, name=model_key(base_name, precision, lm.device),
-                   int8_float=notes)
+                   int8_float=notes, mode=DEFAULT_MODE)  # a copy is eager: to_mode compiles it
     return LoadedModel(info.name, model, lm.tokenizer, info)
 
 

@@ -16,7 +16,7 @@ import torch
 
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
-from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, warm_up
+from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
 from engine.core.models import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
@@ -49,6 +49,7 @@ class StepRecord:
     # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
     batch_size: int = 1
     top_logits: tuple[float, ...] = ()  # raw logits of top_ids: what a saved run is checked against (engine/record)
+    compiled: bool = False  # this decode step ran as the compiled graph (engine.core.compiled); a prefill never does
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,12 @@ class Trace:
         return len(self.generated_ids) / total if total > 0 else float("nan")
 
     @property
+    def engine_mode(self) -> str:
+        """The loop that ran the decode steps: "compiled" when the compiled graph served them, else "eager" (also a
+        compiled model's run that was longer than any static cache, or whose compile failed)."""
+        return "compiled" if any(s.compiled for s in self.steps) else "eager"
+
+    @property
     def largest_batch(self) -> int:
         """The most rows any of this run's timed passes had (1: every step was measured alone)."""
         return max((s.batch_size for s in self.steps), default=1)
@@ -130,6 +137,7 @@ class Trace:
             "generated_tokens": list(self.generated_tokens),
             "generated_text": self.generated_text,
             "stop_reason": self.stop_reason,
+            "engine_mode": self.engine_mode,
             "ttft_seconds": self.ttft,
             "tokens_per_second": self.tokens_per_second,
             "steps": [asdict(s) for s in self.steps],
@@ -181,14 +189,15 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
             logits_cpu[top.indices].float().tolist())
 
 
-def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1) -> StepRecord:
+def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1, compiled: bool = False
+                 ) -> StepRecord:
     top_ids, top_probs, chosen_p, ent, top_logits = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
         index=index, phase="prefill" if index == 0 else "decode", tokens_in=tokens_in, seconds=seconds,
         kv_bytes=kv[0], kv_tokens=kv[1], token_id=token_id, token=strings[0], prob=chosen_p,
         top_ids=tuple(top_ids), top_tokens=tuple(strings[1:]), top_probs=tuple(top_probs), entropy_bits=ent,
-        batch_size=int(batch_size), top_logits=tuple(top_logits),
+        batch_size=int(batch_size), top_logits=tuple(top_logits), compiled=bool(compiled),
     )
 
 
@@ -212,13 +221,15 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     def keep(i: int, tok: int, logits: torch.Tensor, seconds: float, tokens_in: int = 1) -> None:
         if record:
             raw.append((i, tokens_in, seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
-                        _step_stats(logits, tok, settings)))
+                        _step_stats(logits, tok, settings), 1, compiled and i > 0))
             if on_step is not None:
                 steps.append(_make_record(lm, *raw[-1]))
                 on_step(steps[-1])
 
-    warm_up(lm)
-    cache = new_cache(lm)
+    tokens = len(ids) + int(max_new_tokens)
+    warm_up(lm, tokens)  # compiled mode: its graph for this length is compiled here, before anything is timed
+    cache = new_cache(lm, tokens=tokens)
+    compiled = served_compiled(lm, cache)
     t0 = now(dev)
     first_logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
     tok = pick(first_logits)

@@ -13,6 +13,10 @@ from engine.core.models import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.loop import decode_step, new_cache, prefill
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("KV bytes are measured step by step on the eager loop's growing cache (a static cache holds its whole"
+              " length from the first token)")
+
 DEFAULT_PROMPT = "The key and value vectors of every earlier token are kept in the cache, so"
 
 

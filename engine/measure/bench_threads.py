@@ -23,6 +23,9 @@ import time
 
 from engine.core.precision import split_key
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("this benchmark varies the thread count, which compiled CPU kernels fix when they are built")
+
 LOADS = ("spin", "torch")
 
 _SPIN = "import time\nend = time.time() + {d}\nwhile time.time() < end:\n    pass\n"

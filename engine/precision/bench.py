@@ -1,5 +1,7 @@
 """Benchmark: the same model at every precision this device supports, in one run (alternating, medians).
 
+With ``--mode compiled`` every precision's copy runs compiled where it can (a row's ``mode`` says which ran).
+
 Keys of the result: benchmark, model, device, threads, small_pass_rows (passes of at most this many rows, such
 as a decode step, run on one thread: engine/measure/threads.py), prompt_tokens, new_tokens, repeats, read_gb_s,
 text_positions, reference, rows: [{precision, dtype, decode_weight_bytes, floor_ms, prefill_ms, decode_ms
@@ -17,6 +19,7 @@ import time
 
 from engine.precision import experiment as P
 from engine.timeline.experiment import hardware_probe, spread_dict
+from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
 from engine.core.models import EMBEDDED, LoadedModel, embedded_gguf_path
 from engine.core.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
 from engine.core.prompt import encode_prompt
@@ -82,12 +85,22 @@ def run(lm: LoadedModel, args) -> dict:
     if bad:
         raise SystemExit(f"error: not supported here: {', '.join(bad)} (supported: {', '.join(supported(lm.device))})")
     want = ["float32"] + [p for p in want if p != "float32"]
-    models = [to_precision(lm, p) for p in want]
+    mode = mode_of(lm)  # --mode compiled: every precision's copy compiled too, where that precision can be
+    models, modes = [], {}
+    for p in want:
+        m = to_precision(to_mode(lm, DEFAULT_MODE), p)
+        try:
+            m = to_mode(m, mode)
+        except ModeError as exc:
+            modes[p] = f"eager ({exc})"
+        models.append(m)
+        modes.setdefault(p, mode_of(m))
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
     hw = hardware_probe(lm.device)
     cmp = P.compare_precisions(models, ids, args.new_tokens, args.repeats, hw.read_gb_s.median)
     rows = [{
-        "precision": r.precision, "dtype": r.dtype, "decode_weight_bytes": r.decode_weight_bytes,
+        "precision": r.precision, "mode": modes[r.precision], "dtype": r.dtype,
+        "decode_weight_bytes": r.decode_weight_bytes,
         "floor_ms": round(r.floor_ms, 3), "prefill_ms": spread_dict(r.prefill_ms), "decode_ms": spread_dict(r.decode_ms),
         "decode_tokens_per_s": round(r.decode_tokens_per_s, 2),
         "speedup_vs_float32": round(cmp.speedup(r.precision), 3),

@@ -27,9 +27,9 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "safetensors")
 
 
 def engine_mode(info) -> str:
-    """How the engine ran the model: "eager" (plain PyTorch modules), the only mode today. A compiled mode names
-    itself on the model's facts (``ModelInfo.engine_mode``); this is the one place a record reads it from."""
-    return str(getattr(info, "engine_mode", "") or "eager")
+    """How the engine ran the model: "eager" (plain PyTorch modules) or "compiled" (engine.core.compiled: a static
+    cache and torch.compile around the decode step), as the model's facts say; the one place a record reads it."""
+    return str(getattr(info, "mode", "") or "eager")
 
 
 def _summary_hash(files: dict, pick) -> str | None:
@@ -88,11 +88,12 @@ def model_identity(lm, source_name: str | None = None) -> dict:
 
 def model_facts(info, identity: dict) -> dict:
     """The model's name, precision, engine mode, architecture facts and identity, as the record keeps them."""
+    from engine.core.compiled import split_mode
     from engine.core.precision import split_key
 
     d = info.to_dict()
     return {
-        "name": split_key(info.name)[0], "source": info.source, "model_type": info.model_type,
+        "name": split_key(split_mode(info.name)[0])[0], "source": info.source, "model_type": info.model_type,
         "precision": info.precision or info.dtype, "dtype": info.dtype, "device": info.device,
         "engine_mode": engine_mode(info), **{k: d[k] for k in (
             "n_params", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size", "intermediate_size",

@@ -131,6 +131,13 @@ def verify_main(argv) -> int:
         lm = load_model(name, device=device, precision=precision)
     except (ModelLoadError, OSError, ValueError) as exc:
         return _model_missing(record, name, exc, args)
+    if record["model"].get("engine_mode", "eager") != "eager":  # re-run in the recorded mode where it runs here
+        from engine.core.compiled import ModeError, to_mode
+
+        try:
+            lm = to_mode(lm, record["model"]["engine_mode"])
+        except (ModeError, ValueError) as exc:
+            note = " ".join(filter(None, [note, f"The record's engine mode does not run here ({exc}); compared eager."]))
     from engine.record.verify import verify
 
     try:

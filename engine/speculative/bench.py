@@ -25,6 +25,10 @@ from engine.core.trace import generate_tokens
 from engine.core.loop import warm_up
 from engine.speculative.race import PROMPTS
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain runs"
+              " beside them too, so the ratios compare like with like")
+
 def add_arguments(p) -> None:
     p.add_argument("--new-tokens", type=int, default=96)
     p.add_argument("--repeats", type=int, default=3)

@@ -343,7 +343,7 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
     dev = lm.device
     rounds: list[SpecRound] = []
     with torch.inference_mode():
-        warm_up(lm)
+        warm_up(lm, width=k + 1)  # the verify pass's shape too: its first run would otherwise land in round 1
         cache = new_cache(lm, rollback=True)  # sliding-window layers can drop rejected drafts past the window
         t0 = now(dev)
         logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]

@@ -12,6 +12,10 @@ from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import MAX_K, race
 
+# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
+EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain run "
+              "beside them too, so the race compares like with like")
+
 
 PASSAGE = (
     "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "

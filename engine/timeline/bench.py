@@ -4,6 +4,8 @@ breakdown of a prefill and a decode pass, and the decode step against its memory
 Keys of the result (times in ms, every timing as {"median", "min", "max", "n"} over repeats):
   benchmark, model, device, dtype, threads, new_tokens, repeats,
   sweep: [{prompt_tokens, ttft_ms, tpot_ms}], ttft_growth, tpot_growth (longest / shortest prompt, medians),
+  extended (lengths added, doubling, until prefill climbed: TTFT >= CLIMB x the shortest's), climb_started_at (the
+  first length past STARTED x the shortest's TTFT, or null), memory_short_at (a length the device could not hold),
   breakdown: {prefill, decode: {tokens_in, stage_ms: {stage: timing}, shares: {stage: fraction}, hooked_total_ms,
               plain_total_ms, hook_overhead}},
   hardware: {read_gb_s, copy_gb_s, matmul_gflop_s}, decode_weight_bytes, decode_floor_ms, decode_step_ms,
@@ -24,6 +26,8 @@ PROMPT = "Explain in two sentences why the sky is blue."
 def add_arguments(p) -> None:
     p.add_argument("--lengths", default=",".join(map(str, T.SWEEP_LENGTHS)), help="prompt lengths, comma-separated")
     p.add_argument("--new-tokens", type=int, default=8, help="tokens generated per sweep run (>= 2)")
+    p.add_argument("--no-extend", action="store_true", help="measure only --lengths (by default the sweep doubles "
+                                                             "the longest prompt until prefill climbs)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--breakdown-repeats", type=int, default=3)
     p.add_argument("--probe-mb", type=int, default=256, help="buffer size of the bandwidth probe (MiB)")
@@ -43,6 +47,15 @@ def _pass(p: T.PassBreakdown) -> dict:
 def run(lm: LoadedModel, args) -> dict:
     lengths = [int(x) for x in str(args.lengths).split(",") if x.strip()]
     sw = T.prompt_length_sweep(lm, lengths, args.new_tokens, args.repeats)
+    extended, short = [], None
+    while not args.no_extend and not T.climbed(sw.rows):  # on a fast device: until prefill really climbs
+        n = T.next_length(sw.rows, lm.info.max_positions, sw.new_tokens)
+        row = T.sweep_length(lm, n, sw.new_tokens, sw.repeats) if n else None
+        if row is None:
+            short = n
+            break
+        extended.append(n)
+        sw = T.Sweep(sw.rows + (row,), sw.new_tokens, sw.repeats)
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
     bd = T.stage_breakdown(lm, ids, args.breakdown_repeats, SamplingSettings(0.7, 50, 0.95))
     hw = T.hardware_probe(lm.device, buffer_mb=args.probe_mb)
@@ -55,6 +68,7 @@ def run(lm: LoadedModel, args) -> dict:
         "sweep": [{"prompt_tokens": r.prompt_tokens, "ttft_ms": T.spread_dict(r.ttft_ms),
                    "tpot_ms": T.spread_dict(r.tpot_ms)} for r in sw.rows],
         "ttft_growth": round(last.ttft_ms.median / first.ttft_ms.median, 3),
+        "extended": extended, "climb_started_at": T.climb_start(sw.rows), "memory_short_at": short,
         "tpot_growth": round(last.tpot_ms.median / first.tpot_ms.median, 3),
         "breakdown": {"prefill": _pass(bd.prefill), "decode": _pass(bd.decode)},
         "hardware": {"read_gb_s": T.spread_dict(hw.read_gb_s), "copy_gb_s": T.spread_dict(hw.copy_gb_s),
@@ -71,7 +85,10 @@ def summary(r: dict) -> str:
     lines = [f"{'prompt tokens':>13} {'TTFT ms':>10} {'TPOT ms':>10}"]
     for row in r["sweep"]:
         lines.append(f"{row['prompt_tokens']:>13} {row['ttft_ms']['median']:>10.1f} {row['tpot_ms']['median']:>10.1f}")
-    lines.append(f"TTFT grows x{r['ttft_growth']:.2f}, TPOT x{r['tpot_growth']:.2f} from shortest to longest prompt")
+    lines.append(f"TTFT grows x{r['ttft_growth']:.2f}, TPOT x{r['tpot_growth']:.2f} from shortest to longest prompt"
+                 + (f"; prefill started to climb at {r['climb_started_at']} tokens" if r["climb_started_at"] else "")
+                 + (f"; extended to {r['extended'][-1]} tokens" if r["extended"] else "")
+                 + (f"; {r['memory_short_at']} tokens did not fit in memory" if r["memory_short_at"] else ""))
     for phase in ("prefill", "decode"):
         shares = r["breakdown"][phase]["shares"]
         lines.append(f"{phase:>7}: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))

@@ -1,8 +1,14 @@
-"""Benchmark: the engine's greedy decode loop vs ``model.generate`` on the same model and prompts.
+"""Benchmark: the engine's greedy decode loop vs ``model.generate`` on the same model and prompts; or, with
+``--modes eager,compiled``, the engine modes against each other and against the bandwidth floor.
 
 Both produce the same number of tokens (end-of-sequence ignored), greedy, with a KV cache. Runs alternate
 (engine, generate, engine, ...) after a warm-up, so slow drift of a shared machine hits both alike; the
 figure that matters is the ratio of tokens/s measured in this one run.
+
+``--modes``: per mode, the median decode step (ms per token, each step timed after a device sync), tokens/s =
+1000 / that, the ratio to eager's tokens/s, how close the step is to the floor (weight bytes one step reads /
+the measured read bandwidth), ``same_tokens`` (greedy tokens identical to eager's on every prompt) and the
+seconds its warm-up took (compiling, for compiled mode: never inside a timed step).
 """
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ from engine.core.sampling import SamplingSettings
 from engine.measure.threads import rule_for_every_pass
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
-from engine.core.loop import warm_up
+from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, graph_of, mode_of, to_mode
+from engine.core.loop import timed_greedy, warm_up
+from engine.core.precision import decode_weight_bytes
 
 PROMPTS = [
     "The capital of France is",
@@ -29,6 +37,10 @@ PROMPTS = [
 def add_arguments(p) -> None:
     p.add_argument("--new-tokens", type=int, default=48)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--modes", default="", help=f"comma-separated engine modes to compare ({','.join(MODES)}): "
+                                               "tokens/s, ratio to eager, the bandwidth floor and same_tokens; "
+                                               "without it, the engine against model.generate")
+    p.add_argument("--probe-mb", type=int, default=256, help="buffer size of the bandwidth probe (MiB), --modes")
 
 
 def _time_engine(lm, ids, n, record):
@@ -54,6 +66,8 @@ def _time_generate(lm, ids, n):
 
 
 def run(lm: LoadedModel, args) -> dict:
+    if str(getattr(args, "modes", "") or "").strip():
+        return run_modes(lm, args)
     n, repeats = args.new_tokens, args.repeats
     warm_up(lm)
     rows = []
@@ -87,7 +101,90 @@ def run(lm: LoadedModel, args) -> dict:
     }
 
 
+def _in_modes(lm: LoadedModel, names: list[str]) -> tuple[dict, dict]:
+    """The model in each mode asked for (eager always, first), and the one-line refusal of each that cannot run."""
+    eager = to_mode(lm, DEFAULT_MODE)
+    models, refused = {DEFAULT_MODE: eager}, {}
+    for m in names:
+        if m == DEFAULT_MODE:
+            continue
+        try:
+            models[m] = to_mode(eager, m)
+        except ModeError as exc:
+            refused[m] = str(exc)
+    return models, refused
+
+
+def run_modes(lm: LoadedModel, args) -> dict:
+    """Each engine mode's decode speed on the same prompts, alternating modes within every repeat."""
+    from engine.timeline.experiment import hardware_probe
+
+    names = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODES]
+    if unknown:
+        raise SystemExit(f"error: unknown engine mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    models, refused = _in_modes(lm, names)
+    n, repeats = max(2, int(args.new_tokens)), max(1, int(args.repeats))
+    steps: dict[str, list[float]] = {m: [] for m in models}
+    walls: dict[str, list[float]] = {m: [] for m in models}
+    same = {m: True for m in models}
+    served = {m: True for m in models}
+    for prompt in PROMPTS:
+        ids = list(encode_prompt(lm.tokenizer, prompt, use_chat_template=False).ids)
+        # warm-up, untimed: compiled mode compiles its graph for this length here; eager's tokens are the reference
+        ref = timed_greedy(models[DEFAULT_MODE], ids, n)[0]
+        for mlm in models.values():
+            timed_greedy(mlm, ids, n)
+        for _ in range(repeats):
+            for m, mlm in models.items():
+                t0 = now(lm.device)
+                out, _, st = timed_greedy(mlm, ids, n)
+                walls[m].append(now(lm.device) - t0)
+                steps[m].extend(x * 1000.0 for x in st)  # ms
+                same[m] = same[m] and out == ref
+                g = graph_of(mlm)
+                served[m] = served[m] and (g is None or g.ready(len(ids) + n))
+    probe = hardware_probe(lm.device, buffer_mb=args.probe_mb)
+    floor_ms = decode_weight_bytes(lm.model) / (probe.read_gb_s.median * 1e9) * 1000.0
+    eager_tps = 1000.0 / statistics.median(steps[DEFAULT_MODE])
+    rows = {}
+    for m, mlm in models.items():
+        ms = statistics.median(steps[m])
+        g = graph_of(mlm)
+        rows[m] = {
+            "decode_ms_per_token": ms, "decode_ms_min": min(steps[m]), "decode_ms_max": max(steps[m]),
+            "tokens_per_s": 1000.0 / ms, "ratio_to_eager": (1000.0 / ms) / eager_tps,
+            "end_to_end_tokens_per_s": n * len(walls[m]) / sum(walls[m]),
+            "of_floor": floor_ms / ms, "same_tokens": same[m],
+            "ran_as": mode_of(mlm) if served[m] and (g is None or not g.failure) else DEFAULT_MODE,
+            "warm_up_s": dict(sorted(g.compile_s.items())) if g is not None else {},
+            **({"failure": g.failure} if g is not None and g.failure else {}),
+        }
+    return {
+        "benchmark": "decode", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "threads": torch.get_num_threads(), "new_tokens": n, "repeats": repeats, "prompts": len(PROMPTS),
+        "modes": rows, "refused": refused,
+        "decode_weight_bytes": decode_weight_bytes(lm.model), "read_gb_s": probe.read_gb_s.median,
+        "floor_ms_per_token": floor_ms, "floor_tokens_per_s": 1000.0 / floor_ms,
+        "note": "greedy, EOS ignored; decode_ms_per_token = median decode step over every prompt and repeat, each "
+                "timed after a device sync, modes alternating; tokens_per_s = 1000 / that; ratio_to_eager = tokens/s "
+                "/ eager's (this run); floor = weight bytes one step reads / measured read bandwidth (derived); "
+                "of_floor = floor / measured step; same_tokens: greedy tokens equal to eager's on every prompt; "
+                "warm_up_s: seconds each static cache length's warm-up took (compiled: the compile), never timed",
+    }
+
+
 def summary(r: dict) -> str:
+    if "modes" in r:
+        lines = [f"{'mode':>9} {'ms/token':>9} {'tokens/s':>9} {'vs eager':>9} {'of floor':>9}  same tokens"]
+        for m, row in r["modes"].items():
+            ran = "" if row["ran_as"] == m else f"  (ran {row['ran_as']}: {row.get('failure', 'too long')})"
+            lines.append(f"{m:>9} {row['decode_ms_per_token']:>9.2f} {row['tokens_per_s']:>9.1f} "
+                         f"{row['ratio_to_eager']:>8.2f}x {row['of_floor']:>9.0%}  {row['same_tokens']}{ran}")
+        lines.append(f"{'floor':>9} {r['floor_ms_per_token']:>9.2f} {r['floor_tokens_per_s']:>9.1f}  "
+                     f"({r['decode_weight_bytes'] / 1e6:,.0f} MB of weights at {r['read_gb_s']:.1f} GB/s)")
+        lines += [f"refused: {why}" for why in r["refused"].values()]
+        return "\n".join(lines)
     return (f"engine {r['engine_tokens_per_s']:.1f} tok/s (instrumented {r['engine_instrumented_tokens_per_s']:.1f}), "
             f"generate {r['generate_tokens_per_s']:.1f} tok/s, ratio {r['ratio_engine_vs_generate']:.2f} "
             f"(instrumented {r['ratio_instrumented_vs_generate']:.2f})")

@@ -122,16 +122,54 @@ def sweep_prompt(lm: LoadedModel, length: int) -> list[int]:
     return (base * reps)[:length]
 
 
-def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int) -> tuple[float, list[float]]:
+def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int, reserve: int = 0
+                    ) -> tuple[float, list[float]]:
     """Greedy prefill + decode with the cache; returns (TTFT seconds, decode step seconds)."""
-    _, first, steps = timed_greedy(lm, ids, new_tokens)
+    _, first, steps = timed_greedy(lm, ids, new_tokens, reserve=reserve)
     return first, steps
 
 
+# Where prefill "really climbs": the sweep goes on doubling the prompt until its time to first token is at least
+# CLIMB times the shortest prompt's (on a GPU a few hundred tokens cost no more than a few: the device is waiting on
+# launches), and names the first length past STARTED times the shortest as where it started to climb.
+CLIMB = 2.0
+STARTED = 1.5
+
+
+def climbed(rows) -> bool:
+    """Has the sweep's time to first token climbed (longest prompt's median >= CLIMB x the shortest's)?"""
+    return len(rows) >= 2 and rows[-1].ttft_ms.median >= CLIMB * rows[0].ttft_ms.median
+
+
+def climb_start(rows) -> int | None:
+    """The first prompt length whose median time to first token is at least STARTED x the shortest prompt's."""
+    return next((r.prompt_tokens for r in rows[1:] if r.ttft_ms.median >= STARTED * rows[0].ttft_ms.median), None)
+
+
+def next_length(rows, max_positions: int, new_tokens: int) -> int | None:
+    """The next prompt length of an extended sweep (double the longest), or None past the model's positions."""
+    n = 2 * rows[-1].prompt_tokens
+    return n if n + new_tokens <= max_positions else None
+
+
+def sweep_length(lm: LoadedModel, length: int, new_tokens: int, repeats: int, reserve: int = 0) -> SweepRow | None:
+    """One prompt length of the sweep (its own warm-up, then the repeats); None when the device ran out of memory
+    for it (the sweep ends there and says so)."""
+    try:
+        return prompt_length_sweep(lm, (length,), new_tokens, repeats, reserve=reserve).rows[0]
+    except torch.OutOfMemoryError:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return None
+
+
 def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int = 8, repeats: int = 3,
-                        progress: Progress = _noop) -> Sweep:
+                        progress: Progress = _noop, reserve: int = 0) -> Sweep:
     """Measured TTFT and TPOT per prompt length. Each length is warmed up once, then the lengths are
-    interleaved repeat by repeat so slow drift of a shared machine hits every length alike."""
+    interleaved repeat by repeat so slow drift of a shared machine hits every length alike. ``reserve``: compiled
+    mode's static cache holds at least this many tokens (by default the longest prompt + its new tokens), so the
+    whole sweep runs on one compiled graph."""
     lengths = sorted({int(n) for n in lengths if int(n) > 0})
     new_tokens = max(2, int(new_tokens))
     repeats = max(1, int(repeats))
@@ -139,11 +177,12 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     ttft: dict[int, list[float]] = {n: [] for n in lengths}
     tpot: dict[int, list[float]] = {n: [] for n in lengths}
     total, done = len(lengths) * (repeats + 1), 0
-    warm_up(lm)
+    reserve = max(int(reserve), max(lengths) + new_tokens)
+    warm_up(lm, reserve)
     for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
         for n in lengths:
             progress(done / total, f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}: {n} prompt tokens")
-            first, steps = _timed_generate(lm, prompts[n], new_tokens)
+            first, steps = _timed_generate(lm, prompts[n], new_tokens, reserve)
             if r:
                 ttft[n].append(first * 1000.0)
                 tpot[n].append(statistics.median(steps) * 1000.0)

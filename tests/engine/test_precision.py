@@ -130,6 +130,16 @@ def test_bench_precision_reports_every_precision(tiny_lm, one_thread):
     assert "speedup" in B.summary(r)
 
 
+def test_bench_precision_in_compiled_mode_compiles_each_copy_it_can(tiny_lm):
+    from engine.core.compiled import to_mode
+    from engine.precision import bench as B
+
+    args = argparse.Namespace(new_tokens=4, repeats=1, precisions="float32,int8", prompt="Hello", no_llama_cpp=True)
+    r = B.run(to_mode(tiny_lm, "compiled"), args)
+    modes = {x["precision"]: x["mode"] for x in r["rows"]}
+    assert modes["float32"] == "compiled" and modes["int8"].startswith("eager (") and "int8" in modes["int8"]
+
+
 @pytest.mark.parametrize("precision,top1,kl", [("bfloat16", 0.9, 0.01), ("int8", 0.8, 0.15)])
 def test_each_precision_generates_on_the_embedded_model(embedded_lm, precision, top1, kl):
     lm = to_precision(embedded_lm, precision)

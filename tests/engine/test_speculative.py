@@ -223,3 +223,22 @@ def test_every_drafter_keeps_the_drafter_protocol(tiny_lm):
         d = make_drafter(tiny_lm, spec)
         missing = [m for m in members if not hasattr(d, m)]
         assert missing == [], (spec, missing)
+
+
+def test_the_verify_pass_shape_is_warmed_up_before_anything_is_timed():
+    """A race's first verify pass of k + 1 tokens must not be the first pass of that shape the model ever ran: that
+    one picks and loads its kernels (on a GPU, each kernel's module on its first launch), and a short race would
+    time it in its first round only (the race page's 16 tokens against the CLI's 64)."""
+    from engine.core.models import load_model
+
+    lm = load_model("tiny-random", device="cpu")  # a fresh model: no width warmed yet
+    widths = []
+    hook = lm.model.register_forward_pre_hook(lambda m, a, kw: widths.append(int(kw["input_ids"].shape[1])),
+                                              with_kwargs=True)
+    try:
+        ids = list(encode_prompt(lm.tokenizer, "The capital of France is Paris. The capital of France is", False).ids)
+        speculative_generate(lm, ids, make_drafter(lm, "model:self"), 6, SamplingSettings(), 12, 0)
+    finally:
+        hook.remove()
+    measured_prefill = widths.index(len(ids))  # the timed prefill over the prompt
+    assert 7 in widths[:measured_prefill] and 7 in widths[measured_prefill:], widths

@@ -116,10 +116,32 @@ def test_bench_tiny_settings_returns_documented_keys(tiny_lm):
     r = bench_timeline.run(tiny_lm, args)
     for key in ("benchmark", "model", "device", "dtype", "threads", "new_tokens", "repeats", "sweep", "ttft_growth",
                 "tpot_growth", "breakdown", "hardware", "decode_weight_bytes", "decode_floor_ms", "decode_step_ms",
-                "bandwidth_utilisation", "note"):
+                "bandwidth_utilisation", "note", "extended", "climb_started_at", "memory_short_at"):
         assert key in r, key
-    assert [row["prompt_tokens"] for row in r["sweep"]] == [4, 12]
+    lengths = [row["prompt_tokens"] for row in r["sweep"]]  # doubled from 12 while prefill had not climbed
+    assert lengths[:2] == [4, 12] and lengths[2:] == r["extended"] == [12 * 2**i for i in range(1, len(lengths) - 1)]
     assert set(r["breakdown"]) == {"prefill", "decode"}
     assert set(r["breakdown"]["decode"]["stage_ms"]) == set(T.STAGES)
     assert r["bandwidth_utilisation"] > 0
     assert "TTFT" in bench_timeline.summary(r)
+
+
+def test_the_sweep_knows_when_prefill_has_climbed_and_where_it_started():
+    from engine.measure.spread import Spread
+
+    def rows(*ttft):
+        return [T.SweepRow(16 * 2**i, Spread(t, t, t, 1), Spread(5, 5, 5, 1)) for i, t in enumerate(ttft)]
+
+    assert not T.climbed(rows(10, 12, 14)) and T.climb_start(rows(10, 12, 14)) is None
+    assert T.climbed(rows(10, 12, 20)) and T.climb_start(rows(10, 16, 30)) == 32
+    assert T.next_length(rows(10, 12), 8192, 8) == 64 and T.next_length(rows(10, 12), 60, 8) is None
+
+
+def test_a_length_that_runs_out_of_memory_ends_the_sweep_instead_of_failing(tiny_lm, monkeypatch):
+    import torch
+
+    def oom(*a, **k):
+        raise torch.OutOfMemoryError("no room")
+
+    monkeypatch.setattr(T, "prompt_length_sweep", oom)
+    assert T.sweep_length(tiny_lm, 4096, 4, 1) is None

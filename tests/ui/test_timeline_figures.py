@@ -84,3 +84,28 @@ def test_floor_and_memory_charts():
     peak, held = fig.data
     assert list(peak.y) == [7.0, 3.0] and list(held.y) == [6.0, 2.0]
     assert not any(math.isnan(v) for v in peak.y)
+
+
+def test_kernel_lanes_draw_every_span_on_its_lane_to_scale():
+    from engine.timeline.profile import Span, StepProfile
+
+    spans = (Span("host", "aten::linear", 0.0, 1.0), Span("host", "aten::add", 1.5, 0.2),
+             Span("device", "aten::mm", 0.1, 0.8), Span("device", "aten::add", 1.55, 0.1))
+    p = StepProfile("decode", "eager", "cpu", 1, 9, 2.0, 1.5, 2, 0.9, spans, ())
+    fig = F.kernel_lanes(p, "Eager decode step: host vs device")
+    _labelled(fig, y=False)
+    host, device = fig.data
+    assert [x for x in host.x if x is not None] == pytest.approx([0.0, 1.0, 1.5, 1.7])
+    assert [x for x in device.x if x is not None] == pytest.approx([0.1, 0.9, 1.55, 1.65])
+    assert set(y for y in device.y if y) == {"device: operators"} and fig.layout.xaxis.range[1] >= p.wall_ms
+
+
+def test_climb_text_says_where_prefill_started_to_climb_and_how_far_the_sweep_went():
+    from ui.timeline import view as V
+
+    flat = (T.SweepRow(16, sp(20), sp(5)), T.SweepRow(512, sp(21), sp(5)), T.SweepRow(1024, sp(31), sp(5)),
+            T.SweepRow(2048, sp(60), sp(6)))
+    text = V.climb_text(T.Sweep(flat, 4, 1), {"extended": [1024, 2048], "memory_short_at": None}, "cuda:0")
+    assert "doubling the prompt, to 2,048" in text and "started to climb at 1,024" in text and "3.0" in text
+    none = V.climb_text(T.Sweep(flat[:2], 4, 1), {"extended": [], "memory_short_at": 1024}, "cuda:0")
+    assert "has not started to climb" in none and "1,024 tokens did not fit" in none

@@ -6,13 +6,14 @@ import streamlit as st
 from engine.core import background
 from engine.compare import analysis as C
 from engine.tokenization.tokens import gemma_tokenizer_ready
-from engine.core.models import EMBEDDED, GEMMA, TINY
+from engine.core.models import EMBEDDED, GEMMA, GEMMA_INSTALL, TINY, ModelLoadError, gemma_package
 from engine.core.model_names import BUILTIN
 from ui.compare import runs as R
 from ui.compare import view as V
 from ui.frame import archwords as AW
 from ui.frame import measured
 from ui.compare.figures import decode_bars, kv_lines, params_bar, top5_bar
+from ui.frame.html import md_escape
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.frame.models import get_model, policy
@@ -36,6 +37,9 @@ def pick_pair(current: str) -> tuple[str, str]:
         st.info("Pick two different models to compare.", icon=":material/info:")
         st.stop()
     if GEMMA in (pol.target_of(a), pol.target_of(b)):
+        if gemma_package() is None:  # nothing to prepare: say how to install it, and let another pair be picked
+            st.warning(lesson("compare", "gemma not installed", command=GEMMA_INSTALL), icon=":material/download:")
+            st.stop()
         gemma_gate()
     load_both(a, b)
     return a, b
@@ -43,9 +47,14 @@ def pick_pair(current: str) -> tuple[str, str]:
 
 def load_both(a: str, b: str) -> None:
     """Load both models here, outside every cached function: a first load may draw progress (Gemma's
-    preparation), and an element drawn inside st.cache_data would be replayed on every later hit."""
+    preparation), and an element drawn inside st.cache_data would be replayed on every later hit. A model that
+    cannot be loaded is said in its own words (then another pair can be picked), never as an unexpected error."""
     for name in (a, b):
-        get_model(name)
+        try:
+            get_model(name)
+        except ModelLoadError as exc:
+            st.error(md_escape(str(exc)), icon=":material/error:")
+            st.stop()
 
 
 def gemma_gate() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import replace
 
 import streamlit as st
@@ -16,6 +17,10 @@ from engine.core import background, worker
 from engine.core.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
     embedded_copy, embedded_is_converted, load_model, log
 from engine.core.model_names import BUILTIN
+from engine.core.compiled import (DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, split_mode,
+                                  to_mode)
+from engine.core.loop import warm_up
+from engine.core.prompt import PromptError, encode_prompt
 from engine.core.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
 from ui.frame import state, work
 from ui.frame.html import md_escape
@@ -78,6 +83,16 @@ CONVERSION_LABELS = {
 CONVERSION_TIME = " (about 30 s on a quiet machine, 2-3 minutes on a busy one)..."
 
 
+@shared(cache_entries())
+def _load_compiled(name: str, target: str, precision: str | None) -> LoadedModel:
+    """The compiled-mode model (engine.core.compiled) over the cached eager model's weights: one entry per (model,
+    precision), as ``_load`` keeps the eager ones. Nothing is compiled here: its warm-up compiles each static cache
+    length on first use (``warm_compiled``). No st.* call in here (see ``_load``)."""
+    lm = worker.run(to_mode, _load(name, target, precision), "compiled")
+    log(f"compiled mode for model {lm.name!r}: its decode step is compiled on first use")
+    return lm
+
+
 def _ensure_embedded_converted() -> None:
     """The conversion of the embedded model (the first start's, or again after its copy was damaged), with its
     progress drawn in this run's own status box, outside the cached loader. A second session arriving meanwhile
@@ -132,18 +147,21 @@ def _ensure_gemma_converted() -> None:
         box.update(label="Gemma 3 270M ready", state="complete", expanded=False)
 
 
-def key_for(name: str, precision: str) -> str:
-    """The cache key of ``name`` (as typed: any precision suffix in it is dropped) at the setting's precision."""
-    return model_key(plain_name(name), precision, default_device())
+def key_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> str:
+    """The cache key of ``name`` (as typed: any precision or mode suffix in it is dropped) at the setting's
+    precision and engine mode."""
+    return model_key(plain_name(name), precision, default_device(), mode)
 
 
 def get_model(name: str) -> LoadedModel:
-    """Load ``name``, a model key (engine.core.precision.model_key: a name, or "<name>@<precision>"), cached by its
-    canonical name and precision; the first start converts the embedded model with progress.
+    """Load ``name``, a model key (engine.core.precision.model_key: a name, "<name>@<precision>", either with
+    "@compiled" after it), cached by its canonical name, precision and mode; the first start converts the embedded
+    model with progress.
 
     In class mode a name off the allow-list raises ModelNotAllowed, and a listed model that fails to load gives
     a message without the server's details (those go to the server's log)."""
     pol = policy()
+    mode = split_mode(name)[1]
     base, precision = split_key(name)
     canon, target = pol.resolve(base)
     if target == EMBEDDED:
@@ -154,7 +172,7 @@ def get_model(name: str) -> LoadedModel:
         f"Preparing {md_escape(canon)} at {LABELS.get(precision, precision)}: a copy cast or quantized once..."
     try:
         with st.spinner(label):
-            return _load(canon, target, precision)
+            return _load(canon, target, precision) if mode == DEFAULT_MODE else _load_compiled(canon, target, precision)
     except ModelLoadError as exc:
         if not pol.class_mode:
             raise
@@ -230,7 +248,7 @@ def on_model_change() -> None:
     s = state.settings()
     old = s.model
     try:
-        lm = get_model(key_for(st.session_state.get("w_model") or "", s.precision))
+        lm = get_model(key_for(st.session_state.get("w_model") or "", s.precision))  # the mode is checked on its run
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using '{old}'."
         st.session_state["w_model"] = old
@@ -255,6 +273,111 @@ def on_precision_change() -> None:
         st.session_state["w_precision"] = old
         return
     state.set_value("precision", new)
+
+
+def on_mode_change() -> None:
+    """Callback of the sidebar's engine box: a mode this model, precision or machine cannot run leaves a one-line
+    message and puts the current mode back. Nothing is compiled here: the page's run warms it up, with progress."""
+    s = state.settings()
+    old, new = s.mode, st.session_state.get("w_mode") or s.mode
+    if new != DEFAULT_MODE:
+        try:
+            lm = get_model(key_for(s.model, s.precision))
+            reason = mode_refused(lm.info, lm.device)
+            if reason:
+                raise ModeError(f"Compiled mode: {reason}.")
+        except ModelLoadError as exc:
+            st.session_state["model_error"] = f"{exc} Still {old}."
+            st.session_state["w_mode"] = old
+            return
+    state.set_value("mode", new)
+
+
+def _checked_mode(s: state.Settings, lm: LoadedModel) -> LoadedModel:
+    """``lm`` (the eager model of the settings) in the settings' engine mode; a mode it cannot run leaves a one-line
+    message, the setting back at eager, and eager runs."""
+    if s.mode == DEFAULT_MODE:
+        return lm
+    reason = mode_refused(lm.info, lm.device)
+    if reason is None:
+        try:
+            return get_model(key_for(s.model, s.precision, s.mode))
+        except ModelLoadError as exc:
+            reason = str(exc)
+    st.session_state["model_error"] = f"Compiled mode: {reason.removeprefix('Compiled mode: ').rstrip('.')}. Eager runs."
+    state.set_value("mode", DEFAULT_MODE)
+    return lm
+
+
+def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
+    """The eager model behind ``lm``, for a page whose work runs eager in either mode; in compiled mode ``why`` is
+    said in one line first."""
+    if graph_of(lm) is None:
+        return lm
+    st.caption(f":material/info: Compiled mode: {md_escape(why)}; this page runs eager.")
+    return get_model(split_mode(lm.name)[0])
+
+
+def _cancel_compile() -> None:
+    state.set_value("mode", DEFAULT_MODE)
+    st.session_state["model_error"] = ("Compiling cancelled: eager runs. A compile that had started finishes on the "
+                                       "engine (other work waits for it) and is kept, so compiled mode starts quickly "
+                                       "next time.")
+
+
+# the warm-up's phases as loop.warm_up says them, and how far along each is
+_PHASES = (("Prefill", 0.05), ("Step 1", 0.15), ("Step 2", 0.85), ("Step 3", 0.95))
+
+
+def warm_for_run(page: str = "loop") -> None:
+    """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
+    that run (prompt + max new tokens) is compiled now, in a status box with each phase, a clock and a button that
+    cancels to eager, so no page's measurement ever waits on a compile. A compile that fails leaves one line, the
+    mode back at eager."""
+    from ui.frame.nav import SIDEBAR_RUN
+
+    s = state.settings()
+    if s.mode == DEFAULT_MODE or (page or "loop") not in SIDEBAR_RUN:
+        return
+    lm = current_model()
+    graph = graph_of(lm)
+    if graph is None:
+        return
+    try:
+        tokens = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids) + int(s.max_new_tokens)
+    except PromptError:
+        return  # the page says what is wrong with the prompt
+    length = cache_length(tokens, graph.max_positions)
+    if length is None or graph.failure or graph.ready(tokens):
+        return
+    with st.status(f"Compiled mode: compiling the decode step for a static KV cache of {length:,} positions...",
+                   expanded=True) as box:
+        st.caption("Once per model, precision and cache length, before anything is timed: a few minutes on a "
+                   "2-core CPU the first time, seconds once torch's compile cache on disk has it.")
+        st.button("Cancel: run eager", key="compile_cancel", on_click=_cancel_compile, icon=":material/cancel:")
+        bar = st.progress(0.0, text="Waiting for the engine")
+        now = {"msg": "Waiting for the engine", "frac": 0.0, "t0": time.monotonic(), "drawn": 0.0}
+
+        def draw(force: bool = False) -> None:
+            t = time.monotonic()
+            if force or t - now["drawn"] >= 1.0:
+                bar.progress(now["frac"], text=f"{md_escape(now['msg'])} ({t - now['t0']:.0f} s so far)")
+                now["drawn"] = t
+
+        def phase(msg: str) -> None:
+            now["msg"], now["frac"] = msg, next((f for p, f in _PHASES if msg.startswith(p)), now["frac"])
+            draw(force=True)
+
+        work.run(warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": phase},
+                 on_poll=draw, key=("compile", lm.name, length))
+        if graph.failure:
+            box.update(label="Compiled mode could not compile this model: eager runs", state="error")
+            st.error(md_escape(f"Compiled mode: {graph.failure}. Eager runs."), icon=":material/error:")
+            state.set_value("mode", DEFAULT_MODE)
+            return
+        box.update(label=f"Compiled: the decode step for {length:,} cache positions is ready "
+                         f"({graph.compile_s.get(length, 0.0):.0f} s to compile and warm up)",
+                   state="complete", expanded=False)
 
 
 def _checked_precision(s: state.Settings) -> str:
@@ -286,7 +409,7 @@ def current_model() -> LoadedModel:
             state.set_value("model", canon)
         st.session_state["last_good_model"] = canon
         st.session_state["last_good_precision"] = precision
-        return lm
+        return _checked_mode(state.settings(), lm)
     except ModelLoadError as exc:
         pol = policy()
         fallback = st.session_state.get("last_good_model", default_model(pol))

@@ -39,6 +39,11 @@ PAGES = [
 ]
 
 
+# Pages that draw the sidebar's generation (ui.frame.runs.current_trace): in compiled mode its graph is compiled
+# before they run (ui.frame.models.warm_for_run); the others run eager in both modes or run no model.
+SIDEBAR_RUN = frozenset({"loop", "attention", "sampling", "timeline", "kv_cache"})
+
+
 def available() -> list[PageSpec]:
     """Pages whose file exists (pages land one issue at a time)."""
     return [p for p in PAGES if (ROOT / p.path).is_file()]

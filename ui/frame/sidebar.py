@@ -4,12 +4,13 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.frame import state
+from engine.core.compiled import LABELS as MODE_LABELS, MODES, mode_of
 from engine.core.precision import LABELS, PRECISIONS, lm_precision
 from ui.frame.html import md_escape
-from ui.frame.models import current_model, model_box, on_precision_change, start_background_preparation
+from ui.frame.models import current_model, model_box, on_mode_change, on_precision_change, start_background_preparation
 
 
-PINNED = {"prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model and precision
+PINNED = {"prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model, precision, mode
 
 
 def _widget(kind, label: str, name: str, on_change=None, **kw):
@@ -39,6 +40,15 @@ def render() -> None:
                           "faster decode, at some cost in accuracy. float16 needs a CUDA GPU. int8 quantizes the "
                           "linear layers' weights (a scale per row) and their inputs on the fly. The prefill vs "
                           "decode page measures each.")
+        if st.session_state.get("w_mode") != mode_of(lm):  # a refusal or a cancelled compile ran eager: say so here
+            st.session_state["w_mode"] = mode_of(lm)
+        st.selectbox("Engine", MODES, key="w_mode", format_func=MODE_LABELS.get,
+                     on_change=on_mode_change, disabled=state.pinned(),
+                     help="Eager: PyTorch runs each of the decode step's hundreds of operators as Python calls it. "
+                          "Compiled: a static KV cache and torch.compile turn the step into one graph of fused "
+                          "kernels (on a GPU, replayed as one CUDA graph); compiled once per model, precision and "
+                          "cache length before anything is timed. Prefill, analyses, batches and speculative "
+                          "decoding run eager in both modes. Kept in the page address.")
         i = lm.info
         st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({LABELS.get(lm_precision(lm))}"
                    + (f"; activations and KV cache in {i.dtype}" if lm_precision(lm) == "int8" else "") + ")")

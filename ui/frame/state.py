@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 
 import streamlit as st
 
+from engine.core.compiled import DEFAULT_MODE, MODES
 from engine.core.models import EMBEDDED, default_device
 from engine.core.sampling import SamplingSettings
 from engine.core.precision import default_precision, plain_name
@@ -23,6 +24,7 @@ DEFAULT_PROMPT = "What is the capital of France?"
 FIELDS: dict[str, tuple] = {
     "model": (str, EMBEDDED, None, None),
     "precision": (str, default_precision(default_device()), None, None),  # checked when loaded (ui.frame.models)
+    "mode": (str, DEFAULT_MODE, None, None),  # engine mode (engine.core.compiled): one of MODES, checked when loaded
     "prompt": (str, DEFAULT_PROMPT, None, None),
     "chat": (bool, True, None, None),
     "max_new_tokens": (int, 24, 1, MAX_NEW_TOKENS),
@@ -55,6 +57,8 @@ def parse(name: str, raw):
         val = val[:50_000]
     if name == "model":  # a name never carries a precision ("embedded@int8"): only the precision setting does
         val = plain_name(val) or default
+    if name == "mode" and val not in MODES:
+        return default
     return val
 
 
@@ -63,6 +67,7 @@ class Settings:
     """The sidebar's settings for one run (FIELDS gives each one's type, default and range)."""
     model: str
     precision: str
+    mode: str  # engine mode: "eager" | "compiled"
     prompt: str
     chat: bool
     max_new_tokens: int
@@ -157,7 +162,7 @@ def put_page_params(**values) -> None:
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
 
 
-PIN = "pin"  # a class link: "?...&pin=1" fixes model, precision, prompt and generation settings for its sessions
+PIN = "pin"  # a class link: "?...&pin=1" fixes model, precision, mode, prompt and generation settings for its sessions
 
 
 def pinned() -> bool:

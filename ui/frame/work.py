@@ -138,11 +138,12 @@ def queue_message(place: dict, waited: float) -> str:
 
 
 def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None, batch: Any = None,
-        on: worker.Worker | None = None, **kwargs):
+        on: worker.Worker | None = None, on_poll: Callable[[], None] | None = None, **kwargs):
     """Run ``fn(*args, **kwargs)`` on the engine worker (or on ``on``, e.g. ``worker.get_net_worker()`` for
     network work) and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a callback) to
     a function drawn here, on the script thread, for each event.
     ``batch``: the group a generation request may be batched with (engine/core/classbatch.py); None runs it alone.
+    ``on_poll``: called on the script thread at every poll while the job runs (e.g. a clock in a long warm-up).
 
     While the job waits its turn, a line says its place in the queue and what runs now (kinds only, never
     another person's prompt); a job that ran alone after waiting says how long it waited."""
@@ -184,6 +185,8 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
         while not job.wait(POLL_S):
             drain()
             show_place()
+            if on_poll is not None:
+                on_poll()
             if ctx is not None:
                 ctx.yield_check()  # raises StopException / RerunException when this run should end
         drain()

@@ -296,3 +296,16 @@ def presets_table() -> pd.DataFrame:
         "parameters": f"{q.n_params / 1e9:,.2f} B", "weights dtype": q.weights_dtype,
         "KV bytes per token": kp.kv_bytes_per_token(q, 16), "KV per token": fmt_bytes(kp.kv_bytes_per_token(q, 16)),
         "source": q.hf_id} for q in kp.load_presets()])
+
+
+def static_cache_note(info, tr) -> str | None:
+    """Compiled mode: what the static cache of this run reserved (derived) against what it filled (measured)."""
+    from engine.core.compiled import cache_length
+
+    if tr.engine_mode != "compiled":
+        return None
+    length = cache_length(len(tr.prompt_ids) + tr.max_new_tokens, info.max_positions)
+    return (f":material/info: Compiled mode: this run's decode steps wrote into a static cache that holds its whole "
+            f"length, {length:,} positions ({fmt_bytes(kv_bytes_for(info, length))} by the formula: derived), from "
+            "the first token on. The bytes measured below count the positions filled so far, which is what the "
+            "formula counts; the cache tensors shown in section 1 are the eager loop's growing cache.")

@@ -7,7 +7,9 @@ import streamlit as st
 
 from engine.precision import experiment as P
 from engine.core.models import LoadedModel, ModelLoadError, default_device
+from engine.core.compiled import DEFAULT_MODE, split_mode
 from engine.core.precision import LABELS, lm_precision, split_key, supported
+from ui.frame.html import md_escape
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import threads_said
 from ui.frame.layout import chart, try_this
@@ -16,16 +18,24 @@ from ui.frame import kept, work
 from ui.frame.models import get_model, key_for
 from ui.precision.figures import bytes_vs_speed, decode_vs_floor
 
-RESULT = ("precision",)  # kept: (base model, comparison) of this session's last run
+RESULT = ("precision",)  # kept: ((base model, engine mode), comparison) of this session's last run
 
 
-def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, read_gb_s: float
-         ) -> P.PrecisionComparison:
+def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, read_gb_s: float,
+         mode: str = DEFAULT_MODE) -> P.PrecisionComparison:
+    """Each precision in the sidebar's engine mode; one that mode cannot run (int8 compiled on a CPU) runs eager,
+    and says so."""
     with st.status("Comparing precisions on this machine...", expanded=True) as box:
         models = []
         for p in precisions:
-            box.write(f"Preparing {LABELS[p]}...")
-            models.append(get_model(key_for(base, p)))
+            box.write(f"Preparing {LABELS[p]}" + (f", {mode}" if mode != DEFAULT_MODE else "") + "...")
+            try:
+                models.append(get_model(key_for(base, p, mode)))
+            except ModelLoadError as exc:
+                if mode == DEFAULT_MODE:
+                    raise
+                box.write(md_escape(f"{p}: {exc} Eager runs."))
+                models.append(get_model(key_for(base, p)))
         ids = list(encode_prompt(models[0].tokenizer, P.PROMPT, use_chat_template=True).ids)
         bar = st.progress(0.0, text="Warming up")
         cmp = work.run(P.compare_precisions, models, ids, new_tokens, repeats, read_gb_s,
@@ -36,7 +46,7 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
     return cmp
 
 
-def _reveal(cmp: P.PrecisionComparison) -> str:
+def _reveal(cmp: P.PrecisionComparison, device: str = "cpu") -> str:
     ref = cmp.row(cmp.reference)
     parts = []
     for r in cmp.rows:
@@ -48,7 +58,8 @@ def _reveal(cmp: P.PrecisionComparison) -> str:
                    "faster, but less than the bytes promise" if s > 1.05 else "no faster: the bytes are not the limit")
         parts.append(f"**{r.precision}** reads {b:.2f}\u00d7 fewer bytes per step and decoded **{s:.2f}\u00d7** as fast "
                      f"as float32: {verdict}.")
-    return lesson("timeline", "precision answer", verdicts=" ".join(parts))
+    return lesson("timeline", "precision answer gpu" if device.startswith("cuda") else "precision answer",
+                  verdicts=" ".join(parts))
 
 
 def precision_note(lm: LoadedModel) -> str:
@@ -68,9 +79,11 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     options = list(supported(default_device()))
     st.markdown(lesson("timeline", "precision"))
     res = kept.get(RESULT)
-    res = res if res and res[0] == base else None
+    mode = split_mode(lm.name)[1]
+    res = res if res and res[0] == (base, mode) else None  # a comparison of this model in this engine mode
     try_this(lesson("timeline", "precision try this"),
-             _reveal(res[1]) if res else lesson("timeline", "precision answer first"), key="precision_try")
+             _reveal(res[1], lm.info.device) if res else lesson("timeline", "precision answer first"),
+             key="precision_try")
     c = st.columns(3)
     chosen = c[0].multiselect("Precisions (float32 is always the reference)", options,
                               default=options, key="precision_choice")
@@ -83,7 +96,7 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     if st.button("Compare the precisions", key="precision_run", type="primary",
                  help="Prepares a copy of the model at each precision (once), then times them alternately."):
         try:
-            kept.put(RESULT, (base, _run(base, precisions, new_tokens, repeats, read_gb_s)))
+            kept.put(RESULT, ((base, mode), _run(base, precisions, new_tokens, repeats, read_gb_s, mode)))
             st.rerun()  # so the reveal above is written from the new numbers
         except ModelLoadError as exc:
             st.error(f"{exc}", icon=":material/error:")

@@ -13,11 +13,11 @@ from engine.core.models import ModelLoadError
 from engine.core.prompt import PromptError
 from ui.speculative import race as RV
 from ui.frame import state
-from ui.frame.html import md_escape
+from ui.frame.html import md_escape, visible
 from ui.frame.layout import chart, scroll_to_here
 from ui.frame.lessons import lesson
 from ui.frame.measured import busy_warning
-from ui.frame.models import draft_model_box
+from ui.frame.models import draft_model_box, get_model
 from ui.speculative.race import RaceResult
 from ui.speculative.runs import RaceParams, again_requested, finished, last, run_live, show_final, sweep
 from ui.speculative.figures import lane_html, legend_html, round_pq_bar, sweep_figure
@@ -170,7 +170,13 @@ def scoreboard(result: RaceResult, params: RaceParams) -> None:
     if run.measurable:
         st.markdown(RV.gap_table(run))
     if params.temperature == 0 and not run.identical:
-        st.error(lesson("speculative", "outputs differ"))
+        pos, plain, spec = RV.first_difference(run) or (0, "", "")
+        dtype = get_model(params.model).info.dtype
+        if dtype in ("bfloat16", "float16"):  # a near tie flipped by rounding: shown, not hidden
+            st.warning(lesson("speculative", "outputs differ half", token=pos, plain=md_escape(visible(plain)),
+                              spec=md_escape(visible(spec)), dtype=dtype), icon=":material/difference:")
+        else:
+            st.error(lesson("speculative", "outputs differ"))
     elif params.temperature > 0:
         st.info(lesson("speculative", "sampled"), icon=":material/casino:")
 

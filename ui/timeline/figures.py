@@ -162,3 +162,24 @@ def memory_chart(mem: MemoryComparison) -> go.Figure:
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, max(mem.training_peak_bytes, mem.training_held_bytes, 1) / MB * 1.2])
     return fig
+
+
+def kernel_lanes(p, title: str) -> go.Figure:
+    """One traced step (engine.timeline.profile.StepProfile) as two lanes on one time axis, to scale: the host
+    (operators called from Python, or the compiled graph's call) above the device (kernels on a GPU; the
+    innermost operators on a CPU). Every span is a segment of one trace per lane (thousands draw fast)."""
+    fig = go.Figure()
+    lanes = (("host", "host: Python + dispatch", COLORS["warn"]), ("device", f"device: {p.op_word}", COLORS["primary"]))
+    for lane, label, color in lanes:
+        xs, ys, names = [], [], []
+        for sp in (s for s in p.spans if s.lane == lane):
+            xs += [sp.start_ms, sp.start_ms + max(sp.ms, 1e-4), None]
+            ys += [label, label, None]
+            names += [sp.name[:80], sp.name[:80], None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=color, width=22), name=label,
+                                 customdata=names, hovertemplate="%{customdata}<extra></extra>", connectgaps=False))
+    style(fig, title, "time in the step (ms, traced)", "", height=250)
+    fig.update_layout(showlegend=False, margin=dict(l=190, r=20, t=60, b=55))
+    fig.update_yaxes(categoryorder="array", categoryarray=[lanes[1][1], lanes[0][1]])
+    fig.update_xaxes(range=[0, max(p.wall_ms, 1e-3) * 1.02])
+    return fig

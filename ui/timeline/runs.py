@@ -20,11 +20,29 @@ def again_key(name: str) -> str:
     return f"timeline_again_{name}"
 
 
-def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int) -> Measured:
-    """One prompt length of the sweep (its own warm-up, then the repeats); kept per length."""
-    return measured.measure(("timeline_sweep", model, length, new_tokens, repeats),
-                            lambda: work.run(T.prompt_length_sweep, get_model(model), (length,), new_tokens, repeats).rows[0],
+def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int, reserve: int = 0) -> Measured:
+    """One prompt length of the sweep (its own warm-up, then the repeats); kept per length. Its value is None when
+    the device ran out of memory for that length."""
+    return measured.measure(("timeline_sweep", model, length, new_tokens, repeats, reserve),
+                            lambda: work.run(T.sweep_length, get_model(model), length, new_tokens, repeats, reserve),
                             again=measured.again_pressed(again_key("sweep")))
+
+
+def warm(model: str, tokens: int) -> None:
+    """Compiled mode: its decode graph for a run of ``tokens`` compiled now (nothing when eager or ready)."""
+    from engine.core.loop import warm_up
+
+    work.run(warm_up, get_model(model), int(tokens))
+
+
+def kernels_for(model: str, ids: tuple[int, ...]) -> Measured:
+    """One prefill and one decode step traced with torch.profiler (engine.timeline.profile), kept per model (the
+    model key names its engine mode) and prompt."""
+    from engine.timeline.profile import profile_steps
+
+    return measured.measure(("timeline_kernels", model, ids),
+                            lambda: work.run(profile_steps, get_model(model), list(ids)),
+                            again=measured.again_pressed(again_key("kernels")))
 
 
 def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> Measured:
@@ -46,16 +64,35 @@ def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
     return work.run(T.training_vs_inference_memory, get_model(model), list(ids))
 
 
-def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list]:
+def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list, dict]:
     """The sweep, one kept length at a time, with a progress bar (kept lengths return at once); also the
-    calibrations of the rows (when and under what load each was measured)."""
+    calibrations of the rows (when and under what load each was measured), and how it was extended: where prefill
+    has not climbed yet (a fast device), the longest prompt is doubled until it does, up to the model's positions
+    or the device's memory ({"extended": lengths added, "memory_short_at": a length that did not fit})."""
     bar = st.progress(0.0, text="Prompt-length sweep")
-    rows = []
+    new_tokens, repeats = max(2, new_tokens), max(1, repeats)
+    reserve = max(lengths) + new_tokens  # compiled mode: one static cache length, one graph, for the chosen lengths
+    got, extended, short = [], [], None
     for i, n in enumerate(lengths):
         bar.progress(i / len(lengths), text=f"Prompt-length sweep: {n} prompt tokens ({i + 1} of {len(lengths)})")
-        rows.append(sweep_row_for(model, n, new_tokens, repeats))
+        got.append(sweep_row_for(model, n, new_tokens, repeats, reserve))
+    rows = [m.value for m in got if m.value is not None]
+    max_positions = get_model(model).info.max_positions
+    while rows and not T.climbed(rows):
+        n = T.next_length(rows, max_positions, new_tokens)
+        if n is None:
+            break
+        bar.progress(0.99, text=f"Prefill has not climbed yet on this device: extending the sweep to {n:,} tokens")
+        m = sweep_row_for(model, n, new_tokens, repeats)
+        if m.value is None:
+            short = n
+            break
+        got.append(m)
+        rows.append(m.value)
+        extended.append(n)
     bar.empty()
-    return T.Sweep(tuple(r.value for r in rows), max(2, new_tokens), max(1, repeats)), [r.calibration for r in rows]
+    return (T.Sweep(tuple(rows), new_tokens, repeats), [m.calibration for m in got],
+            {"extended": extended, "memory_short_at": short})
 
 
 def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings) -> Measured:

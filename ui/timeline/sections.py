@@ -11,7 +11,11 @@ from ui.frame.html import chips
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.frame.measured import measure_again_bar, thread_policy_line
-from ui.timeline.figures import breakdown_chart, cache_chart, floor_chart, memory_chart, roofline_chart, sweep_chart
+from ui.timeline.figures import (breakdown_chart, cache_chart, floor_chart, kernel_lanes, memory_chart, roofline_chart,
+                                 sweep_chart)
+from engine.core.compiled import mode_key, mode_of, refused as mode_refused, split_mode
+from engine.timeline.profile import regime
+from ui.frame.html import md_escape, visible
 
 
 def metrics(rows) -> None:
@@ -55,8 +59,9 @@ def sweep(lm) -> None:
         return
     if not runs.on_demand("sweep", "Run the sweep", "Each length is warmed up once, then measured 'Repeats' times."):
         return
-    sw, cals = runs.sweep(lm.name, tuple(sorted(lengths)), new_tokens, repeats)
+    sw, cals, ext = runs.sweep(lm.name, tuple(sorted(lengths)), new_tokens, repeats)
     chart(sweep_chart(sw), "measured", V.sweep_caption(sw), key="timeline_sweep")
+    st.markdown(V.climb_text(sw, ext, lm.info.device))
     st.dataframe(V.sweep_table(sw), hide_index=True)
     measure_again_bar(cals, runs.again_key("sweep"), "every length of the sweep")
 
@@ -116,3 +121,66 @@ def memory(lm, ids: tuple[int, ...]) -> None:
         mem = runs.memory_for(lm.name, ids)
     metrics(V.memory_metrics(mem))
     chart(memory_chart(mem), "measured", V.memory_caption(mem), key="timeline_memory")
+
+
+def mode_check(lm, tr, s) -> None:
+    """Compiled mode, section 1: the run's tokens against eager's for the same settings (kept or generated, untimed),
+    and the first that differs. In float32 they must be the same; in half precision the compiled kernels add in
+    another order and a near tie can flip: shown, not hidden."""
+    if mode_of(lm) == "eager":
+        return
+    if tr.engine_mode == "eager":
+        st.caption(":material/info: Compiled mode, but this run's decode steps ran eager: it is longer than any static "
+                   "cache of this model, or its compile failed (the sidebar says which).")
+        return
+    from ui.frame.runs import generation_for
+
+    eager = generation_for(split_mode(lm.name)[0], s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k,
+                           s.top_p, s.seed)
+    diff = next((i for i, (a, b) in enumerate(zip(tr.generated_ids, eager.generated_ids)) if a != b), None)
+    if diff is None and len(tr.generated_ids) == len(eager.generated_ids):
+        st.success(lesson("timeline", "mode same", n=len(tr.generated_ids), dtype=lm.info.dtype),
+                   icon=":material/check_circle:")
+        return
+    diff = diff if diff is not None else min(len(tr.generated_ids), len(eager.generated_ids))
+    tok = lambda t, i: md_escape(visible(t.generated_tokens[i])) if i < len(t.generated_tokens) else "(end)"  # noqa: E731
+    text = lesson("timeline", "mode differs", token=diff + 1, compiled=tok(tr, diff), eager=tok(eager, diff),
+                  dtype=lm.info.dtype)
+    (st.error if lm.info.dtype == "float32" else st.warning)(text, icon=":material/difference:")
+
+
+def kernels(lm, ids: tuple[int, ...]) -> None:
+    """Section 8: one prefill and one decode step traced with torch.profiler, eager and compiled side by side, and
+    the regime each is in, named from its numbers."""
+    st.markdown(lesson("timeline", "kernels"))
+    eager_key = split_mode(lm.name)[0]
+    why = mode_refused(lm.info, lm.device)
+    if not runs.on_demand("kernels", "Trace one step, eager and compiled",
+                          "One prefill and one decode step under torch.profiler in each engine mode. Compiled mode "
+                          "compiles its decode step first, once (minutes on a 2-core CPU the first time)."):
+        return
+    keys = [eager_key] + ([] if why else [mode_key(eager_key, "compiled")])
+    if not why:
+        with st.spinner("Compiled mode: compiling the decode step for this prompt's static cache (once; before "
+                        "anything is traced)..."):
+            runs.warm(keys[1], len(ids) + 2)
+    with st.spinner("Tracing one prefill and one decode step in each mode..."):
+        got = [runs.kernels_for(k, ids) for k in keys]
+    if why:
+        st.caption(f":material/info: Compiled mode: {md_escape(why)}; only eager is traced.")
+    probe = runs.hardware_probe(lm.info.device)
+    floor = T.decode_floor_ms(lm, probe.read_gb_s.median)
+    ridge = probe.matmul_gflop_s.median / probe.read_gb_s.median
+    pairs = [(p, regime(p, floor, T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in,
+                                                   p.plain_ms).intensity, ridge))
+             for m in got for p in m.value]
+    st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device)))
+    st.dataframe(V.kernel_rows(pairs), hide_index=True)
+    for col, key, m in zip(st.columns(len(got)), keys, got):
+        with col:
+            st.subheader("Compiled" if key != eager_key else "Eager")
+            for p in reversed(m.value):  # the decode step first: the lesson's subject
+                chart(kernel_lanes(p, f"{p.mode.capitalize()} {p.phase} step: host vs device"), "measured",
+                      V.kernels_caption(p), key=f"timeline_kernels_{key != eager_key}_{p.phase}")
+                st.dataframe(V.top_ops_table(p), hide_index=True)
+    measure_again_bar([m.calibration for m in got], runs.again_key("kernels"), "the traces")

@@ -50,6 +50,33 @@ def sweep_caption(sw: T.Sweep) -> str:
             f"the median of {sw.new_tokens - 1} decode steps in each repeat.")
 
 
+def climb_text(sw: T.Sweep, ext: dict, device: str) -> str:
+    """Where prefill started to climb on this device, and how far the sweep had to go to see it (measured)."""
+    if not sw.rows:
+        return "No prompt length could be measured."
+    first, last = sw.rows[0], sw.rows[-1]
+    grow = last.ttft_ms.median / first.ttft_ms.median if first.ttft_ms.median > 0 else float("nan")
+    start = T.climb_start(sw.rows)
+    parts = []
+    if ext["extended"]:
+        parts.append(f"Up to {ext['extended'][0] // 2:,} prompt tokens the time to first token hardly moved on this "
+                     f"device ({device}), so the sweep went on doubling the prompt, to {ext['extended'][-1]:,}.")
+    if start is not None:
+        parts.append(f"**Prefill started to climb at {start:,} prompt tokens** (time to first token at least "
+                     f"{T.STARTED:g}× the {first.prompt_tokens}-token prompt's); from {first.prompt_tokens} to "
+                     f"{last.prompt_tokens:,} tokens it grew **{grow:.1f}×**, while the time per output token "
+                     f"grew {last.tpot_ms.median / first.tpot_ms.median:.1f}×.")
+    else:
+        parts.append(f"From {first.prompt_tokens} to {last.prompt_tokens:,} prompt tokens the time to first token "
+                     f"grew only {grow:.1f}×: on this device prefill has not started to climb yet (each pass "
+                     "waits on fixed costs, not on the prompt's work).")
+    if ext["memory_short_at"]:
+        parts.append(f"{ext['memory_short_at']:,} tokens did not fit in this device's memory: the sweep ends there.")
+    elif not T.climbed(sw.rows) and ext["extended"]:
+        parts.append("The model's context length ends the sweep there.")
+    return " ".join(parts)
+
+
 def sweep_table(sw: T.Sweep) -> pd.DataFrame:
     return pd.DataFrame([{
         "prompt tokens": r.prompt_tokens, "TTFT median (ms)": round(r.ttft_ms.median, 1),
@@ -125,3 +152,47 @@ def memory_metrics(mem: T.MemoryComparison) -> list[tuple[str, str, str | None]]
 def memory_caption(mem: T.MemoryComparison) -> str:
     return (f"Method: {mem.method}. Both passes keep the logits ({mem.logits_bytes / MB:.1f} MiB), as a loss would "
             "need.")
+
+
+def short_op(name: str, limit: int = 48) -> str:
+    """An operator's or kernel's name cut to fit a table (compiled kernels are named after every op they fuse)."""
+    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
+
+
+def kernel_rows(profiles) -> pd.DataFrame:
+    """One row per traced step: mode, phase, operators or kernels, device busy share, times, regime."""
+    return pd.DataFrame([{
+        "mode": p.mode, "step": p.phase + ("" if p.graph or p.mode == "eager" else " (runs eager)"),
+        f"{p.op_word} per step": p.ops,
+        "device busy": f"{p.device_busy_fraction:.0%}", "traced (ms)": round(p.wall_ms, 2),
+        "plain (ms)": round(p.plain_ms, 2), "regime": r.name} for p, r in profiles])
+
+
+def top_ops_table(p) -> pd.DataFrame:
+    return pd.DataFrame([{"operator" if p.device == "cpu" else "kernel": short_op(o.name), "ms": round(o.ms, 3),
+                          "calls": o.count, "share of busy time": f"{o.ms / p.device_busy_ms:.0%}"
+                          if p.device_busy_ms > 0 else "n/a"} for o in p.top_ops])
+
+
+def kernels_caption(p) -> str:
+    lane = "the kernels the GPU ran (CUDA events)" if p.device == "cuda" else \
+        ("the operators that do their own work (aten kernels such as aten::mm, and compiled kernels; wrappers, "
+         "views, reshapes and allocations left out: on a CPU host and device are one thread)")
+    return (f"Traced with torch.profiler: the host lane is each operator called from Python (or the compiled graph's "
+            f"call), the device lane {lane}. {p.ops:,} {p.op_word}; the device lane is busy "
+            f"{p.device_busy_ms:.2f} of {p.wall_ms:.2f} ms ({p.device_busy_fraction:.0%}). The profiler's own "
+            f"bookkeeping slows the traced step: the same step untraced took {p.plain_ms:.2f} ms (median).")
+
+
+def regime_text(pairs, device: str) -> str:
+    """The lesson's verdict, one sentence per traced step, from its numbers (engine.timeline.profile.regime)."""
+    gpu = device.startswith("cuda")
+    lines = [f"- **{p.mode} mode, {p.phase}{'' if p.graph or p.mode == 'eager' else ' (an eager pass)'}: "
+             f"{r.name}.** {r.reason[0].upper()}{r.reason[1:]}." for p, r in pairs]
+    dec = {p.mode: p for p, _ in pairs if p.phase == "decode"}
+    if "eager" in dec and "compiled" in dec:
+        e, c = dec["eager"], dec["compiled"]
+        lines.append(f"- Compiled, the decode step runs **{c.ops:,}** {c.op_word} instead of {e.ops:,} and takes "
+                     f"{c.plain_ms:.2f} ms instead of {e.plain_ms:.2f} ms untraced ({e.plain_ms / c.plain_ms:.2f}\u00d7)"
+                     + ("; on a GPU the whole step is one CUDA graph launch." if gpu else "."))
+    return "\n".join(lines)

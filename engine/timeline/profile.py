@@ -1,0 +1,228 @@
+"""Where one step's time goes, kernel by kernel: a prefill and a decode step traced with ``torch.profiler``.
+
+Two lanes, as a GPU profiler draws them:
+- host: the work the CPU thread does to run the step: each operator called from Python (``aten::...``) or the
+  compiled graph's call, with Python and dispatch in between;
+- device: on a GPU the kernels it ran (CUDA events); on a CPU, where host and device are one thread, the operators
+  that do their own work (aten operators and compiled kernels with most of their time their own, not their callees':
+  ``aten::linear`` is a wrapper, the ``aten::mm`` under it a kernel; one that only views, reshapes or allocates,
+  ``METADATA``, is not counted): the time spent computing.
+
+From them: the number of kernels (GPU) or operators (CPU) per step, the device's busy time (the union of its
+spans) as a share of the step's wall clock, and the operators that took the most time. ``regime`` names what limits
+the step from those numbers and the roofline (Williams et al. 2009): launch/dispatch-bound (the device idle most
+of the step), compute-bound (a pass whose FLOPs per byte pass the ridge of the measured roofline), else
+bandwidth-bound (and how close to its floor).
+
+The profiler adds its own bookkeeping to every operator, so a traced step is slower than a plain one
+(``plain_ms`` is the same step unprofiled, median of repeats); the busy share is of the traced step.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from engine.core import loop
+from engine.core.compiled import mode_of
+from engine.core.loaded import LoadedModel
+from engine.measure.timing import now
+
+STEP = "ile_step"  # the profiler range around the traced pass
+MAX_SPANS = 4000  # spans kept per lane for drawing (a GPU prefill can launch more); counts use all of them
+TOP = 8
+# Annotations the profiler or torch.compile's runtime add around the real work: neither operators nor kernels.
+_NOT_OPS = ("TorchDynamo Cache Lookup", "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue",
+            "Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", STEP)
+# aten operators that only describe, view, reshape or allocate memory: no arithmetic, no copy of data. (aten::mm
+# on a CPU calls aten::resolve_conj: without this list the matrix multiply would not be an innermost operator.)
+METADATA = frozenset(f"aten::{n}" for n in (
+    "view", "_unsafe_view", "reshape", "as_strided", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze",
+    "slice", "select", "narrow", "split", "unbind", "chunk", "alias", "detach", "contiguous", "resolve_conj",
+    "resolve_neg", "empty", "empty_strided", "empty_like", "result_type", "lift_fresh", "_reshape_alias",
+    "is_nonzero", "item", "_local_scalar_dense", "size", "stride", "numel", "dim", "flatten", "unflatten", "view_as",
+    "expand_as", "broadcast_tensors", "type_as", "to", "_to_copy", "index_select_backward"))
+
+
+@dataclass(frozen=True)
+class Span:
+    lane: str  # "host" | "device"
+    name: str
+    start_ms: float  # from the start of the step
+    ms: float
+
+
+@dataclass(frozen=True)
+class OpTime:
+    name: str
+    ms: float  # total time in this operator or kernel over the step (device lane)
+    count: int
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    phase: str  # "prefill" | "decode"
+    mode: str  # the model's engine mode: "eager" | "compiled"
+    device: str  # "cpu" | "cuda"
+    tokens_in: int
+    context: int  # tokens in the KV cache after the pass
+    wall_ms: float  # measured: the traced step's wall clock (profiler bookkeeping included)
+    plain_ms: float  # measured: the same step without the profiler, median of repeats
+    ops: int  # kernels launched (GPU) or innermost operators run (CPU)
+    device_busy_ms: float  # union of the device lane's spans
+    spans: tuple[Span, ...]
+    top_ops: tuple[OpTime, ...]
+    graph: bool = False  # the pass ran as the compiled graph (compiled mode's decode step; a prefill never does)
+
+    @property
+    def device_busy_fraction(self) -> float:
+        return min(1.0, self.device_busy_ms / self.wall_ms) if self.wall_ms > 0 else float("nan")
+
+    @property
+    def op_word(self) -> str:
+        return "kernels" if self.device == "cuda" else "operators"
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "mode": self.mode, "ran_as_graph": self.graph, "device": self.device,
+                "tokens_in": self.tokens_in,
+                "context": self.context, "wall_ms": self.wall_ms, "plain_ms": self.plain_ms,
+                "ops_per_step": self.ops, "ops_are": self.op_word, "device_busy_ms": self.device_busy_ms,
+                "device_busy_fraction": self.device_busy_fraction,
+                "top_ops": [{"name": o.name, "ms": o.ms, "count": o.count} for o in self.top_ops]}
+
+
+def _union_ms(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of [start, end] intervals."""
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def _is_op(e) -> bool:
+    return not any(e.name.startswith(n) for n in _NOT_OPS)
+
+
+OWN_WORK = 0.5  # a CPU operator is a kernel when at least this share of its time is its own (not its callees')
+
+
+def _cpu_kernel(e) -> bool:
+    """An operator that computes and does its own work: not METADATA, not a profiler annotation, and either calls
+    nothing or spends most of its time itself (aten::mm that first clones a strided input is still the multiply;
+    aten::linear, whose time is all aten::mm's, is not)."""
+    if not _is_op(e) or e.name in METADATA:
+        return False
+    span = e.time_range.end - e.time_range.start
+    return not e.cpu_children or e.self_cpu_time_total >= OWN_WORK * span
+
+
+def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
+    """(step start us, step end us, host events, device events) of the traced step."""
+    step = next(e for e in events if e.name == STEP and e.device_type == torch.autograd.DeviceType.CPU)
+    t0, t1 = step.time_range.start, step.time_range.end
+    cpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU and e is not step
+           and t0 <= e.time_range.start and e.time_range.end <= t1]
+    host = [e for e in cpu if e.cpu_parent is None or e.cpu_parent.name == STEP]
+    if on_gpu:
+        device = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU and e.time_range.start >= t0]
+    else:
+        device = [e for e in cpu if _cpu_kernel(e)]
+    return t0, t1, host, device
+
+
+def summarise(events, phase: str, mode: str, device: str, tokens_in: int, context: int, plain_ms: float,
+              graph: bool = False) -> StepProfile:
+    """A StepProfile from the profiler's events of one traced step (the STEP range around it)."""
+    on_gpu = device == "cuda"
+    t0, t1, host, dev = _lanes(events, on_gpu)
+    end = max([t1] + [e.time_range.end for e in dev])  # a GPU may finish after the host range closed
+    ms = lambda us: us / 1000.0  # noqa: E731
+    spans = [Span("host", e.name, ms(e.time_range.start - t0), ms(e.time_range.end - e.time_range.start))
+             for e in host[:MAX_SPANS]]
+    spans += [Span("device", e.name, ms(e.time_range.start - t0), ms(e.time_range.end - e.time_range.start))
+              for e in dev[:MAX_SPANS]]
+    per: dict[str, list[float]] = defaultdict(list)
+    for e in dev:
+        per[e.name].append(ms(e.time_range.end - e.time_range.start))
+    top = sorted((OpTime(n, sum(v), len(v)) for n, v in per.items()), key=lambda o: -o.ms)[:TOP]
+    busy = ms(_union_ms([(e.time_range.start, e.time_range.end) for e in dev]))
+    return StepProfile(phase, mode, device, int(tokens_in), int(context), ms(end - t0), float(plain_ms), len(dev),
+                       busy, tuple(spans), tuple(top), bool(graph))
+
+
+def _traced(lm, run, dev) -> tuple:
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        with record_function(STEP):
+            out = run()
+        now(dev)  # the device's work belongs to the step: wait for it inside the traced window
+    return out, prof.events()
+
+
+def profile_steps(lm: LoadedModel, ids: list[int], repeats: int = 3) -> tuple[StepProfile, StepProfile]:
+    """(prefill, decode): one prefill over ``ids`` and one decode step after it, each traced once and also timed
+    plain (``repeats`` times, median), on the loop this model runs (compiled mode: the decode step is its graph,
+    warmed up first so no compile is traced)."""
+    dev = lm.device
+    tokens = len(ids) + 2
+    loop.warm_up(lm, tokens)
+    x = torch.tensor([list(ids)], device=dev)  # [1, n]
+
+    def fresh():
+        return loop.new_cache(lm, tokens=tokens)
+
+    plain_pre, plain_dec = [], []
+    for _ in range(max(1, int(repeats))):
+        cache = fresh()
+        t0 = now(dev)
+        logits = loop.prefill(lm, x, cache)  # [1, vocab]
+        t1 = now(dev)
+        tok = logits.argmax(-1, keepdim=True)  # [1, 1]
+        t2 = now(dev)
+        loop.decode_step(lm, tok, cache)
+        plain_pre.append((t1 - t0) * 1000.0)
+        plain_dec.append((now(dev) - t2) * 1000.0)
+    cache = fresh()
+    logits, ev_pre = _traced(lm, lambda: loop.prefill(lm, x, cache), dev)
+    tok = logits.argmax(-1, keepdim=True)  # [1, 1]
+    served = loop.served_compiled(lm, cache)
+    _, ev_dec = _traced(lm, lambda: loop.decode_step(lm, tok, cache), dev)
+    pre = summarise(ev_pre, "prefill", mode_of(lm), dev.type, len(ids), len(ids), statistics.median(plain_pre))
+    dec = summarise(ev_dec, "decode", mode_of(lm), dev.type, 1, len(ids) + 1, statistics.median(plain_dec),
+                    graph=served)
+    return pre, dec
+
+
+@dataclass(frozen=True)
+class Regime:
+    name: str  # "launch/dispatch-bound" | "compute-bound" | "bandwidth-bound"
+    reason: str  # the numbers that name it, in one sentence
+
+
+BUSY_BELOW = 0.5  # a device idle more than half of the step is waiting on the host
+
+
+def regime(p: StepProfile, floor_ms: float, intensity: float, ridge: float) -> Regime:
+    """What limits this step, named from its measured numbers: the device's busy share, the pass's arithmetic
+    intensity (FLOPs per byte) against the ridge of the measured roofline (matmul FLOP/s / read bandwidth), and
+    the step's plain time against its floor (the bytes it must read / the read bandwidth)."""
+    busy = p.device_busy_fraction
+    if busy < BUSY_BELOW:
+        return Regime("launch/dispatch-bound",
+                      f"the {'GPU' if p.device == 'cuda' else 'CPU'} computes only {busy:.0%} of the traced step; the "
+                      f"rest is the host calling {p.ops:,} {p.op_word} one by one")
+    if intensity >= ridge:
+        return Regime("compute-bound",
+                      f"{intensity:,.0f} FLOPs per byte is past the roofline's ridge ({ridge:,.0f}): the arithmetic, "
+                      "not the memory, sets the pace")
+    pace = floor_ms / p.plain_ms if p.plain_ms > 0 else float("nan")
+    near = "close to its floor" if pace >= 0.5 else "its kernels reach only part of the bandwidth"
+    return Regime("bandwidth-bound",
+                  f"busy {busy:.0%} of the step at {intensity:,.1f} FLOPs per byte (ridge {ridge:,.0f}); the step "
+                  f"runs at {pace:.0%} of its floor's pace ({p.plain_ms:.2f} ms vs {floor_ms:.2f} ms): {near}")

@@ -1,0 +1,80 @@
+"""AppTest of the compiled engine mode (tiny model): chosen in the address and the sidebar, compiled before the
+page measures, the same greedy tokens as eager shown on the timeline page, the kernel-level trace in both modes side
+by side, one-line refusals with eager running, and the pages whose work runs eager saying so."""
+from tests.app.test_pages import errors, run_page, shown
+
+
+def _said(at) -> str:
+    return " ".join(x.value for kind in (at.error, at.warning, at.info, at.success, at.caption, at.markdown)
+                    for x in kind)
+
+
+def test_timeline_in_compiled_mode_matches_eager_and_traces_both_modes():
+    at = run_page("pages/timeline.py", model="tiny-random", mode="compiled", max_new_tokens="6", temperature="0")
+    assert not errors(at), errors(at)
+    assert at.selectbox(key="w_mode").value == "compiled" and at.query_params["mode"] in ("compiled", ["compiled"])
+    assert "wrote the same" in _said(at)  # section 1: the compiled run's tokens = eager's (float32)
+    at.button(key="timeline_btn_kernels").click().run()
+    assert not errors(at), errors(at)
+    said = _said(at)
+    assert "compiled mode, decode:" in said and "eager mode, decode:" in said and "Compiled, the decode step runs" in said
+    assert "compiled mode, prefill (an eager pass):" in said  # compiled mode's prefill is not compiled: said so
+    assert [h.value for h in at.subheader][-2:] == ["Eager", "Compiled"]
+    table = next(d.value for d in at.dataframe if "regime" in d.value.columns)
+    assert set(table["mode"]) == {"eager", "compiled"} and len(table) == 4
+
+
+def test_a_mode_the_model_cannot_run_is_refused_in_one_line_and_eager_runs():
+    from streamlit.testing.v1 import AppTest
+
+    from ui.frame import nav
+
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=240)
+    for k, v in dict(model="tiny-random", mode="compiled", precision="int8", max_new_tokens="3").items():
+        at.query_params[k] = v
+    at.run()  # the first run refuses; the page after it runs eager
+    assert not errors(at), errors(at)
+    refusal = [e.value for e in at.error if "Compiled mode" in e.value]
+    assert refusal and "int8" in refusal[0] and "Eager runs" in refusal[0] and "\n" not in refusal[0]
+    at.run()
+    assert at.selectbox(key="w_mode").value == "eager"
+    assert "mode" not in at.query_params  # back at the default: the link no longer asks for compiled
+
+
+def test_the_home_page_answer_in_compiled_mode_is_the_compiled_loop():
+    at = run_page("pages/loop.py", model="tiny-random", mode="compiled", max_new_tokens="5", temperature="0")
+    assert not errors(at), errors(at)
+    from ui.frame.runs import kept, run_key
+
+    tr = kept(run_key("tiny-random@compiled", at.session_state["settings"].prompt, True, 5, 0.0, 50, 0.95, 0))
+    assert tr is not None and tr.engine_mode == "compiled" and not tr.timed_in_batcher
+
+
+def test_a_bad_mode_in_the_address_is_eager():
+    at = run_page("pages/loop.py", model="tiny-random", mode="turbo", max_new_tokens="3")
+    assert not errors(at), errors(at)
+    assert at.selectbox(key="w_mode").value == "eager"
+
+
+def test_the_race_page_runs_eager_and_says_so_in_compiled_mode():
+    at = run_page("pages/speculative.py", model="tiny-random", mode="compiled", max_new_tokens="4")
+    assert not errors(at), errors(at)
+    assert any("this page runs eager" in c.value for c in at.caption)
+
+
+def test_the_compile_is_a_visible_warm_up_and_its_cancel_button_runs_eager():
+    from streamlit.testing.v1 import AppTest
+
+    from ui.frame import models, nav
+
+    models._load_compiled.clear()  # a fresh compiled model: its graph is not warmed up yet in this process
+    at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=600)
+    for k, v in dict(model="tiny-random", mode="compiled", max_new_tokens="4").items():
+        at.query_params[k] = v
+    at.run()
+    assert not errors(at), errors(at)
+    assert any(s.label.startswith("Compiled: the decode step for 256 cache positions is ready") for s in at.status)
+    at.button(key="compile_cancel").click().run()  # the box's button: the session goes back to eager
+    assert not errors(at), errors(at)
+    assert at.selectbox(key="w_mode").value == "eager"
+    assert any("Compiling cancelled: eager runs" in shown(e.value) for e in at.error)

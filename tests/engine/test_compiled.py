@@ -1,0 +1,176 @@
+"""Compiled engine mode (engine.core.compiled): greedy output equal to eager token for token in float32, no compile
+inside a measured step, KV bytes still equal to the formula, every refusal one line with eager running instead, and
+the keys that make a compiled model its own cache entry. One compile of the tiny model per module (torch keeps it on
+disk, so a second run of the suite compiles in seconds); one on the embedded model (model tier)."""
+import argparse
+import json
+
+import pytest
+import torch
+from transformers import DynamicCache, StaticCache
+
+from engine.core import compiled as C
+from engine.core import loop
+from engine.core.kv import kv_bytes_for, reserved_bytes
+from engine.core.models import load_model, load_tiny_arch
+from engine.core.precision import model_key, plain_name, split_key, to_precision
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
+
+GREEDY = SamplingSettings(temperature=0.0)
+PROMPTS = ["What is the capital of France?", "def add(a, b):", "Once upon a time"]
+
+
+def _graphs() -> int:
+    import torch._dynamo.utils as du
+
+    return int(du.counters["stats"]["unique_graphs"])
+
+
+@pytest.fixture(scope="module")
+def tiny_compiled(tiny_lm):
+    return C.to_mode(tiny_lm, "compiled")
+
+
+def test_compiled_greedy_equals_eager_token_for_token_in_float32(tiny_lm, tiny_compiled):
+    for prompt in PROMPTS:
+        eager = run_trace(tiny_lm, prompt, GREEDY, 24, analyse=False)
+        comp = run_trace(tiny_compiled, prompt, GREEDY, 24, analyse=False)
+        assert comp.generated_ids == eager.generated_ids, prompt
+        assert comp.engine_mode == "compiled" and eager.engine_mode == "eager"
+        assert [s.compiled for s in comp.steps] == [False] + [True] * (len(comp.steps) - 1)  # prefill stays eager
+
+
+def test_a_measured_run_never_compiles(tiny_compiled):
+    run_trace(tiny_compiled, PROMPTS[0], GREEDY, 8, analyse=False)  # warmed up (compiled) for this length
+    before = _graphs()
+    for prompt in PROMPTS:  # other prompts, other lengths within the same static cache length
+        run_trace(tiny_compiled, prompt, GREEDY, 12, analyse=False)
+    assert _graphs() == before
+
+
+def test_the_counter_sees_a_compile():
+    """The check above could not fail if the counter did not move on a compile."""
+    before = _graphs()
+    torch.compile(lambda x: x * 3 + 1, dynamic=False)(torch.ones(3))
+    assert _graphs() > before
+
+
+def test_kv_bytes_of_a_compiled_run_equal_the_formula_and_the_static_cache_reserves_its_length(tiny_compiled):
+    tr = run_trace(tiny_compiled, PROMPTS[0], GREEDY, 10, analyse=False)
+    assert [s.kv_bytes for s in tr.steps] == [kv_bytes_for(tiny_compiled.info, s.kv_tokens) for s in tr.steps]
+    cache = loop.new_cache(tiny_compiled, tokens=40)  # the same length as the run's: its cache, emptied
+    assert isinstance(cache, StaticCache) and int(cache.get_seq_length()) == 0
+    assert reserved_bytes(cache) == kv_bytes_for(tiny_compiled.info, C.cache_length(40, 1024)) == 256 * 512
+
+
+def test_only_one_sequence_fed_token_by_token_gets_the_static_cache(tiny_compiled, tiny_lm):
+    assert isinstance(loop.new_cache(tiny_compiled), DynamicCache)  # no length given: an analysis, a batch
+    assert isinstance(loop.new_cache(tiny_compiled, rollback=True, tokens=20), DynamicCache)  # speculative decoding
+    assert isinstance(loop.new_cache(tiny_lm, tokens=20), DynamicCache)  # eager
+    too_long = tiny_compiled.info.max_positions + 1
+    _, _, steps = loop.timed_greedy(tiny_compiled, [5, 6, 7], 3, reserve=too_long)  # longer than any static cache
+    assert len(steps) == 2
+
+
+def test_the_class_batcher_serves_a_compiled_model_alone(tiny_lm, tiny_compiled):
+    from engine.core.classbatch import group
+
+    assert group(tiny_lm) is not None and group(tiny_compiled) is None
+
+
+def test_every_pass_of_a_compiled_run_goes_through_the_door(tiny_compiled, door):
+    run_trace(tiny_compiled, PROMPTS[1], GREEDY, 6, analyse=False)
+    assert door["outside"] == 0 and door["through"] >= 1
+
+
+def test_a_compile_that_fails_is_one_line_and_eager_runs(tiny_lm, monkeypatch):
+    lm = C.to_mode(tiny_lm, "compiled")
+
+    def broken(make):
+        def fn(ids, cache):
+            raise RuntimeError("a graph break this test made\nwith a second line")
+        return fn
+
+    monkeypatch.setattr(lm.decode_graph, "_compiled", broken)
+    tr = run_trace(lm, PROMPTS[0], GREEDY, 6, analyse=False)
+    eager = run_trace(tiny_lm, PROMPTS[0], GREEDY, 6, analyse=False)
+    assert tr.generated_ids == eager.generated_ids and tr.engine_mode == "eager"
+    assert "\n" not in lm.decode_graph.failure and "a graph break this test made" in lm.decode_graph.failure
+
+
+def test_sliding_window_and_cpu_int8_models_are_refused_in_one_line(tiny_lm):
+    gemma = load_tiny_arch("gemma3")
+    with pytest.raises(C.ModeError, match="sliding-window") as exc:
+        C.to_mode(gemma, "compiled")
+    assert "\n" not in str(exc.value)
+    int8 = to_precision(tiny_lm, "int8")
+    with pytest.raises(C.ModeError, match="int8"):
+        C.to_mode(int8, "compiled")
+    with pytest.raises(C.ModeError, match="not an engine mode"):
+        C.to_mode(tiny_lm, "turbo")
+
+
+def test_no_cpp_compiler_is_refused(monkeypatch):
+    monkeypatch.setattr(C.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CXX", raising=False)
+    assert "C++ compiler" in C.compiler_missing("cpu")
+
+
+def test_a_compiled_model_is_a_second_model_over_the_same_weights(tiny_lm, tiny_compiled):
+    assert tiny_compiled.model is tiny_lm.model and tiny_compiled.tokenizer is tiny_lm.tokenizer
+    assert tiny_compiled.name == "tiny-random@compiled" and tiny_compiled.info.mode == "compiled"
+    assert tiny_lm.info.mode == "eager" and getattr(tiny_lm, "decode_graph", None) is None
+    back = C.to_mode(tiny_compiled, "eager")
+    assert back.name == "tiny-random" and back.model is tiny_lm.model and C.mode_of(back) == "eager"
+
+
+def test_keys_carry_the_mode_after_the_precision():
+    assert model_key("embedded", "float32", "cpu", "compiled") == "embedded@compiled"
+    assert model_key("embedded", "bfloat16", "cpu", "compiled") == "embedded@bfloat16@compiled"
+    assert model_key("embedded", "bfloat16", "cpu") == "embedded@bfloat16"
+    assert split_key("embedded@bfloat16@compiled") == ("embedded", "bfloat16")
+    assert split_key("embedded@compiled") == ("embedded", None)
+    assert C.split_mode("embedded@bfloat16@compiled") == ("embedded@bfloat16", "compiled")
+    assert C.split_mode("embedded@bfloat16") == ("embedded@bfloat16", "eager")
+    assert plain_name("embedded@int8@compiled") == "embedded" and plain_name("embedded@compiled") == "embedded"
+    assert plain_name("my@model") == "my@model"  # an '@' that is no suffix stays
+
+
+def test_cache_lengths_are_few_and_hold_the_run():
+    assert C.cache_length(1, 8192) == 256 and C.cache_length(256, 8192) == 256 and C.cache_length(257, 8192) == 512
+    assert C.cache_length(5000, 8192) == 8192 and C.cache_length(1000, 600) is None
+    assert C.cache_length(500, 600) == 512 and C.cache_length(550, 600) == 600
+
+
+def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_compiled):
+    from engine.timeline import bench_decode
+
+    args = argparse.Namespace(new_tokens=6, repeats=1, modes="eager,compiled", probe_mb=16)
+    r = bench_decode.run(tiny_lm, args)
+    json.dumps(r)
+    assert set(r["modes"]) == {"eager", "compiled"} and r["refused"] == {}
+    assert r["modes"]["eager"]["ratio_to_eager"] == 1.0
+    for row in r["modes"].values():
+        assert row["same_tokens"] is True and row["tokens_per_s"] > 0 and row["of_floor"] > 0
+    assert r["modes"]["compiled"]["ran_as"] == "compiled"
+    assert r["floor_ms_per_token"] > 0
+
+
+def test_cli_mode_refusal_is_one_line_and_eager_runs(capsys):
+    from engine.__main__ import main
+
+    assert main(["race", "--model", "tiny-random", "--mode", "compiled", "--prompt", "Hi", "--max-new-tokens",
+                 "3", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "compiled mode:" in err and "eager runs" in err
+
+
+@pytest.mark.model
+def test_compiled_equals_eager_on_the_embedded_model(embedded_lm):
+    lm = C.to_mode(embedded_lm, "compiled")
+    for prompt in PROMPTS[:2]:
+        eager = run_trace(embedded_lm, prompt, GREEDY, 16, analyse=False)
+        comp = run_trace(lm, prompt, GREEDY, 16, analyse=False)
+        assert comp.generated_ids == eager.generated_ids, prompt
+        assert comp.engine_mode == "compiled"

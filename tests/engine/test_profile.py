@@ -1,0 +1,95 @@
+"""The kernel-level view of a step (engine.timeline.profile): lanes inside the step, busy time a union (never more
+than the step), top operators in order, a compiled step running fewer operators than eager, and the regime named from
+the numbers, each way."""
+import argparse
+import json
+
+import pytest
+
+from engine.core import compiled as C
+from engine.timeline import profile as P
+
+IDS = [5, 6, 7, 8, 9, 10, 11, 12]
+
+
+@pytest.fixture(scope="module")
+def steps(tiny_lm):
+    eager = P.profile_steps(tiny_lm, IDS, repeats=1)
+    comp = P.profile_steps(C.to_mode(tiny_lm, "compiled"), IDS, repeats=1)
+    return eager, comp
+
+
+def test_union_counts_overlaps_once():
+    assert P._union_ms([(0, 10), (5, 15), (20, 25), (21, 22)]) == 20
+    assert P._union_ms([]) == 0
+
+
+def test_a_step_profile_is_consistent(steps):
+    for p in [*steps[0], *steps[1]]:
+        assert p.ops > 0 and p.wall_ms > 0 and p.plain_ms > 0
+        assert 0 < p.device_busy_ms <= p.wall_ms + 1e-6 and 0 < p.device_busy_fraction <= 1
+        device = [s for s in p.spans if s.lane == "device"]
+        assert len(device) == min(p.ops, P.MAX_SPANS) and any(s.lane == "host" for s in p.spans)
+        assert all(s.start_ms >= -1e-6 and s.ms >= 0 for s in p.spans)
+        assert p.device_busy_ms <= sum(s.ms for s in device) + 1e-6  # a union, not a sum
+        tops = [o.ms for o in p.top_ops]
+        assert tops == sorted(tops, reverse=True) and len(tops) <= P.TOP
+        assert p.op_word == "operators"  # a CPU: no kernels of its own
+
+
+def test_compiled_decode_runs_fewer_operators_and_prefill_stays_eager(steps):
+    (e_pre, e_dec), (c_pre, c_dec) = steps
+    assert (e_dec.mode, c_dec.mode, c_pre.mode) == ("eager", "compiled", "compiled")
+    assert (e_dec.graph, c_dec.graph, c_pre.graph) == (False, True, False)
+    assert c_dec.ops < e_dec.ops  # fused kernels
+    assert e_pre.tokens_in == len(IDS) and e_dec.tokens_in == 1 and e_dec.context == len(IDS) + 1
+
+
+def test_the_cpu_device_lane_holds_the_matrix_multiplies_and_no_views(steps):
+    """On a CPU aten::mm calls aten::resolve_conj: the innermost operator that computes is the multiply itself."""
+    device = {s.name for s in steps[0][1].spans if s.lane == "device"}
+    assert any(n in device for n in ("aten::mm", "aten::addmm", "aten::bmm")), sorted(device)
+    assert not device & P.METADATA
+
+
+def _profile(busy: float, plain: float = 10.0) -> P.StepProfile:
+    return P.StepProfile("decode", "eager", "cuda", 1, 10, 10.0, plain, 500, busy * 10.0, (), ())
+
+
+def test_regime_is_named_from_the_numbers():
+    assert P.regime(_profile(0.2), floor_ms=0.1, intensity=1.0, ridge=100).name == "launch/dispatch-bound"
+    assert "500 kernels" in P.regime(_profile(0.2), 0.1, 1.0, 100).reason
+    assert P.regime(_profile(0.9), floor_ms=0.1, intensity=300.0, ridge=100).name == "compute-bound"
+    bw = P.regime(_profile(0.9, plain=0.15), floor_ms=0.1, intensity=1.0, ridge=100)
+    assert bw.name == "bandwidth-bound" and "close to its floor" in bw.reason
+    far = P.regime(_profile(0.9, plain=1.0), floor_ms=0.1, intensity=1.0, ridge=100)
+    assert far.name == "bandwidth-bound" and "only part" in far.reason
+
+
+def test_bench_profile_prints_ops_busy_and_top_ops_per_mode(tiny_lm):
+    from engine.timeline import bench_profile
+
+    r = bench_profile.run(tiny_lm, argparse.Namespace(modes="eager,compiled", prompt="Hi there", repeats=1,
+                                                      probe_mb=16))
+    json.dumps(r)
+    assert set(r["modes"]) == {"eager", "compiled"}
+    for row in r["modes"].values():
+        for phase in ("prefill", "decode"):
+            p = row[phase]
+            assert p["ops_per_step"] > 0 and 0 < p["device_busy_fraction"] <= 1 and p["top_ops"]
+            assert p["regime"] in ("launch/dispatch-bound", "compute-bound", "bandwidth-bound")
+    assert bench_profile.summary(r).count("decode:") == 2
+
+
+def test_a_cpu_kernel_is_an_operator_doing_its_own_work():
+    from types import SimpleNamespace as E
+
+    def ev(name, start, end, self_us, children=()):
+        return E(name=name, time_range=E(start=start, end=end), self_cpu_time_total=self_us, cpu_children=list(children))
+
+    clone = ev("aten::clone", 0, 10, 10)
+    mm = ev("aten::mm", 0, 100, 90, [clone, ev("aten::resolve_conj", 95, 96, 1)])  # clones a strided input first
+    linear = ev("aten::linear", 0, 101, 1, [mm])  # all its time is aten::mm's
+    assert P._cpu_kernel(mm) and P._cpu_kernel(clone)
+    assert not P._cpu_kernel(linear) and not P._cpu_kernel(ev("aten::view", 0, 5, 5))
+    assert not P._cpu_kernel(ev("Torch-Compiled Region: 0/0", 0, 200, 150))
