@@ -161,13 +161,22 @@ def test_continuous_arrivals_never_stall_the_rows_decoding(tiny_lm, monkeypatch)
     own prefill has finished."""
     from engine.batching import experiment
 
-    real = experiment.prefill_rows
+    # A virtual clock: each prefill costs 30 ms and each decode step 5 ms of it, whatever the machine's load (on
+    # the real clock a loaded machine let every arrival in before the first prefill ended, and nothing joined).
+    clock = [0.0]
+    real_prefill, real_decode = experiment.prefill_rows, experiment.decode_rows
 
-    def slow(*a, **k):
-        time.sleep(0.03)
-        return real(*a, **k)
+    def costs(seconds, real):
+        def run(*a, **k):
+            out = real(*a, **k)
+            clock[0] += seconds
+            return out
+        return run
 
-    monkeypatch.setattr(experiment, "prefill_rows", slow)
+    monkeypatch.setattr(experiment, "now", lambda device=None: clock[0])
+    monkeypatch.setattr(experiment, "prefill_rows", costs(0.03, real_prefill))
+    monkeypatch.setattr(experiment, "decode_rows", costs(0.005, real_decode))
+    monkeypatch.setattr(experiment._Server, "wait_until", lambda self, t: clock.__setitem__(0, max(clock[0], t)))
     ids = (5, 6, 7, 8)
     reqs = tuple(Request(i, 0.01 * i, f"r{i}", ids, 3) for i in range(8))
     res = serve(tiny_lm, reqs, "continuous", max_batch=8, batch_timeout_s=0.0)
