@@ -77,7 +77,12 @@ def replay_main(argv) -> int:
     from engine.record.replay import replay_html
 
     try:
-        Path(args.html).write_text(replay_html(record), encoding="utf-8")
+        page = replay_html(record)
+    except FileNotFoundError as exc:  # plotly.js, inlined into the page, is not installed
+        print(f"error: {exc}", file=sys.stderr)
+        return REFUSED
+    try:
+        Path(args.html).write_text(page, encoding="utf-8")
     except OSError as exc:
         print(f"error: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
         return REFUSED

@@ -24,10 +24,18 @@ def _inline_json(record: dict) -> str:
 
 
 def plotly_js() -> str:
-    """plotly.js as the installed plotly package ships it (no CDN)."""
-    from plotly.offline import get_plotlyjs
+    """plotly.js as the installed plotly package ships it (no CDN). Read as a data file from the package's folder,
+    found without importing plotly: the engine imports no UI library (tests/engine/test_layers.py)."""
+    import importlib.util
 
-    js = get_plotlyjs()
+    spec = importlib.util.find_spec("plotly")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = [Path(f) / "package_data" / "plotly.min.js" for f in folders]
+    found = [f for f in found if f.is_file()]
+    if not found:
+        raise FileNotFoundError("plotly.js was not found: the replay page inlines it from the plotly package "
+                                "(pip install -r requirements.txt)")
+    js = found[0].read_text(encoding="utf-8")
     if "</script" in js.lower():  # would end its <script> element early; plotly.js has none today
         js = js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
     return js
