@@ -13,13 +13,13 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from engine.core.serverlog import say
 from engine.core.loaded import (LoadedModel, ModelInfo, ModelLoadError,  # noqa: F401  (re-exported)
                                 attention_implementation)
 
@@ -123,7 +123,7 @@ def check_size(n_params: int, bytes_per_value: int, what: str) -> None:
 
 
 def log(msg: str) -> None:
-    print(f"[engine] {msg}", file=sys.stderr, flush=True)
+    say(f"[engine] {msg}")
 
 
 def default_device() -> torch.device:

@@ -46,6 +46,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from engine.core.serverlog import say
+
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
 MAX_BATCH = 32  # rows in one batch of the class worker (ILE_MAX_BATCH)
@@ -305,9 +307,9 @@ class Worker:
         ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
         batch = f", up to {job.rows} requests per pass" if job.rows > 1 else ""
         kind = f"{job.kind} (warm-up)" if job.warmup else job.kind  # a class's log readers skip it
-        print(f"[engine] worker: {kind} {job.state} session={session_tag(job.session)} "
-              f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
-              f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})", file=sys.stderr, flush=True)
+        say(f"[engine] worker: {kind} {job.state} session={session_tag(job.session)} "
+            f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
+            f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})")
 
     # -- what it is doing
     def stats(self) -> dict:
