@@ -79,7 +79,7 @@ def test_while_a_wave_decodes_the_view_says_what_is_true_now():
     """A class of 5 decoding: it read "0 tokens ... 0.0 tokens/s ... latency ." for 20 s. Now it says how many
     answers are being written and their tokens so far, and rates and latency only over finished answers; the
     start's warm-up run is no one's answer."""
-    from ui.batching.classroom import class_result, wave_words
+    from ui.batching.classroom import class_result, wave_title, wave_words
 
     warm = {"kind": "answer", "state": "done", "submitted": -30.0, "started": -30.0, "first_token": -29.0,
             "finished": -28.0, "tokens": 24, "warmup": True}
@@ -90,6 +90,7 @@ def test_while_a_wave_decodes_the_view_says_what_is_true_now():
     assert "**5 answers** being written (15 tokens so far)" in words and "No answer of this wave is ready" in words
     assert "0.0 tokens/s" not in words and "latency (" not in words and "**0 tokens**" not in words, words
     assert len(class_result(snap, 32).requests) == 5, "the warm-up run is not drawn as a student's request"
+    assert wave_title(snap) == "Latest wave: 0 answers ready, 5 being written"
     done = dict(running[0], state="done", submitted=-6.0, started=-5.5, first_token=-5.0, finished=-1.0, tokens=6)
     words = wave_words(dict(snap, finished=[warm, done], running=running[1:]))
     assert "**4 answers** being written" in words and "**1 answer** ready, **6 tokens** in 5.0 s" in words

@@ -128,6 +128,16 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
+def wave_title(snap: dict) -> str:
+    """The class Gantt chart's title: how many answers of the latest wave are ready and how many are being written
+    (the batching page's own title, tokens/s and mean latency over every row, would count an answer in progress
+    as finished now)."""
+    rows = _wave(snap)
+    ready = sum(h["state"] == "done" for h in rows)
+    writing = len(rows) - ready
+    return f"Latest wave: {_n(ready, 'answer')} ready" + (f", {writing} being written" if writing else "")
+
+
 def wave_words(snap: dict) -> str:
     """The latest wave in words, what is true now: while answers are being written, how many and their tokens so
     far; tokens/s and latency over the finished answers only (one still running has no latency yet: counted, the
@@ -233,7 +243,9 @@ def _live() -> None:
               f"Time 0 is the first request of the latest wave (after {QUIET_GAP_S:.0f} s or more with no answer to "
               f"work on); this server batches up to {w.max_batch} requests.",
               key="class_occupancy")
-        chart(gantt(res), "measured",
+        fig = gantt(res)
+        fig.layout.title.text = wave_title(snap)
+        chart(fig, "measured",
               "Every answer of the latest wave: waiting for the engine (grey), its prompt pass (orange), its decode "
               "steps, shared with everyone else's (blue). Time 0 is the wave's first request.",
               key="class_gantt")
