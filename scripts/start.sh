@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Install, then start the app on the embedded model (http://localhost:8501, bound to this machine only).
+# Install, then start the app on the embedded model: http://localhost:8501, bound to this machine only; for a class,
+# `bash scripts/start.sh --server.address 0.0.0.0` (README, "A class in five steps"). Stop it with Ctrl+C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
-# The teacher's live class view (/batching?teacher=<token>, README "Serving a class on a LAN"): a fresh token for
-# each start unless ILE_TEACHER_TOKEN is set. Only whoever has this link sees the class view.
-export ILE_TEACHER_TOKEN="${ILE_TEACHER_TOKEN:-$("${PYTHON:-python3}" -c 'import secrets; print(secrets.token_urlsafe(9))')}"
-echo "Class view for the teacher (keep this link to yourself): <this server's address>/batching?teacher=${ILE_TEACHER_TOKEN}"
-# Warm the home page in the background once the server answers, so the first visitor finds the model loaded and
-# the default run done (scripts/warm.py; ILE_WARM=off skips it).
-"${PYTHON:-python3}" scripts/warm.py --streamlit-args "$@" &
-exec "${PYTHON:-python3}" -m streamlit run app.py --server.address 127.0.0.1 "$@"
+. scripts/venv.sh  # PY: the project's own environment (.venv), made on first use
+PYTHON=$PY bash scripts/install.sh
+# The teacher's live class view (/batching?teacher=<token>): a fresh token for each start unless ILE_TEACHER_TOKEN
+# is set. Only whoever has this link sees the class view.
+export ILE_TEACHER_TOKEN="${ILE_TEACHER_TOKEN:-$("$PY" -c 'import secrets; print(secrets.token_urlsafe(9))')}"
+# No file watcher: a served app is not edited while it runs, and on the first start after a clone Python writes the
+# bytecode of every module into the checkout, which overflowed the watcher's queue (53 warnings in the start's output).
+args=(--server.address 127.0.0.1 --server.fileWatcherType none "$@")  # a later option given wins, as streamlit reads them
+# Once the server answers, scripts/warm.py prints the app's and the class view's links and warms the home page, so
+# the first visitor finds the model loaded and the default run done (ILE_WARM=off skips the warming). Started from
+# a subshell that exits at once, so it is not the server's child: it would stay a zombie of it after it ends, as
+# the server never waits for children it did not start. $$ is this script, i.e. the server after the exec below.
+( "$PY" scripts/warm.py --server-pid $$ --streamlit-args "${args[@]}" & )
+exec "$PY" -m streamlit run app.py "${args[@]}"

@@ -13,13 +13,13 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from engine.core.serverlog import say
 from engine.core.loaded import (LoadedModel, ModelInfo, ModelLoadError,  # noqa: F401  (re-exported)
                                 attention_implementation, cache_dir)
 
@@ -123,7 +123,7 @@ def check_size(n_params: int, bytes_per_value: int, what: str) -> None:
 
 
 def log(msg: str) -> None:
-    print(f"[engine] {msg}", file=sys.stderr, flush=True)
+    say(f"[engine] {msg}")
 
 
 def default_device() -> torch.device:
@@ -186,8 +186,32 @@ def gemma_is_converted() -> bool:
 
 
 def _gguf_stamp(gguf: Path) -> dict:
+    """What the converted copy was made from, by content rather than by place: each checkout has its own
+    environment (.venv), so its own path to the same GGUF, and a path in the stamp made two checkouts sharing one
+    user cache convert each other's copy again, in turn. The sha256 is the one pip recorded when it installed the
+    file (its RECORD), else computed once."""
+    return {"gguf": gguf.name, "size": gguf.stat().st_size, "sha256": _installed_sha256(gguf)}
+
+
+def _place_stamp(gguf: Path) -> dict:
+    """The stamp of copies converted before the content stamp: still accepted for the same file in the same place
+    (never rewritten, so an older checkout sharing the cache accepts the copy too)."""
     st = gguf.stat()
     return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
+
+
+def _installed_sha256(f: Path) -> str:
+    import base64
+    from importlib import metadata
+
+    try:
+        for rec in metadata.distribution(EMBEDDED_PACKAGE).files or ():
+            if rec.name == f.name and rec.hash is not None and rec.hash.mode == "sha256" and \
+                    Path(rec.locate()).resolve() == f.resolve():
+                return base64.urlsafe_b64decode(rec.hash.value + "=" * (-len(rec.hash.value) % 4)).hex()
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        pass
+    return _sha256(f)
 
 
 def _checked_files(folder: Path) -> list[Path]:
@@ -312,7 +336,7 @@ def embedded_copy() -> str:
     if gguf is None or not marker.is_file():
         return "missing"
     try:
-        if json.loads(marker.read_text()) != _gguf_stamp(gguf):
+        if json.loads(marker.read_text()) not in (_place_stamp(gguf), _gguf_stamp(gguf)):
             return "outdated"
     except (OSError, ValueError):
         return "damaged"

@@ -9,6 +9,10 @@ the loaded models and returns plain records as they are.
 - ``submit(fn, *args, key=..., session=...)`` queues a job and returns a ``Job`` at once. A second submit with the
   same (session, key) while the first is queued or running returns the first job (a double click does not queue
   a copy). A session holds at most ``MAX_QUEUED_PER_SESSION`` queued jobs: a newer one cancels the oldest.
+- The warm-up (``submit(..., warmup=True)``: scripts/warm.py's session after a start) is nobody's request: it runs
+  alone, never in a batch, the class view does not count it, and anyone asking for the same key joins it (the
+  first visitor's page is what it was for; batched with it, a lone teacher's first answer read "measured in a
+  batch of 2").
 - ``Job.result(timeout)`` waits; ``Job.cancel()`` asks the job to stop. Cancellation is cooperative: every forward
   pass in ``engine.core.loop`` calls ``check_cancelled()`` first, so a cancelled job raises ``Cancelled`` within one
   step. A job whose every waiter left (``Job.detach``) is cancelled after ``DETACH_GRACE_S`` unless a waiter comes
@@ -50,6 +54,7 @@ import time
 from typing import Any, Callable
 
 from engine.core import seats
+from engine.core.serverlog import say
 
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
@@ -112,13 +117,14 @@ class Job:
     _ids = itertools.count(1)
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None,
-                 client: Any = None, weight: float = 1.0):
+                 client: Any = None, weight: float = 1.0, warmup: bool = False):
         self.id = next(Job._ids)
         self.fn, self.args, self.kwargs, self.key, self.session = fn, args, kwargs, key, session
         # no address given (the command line, tests): each session is its own client
         self.client = client if client is not None else ("session", session)
         self.weight = float(weight)
-        self.batch = batch  # the group it may be batched with, or None: it runs alone
+        self.warmup = bool(warmup)  # the start's warm-up run: alone, joinable by anyone, not a student's answer
+        self.batch = None if self.warmup else batch  # the group it may be batched with, or None: it runs alone
         self.kind = job_kind(fn)
         self.state = "queued"  # queued | running | done | failed | cancelled
         self.submitted_at = time.monotonic()
@@ -131,7 +137,7 @@ class Job:
         self._done = threading.Event()
         self._result: Any = None
         self._error: BaseException | None = None
-        self._events: collections.deque = collections.deque()
+        self._events: list = []  # every waiter reads them all (``events(since)``): a job can have several
         self._lock = threading.Lock()
         self._waiters = 1
         self._detached_at: float | None = None
@@ -163,12 +169,10 @@ class Job:
     def cancelled(self) -> bool:
         return self._cancel_flag.is_set()
 
-    def events(self) -> list[tuple[str, tuple]]:
-        """Progress events posted since the last call, oldest first."""
-        out = []
-        while self._events:
-            out.append(self._events.popleft())
-        return out
+    def events(self, since: int = 0) -> list[tuple[str, tuple]]:
+        """Progress events from the ``since``-th on, oldest first (a waiter passes how many it has drawn: a job
+        joined by a second session posts each event once for both)."""
+        return self._events[since:]
 
     def attach(self) -> None:
         with self._lock:
@@ -234,12 +238,12 @@ class Worker:
         return thread in self._threads
 
     def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None,
-               client: Any = None, **kwargs) -> Job:
+               client: Any = None, warmup: bool = False, **kwargs) -> Job:
         weight = job_weight(fn, args, kwargs) if batch is not None else 1.0  # outside the lock: it may tokenize
         with self._cv:
             if key is not None:
                 for job in self._running + self._queue:
-                    if job.key == key and job.session == session and not job.should_stop():
+                    if job.key == key and (job.session == session or job.warmup or warmup) and not job.should_stop():
                         job.attach()
                         self._counts["deduplicated"] += 1
                         return job
@@ -249,7 +253,7 @@ class Worker:
                     old = mine.pop(0)
                     old.cancel()
                     self._counts["replaced"] += 1
-            job = Job(fn, args, kwargs, key, session, batch, client, weight)
+            job = Job(fn, args, kwargs, key, session, batch, client, weight, warmup)
             self._queue.append(job)
             self._counts["submitted"] += 1
             self._cv.notify()
@@ -322,6 +326,7 @@ class Worker:
     def _remember(self, job: Job) -> None:
         self._history.append({
             "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
+            "warmup": job.warmup,
             "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
             "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
             "finished": job.finished_at,
@@ -336,9 +341,10 @@ class Worker:
         off = self.wall_offset
         ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
         batch = f", up to {job.rows} requests per pass" if job.rows > 1 else ""
-        print(f"[engine] worker: {job.kind} {job.state} session={session_tag(job.session)} "
-              f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
-              f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})", file=sys.stderr, flush=True)
+        kind = f"{job.kind} (warm-up)" if job.warmup else job.kind  # a class's log readers skip it
+        say(f"[engine] worker: {kind} {job.state} session={session_tag(job.session)} "
+            f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
+            f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})")
 
     # -- what it is doing
     def stats(self) -> dict:
@@ -387,6 +393,7 @@ class Worker:
         with self._cv:
             def live(j: Job) -> dict:
                 return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
+                        "warmup": j.warmup,
                         "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
                         "running_s": t - j.started_at if j.started_at else 0.0}
             running = [live(j) for j in self._running]
@@ -499,8 +506,9 @@ def get_worker() -> Worker:
 
 
 def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None, client: Any = None,
-           **kwargs) -> Job:
-    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, client=client, **kwargs)
+           warmup: bool = False, **kwargs) -> Job:
+    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, client=client, warmup=warmup,
+                               **kwargs)
 
 
 NET_THREADS = 8

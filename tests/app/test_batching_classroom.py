@@ -56,7 +56,7 @@ def test_class_view_with_the_token_draws_the_class(token):
 
 
 def test_class_result_from_a_snapshot():
-    from ui.batching.classroom import class_result, latency_percentiles
+    from ui.batching.classroom import class_result, wave_words
 
     snap = {"finished": [
         {"kind": "answer", "state": "done", "submitted": -10.0, "started": -9.0, "first_token": -8.5,
@@ -71,8 +71,31 @@ def test_class_result_from_a_snapshot():
     assert res.requests[0].admitted_s == 1.0 and res.requests[1].done_s == 4.0
     assert [len(s.rids) for s in res.steps] == [2, 2]
     assert res.metrics()["tokens"] == 12
-    assert latency_percentiles(res)["p50"] == pytest.approx(3.25)
+    assert "p50 **3.2 s**" in wave_words(snap) and "**12 tokens** in 4.0 s" in wave_words(snap)
     assert class_result({"finished": [], "running": [], "steps": []}, 32) is None
+
+
+def test_while_a_wave_decodes_the_view_says_what_is_true_now():
+    """A class of 5 decoding: it read "0 tokens ... 0.0 tokens/s ... latency ." for 20 s. Now it says how many
+    answers are being written and their tokens so far, and rates and latency only over finished answers; the
+    start's warm-up run is no one's answer."""
+    from ui.batching.classroom import class_result, wave_title, wave_words
+
+    warm = {"kind": "answer", "state": "done", "submitted": -30.0, "started": -30.0, "first_token": -29.0,
+            "finished": -28.0, "tokens": 24, "warmup": True}
+    running = [{"kind": "answer", "state": "running", "tokens": 3, "waited_s": 0.5, "running_s": 4.0 - i * 0.1,
+                "warmup": False} for i in range(5)]
+    snap = {"finished": [warm], "running": running, "queued": [], "steps": [(-4.0, -3.0, 5, "prefill")]}
+    words = wave_words(snap)
+    assert "**5 answers** being written (15 tokens so far)" in words and "No answer of this wave is ready" in words
+    assert "0.0 tokens/s" not in words and "latency (" not in words and "**0 tokens**" not in words, words
+    assert len(class_result(snap, 32).requests) == 5, "the warm-up run is not drawn as a student's request"
+    assert wave_title(snap) == "Latest wave: 0 answers ready, 5 being written"
+    done = dict(running[0], state="done", submitted=-6.0, started=-5.5, first_token=-5.0, finished=-1.0, tokens=6)
+    words = wave_words(dict(snap, finished=[warm, done], running=running[1:]))
+    assert "**4 answers** being written" in words and "**1 answer** ready, **6 tokens** in 5.0 s" in words
+    assert "**1.2 tokens/s**" in words and "p50 **5.0 s**" in words and not words.rstrip().endswith(" .")
+    assert wave_words({"finished": [warm], "running": [], "steps": []}) == ""
 
 
 def test_the_class_view_draws_the_latest_wave_of_requests():
@@ -95,25 +118,40 @@ def test_the_class_view_draws_the_latest_wave_of_requests():
     assert len(class_result({"finished": near + wave, "running": [], "steps": steps}, 32).requests) == 21
 
 
-def test_a_pinned_class_link_fixes_the_sidebar(token):
-    at = run_page("pages/tokenization.py", model="tiny-random", pin="1", prompt="Pinned prompt", max_new_tokens="3")
+def test_a_class_link_fixes_the_settings_and_leaves_the_question_free(token):
+    at = run_page("pages/tokenization.py", model="tiny-random", pin="1", prompt="Teacher's prompt", max_new_tokens="3")
     assert not errors(at), errors(at)
-    assert at.text_area(key="w_prompt").value == "Pinned prompt"
-    assert at.text_area(key="w_prompt").disabled and at.slider(key="w_max_new_tokens").disabled
+    box = at.text_area(key="w_prompt")
+    assert box.value == "Teacher's prompt" and not box.disabled, "each student asks their own question"
+    assert at.slider(key="w_max_new_tokens").disabled and at.slider(key="w_temperature").disabled
     assert at.text_input(key="w_model").disabled and at.selectbox(key="w_precision").disabled
+    assert any("The prompt is yours" in c.value for c in at.sidebar.caption)
+    box.input("My own question").run()
+    assert not errors(at), errors(at)
     assert at.query_params.get("pin") in ("1", ["1"]), "the pin stays in the student's address"
+    assert at.query_params.get("prompt") in ("My own question", ["My own question"])
+    assert at.slider(key="w_max_new_tokens").value == 3
+    fixed = run_page("pages/tokenization.py", model="tiny-random", pin="prompt", prompt="Pinned prompt")
+    assert fixed.text_area(key="w_prompt").value == "Pinned prompt" and fixed.text_area(key="w_prompt").disabled
+    assert fixed.query_params.get("pin") in ("prompt", ["prompt"])
     free = run_page("pages/tokenization.py", model="tiny-random", prompt="Free prompt")
-    assert not free.text_area(key="w_prompt").disabled and "pin" not in free.query_params
+    assert not free.text_area(key="w_prompt").disabled and not free.slider(key="w_max_new_tokens").disabled
+    assert "pin" not in free.query_params
 
 
-def test_the_class_view_offers_a_pinned_link_without_the_token(token):
+def test_the_class_view_offers_both_class_links_without_the_token(token):
     at = run_page("pages/batching.py", model="tiny-random", prompt="Shared prompt", max_new_tokens="5")
     at.query_params["teacher"] = token
     at.run()
     assert not errors(at), errors(at)
-    link = next(c.value for c in at.code if "pin=1" in c.value)
-    assert "prompt=Shared+prompt" in link and "max_new_tokens=5" in link and "model=tiny-random" in link
-    assert token not in link and "teacher" not in link
+    links = [c.value for c in at.code if "pin=" in c.value]
+    assert len(links) == 2 and "pin=1" in links[0] and "pin=prompt" in links[1]
+    for link in links:
+        assert "prompt=Shared+prompt" in link and "max_new_tokens=5" in link and "model=tiny-random" in link
+        assert token not in link and "teacher" not in link and "<" not in link
+        assert link.startswith("http://"), "a link another machine can open, not a path"
+    # this test server listens on 127.0.0.1: the view says no other machine can open it
+    assert any("this machine only" in w.value for w in at.warning)
 
 
 def test_timeline_page_times_a_batched_answer_alone(monkeypatch):

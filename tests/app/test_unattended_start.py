@@ -2,6 +2,7 @@
 Streamlit would ask for an email) `bash scripts/start.sh </dev/null &` serves the app; a person at a desktop
 still gets a browser tab. (Not AppTest: real processes, started the way a person or a CI job starts them.)"""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,7 +52,23 @@ def fresh_home(tmp_path, embedded_lm):  # embedded_lm: the model is converted, s
     return env
 
 
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``, with their state letter (Z: a zombie, ended and never reaped)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out[int(d.name)] = fields[0]
+    return out
+
+
 def test_start_script_serves_in_the_background_on_a_fresh_home(fresh_home, tmp_path):
+    """... and prints a class-view link that opens (not "<this server's address>"), one line per line, and leaves
+    no zombie: scripts/warm.py, started beside the server, once stayed a zombie child of it."""
     port = free_port()
     log = tmp_path / "start.log"
     proc = _start(["bash", "scripts/start.sh", "--server.port", str(port)], fresh_home, log)
@@ -61,11 +78,23 @@ def test_start_script_serves_in_the_background_on_a_fresh_home(fresh_home, tmp_p
         deadline = time.time() + 300  # scripts/warm.py runs the home page once in the server, in the background
         while "[warm]" not in log.read_text() and time.time() < deadline:
             time.sleep(0.5)
+        time.sleep(1.0)  # warm.py has said its last line: it is ending
+        children = _children(proc.pid)  # proc is the server: start.sh execs it
+        link = re.search(r"\[start\] Class view for the teacher \(keep this link to yourself\): (\S+)",
+                         log.read_text())
+        assert link, log.read_text()[-3000:]
+        assert link.group(1).startswith(f"http://localhost:{port}/batching?teacher=")
+        assert urllib.request.urlopen(link.group(1), timeout=10).status == 200
     finally:
         _stop(proc)
     text = log.read_text()
     assert "Email" not in text and "[install] done" in text, text[-3000:]
     assert "[warm] the home page ran" in text, text[-3000:]
+    assert "worker: answer (warm-up) done" in text, "the server knows the warm-up's session (X-ILE-Warm-Up)"
+    assert "Z" not in children.values(), f"a zombie child of the server: {children}"
+    assert "this machine only" in text and "<this server" not in text
+    glued = [ln for ln in text.splitlines() if re.search(r"\S\s*\[(start|warm|engine|install)\] ", ln)]
+    assert not glued, glued
 
 
 def test_a_person_at_a_desktop_still_gets_a_browser_tab(fresh_home, tmp_path):

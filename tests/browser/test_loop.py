@@ -1,8 +1,10 @@
 """Real browser: the home page's loop picture shows the current prompt's real chosen token and steps it round
 the loop; stepping is fragment-scoped (no full script run); the presenter view round-trips through the URL."""
+import time
+
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
-from tests.browser.harness import assert_no_error, screenshot, wait_idle
+from tests.browser.harness import assert_no_error, screenshot, wait_idle, wait_text
 from ui.frame.html import visible
 from ui.frame.state import DEFAULT_PROMPT
 
@@ -58,3 +60,32 @@ def test_presenter_view_round_trips_through_url(app_server, page):
     wait_idle(page)
     assert "present=1" in page.url
     assert page.locator('[data-testid="stSidebar"][data-collapsed="true"]').count() == 1
+
+
+CHARTS = '[data-testid="stPlotlyChart"]'
+
+
+def test_a_new_answer_takes_the_old_pages_place_and_a_kept_run_updates_it_in_place(app_server, page):
+    """While a new answer is computed, the previous answer's page (its charts and tables) is gone from the tab,
+    not kept below the progress box, faded, until the new page is drawn: a class asking together draws its
+    progress and answers on a page of a few elements. A run that is kept (greedy: top-k changes no token) redraws
+    the page in place: the charts are the same elements, updated, not drawn anew."""
+    page.goto(f"{app_server.url}/?temperature=0&max_new_tokens=3&prompt=Name+a+colour.")
+    wait_text(page, "times in all")
+    wait_idle(page)
+    n = page.locator(CHARTS).count()
+    assert n >= 3
+    page.evaluate(f"() => document.querySelectorAll('{CHARTS}').forEach(e => e.dataset.drawn = 'before')")
+    box = page.get_by_role("spinbutton", name="Top-k (0 = off)")
+    box.fill("7")
+    box.press("Enter")
+    page.wait_for_function("() => location.search.includes('top_k=7')")
+    wait_idle(page)
+    assert page.locator(f'{CHARTS}[data-drawn="before"]').count() == n, "a kept run redrew its charts anew"
+    page.get_by_role("textbox", name="Prompt").fill(f"Name a planet. [{time.time():.0f}]")
+    page.get_by_role("textbox", name="Prompt").press("Control+Enter")
+    page.wait_for_function(f"() => document.body.innerText.includes('Generating') && "
+                           f"document.querySelectorAll('{CHARTS}').length === 0", timeout=60_000, polling=50)
+    wait_text(page, "times in all")
+    wait_idle(page)
+    assert page.locator(CHARTS).count() == n

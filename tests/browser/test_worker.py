@@ -95,6 +95,31 @@ def jobs_by_kind(log_text: str, since: float) -> str:
     return "; ".join(f"{kind} x{n}, ran {ran:.1f} s, last ready {last:.1f} s" for kind, (n, ran, last) in kinds.items())
 
 
+def _browser_cpu_s(server_pid: int) -> float:
+    """CPU seconds (user + system) of every process this test started except the app server: Chromium and its
+    tabs, and Playwright's driver. Unlike the machine's total it leaves out whatever else runs on the machine, and
+    unlike wall time a loaded machine does not stretch it much."""
+    parent, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d)], cpu[int(d)] = int(f[1]), (int(f[11]) + int(f[12])) / tick
+
+    def under(pid: int, root: int) -> bool:
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = parent.get(pid, 0)
+        return False
+
+    me = os.getpid()
+    return sum(c for p, c in cpu.items() if p != me and under(p, me) and not under(p, server_pid))
+
+
 def _teacher_token(app_server) -> str | None:
     m = re.search(r"/batching\?teacher=([\w-]+)", open(app_server.log.name).read())
     return m.group(1) if m else None
@@ -128,12 +153,14 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
     teacher.goto(f"{app_server.url}/batching?teacher={token}&model=embedded")
     teacher.get_by_text("Your class, batched").first.wait_for(timeout=300_000)
     ctxs, pages = [], []
+    tabs_open = _browser_cpu_s(pid)
     opened = time.time()
     for p in prompts:
         ctx = browser.new_context(viewport={"width": 1366, "height": 768})
         page = ctx.new_page()
         page.set_default_timeout(600_000)
-        q = {"max_new_tokens": 6, "temperature": 0} if ask_after_open else \
+        # asking together: the teacher's class link (settings pinned, each student's question free)
+        q = {"max_new_tokens": 6, "temperature": 0, "pin": 1} if ask_after_open else \
             {"prompt": p, "max_new_tokens": 6, "temperature": 0}
         page.goto(f"{app_server.url}/?{urllib.parse.urlencode(q)}", wait_until="commit")
         ctxs.append(ctx)
@@ -146,13 +173,14 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
             page.get_by_role("textbox", name="Prompt").fill(p)
         print(f"{n} tabs open, idle and typed into after {time.time() - opened:.1f} s")
         cpu0, machine0 = thread_cpu(pid), _machine_busy_s()
+        tabs0 = _browser_cpu_s(pid)
         t0 = time.time()
         for page in pages:  # "now send it": Ctrl+Enter in the box each student typed into
             page.keyboard.press("Control+Enter")
         typed = time.time() - t0
     else:
         cpu0, machine0 = thread_cpu(pid), _machine_busy_s()
-        t0 = opened
+        t0, tabs0 = opened, tabs_open
     seen = 0.0  # the answer on screen: the "Answer ready" line while the page reads the prompt, or the whole page
     for page, want, text in zip(pages, expected, answers):
         page.wait_for_function("([m, w, a]) => { const b = document.body.innerText; "
@@ -161,13 +189,16 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
                                arg=[f"[class {run}]", f"the model chose {want!r}", text], timeout=600_000,
                                polling=250)
         seen = max(seen, time.time() - t0)
+    tabs_seen = _browser_cpu_s(pid) - tabs0
     last = 0.0
     for page, p, want in zip(pages, prompts, expected):
         # this tab's own answer: its prompt's marker and its chosen token on the page, and the page finished
         page.wait_for_function("([m, w]) => document.body.innerText.includes(m) && "
                                "document.body.innerText.includes(w) && document.body.innerText.includes('times in all')",
-                               arg=[f"[class {run}]", f"the model chose {want!r}"], timeout=600_000)
+                               arg=[f"[class {run}]", f"the model chose {want!r}"], timeout=600_000,
+                               polling=250)  # (every animation frame, the test's own polling was a load of its own)
         last = max(last, time.time() - t0)
+    tabs_last = _browser_cpu_s(pid) - tabs0
     for page, want in zip(pages, expected):
         wait_idle(page, timeout=300)
         assert_no_error(page)
@@ -207,7 +238,8 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
           f"{', '.join(f'{b - first_submit:.1f}' for _, b in ready)}); requests arrived over "
           f"{max(a for a, _ in ready) - first_submit:.1f} s; largest batch {max(map(int, batches), default=1)}; "
           f"server RSS {rss0 / 1024:.0f} MiB before, {rss_open / 1024:.0f} MiB open, {rss_a / 1024:.0f} -> "
-          f"{rss_b / 1024:.0f} MiB after closing; {cpu_said}; worker jobs after the first request: "
+          f"{rss_b / 1024:.0f} MiB after closing; {cpu_said}; the browser's CPU (Chromium and its {n} tabs): {tabs_seen:.0f} s "
+          f"by the last answer on screen, {tabs_last:.0f} s by the last page complete; worker jobs after the first request: "
           f"{jobs_by_kind(log, first_submit)}")
     assert rss_b <= rss_a * 1.03, "memory kept growing after every session closed"
     assert log.count("loaded model 'embedded' for the app") == 1, "the model must be loaded once for all sessions"

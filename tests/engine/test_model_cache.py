@@ -50,6 +50,22 @@ def test_marker_for_another_gguf_is_rebuilt(cache_copy):
     assert not models.embedded_is_converted()
 
 
+def test_a_copy_converted_by_another_checkout_is_reused(cache_copy):
+    """Each checkout has its own environment, so its own path to the same GGUF: the stamp names the file by its
+    content (pip's recorded sha256), so two checkouts sharing one user cache no longer convert each other's copy
+    again, in turn; the stamp an older checkout wrote (path, size, mtime) is still accepted."""
+    gguf = models.embedded_gguf_path()
+    stamp = models._gguf_stamp(gguf)
+    assert str(gguf.parent) not in json.dumps(stamp) and stamp["sha256"] == models._sha256(gguf)
+    marker = models.converted_dir() / models._CONVERTED_MARKER
+    marker.write_text(json.dumps(stamp))
+    assert models.embedded_is_converted()
+    marker.write_text(json.dumps(models._place_stamp(gguf)))
+    assert models.embedded_is_converted()
+    marker.write_text(json.dumps(dict(stamp, sha256="0" * 64)))
+    assert not models.embedded_is_converted()
+
+
 def test_trust_remote_code_is_never_enabled():
     import inspect
 

@@ -184,3 +184,33 @@ def test_two_races_with_each_others_models_as_drafts_both_finish():
     [t.join(180) for t in threads]
     assert not errors and set(results) == {"s1", "s2"}
     assert all(r.identical for r in results.values())
+
+
+def test_the_start_warm_up_runs_alone_and_a_visitor_asking_the_same_joins_it(tiny_lm):
+    """The start's warm-up run (scripts/warm.py) is nobody's request: a teacher asking for the same run joins it
+    (one job, and every event for both waiters), a different request is not batched with it (a lone teacher's first
+    answer read "measured in a batch of 2"), and the record says which job was the warm-up (the class view leaves
+    it out)."""
+    from engine.core.classbatch import batched_trace, group
+    from engine.core.sampling import SamplingSettings
+
+    w = Worker()
+    release = threading.Event()
+    hold = w.submit(lambda: release.wait(30), session="before")  # so that all three wait together
+    same = (tiny_lm, "What is the capital of France?", SamplingSettings(0.0), 5, 0, False)
+    warm = w.submit(batched_trace, *same, analyse=False, on_step=worker.relay("step"), key="default", session="warm",
+                    batch=group(tiny_lm), warmup=True)
+    teacher = w.submit(batched_trace, *same, analyse=False, on_step=worker.relay("step"), key="default",
+                       session="teacher", batch=group(tiny_lm))
+    other = w.submit(batched_trace, tiny_lm, "Name a planet.", SamplingSettings(0.0), 5, 0, False, analyse=False,
+                     key="other", session="student", batch=group(tiny_lm))
+    release.set()
+    hold.result(30)
+    tr, alone = teacher.result(60), other.result(60)
+    assert teacher is warm and warm.rows == 1 and other.rows == 1
+    assert not tr.batched and not alone.batched
+    steps = [e for e in warm.events(0) if e[0] == "step"]
+    assert len(steps) == len(tr.steps) and warm.events(0) == warm.events(0), "every waiter reads every event"
+    assert warm.events(len(warm.events(0))) == []
+    marks = {h["id"]: h["warmup"] for h in w.snapshot()["finished"]}
+    assert marks[warm.id] is True and marks[other.id] is False

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 import threading
 
 import numpy as np
 import streamlit as st
 
 from engine.core import worker
+from engine.core.serverlog import say
 from engine.core.classbatch import BATCHED_KINDS
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
@@ -42,9 +42,17 @@ def teacher_token() -> str:
     with _LOCK:
         if _MADE is None:
             _MADE = secrets.token_urlsafe(9)
-            print(f"[engine] class view for the teacher (keep it to yourself): /batching?{PARAM}={_MADE}",
-                  file=sys.stderr, flush=True)
+            say(f"[engine] Class view for the teacher (keep this link to yourself): {_server_url()}/batching?"
+                f"{PARAM}={_MADE}")
         return _MADE
+
+
+def _server_url() -> str:
+    """This server's root for a link another machine can open (ui/frame/address.py), from its own options."""
+    from ui.frame.address import for_others
+
+    return for_others(st.get_option("server.address"), st.get_option("server.port"),
+                      st.get_option("server.baseUrlPath") or "").url
 
 
 def is_teacher() -> bool:
@@ -77,14 +85,29 @@ def latest_wave(rows: list[dict]) -> list[dict]:
     return rows[start:]
 
 
+def _answers(snap: dict) -> tuple[list[dict], list[dict]]:
+    """The students' answers in a snapshot: (finished, running now). The start's warm-up run (scripts/warm.py) is
+    nobody's answer and is left out."""
+    done = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done" and h["started"] is not None
+            and not h.get("warmup")]
+    live = [j for j in snap["running"] if j["kind"] == "answer" and not j.get("warmup")]
+    return done, live
+
+
+def _wave(snap: dict) -> list[dict]:
+    """The latest wave's answers by submit time, finished and running (a running one ends now, with the tokens it
+    has so far); times in seconds before now."""
+    done, live = _answers(snap)
+    live = [dict(j, submitted=-j["waited_s"] - j["running_s"], started=-j["running_s"], first_token=None,
+                 finished=0.0) for j in live]
+    return latest_wave(sorted(done + live, key=lambda h: h["submitted"]))
+
+
 def class_result(snap: dict, max_batch: int) -> ServeResult | None:
     """The worker's latest wave of answers (``latest_wave``) as the batching experiment's records (so its charts
     draw them): times in seconds after the wave's first request; no prompt text (requests are named by number
     only)."""
-    done = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done" and h["started"] is not None]
-    live = [dict(j, submitted=-j["waited_s"] - j["running_s"], started=-j["running_s"], first_token=None,
-                 finished=0.0, tokens=0) for j in snap["running"] if j["kind"] == "answer"]
-    rows = latest_wave(sorted(done + live, key=lambda h: h["submitted"]))
+    rows = _wave(snap)
     if not rows:
         return None
     t0 = rows[0]["submitted"]
@@ -101,11 +124,47 @@ def class_result(snap: dict, max_batch: int) -> ServeResult | None:
     return ServeResult("class", "", max_batch, 0.0, tuple(recs), tuple(steps), wall, 0)
 
 
-def latency_percentiles(result: ServeResult) -> dict[str, float]:
-    lat = np.array([r.latency_s for r in result.requests if r.token_ids])
-    if not len(lat):
-        return {}
-    return {f"p{q}": float(np.percentile(lat, q)) for q in (50, 90, 99)}
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def wave_title(snap: dict) -> str:
+    """The class Gantt chart's title: how many answers of the latest wave are ready and how many are being written
+    (the batching page's own title, tokens/s and mean latency over every row, would count an answer in progress
+    as finished now)."""
+    rows = _wave(snap)
+    ready = sum(h["state"] == "done" for h in rows)
+    writing = len(rows) - ready
+    return f"Latest wave: {_n(ready, 'answer')} ready" + (f", {writing} being written" if writing else "")
+
+
+def wave_words(snap: dict) -> str:
+    """The latest wave in words, what is true now: while answers are being written, how many and their tokens so
+    far; tokens/s and latency over the finished answers only (one still running has no latency yet: counted, the
+    view read "0 tokens ... 0.0 tokens/s ... latency ." while a class of 5 was decoding)."""
+    rows = _wave(snap)
+    if not rows:
+        return ""
+    t0 = rows[0]["submitted"]
+    fin = [h for h in rows if h["state"] == "done"]
+    now = [h for h in rows if h["state"] != "done"]
+    waiting = [j for j in snap.get("queued", []) if j["kind"] == "answer" and not j.get("warmup")]
+    out = []
+    if now or waiting:
+        out.append(f"Now: **{_n(len(now), 'answer')}** being written "
+                   f"({_n(sum(int(h.get('tokens', 0)) for h in now), 'token')} so far)"
+                   + (f", {len(waiting)} waiting for the engine" if waiting else "") + ".")
+    if not fin:
+        out.append("No answer of this wave is ready yet: its tokens/s and latency appear with the first one.")
+        return " ".join(out)
+    tokens = sum(int(h.get("tokens", 0)) for h in fin)
+    span = max(h["finished"] for h in fin) - t0
+    rate = f": **{tokens / span:.1f} tokens/s**" if span > 0 else ""
+    lat = np.array([h["finished"] - h["submitted"] for h in fin])
+    out.append(f"Latest wave: **{_n(len(fin), 'answer')}** ready, **{_n(tokens, 'token')}** in {span:.1f} s from its "
+               f"first request{rate}; latency (request sent to answer ready) "
+               + ", ".join(f"p{q} **{np.percentile(lat, q):.1f} s**" for q in (50, 90, 99)) + ".")
+    return " ".join(out)
 
 
 def section() -> bool:
@@ -124,20 +183,28 @@ def section() -> bool:
 
 
 def _class_link() -> None:
-    """The link to give the room: the sidebar's current model, precision, prompt and settings, pinned."""
-    from urllib.parse import urlencode, urlsplit
+    """The links to give the room: the sidebar's current model, precision and settings, pinned; the prompt each
+    student's own (the default) or pinned too. Their address is one another machine can open (ui/frame/address.py:
+    never the teacher's own localhost), or a line says why there is none."""
+    from urllib.parse import urlencode
 
     from ui.frame import state
+    from ui.frame.address import for_others_from
 
     try:
-        u = urlsplit(st.context.url or "")
-        base = f"{u.scheme}://{u.netloc}" if u.netloc else ""
-    except Exception:
-        base = ""
-    link = f"{base}/?{urlencode(state.class_link_params())}"
-    st.markdown("**Class link** (set the model, precision, prompt and settings in the sidebar first): every student "
-                "who opens it runs exactly these, with the sidebar fixed. It carries no teacher token.")
-    st.code(link, language=None)
+        browser = st.context.url
+    except Exception:  # another Streamlit: the server's own address only
+        browser = None
+    reach = for_others_from(browser, st.get_option("server.address"), st.get_option("server.port"),
+                            st.get_option("server.baseUrlPath") or "")
+    st.markdown("**Class link** (set the model, precision and settings in the sidebar first): every student who "
+                "opens it runs with exactly these settings, fixed, and types their own question. It carries no "
+                "teacher token.")
+    st.code(f"{reach.url}/?{urlencode(state.class_link_params())}", language=None)
+    st.markdown("**The same with your prompt fixed too** (everyone runs your prompt):")
+    st.code(f"{reach.url}/?{urlencode(state.class_link_params(prompt=True))}", language=None)
+    if reach.problem:
+        st.warning(reach.problem, icon=":material/wifi_off:")
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -155,9 +222,8 @@ def _live() -> None:
     c[2].metric("Running now", len(snap["running"]))
     kinds = {j["kind"] for j in snap["running"]}
     c[3].metric("Batch size now", len(snap["running"]) if kinds == {"answer"} else (1 if snap["running"] else 0))
-    answers = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done"]
-    c[4].metric("Answers, last 5 min", len(answers))
-    others = [h for h in snap["finished"] if h["kind"] not in BATCHED_KINDS]
+    c[4].metric("Answers, last 5 min", len(_answers(snap)[0]))
+    others = [h for h in snap["finished"] if h["kind"] not in BATCHED_KINDS and not h.get("warmup")]
     if not snap["batching"]:
         st.info("Batching is off on this server (ILE_BATCHING=off): answers run one at a time.")
     if res is None:
@@ -165,11 +231,8 @@ def _live() -> None:
                 "up here as they are served.")
     else:
         m = res.metrics()
-        pct = latency_percentiles(res)
-        st.markdown(
-            f"Latest wave: **{m['tokens']} tokens** for **{m['requests']} requests** in {m['makespan_s']:.1f} s: "
-            f"**{m['throughput_tok_s']:.1f} tokens/s**; mean batch **{m['mean_batch']:.1f}** rows per decode step; "
-            "latency (request sent to answer ready) " + ", ".join(f"{k} **{v:.1f} s**" for k, v in pct.items()) + ".")
+        st.markdown(wave_words(snap) + (f" Mean batch **{m['mean_batch']:.1f}** rows per decode step."
+                                        if m["decode_steps"] else ""))
         peak = max((len(x.rids) for x in res.steps), default=1)
         fig = occupancy_chart(res, max(peak, 2))
         fig.layout.shapes, fig.layout.annotations = (), ()  # its line marks the experiment's max batch: not ours
@@ -180,7 +243,9 @@ def _live() -> None:
               f"Time 0 is the first request of the latest wave (after {QUIET_GAP_S:.0f} s or more with no answer to "
               f"work on); this server batches up to {w.max_batch} requests.",
               key="class_occupancy")
-        chart(gantt(res), "measured",
+        fig = gantt(res)
+        fig.layout.title.text = wave_title(snap)
+        chart(fig, "measured",
               "Every answer of the latest wave: waiting for the engine (grey), its prompt pass (orange), its decode "
               "steps, shared with everyone else's (blue). Time 0 is the wave's first request.",
               key="class_gantt")

@@ -12,7 +12,6 @@ own, so every first import happens in one thread, in one order.
 import engine  # noqa: F401  before torch: engine/__init__ sets OpenMP's wait policy, read once when torch loads
 import importlib
 import pkgutil
-import sys
 
 import numpy  # noqa: F401
 import pandas  # noqa: F401
@@ -20,6 +19,14 @@ import plotly.graph_objects  # noqa: F401
 import torch  # noqa: F401
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache,  # noqa: F401
                           PreTrainedTokenizerFast)
+
+from transformers.utils import logging as hf_logging
+
+from engine.core.serverlog import say
+
+# A server's log is read line by line: a loading bar is redrawn with carriage returns and ends its line only when
+# done, so another thread's line lands on it. The pages draw their own progress.
+hf_logging.disable_progress_bar()
 
 _SKIP = {"__main__", "boot"}  # the command line loads on demand; this module
 
@@ -38,7 +45,7 @@ def _import_all(package: str) -> None:
         try:
             importlib.import_module(name)
         except ImportError as exc:  # an optional dependency is missing: that module's own import will say so
-            print(f"[boot] {name} not preloaded: {exc}", file=sys.stderr)
+            say(f"[boot] {name} not preloaded: {exc}")
             continue
         if mod.ispkg:
             _import_all(name)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import sys
 import traceback
 
 import streamlit as st
+
+from engine.core.serverlog import say
 
 
 @contextlib.contextmanager
@@ -20,7 +21,7 @@ def shown_briefly():
         yield
     except Exception:  # noqa: BLE001 - anything the page did not expect
         ref = secrets.token_hex(3)
-        print(f"[app] error {ref} while running a page:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        say(f"[app] error {ref} while running a page:\n{traceback.format_exc()}")
         st.error(f"Something went wrong on this page (reference {ref}); the details are in the server log. Try "
                  "other settings, or reload the page.", icon=":material/error:")
 

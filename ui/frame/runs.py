@@ -16,6 +16,7 @@ its own, so a kept answer never tells a student that someone else asked the same
 once, with no progress box); sessions on the teacher's pinned class link share theirs."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -131,6 +132,27 @@ def _what(s) -> str:
     return (f"Generating {s.max_new_tokens} token(s) at temperature {s.temperature:g}, top-k {s.top_k}, "
             f"top-p {s.top_p:g}, seed {s.seed}: a sampled run with other settings draws other tokens, so the loop "
             "runs again")
+
+
+@contextlib.contextmanager
+def trace_page():
+    """``current_trace()``, with the page drawn in one container: ``with trace_page() as tr:``.
+
+    While a new answer is computed, the last answer's page (its charts and tables) leaves the browser at once: an
+    empty element takes its container's place, so the tab is not left redrawing a page of faded charts below the
+    progress box until the new page arrives. In a class asking together every tab then draws its progress and its
+    answer on a page of a few elements, and the full page once the answer is there. A kept run puts a container in
+    the same place, which the browser updates in place (its charts are not drawn anew)."""
+    lm, s = current_model(), state.settings()
+    if kept(run_key(lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)) is None:
+        place = st.empty()  # another kind of element than the container there: the old page is dropped now
+        tr = current_trace()  # its progress below the emptied place
+        body = place.container()
+    else:
+        body = st.container()  # the kind of element that was there: its contents are updated, not replaced
+        tr = current_trace()
+    with body:
+        yield tr
 
 
 def current_trace(alone: bool = False) -> Trace:

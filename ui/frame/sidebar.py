@@ -10,14 +10,15 @@ from ui.frame.html import md_escape
 from ui.frame.models import current_model, model_box, on_mode_change, on_precision_change, start_background_preparation
 
 
-PINNED = {"prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model, precision, mode
+PINNED = {"chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model, precision, mode
 
 
 def _widget(kind, label: str, name: str, on_change=None, **kw):
-    """A widget whose value lives in the shared settings (see ui.frame.state); a pinned class link fixes most of them."""
+    """A widget whose value lives in the shared settings (see ui.frame.state); a class link fixes the teacher's
+    settings (and the prompt only when it pins that too)."""
     if on_change is None:
         on_change, kw["args"] = state.from_widget, (name,)
-    if name in PINNED and state.pinned():
+    if (name in PINNED and state.pinned()) or (name == "prompt" and state.pinned_prompt()):
         kw["disabled"] = True
     return kind(label, value=getattr(state.settings(), name), key=f"w_{name}", on_change=on_change, **kw)
 
@@ -25,9 +26,12 @@ def _widget(kind, label: str, name: str, on_change=None, **kw):
 def render() -> None:
     with st.sidebar:
         st.markdown("### Model and prompt")
-        if state.pinned():
-            st.caption(":material/push_pin: Your teacher's class link sets the model, prompt and settings for "
-                       "everyone in the room.")
+        if state.pinned_prompt():
+            st.caption(":material/push_pin: Your teacher's class link sets the model, the prompt and the settings "
+                       "for everyone in the room.")
+        elif state.pinned():
+            st.caption(":material/push_pin: Your teacher's class link sets the model and the settings for everyone "
+                       "in the room. The prompt is yours: type your own question and press Ctrl+Enter.")
         model_box()  # free text for one person; the allow-list in class mode
         start_background_preparation()  # Gemma's one-time conversion, in a child process (engine.core.background)
         lm = current_model()

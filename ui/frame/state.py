@@ -162,23 +162,39 @@ def put_page_params(**values) -> None:
     st.session_state.setdefault(PAGE_PARAMS, {}).update({k: str(v) for k, v in values.items()})
 
 
-PIN = "pin"  # a class link: "?...&pin=1" fixes model, precision, mode, prompt and generation settings for its sessions
+PIN = "pin"  # a class link: "?...&pin=1" fixes the teacher's model, engine mode and settings, "pin=prompt" the prompt too
+PIN_PROMPT = "prompt"
+
+
+def _pin_mode() -> str:
+    """"" (a free session), "settings" or "prompt": read once, on the session's first run (kept in its address)."""
+    if PIN not in st.session_state:
+        raw = str(st.query_params.get(PIN, "")).strip().lower()
+        st.session_state[PIN] = PIN_PROMPT if raw == PIN_PROMPT else \
+            "settings" if raw in ("1", "true", "yes", "on") else ""
+    return st.session_state[PIN]
 
 
 def pinned() -> bool:
-    """Did this session open a pinned class link? (Read once, on the session's first run; kept in its address.)
-    The sidebar then shows the link's settings without letting them change, so the whole room runs the same
-    thing. A convenience for a lesson, not a lock: a student who edits the address away gets a free session."""
-    if PIN not in st.session_state:
-        st.session_state[PIN] = str(st.query_params.get(PIN, "")).strip().lower() in ("1", "true", "yes", "on")
-    return bool(st.session_state[PIN])
+    """Did this session open a teacher's class link? The sidebar then shows the link's model, precision and
+    generation settings without letting them change, so the whole room runs with the same settings, and each
+    student still types their own question (unless the link pins the prompt too: ``pinned_prompt``). A
+    convenience for a lesson, not a lock: a student who edits the address away gets a free session."""
+    return bool(_pin_mode())
 
 
-def class_link_params() -> dict[str, str]:
-    """The current settings as a pinned class link's values (what the teacher's class view offers to share)."""
+def pinned_prompt() -> bool:
+    """Does this session's class link fix the prompt too (``pin=prompt``: everyone runs the teacher's prompt)?"""
+    return _pin_mode() == PIN_PROMPT
+
+
+def class_link_params(prompt: bool = False) -> dict[str, str]:
+    """The current settings as a class link's values (what the teacher's class view offers to share): the model
+    and settings pinned and the prompt each student's own (it starts as the teacher's), or with ``prompt`` the
+    prompt pinned too."""
     want = share_params()
     want.pop("present", None)
-    want[PIN] = "1"
+    want[PIN] = PIN_PROMPT if prompt else "1"
     return want
 
 
@@ -194,7 +210,7 @@ def share_params(before_page: bool = False) -> dict[str, str]:
             continue
         want[name] = ("1" if val else "0") if typ is bool else str(val)
     if pinned():
-        want[PIN] = "1"
+        want[PIN] = PIN_PROMPT if pinned_prompt() else "1"
     return want
 
 

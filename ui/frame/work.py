@@ -53,6 +53,18 @@ def job_key(fn: Callable, args: tuple, kwargs: dict) -> tuple:
     return (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn)), _plain(args), _plain(kwargs))
 
 
+WARM_HEADER = "X-ILE-Warm-Up"  # sent by scripts/warm.py's session (the start's warm-up run)
+
+
+def is_warm_up() -> bool:
+    """Is this session the start's warm-up (scripts/warm.py)? Its work is nobody's request: the worker runs it
+    alone and the class view leaves it out. A header anyone could send, and harmless: all it changes is that."""
+    try:
+        return st.context.headers.get(WARM_HEADER) == "1"
+    except Exception:  # no session (a test calling in), or another Streamlit
+        return False
+
+
 def session_id() -> str | None:
     ctx = get_script_run_ctx(suppress_warning=True)
     return None if ctx is None else ctx.session_id
@@ -152,13 +164,17 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
         key = job_key(fn, args, kwargs)
     pool = on or worker.get_worker()
     job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch,
-                      client=client_address() if ctx is not None else None, **kwargs)
+                      client=client_address() if ctx is not None else None, warmup=is_warm_up(), **kwargs)
+    drawn = 0  # events drawn so far (a job joined by another session has one list of events for both)
     slot = None
     said = None  # the queue line last drawn: redrawn only when its words change (once a second at most), not
     # every poll, so that 20 waiting tabs are not sent 20 updates a second each to draw
 
     def drain():
-        for tag, ev_args in job.events():
+        nonlocal drawn
+        new = job.events(drawn)
+        drawn += len(new)
+        for tag, ev_args in new:
             if events and tag in events:
                 events[tag](*ev_args)
 
