@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
                                   "--html OUT.html (no model loaded)")
     sub.add_parser("verify", help="run a saved run again here and compare: python -m engine verify RUN.json [--json]")
-    sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, TGI, llama.cpp) over its OpenAI API; "
+    sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, llama.cpp, ...) over its OpenAI API; "
                                             "loads no local model")
     importlib.import_module("engine.serving.bench").add_arguments(sb)
     return ap

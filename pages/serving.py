@@ -1,4 +1,4 @@
-"""Serving engines: the loop's timings measured on a real server (vLLM, SGLang, TGI, llama.cpp) over HTTP."""
+"""Serving engines: the loop's timings measured on a real server (vLLM, SGLang, llama.cpp's server, ...) over HTTP."""
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 

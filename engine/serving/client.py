@@ -1,4 +1,4 @@
-"""A client for a serving engine's OpenAI-compatible HTTP API (vLLM, SGLang, TGI, llama.cpp's server).
+"""A client for a serving engine's OpenAI-compatible HTTP API (vLLM, SGLang, llama.cpp's server, and others).
 
 One function per request kind; every failure is turned into a ``ServingError`` subclass whose message is
 written for the person who typed the URL (what happened, what to check). Streaming requests record the

@@ -692,8 +692,9 @@ def next_token(cfg: C.ServerConfig, prompt: str, k: int = 10, client=None, cance
     if not top:
         raise C.NoLogprobs(
             "The server streamed the token but no log-probabilities, so the next-token distribution cannot be "
-            "shown. vLLM and SGLang return them when asked (vLLM caps how many with --max-logprobs); "
-            "llama-cpp-python needs logits_all (its server default); TGI returns them only on /v1/chat/completions.")
+            "shown. vLLM and SGLang return them when asked (vLLM caps how many with --max-logprobs), and so does "
+            "llama.cpp's server; llama-cpp-python needs logits_all (its server default); transformers serve "
+            "returns none; TGI (in maintenance mode) only on /v1/chat/completions.")
     pairs = sorted(((t, math.exp(lp)) for t, lp in top if math.isfinite(lp)), key=lambda x: -x[1])[:k]
     chosen = res.chunks[0].text
     return NextToken(prompt, tuple(t for t, _ in pairs), tuple(p for _, p in pairs), chosen)

@@ -129,7 +129,7 @@ class SlotsUse:
         """Tokens cached in all slots / all slots' contexts. With ``--parallel N`` each slot has its own share of
         the context and this is exact. Started without ``--parallel`` (4 slots, ``--kv-unified``) the slots share
         one pool and each reports the whole pool as its n_ctx; /slots does not say which, so the figure is then
-        up to N times too low (the README says so)."""
+        up to N times too low (docs/serving.md says so)."""
         total = sum(self.n_ctx)
         return min(1.0, sum(self.cached) / total) if total > 0 else None
 

@@ -82,7 +82,7 @@ SGLANG = EngineNames(
      "prompt_tokens": "sglang:prompt_tokens", "generated_tokens": "sglang:generation_tokens",
      "spec_accept_length": "sglang:spec_accept_length"})
 TGI = EngineNames(
-    "TGI", "text-generation-inference", "documentation",
+    "TGI", "text-generation-inference (in maintenance mode since December 2025)", "documentation",
     {"running": "tgi_batch_current_size", "waiting": "tgi_queue_size"})
 
 TABLE: tuple[EngineNames, ...] = (VLLM_V1, VLLM_V0, SGLANG, LLAMA_CPP, LLAMA_CPP_OLD, TGI)
