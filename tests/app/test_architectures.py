@@ -41,10 +41,13 @@ def _text(at) -> str:
 
 def test_gemma3_pages_teach_its_windows(folders):
     at = run_page("pages/attention.py", model=folders["gemma3"], max_new_tokens="6", timeout=120)
-    assert "Sliding-window (local) layers: 0 (window 8)" in _text(at)
+    text = _text(at)
+    assert "1 sliding-window (local) layer (0): a window of 8 tokens" in text
+    assert "1 global layer (1): each token sees every earlier token" in text
     at = run_page("pages/kv_cache.py", model=folders["gemma3"], max_new_tokens="6", timeout=120)
     text = _text(at)
-    assert "summed per layer" in text and "sliding window 8: holds at most 7 past tokens" in text
+    assert "summed per layer" in text
+    assert "1 sliding layer (0): 1 × 2 × 16 × 7 × 4 = 896 B each" in text  # the window keeps 7 past tokens
     assert not [e.value for e in at.error]  # measured = formula at every step: no "differ" error box
 
 

@@ -108,24 +108,33 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
 
 
+IDLE_QUIET_S = 0.6  # between two script runs (st.rerun, a fragment after its page) the state is not-running briefly
+
+
 def wait_idle(page, timeout: float = 180.0) -> None:
-    """Wait until Streamlit has finished running the script (no running indicator for a moment)."""
+    """Wait until Streamlit has finished running the script: the app's own run state (the ``data-test-script-state``
+    attribute Streamlit 1.67 puts on ``stApp`` for tests: initial, running, rerunRequested, notRunning, ...) says not
+    running, with no status widget or spinner, for a short quiet moment. A click sets the state to rerunRequested
+    before its message leaves the browser, so a run that has not drawn yet is never taken for idle."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
     deadline = time.time() + timeout
     quiet_since = None
     while time.time() < deadline:
-        running = page.evaluate(
-            "() => !!document.querySelector('[data-testid=\"stStatusWidget\"]') || "
-            "!!document.querySelector('[data-testid=\"stSpinner\"]') || "
-            "document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-teststate') === 'running'"
-        )
-        if running:
+        state = page.evaluate(
+            "() => { const app = document.querySelector('[data-testid=\"stApp\"]');"
+            " if (!app) return 'gone';"
+            " if (document.querySelector('[data-testid=\"stStatusWidget\"]') ||"
+            "     document.querySelector('[data-testid=\"stSpinner\"]')) return 'busy';"
+            " return app.getAttribute('data-test-script-state'); }")
+        if state is None:  # Streamlit renamed its attribute: say so rather than guess from the widgets
+            raise AssertionError("stApp has no data-test-script-state attribute: update tests/browser/harness.py")
+        if state != "notRunning":
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.time()
-        elif time.time() - quiet_since > 2.0:  # a queued run can take a moment to show it is running
+        elif time.time() - quiet_since >= IDLE_QUIET_S:
             return
-        time.sleep(0.25)
+        time.sleep(0.1)
     raise TimeoutError("the app kept running")
 
 

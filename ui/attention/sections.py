@@ -159,7 +159,7 @@ def local_and_global(lm) -> None:
     st.header("Local and global layers past the window", divider="gray")
     st.markdown(lesson("attention", "local global", local=local, glob=glob, n=n,
                        window_words=AW.window_words(lm.info.arch, local),
-                       n_local=len(lm.info.arch.sliding_layers), n_layers=lm.info.n_layers))
+                       local_are=_are(len(lm.info.arch.sliding_layers)), n_layers=lm.info.n_layers))
     if not st.toggle(f"Run a {n}-token prompt and record both layers", key="attention_window_run"):
         return
     with st.spinner(f"One pass over {n} tokens, recording attention..."):
@@ -171,3 +171,8 @@ def local_and_global(lm) -> None:
               help="Measured from the recorded weights: zero, the window masks them.")
     c2.metric(f"Layer {glob}: attention on keys {w}+ back", f"{view.beyond_window_mass(1):.1%}",
               help="Measured from the recorded weights: a global layer still reads the oldest tokens.")
+
+
+def _are(n: int) -> str:
+    """"1 layer is", "18 layers are": the local count as the lesson's sentence needs it."""
+    return f"{n:,} layer is" if n == 1 else f"{n:,} layers are"
