@@ -42,11 +42,6 @@ def head_mean_distance(att: np.ndarray) -> np.ndarray:
     return (att.astype(np.float64) * np.clip(dist, 0, None)).sum(-1).mean(-1)
 
 
-def causal_mask(m: int) -> np.ndarray:
-    """True where a query may look (key position <= query position). [m, m]"""
-    return np.tril(np.ones((m, m), dtype=bool))
-
-
 # ---------------------------------------------------------------- grouped-query attention
 
 def kv_groups(n_heads: int, n_kv_heads: int) -> list[list[int]]:

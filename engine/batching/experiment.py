@@ -94,10 +94,6 @@ class RequestRecord:
     token_ids: tuple[int, ...]
 
     @property
-    def queued_s(self) -> float:
-        return self.admitted_s - self.arrival_s
-
-    @property
     def ttft_s(self) -> float:
         return self.first_token_s - self.arrival_s
 

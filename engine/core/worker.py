@@ -79,10 +79,6 @@ class Cancelled(Exception):
 _current: contextvars.ContextVar["Job | None"] = contextvars.ContextVar("ile_current_job", default=None)
 
 
-def current_job() -> "Job | None":
-    return _current.get()
-
-
 def check_cancelled() -> None:
     """Raise ``Cancelled`` if the job running on this thread should stop (no-op outside the worker)."""
     job = _current.get()

@@ -183,16 +183,6 @@ def _rotary(lm: LoadedModel, x, pos, layer_type: str | None):
     return cos, sin
 
 
-def rope_layers(lm: LoadedModel) -> dict:
-    """{layer type or None: (layers using it, base)}: models such as Gemma 3 rotate with a different base in
-    their sliding-window and global layers."""
-    f, out = lm.info.arch, {}
-    for i, t in enumerate(archfacts.rope_layer_types(lm.model)):
-        layers, _ = out.get(t, ((), None))
-        out[t] = (layers + (i,), f.rope_bases[i] if f is not None else None)
-    return out
-
-
 @torch.inference_mode()
 def rope_angles(lm: LoadedModel, n_positions: int = 64, layer: int = 0) -> RopeAngles:
     """Rotation angle of every query/key dimension pair at positions 0..n_positions-1 in block ``layer``:

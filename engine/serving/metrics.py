@@ -304,17 +304,6 @@ def spec_delta(before: MetricsSample | None, after: MetricsSample | None) -> dic
     return out or None
 
 
-def spec_series(samples) -> dict | None:
-    """Drafted and accepted tokens over a sweep, from the samples taken while it ran (counters: they only grow),
-    relative to the first sample; None when the server exports no drafted-token counter."""
-    pts = [s for s in samples if s.spec_draft_tokens is not None]
-    if not pts:
-        return None
-    d0, a0 = pts[0].spec_draft_tokens, pts[0].spec_accepted or 0.0
-    return {"t_s": [s.t_s for s in pts], "drafted": [s.spec_draft_tokens - d0 for s in pts],
-            "accepted": [(s.spec_accepted or 0.0) - a0 for s in pts]}
-
-
 def timings_spec(requests) -> dict | None:
     """llama.cpp server's per-request draft counters (timings.draft_n / draft_n_accepted), summed."""
     drafted = accepted = 0
