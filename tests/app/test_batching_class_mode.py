@@ -117,7 +117,7 @@ def test_class_mode_race_page_draft_box_is_the_allow_list(class_mode):
     assert box.options == ["tiny-random", "Tiny copy"]
 
 
-# --- names carry no precision; the model cache holds what the server offers (issue 30) -------------------------
+# --- names carry no precision; the model cache holds what the server offers -------------------------
 
 def test_a_name_never_chooses_a_precision():
     """?model=tiny-random@int8 once loaded an int8 copy that the loop page labelled float32: the suffix is
@@ -162,7 +162,7 @@ def _ask_as(monkeypatch, who: str, prompt: str, passes, **params) -> int:
 
 @pytest.mark.parametrize("class_mode", ["on", "off"])
 def test_a_kept_answer_does_not_tell_a_class_that_someone_else_asked(monkeypatch, passes, class_mode):
-    """Issue 36: answers were kept for the whole server, so repeating another student's exact prompt came back at
+    """Answers were kept for the whole server, so repeating another student's exact prompt came back at
     once with no progress box (1.0 s against 3.2 s for a new one): a test of whether someone asked it. In class
     mode a session reuses only its own kept answers, so the repeat does the same work as a new question; for one
     person (open mode) the kept answer is reused, so this check can tell the two apart. Sessions on the teacher's

@@ -1,5 +1,5 @@
 """A damaged converted copy of the embedded model (its files no longer match their checksum) is converted again,
-and the page says that, not "First start" (issue 36: after a corrupted cache the status read "First start")."""
+and the page says that, not "First start" (after a corrupted cache the status read "First start")."""
 import shutil
 
 import pytest

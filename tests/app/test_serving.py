@@ -72,7 +72,7 @@ def test_every_section_runs_against_a_vllm_like_server():
         assert len(at.get("plotly_chart")) >= 6  # timeline, gaps, prompt sweep, concurrency, gantt, KV usage
 
 
-# --- class mode: the teacher's servers only, by label (issue 30) ---------------------------------------------
+# --- class mode: the teacher's servers only, by label ---------------------------------------------
 
 def everything(at) -> str:
     parts = [e.value for kind in ("markdown", "caption", "success", "error", "warning", "info", "title", "header",

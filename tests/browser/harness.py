@@ -43,7 +43,7 @@ class App:
         env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
         if served_env_has_engine_wait_policy():
             # The test process imported the engine, which set OMP_WAIT_POLICY for itself: a person's `streamlit
-            # run` has no such variable, so the server must set its own policy (issue 31: it once did not, and
+            # run` has no such variable, so the server must set its own policy (it once did not, and
             # the inherited variable hid that from every browser test).
             env.pop("OMP_WAIT_POLICY", None)
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")

@@ -1,4 +1,4 @@
-"""Real browser, fresh servers (issue 20): many first visits at once right after a start all render, with the
+"""Real browser, fresh servers: many first visits at once right after a start all render, with the
 shared sidebar and the app's own navigation, and the server's memory stays bounded."""
 import threading
 import time

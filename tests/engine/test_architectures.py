@@ -1,4 +1,4 @@
-"""The architecture matrix (issue 26): tiny random models built here from the config classes of many families
+"""The architecture matrix: tiny random models built here from the config classes of many families
 (engine.core.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
 the engine paths the pages use. Each path gives correct numbers (checked against an independent computation:
 a plain forward pass, ``model.generate``, the cache's own tensors) or refuses in one line; none crashes."""
@@ -342,7 +342,7 @@ def test_an_unknown_layout_is_a_one_line_load_error():
 
 
 def test_the_batched_worker_gives_each_request_its_solo_record(case):
-    """The class batcher (engine.core.classbatch, issue 28) serves requests of different lengths together: each gets
+    """The class batcher (engine.core.classbatch) serves requests of different lengths together: each gets
     its solo tokens, and its KV bytes per step equal its solo run's (counted layer by layer: a padded batch once
     counted every layer as holding every token). Models with sliding windows run alone there (a batched tiny
     Mistral changed its tokens): this checks that, and that the solo path then gives the same records."""

@@ -1,4 +1,4 @@
-"""The background preparation's child process ends when the app that started it dies, even by SIGKILL (issue 36:
+"""The background preparation's child process ends when the app that started it dies, even by SIGKILL (once,
 after `kill -9` of the server, the Gemma conversion ran on alone as an orphan)."""
 import os
 import signal

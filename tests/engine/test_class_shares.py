@@ -1,4 +1,4 @@
-"""What one client may hold of the class batch (issue 36): a script with many sessions on one address cannot take
+"""What one client may hold of the class batch: a script with many sessions on one address cannot take
 every seat, a short question always finds one, long requests cost more of a share, a new session does not jump
 the queue, and a waiting request can say why it waits."""
 from __future__ import annotations

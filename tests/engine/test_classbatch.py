@@ -367,7 +367,7 @@ def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_t
     assert differ >= 1, "the reason int8 runs alone: a batch changes at least one answer"
 
 
-# ------------------------------------------------------------------------------------ chunked prefill (issue 36)
+# ------------------------------------------------------------------------------------ chunked prefill
 PASTE = "a long pasted text about nothing in particular, " * 9  # ~450 tokens on the tiny tokenizer
 
 

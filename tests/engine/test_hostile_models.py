@@ -1,4 +1,4 @@
-"""Hostile model names, sizes and cache folders (issue 20): refused with a short message before anything is
+"""Hostile model names, sizes and cache folders: refused with a short message before anything is
 allocated or converted; what is built is built once; a damaged converted copy is detected by its checksum."""
 import json
 import os

@@ -74,7 +74,7 @@ def test_trust_remote_code_is_never_enabled():
     assert "use_safetensors=True" in src
 
 
-# --- the checksum covers config and tokenizer, not only the weights (issue 30) -------------------------------
+# --- the checksum covers config and tokenizer, not only the weights -------------------------------
 
 def _same_size_edit(path, old: bytes, new: bytes) -> None:
     data = path.read_bytes()

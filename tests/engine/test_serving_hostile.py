@@ -1,7 +1,7 @@
 """The serving client against hostile servers on real sockets (tests/serving_servers.HostileServer, 127.0.0.1):
 replies bounded in bytes, requests and sweeps bounded in time whatever the server sends, cancellation that
 closes connections, no redirect followed, no compressed reply inflated, no reply body echoed, and in class mode
-no request sent anywhere but the teacher's listed servers (issue 30)."""
+no request sent anywhere but the teacher's listed servers."""
 import threading
 import time
 

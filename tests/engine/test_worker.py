@@ -115,7 +115,7 @@ def test_a_queued_job_dropped_with_its_tab_leaves_the_published_stats_idle(tiny_
 
 
 def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path, monkeypatch):
-    """Issue 36: the stats file (written for the browser tests, readable by whoever can read the server's files)
+    """The stats file (written for the browser tests, readable by whoever can read the server's files)
     held the running job's key, prompt included, and its full session id. It says what runs by kind and a short
     session tag only."""
     import json

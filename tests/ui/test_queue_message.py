@@ -64,7 +64,7 @@ def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkey
 
 
 def test_queue_message_says_why_in_one_line():
-    """Issue 36: a waiting student is told why in the same line (a seats.refusal reason in words)."""
+    """A waiting student is told why in the same line (a seats.refusal reason in words)."""
     from ui.frame.work import why_words
 
     base = {"place": 2, "queued": 9, "running": {"answer": 8}, "batch": 8}

@@ -59,9 +59,9 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
     any other is a copy of the default model cast or quantized once (engine.core.precision). ``precision`` has no
     default value: Streamlit keys the cache on the arguments as passed, so a call that left it out missed the
-    entry of one that passed None and loaded a second copy of the model. No st.* call may happen in here: Streamlit records the elements a cached function draws and replays them on every later hit, into
-    blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
-    start's progress once did)."""
+    entry of one that passed None and loaded a second copy of the model. No st.* call may happen in here:
+    Streamlit records the elements a cached function draws and replays them on every later hit, into blocks that
+    may no longer exist (a CacheReplayClosureError on every page of every session)."""
     if precision is not None:
         lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:

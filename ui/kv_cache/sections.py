@@ -1,7 +1,7 @@
 """The KV-cache page's blocks that hold widgets, drawn whole (the page lays them out in order): the real cache
 tensors, the calculator for published models, and paged allocation.
 
-Each is a fragment, so its widgets rerun only their part of the page (issue 17): the cache tensors' pickers,
+Each is a fragment, so its widgets rerun only their part of the page: the cache tensors' pickers,
 sections 3-4 together (the calculator's model and dtypes drive section 4's bytes), the paging sliders."""
 from __future__ import annotations
 
