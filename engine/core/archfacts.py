@@ -349,8 +349,8 @@ def check_analysis(model, facts: ArchFacts) -> dict:
     dev = next(model.parameters()).device
     x = (torch.arange(n, device=dev)[None] * 7 + 3) % vocab  # [1, n]
     # Logits of the last CHECK_LOGITS positions only (all past every window), where the forward pass can leave
-    # the others out: with a 262k vocabulary the full [517, vocab] logits were 0.5 GB per copy, and the check
-    # peaked at 5.4 GB and took a minute at load (Gemma 3 270M).
+    # the others out: with a 262k vocabulary the full logits of every position make this check cost gigabytes and
+    # a minute at load (Gemma 3 270M; docs/benchmarks.md).
     kw = _keep_kw(model, min(n, CHECK_LOGITS))
     plain = loop.full_pass(model, x, **kw).logits.float()  # [1, keep, vocab]
     keep = plain.shape[1]

@@ -481,9 +481,8 @@ _WORKER_LOCK = threading.Lock()
 
 # The GIL's switch interval for a process that runs the engine worker beside other Python threads (Streamlit's
 # script threads drawing pages). The worker gives the GIL back at every torch op and must wait for it again; a
-# thread busy in Python keeps it up to the interval (5 ms by default) each time. Measured (2026-11-26, 2 cores,
-# SmolLM2-135M, the analysis passes of 16 class requests on a worker thread, 1.8 s alone): beside four busy Python
-# threads 97 s at 5 ms, 16 s at 1 ms, 12 s at 0.5 ms. In a 20-session class a batch of 16 analyses had taken 32 s.
+# thread busy in Python keeps it up to the interval (5 ms by default) each time, and beside busy Python threads
+# the worker's passes took several times longer at 5 ms than at 0.5 ms (docs/benchmarks.md).
 WORKER_SWITCH_INTERVAL_S = 0.0005
 
 
