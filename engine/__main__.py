@@ -72,11 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
     record_cli.add_save_argument(tr)
-    if importlib.util.find_spec("engine.speculative.race") is not None:
-        race = importlib.import_module("engine.speculative.race")
+    if importlib.util.find_spec("engine.speculative.cli") is not None:
+        race_cli = importlib.import_module("engine.speculative.cli")
         rp = sub.add_parser("race", help="plain vs speculative decoding")
         common(rp)
-        race.add_arguments(rp)
+        race_cli.add_arguments(rp)
     bench = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
     bsub = bench.add_subparsers(dest="bench", required=True)
     for name in sorted(BENCHES):
@@ -162,8 +162,8 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.cmd == "race":
-        race_mod = importlib.import_module("engine.speculative.race")
-        lm = in_mode(lm, args.mode, race_mod.EAGER_ONLY)
+        race_cli = importlib.import_module("engine.speculative.cli")
+        lm = in_mode(lm, args.mode, race_cli.EAGER_ONLY)
     elif args.cmd == "bench":
         lm = in_mode(lm, args.mode, getattr(importlib.import_module(BENCHES[args.bench]), "EAGER_ONLY", None))
     else:
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
-        return importlib.import_module("engine.speculative.race").cli(lm, args, _emit)
+        return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit)
     mod = importlib.import_module(BENCHES[args.bench])
     result = mod.run(lm, args)
     _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))

@@ -16,7 +16,7 @@ from importlib import metadata
 import numpy as np
 
 from engine.record.format import FORMAT, VERSION, encode_array
-from engine.record.race import race_summary
+from engine.record.speculative import race_summary
 
 FIRST_TOP = 200  # tokens of the first step whose text the record keeps (the sampling sliders' bars)
 TOKENIZER_FILES = ("tokenizer", "chat_template", "special_tokens_map", "vocab", "merges", "spiece", "added_tokens")

@@ -1,7 +1,7 @@
 """Race figures and replay: legends below the plot (never on the title), the verify-time line labelled in the
 legend (not over the bars), and a replay that follows the engine's clocks and draws both lanes every frame."""
 from tests.engine.test_speculative_race_bounds import _run
-from ui.speculative import race as race_view
+from ui.speculative import view as race_view
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 
 

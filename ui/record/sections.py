@@ -81,7 +81,7 @@ def summary(record: dict) -> None:
               f"Recorded on {view.machine_line(record['machine'])}, {view.when(record)}: wall time per forward pass "
               "incl. sampling, after a device sync.")
     else:
-        from engine.record.race import spec_run
+        from engine.record.speculative import spec_run
         from ui.speculative.figures import progress_lines
 
         run = spec_run(body, record["model"]["name"])
