@@ -39,6 +39,7 @@ from transformers import DynamicCache
 
 from engine.batching.experiment import _Batch, decode_logits, left_padded, prefill_slice
 from engine.core import seats
+from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
 from engine.core.models import LoadedModel
@@ -140,7 +141,7 @@ class _Row:
         self.tokens.append(tok)
         self.job.tokens = len(self.tokens)
         if self.stream:
-            self.job._post("step", (_make_record(self.lm, *self.raw[-1]),))
+            self.job.post("step", (_make_record(self.lm, *self.raw[-1]),))
         if tok in stops:
             self.reason = "eos"
         elif len(self.tokens) >= self.max_new:
@@ -328,8 +329,6 @@ def _leave_done(w, lm, batch: _Batch) -> None:
 
 
 def _cancelled(job):
-    from engine.core.worker import Cancelled
-
     return Cancelled(f"job {job.key!r} cancelled (left the batch)")
 
 

@@ -14,9 +14,10 @@ the loaded models and returns plain records as they are.
   first visitor's page is what it was for; batched with it, a lone teacher's first answer read "measured in a
   batch of 2").
 - ``Job.result(timeout)`` waits; ``Job.cancel()`` asks the job to stop. Cancellation is cooperative: every forward
-  pass in ``engine.core.loop`` calls ``check_cancelled()`` first, so a cancelled job raises ``Cancelled`` within one
-  step. A job whose every waiter left (``Job.detach``) is cancelled after ``DETACH_GRACE_S`` unless a waiter comes
-  back (a Streamlit rerun with the same inputs re-attaches to the running job instead of restarting it).
+  pass in ``engine.core.loop`` calls ``engine.core.cancel.check_cancelled()`` first, so a cancelled job raises
+  ``Cancelled`` within one step. A job whose every waiter left (``Job.detach``) is cancelled after
+  ``DETACH_GRACE_S`` unless a waiter comes back (a Streamlit rerun with the same inputs re-attaches to the running
+  job instead of restarting it).
 - Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
   ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
 
@@ -43,7 +44,6 @@ Serving a class: the worker is also a small server.
 from __future__ import annotations
 
 import collections
-import contextvars
 import hashlib
 import itertools
 import json
@@ -53,7 +53,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from engine.core import seats
+from engine.core import cancel, seats
+from engine.core.cancel import Cancelled
 from engine.core.serverlog import say
 
 MAX_QUEUED_PER_SESSION = 2
@@ -72,28 +73,13 @@ def job_kind(fn: Callable) -> str:
     return getattr(fn, "kind", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
-class Cancelled(Exception):
-    """The job was cancelled (its session left, or a newer click replaced it)."""
-
-
-_current: contextvars.ContextVar["Job | None"] = contextvars.ContextVar("ile_current_job", default=None)
-
-
-def check_cancelled() -> None:
-    """Raise ``Cancelled`` if the job running on this thread should stop (no-op outside the worker)."""
-    job = _current.get()
-    if job is not None and job.should_stop():
-        job._cancel_flag.set()
-        raise Cancelled(f"job {job.key!r} cancelled")
-
-
 def relay(tag: str) -> Callable[..., None]:
     """A callback for engine code that records ``(tag, args)`` on the job running it, for the waiter to draw.
     Outside a job it does nothing."""
     def cb(*args):
-        job = _current.get()
+        job = cancel.current()
         if job is not None:
-            job._post(tag, args)
+            job.post(tag, args)
     return cb
 
 
@@ -190,7 +176,9 @@ class Job:
                 time.monotonic() - self._detached_at > DETACH_GRACE_S
 
     # -- the worker side
-    def _post(self, tag: str, args: tuple) -> None:
+    def post(self, tag: str, args: tuple) -> None:
+        """A progress event for the waiters (``relay`` posts them from the engine code; the class batcher posts
+        each request's step records to its own job)."""
         self._events.append((tag, args))
 
     def _finish(self, state: str, result=None, error: BaseException | None = None) -> None:
@@ -451,9 +439,9 @@ class Worker:
                         self.complete(j, "failed", error=exc)
                 self._publish()
                 continue
-            token = _current.set(job)
             try:
-                value = job.fn(*job.args, **job.kwargs)
+                with cancel.running(job):
+                    value = job.fn(*job.args, **job.kwargs)
             except Cancelled as exc:
                 self.complete(job, "cancelled", error=exc)
             except BaseException as exc:  # handed to the waiter, who shows it
@@ -461,7 +449,6 @@ class Worker:
             else:
                 self.complete(job, "done", result=value)
             finally:
-                _current.reset(token)
                 self._publish()
 
 
@@ -538,7 +525,7 @@ class JobCancel(threading.Event):
 
 def cancel_event() -> threading.Event:
     """A cancel Event for the job running on this thread (a plain Event outside the worker)."""
-    return JobCancel(_current.get())
+    return JobCancel(cancel.current())
 
 
 def run(fn: Callable, *args, **kwargs):

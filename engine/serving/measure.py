@@ -440,7 +440,7 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
             res, errs, samples, wall = _round(cfg, cl, n, prompts, new_tokens, cancel, scraper, tick, deadline)
             done += n
             if outer is not None and outer.is_set():
-                raise C.Cancelled("Cancelled.")
+                raise C.RequestCancelled("Cancelled.")
             if not res and _past(deadline) and out:
                 truncated = True
                 break

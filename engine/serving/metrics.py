@@ -217,7 +217,7 @@ def summarize(m: Metrics | None, t_s: float = 0.0, slots: SlotsUse | None = None
 
 class Scraper:
     """Samples a server during a sweep: /metrics, and llama.cpp's /slots when /metrics has no KV gauge. The first
-    sample finds out what the server has; later ones ask only for that. Never raises but Cancelled."""
+    sample finds out what the server has; later ones ask only for that. Never raises but RequestCancelled."""
 
     def __init__(self, cfg: C.ServerConfig, client=None):
         self.cfg, self.client = cfg, client
@@ -229,7 +229,7 @@ class Scraper:
         if self.use_metrics:
             try:
                 m = fetch(self.cfg, self.client)
-            except C.Cancelled:
+            except C.RequestCancelled:
                 raise
             except C.ServingError:
                 m = None
@@ -238,7 +238,7 @@ class Scraper:
         if want_slots:
             try:
                 sl = fetch_slots(self.cfg, self.client)
-            except C.Cancelled:
+            except C.RequestCancelled:
                 raise
             except C.ServingError:
                 sl = None

@@ -146,7 +146,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
         old.detach()  # what ui.frame.work.run does when the newer click reruns the script
         new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
         assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
-        assert isinstance(old.result(2), C.Cancelled)
+        assert isinstance(old.result(2), C.RequestCancelled)
         assert wait_for(lambda: s.open == 0, 2), "the replaced job's connection was left open"
 
 

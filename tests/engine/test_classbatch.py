@@ -13,7 +13,8 @@ from engine.core import classbatch
 from engine.core.classbatch import batched_trace, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
-from engine.core.worker import Cancelled, Worker
+from engine.core.cancel import Cancelled
+from engine.core.worker import Worker
 
 PROMPTS = ["hello there", "a much longer prompt with several more words in it than the first", "x",
            "the quick brown fox", "one two three four five six", "why", "tell me a story about a cat"]

@@ -162,7 +162,7 @@ def test_cancel_mid_request_closes_the_connection_at_once():
         time.sleep(0.3)
         cancel.set()
         t.join(2)
-        assert isinstance(out.get("exc"), C.Cancelled)
+        assert isinstance(out.get("exc"), C.RequestCancelled)
         assert wait_for(lambda: s.open == 0, 1.0), "the connection outlived the cancel"
 
 
@@ -185,7 +185,7 @@ def test_a_job_whose_tab_left_is_cancelled_and_its_connection_closed():
         j.detach()
         assert wait_for(lambda: s.open == 0, worker.DETACH_GRACE_S + 2), "the connection outlived the tab"
         assert time.monotonic() - t0 < worker.DETACH_GRACE_S + 1.0
-        assert isinstance(j.result(2), C.Cancelled)
+        assert isinstance(j.result(2), C.RequestCancelled)
 
 
 def test_net_worker_runs_jobs_side_by_side():

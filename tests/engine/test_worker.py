@@ -8,7 +8,8 @@ import time
 import pytest
 
 from engine.core import worker
-from engine.core.worker import Cancelled, Worker
+from engine.core.cancel import Cancelled
+from engine.core.worker import Worker
 
 
 def _slow_decode(lm, n, started=None):

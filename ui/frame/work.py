@@ -20,6 +20,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.core import worker
+from engine.core.cancel import Cancelled
 from engine.core.models import LoadedModel
 
 POLL_S = 0.05
@@ -215,7 +216,7 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
                 else:
                     slot.empty()
         return value
-    except worker.Cancelled:
+    except Cancelled:
         st.info("This run was replaced by a newer request, or cancelled. Run it again if you still need it.",
                 icon=":material/cancel:")
         st.stop()
