@@ -18,7 +18,8 @@ from engine.cli_args import add_run_arguments
 from engine.record import cli as record_cli
 from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
-from engine.core.models import EMBEDDED, ModelLoadError, load_model
+from engine.core.models import EMBEDDED, load_model
+from engine.core.loaded import ModelLoadError
 from engine.core.precision import PRECISIONS
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings

@@ -14,7 +14,7 @@ import torch
 
 from engine.core import instrument, loop
 from engine.core.kv import kv_bytes_for
-from engine.core.models import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, ModelInfo
 from engine.measure.timing import now
 
 DEFAULT_LENGTHS = (32, 64, 128, 256, 512)

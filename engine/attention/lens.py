@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from engine.core import arch, instrument, loop
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
 
 MAX_LENS_POSITIONS = 48  # the last positions of the prompt that are read through the lens

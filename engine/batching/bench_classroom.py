@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("the class batcher's padded batches (their size and padding change every round) run eager")

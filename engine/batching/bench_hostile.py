@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.batching.bench_classroom import CLASS_PROMPTS
 
 PASTE = ("The committee met again on Thursday to review the budget, the timetable and the list of rooms; "

@@ -28,7 +28,7 @@ import torch
 from transformers import DynamicCache
 
 from engine.core.kv import kv_bytes, kv_bytes_for
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.measure.timing import now
 from engine.core.loop import forward, new_cache, warm_up

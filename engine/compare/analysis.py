@@ -15,7 +15,7 @@ import torch
 
 from engine.core import arch, kv
 from engine.core.loop import forward, new_cache
-from engine.core.models import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, ModelInfo
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from engine.core import seats
 from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from engine.core.models import EMBEDDED, GEMMA, TINY, ModelLoadError
+from engine.core.models import EMBEDDED, GEMMA, TINY
+from engine.core.loaded import ModelLoadError
 
 BUILTIN = (EMBEDDED, GEMMA, TINY)
 ENV_CLASS_MODE = "ILE_CLASS_MODE"

@@ -17,7 +17,7 @@ import torch
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
 from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
-from engine.core.models import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
 from engine.attention.lens import MAX_LENS_POSITIONS

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from engine.core import arch, archfacts
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
 
 PCA_METHOD = "PCA: torch.linalg.svd of the mean-centred sample of embedding rows, top 2 right singular vectors"

@@ -20,7 +20,8 @@ import time
 from engine.precision import experiment as P
 from engine.timeline.experiment import hardware_probe, spread_dict
 from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
-from engine.core.models import EMBEDDED, LoadedModel, embedded_gguf_path
+from engine.core.models import EMBEDDED, embedded_gguf_path
+from engine.core.loaded import LoadedModel
 from engine.core.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import small_pass_rows, threads_said

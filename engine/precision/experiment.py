@@ -19,7 +19,7 @@ import torch
 
 from engine.timeline.experiment import Spread
 from engine.core.loop import forward, new_cache, timed_greedy, warm_up
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.precision import decode_weight_bytes, lm_precision
 
 Progress = Callable[[float, str], None]

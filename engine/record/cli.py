@@ -104,7 +104,8 @@ def _model_missing(record: dict, name: str, exc, args) -> int:
 
 
 def verify_main(argv) -> int:
-    from engine.core.models import ModelLoadError, load_model
+    from engine.core.loaded import ModelLoadError
+    from engine.core.models import load_model
     from engine.core.precision import PRECISIONS, default_precision, unsupported_reason
     from engine.measure.threads import apply_policy
 

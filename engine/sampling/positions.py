@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from engine.core.loop import full_pass
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 TOP = 5
 

@@ -15,7 +15,7 @@ import torch
 from transformers import GenerationConfig
 
 from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.models import LoadedModel, ModelLoadError
+from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import rule_for_every_pass

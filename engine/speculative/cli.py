@@ -8,7 +8,7 @@ from dataclasses import asdict
 from engine.measure import noise
 from engine.cli_args import add_run_arguments
 from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.models import ModelLoadError
+from engine.core.loaded import ModelLoadError
 from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import EAGER_ONLY, MAX_K, race  # noqa: F401  (EAGER_ONLY: engine/__main__.py)

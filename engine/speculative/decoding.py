@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from engine.speculative.drafters import Drafter, make_drafter
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample, sampling_probs
 from engine.measure.timing import now

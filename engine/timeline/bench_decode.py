@@ -17,7 +17,7 @@ import statistics
 import torch
 from transformers import GenerationConfig
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import rule_for_every_pass

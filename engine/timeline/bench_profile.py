@@ -9,7 +9,7 @@ refused: {mode: why}, note.
 from __future__ import annotations
 
 from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.timeline import experiment as T
 from engine.timeline.bench_decode import _in_modes

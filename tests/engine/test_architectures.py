@@ -322,7 +322,8 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
 
 
 def test_an_unknown_layout_is_a_one_line_load_error():
-    from engine.core.models import ModelLoadError, _finish
+    from engine.core.loaded import ModelLoadError
+    from engine.core.models import _finish
     from engine.core.tiny import make_tiny_tokenizer
 
     class Odd(torch.nn.Module):  # no blocks anywhere

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from engine.core.kv import kv_bytes_for
-from engine.core.models import ModelLoadError, load_model
+from engine.core.loaded import ModelLoadError
+from engine.core.models import load_model
 from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import ATTN_MAX, run_trace

@@ -10,7 +10,8 @@ import torch
 
 import engine.core.models as models
 from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.models import ModelLoadError, load_model
+from engine.core.loaded import ModelLoadError
+from engine.core.models import load_model
 
 
 # --- names -------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import streamlit as st
 from engine.core import background
 from engine.compare import analysis as C
 from engine.tokenization.tokens import gemma_tokenizer_ready
-from engine.core.models import EMBEDDED, GEMMA, GEMMA_INSTALL, TINY, ModelLoadError, gemma_package
+from engine.core.models import EMBEDDED, GEMMA, GEMMA_INSTALL, TINY, gemma_package
+from engine.core.loaded import ModelLoadError
 from engine.core.model_names import BUILTIN
 from ui.compare import runs as R
 from ui.compare import view as V

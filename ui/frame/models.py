@@ -14,8 +14,9 @@ import streamlit as st
 
 from engine.core.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
 from engine.core import background, worker
-from engine.core.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
-    embedded_copy, embedded_is_converted, load_model, log
+from engine.core.models import (EMBEDDED, GEMMA, convert_embedded, default_device, embedded_copy,
+                                embedded_is_converted, load_model, log)
+from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.core.model_names import BUILTIN
 from engine.core.compiled import (DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, split_mode,
                                   to_mode)

@@ -21,7 +21,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 from engine.core import worker
 from engine.core.cancel import Cancelled
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 POLL_S = 0.05
 relay = worker.relay

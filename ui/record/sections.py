@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.models import ModelLoadError
+from engine.core.loaded import ModelLoadError
 from engine.record.format import MAX_BYTES, RecordError
 from ui.frame.html import chips, md_escape
 from ui.frame.layout import chart

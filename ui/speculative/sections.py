@@ -9,7 +9,7 @@ import streamlit as st
 from engine.speculative.decoding import PROMPTS
 from engine.speculative.drafters import DrafterError
 from engine.speculative.decoding import MAX_K
-from engine.core.models import ModelLoadError
+from engine.core.loaded import ModelLoadError
 from engine.core.prompt import PromptError
 from ui.speculative import view as RV
 from ui.frame import state
