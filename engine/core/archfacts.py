@@ -231,7 +231,7 @@ def _probe_cache(model, n_tokens: int):
 def read_facts(model) -> ArchFacts:
     cfg = arch.text_config(model)
     family = str(getattr(cfg, "model_type", type(model).__name__))
-    body, blks = arch._find_blocks(model)
+    body, blks = arch.find_blocks(model)
     path = next((n for n, m in model.named_modules() if m is blks), "?")
     kinds, windows = _layer_types(model)
     n_heads = int(_cfg_get(cfg, "num_attention_heads", "n_head", "n_heads", default=0))

@@ -37,7 +37,7 @@ import torch
 
 from transformers import DynamicCache
 
-from engine.batching.experiment import _Batch, decode_logits, left_padded, prefill_slice
+from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice
 from engine.core import seats
 from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
@@ -47,7 +47,8 @@ from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.compiled import graph_of
-from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
+from engine.core.trace import (MAX_NEW_TOKENS, Trace, analyse_prompts, build_trace, run_trace, step_record,
+                               step_stats)
 
 PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
 SHORT_PROMPT_TOKENS = 128  # a group whose prompts are all this short is prefilled whole when it arrives
@@ -137,18 +138,18 @@ class _Row:
              stops: set[int]) -> None:
         if self.first_logits is None:
             self.first_logits = logits
-        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, _step_stats(logits, tok, self.settings), rows))
+        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, step_stats(logits, tok, self.settings), rows))
         self.tokens.append(tok)
         self.job.tokens = len(self.tokens)
         if self.stream:
-            self.job.post("step", (_make_record(self.lm, *self.raw[-1]),))
+            self.job.post("step", (step_record(self.lm, *self.raw[-1]),))
         if tok in stops:
             self.reason = "eos"
         elif len(self.tokens) >= self.max_new:
             self.reason = "max_new_tokens"
 
 
-def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
+def _row_kv(batch: Batch, i: int) -> tuple[int, int]:
     """(bytes, tokens) of row ``i``'s real cached positions, layer by layer: each layer's bytes per position times
     the row's real tokens it holds. Rows are left-padded, so a sliding-window layer that keeps its last positions
     holds min(real tokens, its length) of them, as the row's own cache would alone (engine.core.kv's per-layer formula)."""
@@ -262,9 +263,9 @@ def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> float:
     return seconds
 
 
-def _join(batch: _Batch, g: _Filling, stops) -> None:
+def _join(batch: Batch, g: _Filling, stops) -> None:
     """A group whose prompts are all read joins the running batch with its first tokens."""
-    base = len(batch.slots)
+    base = len(batch.rows)
     batch.merge([(layer.keys, layer.values) for layer in g.cache.layers], g.mask, g.rows)
     t = time.monotonic()
     for i, (r, tok) in enumerate(zip(g.rows, g.toks)):
@@ -279,7 +280,7 @@ def serve_batch(w, first) -> None:
     lm = first.args[0] if first.args else first.kwargs["lm"]
     stops = eos_ids(lm)
     dev = lm.device
-    batch = _Batch(lm)
+    batch = Batch(lm)
     filling: list[_Filling] = []  # oldest first
     joiners = [first]
     owed = 0.0  # decode seconds the rows decoding are owed before the next long prefill slice
@@ -291,7 +292,7 @@ def serve_batch(w, first) -> None:
             for r in g.drop(lambda r: r.job.should_stop()):
                 w.complete(r.job, "cancelled", error=_cancelled(r.job))
         filling = [g for g in filling if g.rows]
-        room = w.max_batch - len(batch.slots) - sum(len(g.rows) for g in filling) - len(joiners)
+        room = w.max_batch - len(batch.rows) - sum(len(g.rows) for g in filling) - len(joiners)
         if room > 0:
             joiners += w.admit(first.batch, room)
         new: list[_Row] = []
@@ -305,11 +306,11 @@ def serve_batch(w, first) -> None:
                 w.complete(job, "failed", error=exc)
         joiners = []
         filling += [_Filling(lm, g) for g in _groups(new)]
-        if not filling and not batch.slots:
+        if not filling and not batch.rows:
             return
         # short prompts whole, a long prompt's slice unless the rows decoding are owed time, then every row
         # already decoding takes its step: neither a stream of arrivals nor a paste stalls them
-        if not batch.slots:
+        if not batch.rows:
             owed = 0.0
         if filling:
             owed += DECODE_SHARE * _prefill_round(w, lm, filling, dev, long_ok=owed <= 0)
@@ -317,12 +318,12 @@ def serve_batch(w, first) -> None:
             _join(batch, g, stops)
         filling = [g for g in filling if g.left]
         _leave_done(w, lm, batch)
-        if batch.slots:
+        if batch.rows:
             owed -= _decode(w, lm, batch, stops, dev)
             _leave_done(w, lm, batch)
 
 
-def _leave_done(w, lm, batch: _Batch) -> None:
+def _leave_done(w, lm, batch: Batch) -> None:
     """Rows that have their last token leave the batch and get their Trace."""
     for chunk in _chunks(batch.leave(lambda r: r.reason is not None), ANALYSIS_CHUNK_TOKENS):
         _finish(w, lm, chunk)
@@ -332,9 +333,9 @@ def _cancelled(job):
     return Cancelled(f"job {job.key!r} cancelled (left the batch)")
 
 
-def _decode(w, lm, batch: _Batch, stops, dev) -> float:
+def _decode(w, lm, batch: Batch, stops, dev) -> float:
     """One decode step for every row of the batch; returns its seconds."""
-    rows = list(batch.slots)
+    rows = list(batch.rows)
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
     toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
@@ -358,7 +359,7 @@ def _finish(w, lm, rows: list[_Row]) -> None:
         return
     for r in rows:
         try:
-            steps = [_make_record(lm, *raw) for raw in r.raw]
+            steps = [step_record(lm, *raw) for raw in r.raw]
             trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
                                 r.reason, found.get(id(r)), timed_in_batcher=True)
         except Exception as exc:

@@ -38,7 +38,7 @@ class ModelNotAllowed(ModelLoadError):
     """A name refused by the class server's allow-list (the message names the allowed models only)."""
 
 
-def _clean(name: str) -> str:
+def clean_name(name: str) -> str:
     """NFKC, invisible format characters (zero-width spaces, direction marks) removed, outer space stripped."""
     text = unicodedata.normalize("NFKC", name or "")
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").strip()
@@ -46,14 +46,14 @@ def _clean(name: str) -> str:
 
 def match_key(name: str) -> str:
     """What two spellings of a listed name must share to be the same name (case does not count)."""
-    return _clean(name).casefold()
+    return clean_name(name).casefold()
 
 
 def normalise(name: str) -> str:
     """The canonical name of what ``name`` asks for in open mode: a built-in name in its own spelling, an
     existing local folder as its absolute resolved path, a hub id without a trailing slash. Empty means the
     embedded model."""
-    text = _clean(name)
+    text = clean_name(name)
     if not text:
         return EMBEDDED
     for builtin in BUILTIN:
@@ -107,11 +107,11 @@ def parse_allowed(text: str) -> tuple[tuple[str, str], ...]:
     out, seen = [], set()
     for item in (text or "").split(","):
         label, eq, target = item.partition("=")
-        label = _clean(label)
+        label = clean_name(label)
         for builtin in BUILTIN:
             if label.casefold() == builtin:
                 label = builtin
-        target = _clean(target) if eq else label
+        target = clean_name(target) if eq else label
         if not label or not target or match_key(label) in seen:
             continue
         seen.add(match_key(label))

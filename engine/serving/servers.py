@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.core.model_names import _clean, class_mode_from_env, match_key
+from engine.core.model_names import clean_name, class_mode_from_env, match_key
 from engine.serving import client as C
 
 ENV_SERVERS = "ILE_SERVERS"
@@ -35,7 +35,7 @@ def parse_servers(text: str) -> tuple[tuple[str, str], ...]:
         label, eq, url = item.partition("=")
         if not eq:
             label, url = f"server {len(out) + 1}", label
-        label = _clean(label)[:MAX_LABEL]
+        label = clean_name(label)[:MAX_LABEL]
         if not url.strip():
             continue
         try:

@@ -298,10 +298,10 @@ def builtin_tokenizer(name: str):
 
 def gemma_tokenizer_ready() -> bool:
     """Has Gemma's conversion finished (its marker is written last, after the tokenizer files)?"""
-    from engine.core.models import _CONVERTED_MARKER, gemma_converted_dir
+    from engine.core.models import CONVERTED_MARKER, gemma_converted_dir
 
     folder = gemma_converted_dir()
-    return (folder / _CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()
+    return (folder / CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()
 
 
 # Texts on which two tokenizers of different vocabulary sizes differ most: (kind, text). Each is one kind of text

@@ -306,13 +306,13 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
     analysis numbers (per-position predictions, residual stream) taken from a plain pass, still right."""
     from transformers import AutoModelForCausalLM
 
-    from engine.core.models import _finish
-    from engine.core.tiny import _arch_configs, make_tiny_tokenizer
+    from engine.core.models import finish_load
+    from engine.core.tiny import arch_configs, make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(_arch_configs(len(tok), {})["falcon"](), attn_implementation="sdpa")
-    lm = _finish("tiny-falcon-sdpa", "tiny Falcon run through SDPA", model, tok, torch.device("cpu"))
+    model = AutoModelForCausalLM.from_config(arch_configs(len(tok), {})["falcon"](), attn_implementation="sdpa")
+    lm = finish_load("tiny-falcon-sdpa", "tiny Falcon run through SDPA", model, tok, torch.device("cpu"))
     one_line(lm.info.refused("analysis"))
     tr = trace.run_trace(lm, PROMPT, GREEDY, max_new_tokens=3, use_chat_template=False)
     assert tr.analysis.attentions.shape[0] == 0
@@ -323,7 +323,7 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
 
 def test_an_unknown_layout_is_a_one_line_load_error():
     from engine.core.loaded import ModelLoadError
-    from engine.core.models import _finish
+    from engine.core.models import finish_load
     from engine.core.tiny import make_tiny_tokenizer
 
     class Odd(torch.nn.Module):  # no blocks anywhere
@@ -338,7 +338,7 @@ def test_an_unknown_layout_is_a_one_line_load_error():
             return self.emb
 
     with pytest.raises(ModelLoadError) as err:
-        _finish("odd", "odd", Odd(), make_tiny_tokenizer(), torch.device("cpu"))
+        finish_load("odd", "odd", Odd(), make_tiny_tokenizer(), torch.device("cpu"))
     one_line(str(err.value))
 
 

@@ -43,7 +43,7 @@ def rows_per_step(monkeypatch):
     real = classbatch._decode
 
     def decode(w, lm, batch, *a, **k):
-        seen.append([r.job.client for r in batch.slots])
+        seen.append([r.job.client for r in batch.rows])
         time.sleep(0.01)
         return real(w, lm, batch, *a, **k)
 

@@ -382,11 +382,11 @@ def passes(monkeypatch):
     position (the tiny model is too fast to act mid-pass); ``started`` is set when a prefill pass starts."""
     import sys
 
-    from engine.batching import experiment
+    from engine.core import batch as padded
 
     log = _Log()  # (kind, rows, positions)
     started = threading.Event()
-    real = experiment.forward
+    real = padded.forward
 
     def forward(lm, ids, *a, **k):
         caller = sys._getframe(1).f_code.co_name
@@ -397,7 +397,7 @@ def passes(monkeypatch):
         time.sleep(ids.shape[0] * ids.shape[1] * 0.001 if kind == "prefill" else 0.01)
         return real(lm, ids, *a, **k)
 
-    monkeypatch.setattr(experiment, "forward", forward)
+    monkeypatch.setattr(padded, "forward", forward)
     log.started = started
     return log
 
@@ -411,10 +411,10 @@ def test_a_paste_is_prefilled_in_slices_between_decode_steps(tiny_lm, one_thread
     """A student's question is decoding when a 450-token paste arrives: the paste is read in slices of at most
     PREFILL_SLICE_TOKENS padded positions, the question takes a decode step between any two of them, and both
     answers are their solo greedy answers token for token (before: the paste was one 450-position pass)."""
-    from engine.batching import experiment
+    from engine.core import batch as padded
 
     log = _Log()
-    real = experiment.forward
+    real = padded.forward
 
     def forward(lm, ids, *a, **k):
         import sys
@@ -422,7 +422,7 @@ def test_a_paste_is_prefilled_in_slices_between_decode_steps(tiny_lm, one_thread
         time.sleep(0.005)
         return real(lm, ids, *a, **k)
 
-    monkeypatch.setattr(experiment, "forward", forward)
+    monkeypatch.setattr(padded, "forward", forward)
     w = Worker()
     q = _submit(w, tiny_lm, PROMPTS[0], 40, session="q")
     end = time.time() + 20

@@ -68,7 +68,7 @@ def test_a_random_draft_bigger_than_memory_is_refused_before_building():
     from engine.core.tiny import make_tiny
 
     model, tok = make_tiny()
-    lm = models._finish("tiny-hostile", "a private tiny model", model, tok, torch.device("cpu"))
+    lm = models.finish_load("tiny-hostile", "a private tiny model", model, tok, torch.device("cpu"))
     # Its config as a hostile folder could claim it: 10^6 x 10^6 matrices (4 TB each in float32).
     lm.model.config.hidden_size = lm.model.config.intermediate_size = lm.model.config.vocab_size = 10**6
     with pytest.raises(DrafterError, match="would need about"):
@@ -185,13 +185,13 @@ def converted_copy(tmp_path_factory, embedded_lm):
     root = tmp_path_factory.mktemp("ile-cache")
     src = models.converted_dir()
     dst = root / src.name
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(models._CHECKSUM))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(models.CHECKSUM_FILE))
     return root
 
 
 def test_a_cache_without_checksum_gets_one_recorded_not_reconverted(converted_copy, monkeypatch):
     monkeypatch.setenv("ILE_CACHE_DIR", str(converted_copy))
-    record = models.converted_dir() / models._CHECKSUM
+    record = models.converted_dir() / models.CHECKSUM_FILE
     record.unlink(missing_ok=True)
     assert models.embedded_is_converted()
     want = json.loads(record.read_text())

@@ -38,14 +38,14 @@ def test_corrupt_weights_are_rebuilt(cache_copy):
 
 
 def test_partial_cache_without_marker_is_rebuilt(cache_copy):
-    (models.converted_dir() / models._CONVERTED_MARKER).unlink()
+    (models.converted_dir() / models.CONVERTED_MARKER).unlink()
     assert not models.embedded_is_converted()
     models.load_embedded("cpu")
     assert cache_copy == [1]
 
 
 def test_marker_for_another_gguf_is_rebuilt(cache_copy):
-    marker = models.converted_dir() / models._CONVERTED_MARKER
+    marker = models.converted_dir() / models.CONVERTED_MARKER
     marker.write_text(json.dumps({"gguf": "elsewhere", "size": 1, "mtime": 0}))
     assert not models.embedded_is_converted()
 
@@ -57,7 +57,7 @@ def test_a_copy_converted_by_another_checkout_is_reused(cache_copy):
     gguf = models.embedded_gguf_path()
     stamp = models._gguf_stamp(gguf)
     assert str(gguf.parent) not in json.dumps(stamp) and stamp["sha256"] == models._sha256(gguf)
-    marker = models.converted_dir() / models._CONVERTED_MARKER
+    marker = models.converted_dir() / models.CONVERTED_MARKER
     marker.write_text(json.dumps(stamp))
     assert models.embedded_is_converted()
     marker.write_text(json.dumps(models._place_stamp(gguf)))
@@ -106,12 +106,12 @@ def tiny_copy(tmp_path, tiny_lm):
     folder = tmp_path / "copy"
     tiny_lm.model.save_pretrained(folder)
     tiny_lm.tokenizer.save_pretrained(folder)
-    (folder / models._CHECKSUM).write_text(json.dumps(models.weights_checksum(folder)))
+    (folder / models.CHECKSUM_FILE).write_text(json.dumps(models.weights_checksum(folder)))
     return folder
 
 
 def test_the_checksum_covers_config_and_tokenizer(tiny_copy):
-    want = json.loads((tiny_copy / models._CHECKSUM).read_text())
+    want = json.loads((tiny_copy / models.CHECKSUM_FILE).read_text())
     assert {"config.json", "model.safetensors"} <= set(want) and any(n.startswith("tokenizer") for n in want)
     assert models.weights_intact(tiny_copy)
 
@@ -135,7 +135,7 @@ def test_a_missing_or_added_file_is_detected(tiny_copy):
 
 
 def test_a_weights_only_record_is_extended_not_reconverted(tiny_copy):
-    record = tiny_copy / models._CHECKSUM
+    record = tiny_copy / models.CHECKSUM_FILE
     want = json.loads(record.read_text())
     record.write_text(json.dumps({k: v for k, v in want.items() if k.endswith(".safetensors")}))
     assert models.weights_intact(tiny_copy)
