@@ -18,9 +18,10 @@ from engine.cli_args import add_run_arguments
 from engine.record import cli as record_cli
 from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
-from engine.core.models import EMBEDDED, load_model
+from engine.models.names import EMBEDDED
+from engine.models.loading import load_model
 from engine.core.loaded import ModelLoadError
-from engine.core.precision import PRECISIONS
+from engine.models.precision import PRECISIONS
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import apply_policy
@@ -108,7 +109,8 @@ def _serve_bench(argv) -> int:
 
 def _prepare(argv) -> int:
     """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
-    from engine.core.models import GEMMA, convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+    from engine.models.names import GEMMA
+    from engine.models.convert import convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
 
     pp = argparse.ArgumentParser(prog="python -m engine prepare",
                                  description="Convert the packaged models once (the app and the tests load them fast "
@@ -118,7 +120,7 @@ def _prepare(argv) -> int:
                     help="end when this process (the app that started the preparation) is gone")
     args = pp.parse_args(argv)
     if args.parent is not None:
-        from engine.core.background import exit_with_parent
+        from engine.models.background import exit_with_parent
 
         exit_with_parent(args.parent)
     try:

@@ -19,7 +19,7 @@ import engine  # noqa: E402,F401  before torch: the engine's thread policy
 import torch  # noqa: E402
 from transformers import GenerationConfig  # noqa: E402
 
-from engine.core.models import load_model  # noqa: E402
+from engine.models.loading import load_model  # noqa: E402
 from engine.measure.timing import now  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Architecture facts, read from the loaded model and its config (never assumed), and checked where a page's
 number depends on them.
 
-``read_facts`` is called once at load (engine.core.models) and the record lives in ``ModelInfo.arch``. Every page
+``read_facts`` is called once at load (engine.models.loading) and the record lives in ``ModelInfo.arch``. Every page
 and the CLI's ``info`` read it. Where a page's path cannot be right for an architecture, ``refusals`` holds a
 one-line reason under the feature's name, and the page shows that line instead of a wrong number.
 

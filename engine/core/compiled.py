@@ -22,7 +22,7 @@ KV bytes: a static cache holds its whole length from the first step; ``engine.co
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
 
 A compiled model is a second ``LoadedModel`` over the same weights (``to_mode``); the shared model object is never
-changed. Its name is the model key with ``@compiled`` after the precision (``engine.core.precision.model_key``), so
+changed. Its name is the model key with ``@compiled`` after the precision (``engine.models.precision.model_key``), so
 everything cached per model name is cached per (model, precision, mode).
 """
 from __future__ import annotations

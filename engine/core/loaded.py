@@ -1,6 +1,6 @@
 """What a load produces, apart from the loader: the LoadedModel record, its facts (ModelInfo), the loader's error,
 and the rule that picks a family's attention implementation. Everything that receives a loaded model (the loop,
-load-time precision, the tiny models, the analyses) imports this module, not the loader (engine.core.models),
+load-time precision, the tiny models, the analyses) imports this module, not the loader (engine.models.loading),
 so the loader can import them without a cycle.
 """
 from __future__ import annotations
@@ -45,9 +45,9 @@ class ModelInfo:
     has_chat_template: bool
     position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.core.archfacts, read from the model)
     rope_theta: float | None
-    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.core.precision); "" = dtype's own
+    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.models.precision); "" = dtype's own
     arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
-    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.core.precision)
+    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.models.precision)
     mode: str = "eager"  # "eager" | "compiled" (engine.core.compiled): the loop that runs its decode steps
 
     def refused(self, feature: str) -> str | None:

@@ -343,7 +343,7 @@ def learned_positions(lm: LoadedModel, n_positions: int = 64) -> LearnedPosition
 
 
 def _head_weight(lm: LoadedModel):
-    """The output head's weight matrix; an int8-quantized head (engine.core.precision) gives its dequantized copy,
+    """The output head's weight matrix; an int8-quantized head (engine.models.precision) gives its dequantized copy,
     a separate tensor from the embedding table, so the check reports it untied, with the rounding as the gap."""
     w = getattr(lm.model.get_output_embeddings(), "weight", None)
     return w().dequantize() if callable(w) else w

@@ -1,7 +1,7 @@
 """Which serving engines the serving page may talk to.
 
 Open mode (one person on their own machine): any http(s) address the person types; they could fetch it with
-curl themselves. Class mode (engine.core.model_names: a teacher serving the app to a room): only the servers the
+curl themselves. Class mode (engine.models.names: a teacher serving the app to a room): only the servers the
 teacher listed when starting the app, chosen by label; the address behind a label is never sent to a browser,
 never put in a link and never named in a message, and the client is fenced to that host and port (a redirect or
 any other target is refused before a socket opens). Without a list, a class server offers no serving engine.
@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.core.model_names import clean_name, class_mode_from_env, match_key
+from engine.models.names import clean_name, class_mode_from_env, match_key
 from engine.serving import client as C
 
 ENV_SERVERS = "ILE_SERVERS"
@@ -41,7 +41,7 @@ def parse_servers(text: str) -> tuple[tuple[str, str], ...]:
         try:
             base = C.normalize_base_url(url.strip())
         except C.BadURL:
-            from engine.core.models import log
+            from engine.core.serverlog import log
 
             log(f"{ENV_SERVERS}: entry {n} ('{label}') is not an http(s) address; left out")
             continue

@@ -25,7 +25,7 @@ from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, graph_of, mode_of, to_mode
 from engine.core.loop import timed_greedy, warm_up
-from engine.core.precision import decode_weight_bytes
+from engine.models.precision import decode_weight_bytes
 
 PROMPTS = [
     "The capital of France is",

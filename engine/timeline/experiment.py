@@ -28,7 +28,8 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from engine.core import arch, precision
+from engine.core import arch
+from engine.models import precision
 from engine.core.kv import kv_bytes_for
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text

@@ -282,10 +282,11 @@ def count_tokens(name: str, tokenizer, text: str) -> TokenizerCount:
 
 def builtin_tokenizer(name: str):
     """The tokenizer of one of the app's own models without loading its weights (None if not available)."""
-    from engine.core.models import EMBEDDED, GEMMA, TINY, converted_dir, embedded_is_converted, gemma_converted_dir
+    from engine.models.names import EMBEDDED, GEMMA, TINY
+    from engine.models.convert import converted_dir, embedded_is_converted, gemma_converted_dir
 
     if name == TINY:
-        from engine.core.tiny import make_tiny_tokenizer
+        from engine.models.tiny import make_tiny_tokenizer
 
         return make_tiny_tokenizer()
     if name == EMBEDDED and embedded_is_converted():
@@ -298,7 +299,7 @@ def builtin_tokenizer(name: str):
 
 def gemma_tokenizer_ready() -> bool:
     """Has Gemma's conversion finished (its marker is written last, after the tokenizer files)?"""
-    from engine.core.models import CONVERTED_MARKER, gemma_converted_dir
+    from engine.models.convert import CONVERTED_MARKER, gemma_converted_dir
 
     folder = gemma_converted_dir()
     return (folder / CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()

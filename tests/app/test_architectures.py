@@ -12,7 +12,7 @@ ARCHS = ("gemma3", "falcon", "gpt2")
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from engine.core.tiny import make_tiny_arch
+    from engine.models.tiny import make_tiny_arch
 
     out = {}
     for name in ARCHS:

@@ -131,7 +131,7 @@ def test_a_name_never_chooses_a_precision():
 
 
 def test_key_for_drops_a_typed_precision():
-    from engine.core.precision import plain_name
+    from engine.models.precision import plain_name
 
     assert plain_name("embedded@int8@bfloat16") == "embedded" and plain_name("a@b") == "a@b"
     assert ui.frame.models.key_for("embedded@int8", "float32") == "embedded"
@@ -139,9 +139,9 @@ def test_key_for_drops_a_typed_precision():
 
 
 def test_the_model_cache_holds_every_offered_pair():
-    from engine.core.model_names import policy_from_env
-    from engine.core.models import default_device
-    from engine.core.precision import supported
+    from engine.models.names import policy_from_env
+    from engine.models.loading import default_device
+    from engine.models.precision import supported
 
     n_prec = len(supported(default_device()))
     pol = policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": "embedded,tiny-random,a=/x,b=/y,c=/z"})

@@ -4,8 +4,9 @@ import importlib.util
 
 import pytest
 
-from engine.core import background
-from engine.core.models import GEMMA, GEMMA_INSTALL, GEMMA_PACKAGE
+from engine.models import background
+from engine.models.names import GEMMA
+from engine.models.convert import GEMMA_INSTALL, GEMMA_PACKAGE
 from tests.app.test_pages import errors, run_page
 
 

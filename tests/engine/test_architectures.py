@@ -1,5 +1,5 @@
 """The architecture matrix: tiny random models built here from the config classes of many families
-(engine.core.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
+(engine.models.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
 the engine paths the pages use. Each path gives correct numbers (checked against an independent computation:
 a plain forward pass, ``model.generate``, the cache's own tensors) or refuses in one line; none crashes."""
 import numpy as np
@@ -9,14 +9,14 @@ import torch
 from engine.core import arch, archfacts, instrument, kv, loop, trace
 from engine.speculative import decoding as speculative
 from engine.sampling import stepper
-from engine.core.precision import PrecisionError, to_precision, weight_bytes
+from engine.models.precision import PrecisionError, to_precision, weight_bytes
 from engine.core.sampling import SamplingSettings
 from engine.embeddings import analysis as E
 from engine.loop import inspect as I
 from engine.kv_cache import snapshot as kv_snapshot
 from engine.attention import lens
-from engine.core.models import load_tiny_arch
-from engine.core.tiny import TINY_ARCHS, TINY_WINDOW
+from engine.models.loading import load_tiny_arch
+from engine.models.tiny import TINY_ARCHS, TINY_WINDOW
 
 PROMPT = ("The capital of France is Paris. The capital of Italy is Rome. Once upon a time there was a small model "
           "that learned")
@@ -306,8 +306,8 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
     analysis numbers (per-position predictions, residual stream) taken from a plain pass, still right."""
     from transformers import AutoModelForCausalLM
 
-    from engine.core.models import finish_load
-    from engine.core.tiny import arch_configs, make_tiny_tokenizer
+    from engine.models.loading import finish_load
+    from engine.models.tiny import arch_configs, make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)
@@ -323,8 +323,8 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
 
 def test_an_unknown_layout_is_a_one_line_load_error():
     from engine.core.loaded import ModelLoadError
-    from engine.core.models import finish_load
-    from engine.core.tiny import make_tiny_tokenizer
+    from engine.models.loading import finish_load
+    from engine.models.tiny import make_tiny_tokenizer
 
     class Odd(torch.nn.Module):  # no blocks anywhere
         def __init__(self):

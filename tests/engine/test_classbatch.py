@@ -354,7 +354,7 @@ def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thr
 def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_thread):
     """int8 quantizes a pass's activations with one scale over all its rows, so another request's row moves yours:
     forced into a batch, an int8 answer differed from its solo run; the worker therefore serves int8 alone."""
-    from engine.core.precision import to_precision
+    from engine.models.precision import to_precision
 
     q = to_precision(tiny_lm, "int8")
     assert group(q) is None and group(tiny_lm) is not None

@@ -12,8 +12,8 @@ from transformers import DynamicCache, StaticCache
 from engine.core import compiled as C
 from engine.core import loop
 from engine.core.kv import kv_bytes_for, reserved_bytes
-from engine.core.models import load_model, load_tiny_arch
-from engine.core.precision import model_key, plain_name, split_key, to_precision
+from engine.models.loading import load_model, load_tiny_arch
+from engine.models.precision import model_key, plain_name, split_key, to_precision
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 

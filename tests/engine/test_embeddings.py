@@ -82,8 +82,8 @@ def test_tied_embeddings(tiny_lm, embedded_lm):
 def tiny_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from engine.core.models import finish_load
-    from engine.core.tiny import make_tiny_tokenizer
+    from engine.models.loading import finish_load
+    from engine.models.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, fields, replace
 import streamlit as st
 
 from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.core.models import EMBEDDED, default_device
+from engine.models.names import EMBEDDED
+from engine.models.loading import default_device
 from engine.core.sampling import SamplingSettings
-from engine.core.precision import default_precision, plain_name
+from engine.models.precision import default_precision, plain_name
 from engine.core.trace import MAX_NEW_TOKENS
 
 DEFAULT_PROMPT = "What is the capital of France?"

@@ -119,7 +119,7 @@ def past_the_window(lm) -> None:
     """Section 6 (the two real models): both caches measured past Gemma 3's sliding window, against the
     per-layer formula (ui.compare.sections.kv). On SmolLM2 it appears once Gemma has been prepared, and loads it
     on demand; each model is described from its own facts once it is loaded."""
-    from engine.core.models import EMBEDDED, GEMMA
+    from engine.models.names import EMBEDDED, GEMMA
     from engine.tokenization.tokens import gemma_tokenizer_ready
     from ui.compare import sections as compare_sections
     from ui.compare.runs import KV_LENGTHS

@@ -7,9 +7,9 @@ import streamlit as st
 
 from engine.precision import experiment as P
 from engine.core.loaded import LoadedModel, ModelLoadError
-from engine.core.models import default_device
+from engine.models.loading import default_device
 from engine.core.compiled import DEFAULT_MODE, split_mode
-from engine.core.precision import LABELS, lm_precision, split_key, supported
+from engine.models.precision import LABELS, lm_precision, split_key, supported
 from ui.frame.html import md_escape
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import threads_said

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from engine.core.models import EMBEDDED, GEMMA, TINY
 from engine.core.loaded import ModelLoadError
+
+EMBEDDED = "embedded"  # SmolLM2-135M-Instruct, shipped with the app as a GGUF (engine.models.convert)
+GEMMA = "gemma3-270m"  # Gemma 3 270M (base model), packaged as a chunked GGUF
+TINY = "tiny-random"  # a tiny model with random weights, built from a config (engine.models.tiny)
 
 BUILTIN = (EMBEDDED, GEMMA, TINY)
 ENV_CLASS_MODE = "ILE_CLASS_MODE"

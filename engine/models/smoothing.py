@@ -17,7 +17,7 @@ On SmolLM2-135M alpha = 0.5 agreed with float32 best of the alphas tried, at an 
 docs/benchmarks.md).
 
 torchao ships SmoothQuant as a prototype that swaps in its own linear layers, whose int8 kernels are slow on a CPU
-(engine/core/precision.py); folding the scales into the existing weights keeps torch.ao's fast kernels and adds no
+(engine/models/precision.py); folding the scales into the existing weights keeps torch.ao's fast kernels and adds no
 layer.
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ Only ``nn.Linear`` layers are quantized (the embedding table is looked up, not m
 ``down_proj``: its input carries the model's outlier activations (Dettmers et al. 2022, LLM.int8(),
 arXiv:2208.07339), and 8-bit dynamic quantization of them wrecks SmolLM2-135M's agreement with float32 (per-channel
 weight scales do not help: the loss is in the activations). Before quantizing, SmoothQuant scales are folded into
-the RMSNorm weights (engine/core/smoothing.py: exact in float32) and weights get a scale per output row, which
+the RMSNorm weights (engine/models/smoothing.py: exact in float32) and weights get a scale per output row, which
 brings top-1 agreement back at the same speed (figures in docs/benchmarks.md). The KV cache and activations
 between layers stay in the compute dtype (float32 on CPU).
 """
@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import torch
 
-from engine.core import smoothing
+from engine.models import smoothing
 from engine.core.compiled import DEFAULT_MODE, mode_key, split_mode
 from engine.core.loaded import LoadedModel, ModelLoadError
 
@@ -170,7 +170,7 @@ def _quantize_int8(model: torch.nn.Module, device, skip: tuple[str, ...] = (), o
         warnings.simplefilter("ignore")
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        # a scale per output row of each weight: with smoothing (engine/core/smoothing.py) it agrees with float32 more
+        # a scale per output row of each weight: with smoothing (engine/models/smoothing.py) it agrees with float32 more
         # often than one scale per tensor (docs/benchmarks.md)
         spec = {n: per_channel_dynamic_qconfig for n, m in model.named_modules()
                 if isinstance(m, torch.nn.Linear) and ok(n)}
