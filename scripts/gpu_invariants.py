@@ -16,12 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import engine  # noqa: E402,F401  before torch: the engine's thread policy
 import torch  # noqa: E402
 
-from engine.core.classbatch import batched_trace, group  # noqa: E402
+from engine.jobs.classbatch import batched_trace, group  # noqa: E402
 from engine.core.kv import kv_bytes_for  # noqa: E402
 from engine.models.loading import load_model  # noqa: E402
 from engine.core.sampling import SamplingSettings  # noqa: E402
 from engine.core.trace import run_trace  # noqa: E402
-from engine.core.worker import Worker  # noqa: E402
+from engine.jobs.worker import Worker  # noqa: E402
 from engine.speculative.decoding import race  # noqa: E402
 
 GREEDY = SamplingSettings(0.0)

@@ -135,7 +135,8 @@ def door():
 
     import threading
 
-    from engine.core import loop, worker
+    from engine.core import loop
+    from engine.jobs import worker
 
     count = {"through": 0, "outside": 0, "where": [], "off_worker": 0, "off_where": []}
 

@@ -1,7 +1,7 @@
 """Benchmark: a class of requests on the batched engine worker vs the serial one, measured in the same run.
 
 N different prompts (a class of students opening the home page at once: chat template, greedy, the app's full
-record with the untimed analysis pass) are submitted together to a worker that batches them (engine/core/classbatch.py)
+record with the untimed analysis pass) are submitted together to a worker that batches them (engine/jobs/classbatch.py)
 and to one that serves them one at a time (``batching=False``: the serial worker, ``ILE_BATCHING=off``), in the order
 serial, batched, serial, batched... Both give the same answers (checked); what differs is when each is ready.
 Compare the ratios: the machine may be shared.
@@ -41,10 +41,10 @@ def _prompts(n: int) -> list[str]:
 
 def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: bool, analyse: bool = True) -> dict:
     """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
     from engine.measure.timing import configure_worker_threads
-    from engine.core.worker import Worker
+    from engine.jobs.worker import Worker
 
     w = Worker(configure=configure_worker_threads, batching=batching)
     w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts

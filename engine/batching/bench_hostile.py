@@ -1,5 +1,5 @@
 """Benchmark: a short question's answer time on the class batcher beside hostile traffic, against the same
-question(s) alone, measured in the same run (what the seat bounds of engine/core/seats.py are for).
+question(s) alone, measured in the same run (what the seat bounds of engine/jobs/seats.py are for).
 
 - **alone**: the short questions, nothing else on the worker.
 - **beside N hostile sessions**: one client (one address) opens N sessions, each a long paste (cut to the app's
@@ -44,7 +44,7 @@ def _paste(i: int, chars: int) -> str:
 
 
 def _worker(max_batch: int):
-    from engine.core.worker import Worker
+    from engine.jobs.worker import Worker
     from engine.measure.timing import configure_worker_threads
 
     w = Worker(configure=configure_worker_threads, max_batch=max_batch)
@@ -53,7 +53,7 @@ def _worker(max_batch: int):
 
 
 def _ask(w, lm, prompt: str, n: int, session: str, client: str):
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
 
     return w.submit(batched_trace, lm, prompt, SamplingSettings(0.0), n, 0, True, analyse=False, session=session,

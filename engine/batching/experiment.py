@@ -337,7 +337,7 @@ class _Server:
             room = self.max_batch - len(batch.rows)
             if self.queue and room > 0:  # joiners are prefilled, then everyone takes the round's decode step,
                 join, self.queue = self.queue[:room], self.queue[room:]  # as the class batcher does
-                self.prefill(batch, join)  # (engine/core/classbatch.py): arrivals never stall the rows decoding
+                self.prefill(batch, join)  # (engine/jobs/classbatch.py): arrivals never stall the rows decoding
                 self.leave_done(batch)
             if batch.rows:
                 self.decode(batch)

@@ -2,7 +2,7 @@
 mask and per-row positions, so every row computes what it would alone; rows join (their caches merged) and leave
 between steps. Keys are stored after RoPE, so left-padding a cache never changes a stored key.
 
-The Batching lesson's scheduler (engine/batching/experiment.py) and the class batcher (engine/core/classbatch.py)
+The Batching lesson's scheduler (engine/batching/experiment.py) and the class batcher (engine/jobs/classbatch.py)
 both run their batches on these: one implementation for the lesson and the class.
 """
 from __future__ import annotations
@@ -101,7 +101,7 @@ def prefill_slice(lm: LoadedModel, ids: torch.Tensor, mask: torch.Tensor, pos: t
 def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
     """One pass over several prompts, left-padded to the longest. Returns (per-layer (keys, values),
     mask [g, P], next-token logits [g, vocab] on the model's device, padded positions). The experiments here
-    take the argmax; the class batcher (engine/core/classbatch.py) prefills in slices with ``prefill_slice``."""
+    take the argmax; the class batcher (engine/jobs/classbatch.py) prefills in slices with ``prefill_slice``."""
     ids, mask, pos = left_padded(lm, prompts)
     cache = new_cache(lm)
     logits = prefill_slice(lm, ids, mask, pos, cache, 0, ids.shape[1])  # [g, vocab]

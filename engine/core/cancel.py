@@ -1,6 +1,6 @@
 """Cooperative cancellation: which job is running on this thread, and the check every forward pass makes first.
 
-The engine worker (engine/core/worker.py) runs each job inside ``running(job)``; the one door to the model
+The engine worker (engine/jobs/worker.py) runs each job inside ``running(job)``; the one door to the model
 (engine.core.loop) calls ``check_cancelled()`` before every pass, so a job whose session went away stops within one
 step. Outside a job (the command line, a test calling the loop directly) there is no current job and the check does
 nothing. The job is anything with ``should_stop()``, ``cancel()`` and a ``key`` (the worker's ``Job``).

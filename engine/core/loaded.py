@@ -65,7 +65,7 @@ class ModelInfo:
 @dataclass
 class LoadedModel:
     """A model, its tokenizer and facts about it. Shared by every browser session and never changed by a
-    request; its forward passes all run on the one engine worker (engine/core/worker.py), one at a time."""
+    request; its forward passes all run on the one engine worker (engine/jobs/worker.py), one at a time."""
 
     name: str
     model: torch.nn.Module

@@ -45,7 +45,7 @@ class StepRecord:
     top_probs: tuple[float, ...]
     entropy_bits: float  # of the plain softmax
     # Rows in the forward pass that ``seconds`` timed: 1 when the run was alone; more when the engine worker
-    # served this request in a batch with other sessions' requests (engine/core/classbatch.py). A step measured in a
+    # served this request in a batch with other sessions' requests (engine/jobs/classbatch.py). A step measured in a
     # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
     batch_size: int = 1
     top_logits: tuple[float, ...] = ()  # raw logits of top_ids: what a saved run is checked against (engine/record)
@@ -84,7 +84,7 @@ class Trace:
     steps: tuple[StepRecord, ...]
     first_logits: np.ndarray  # [vocab] raw logits for the token after the prompt (re-sampling needs no pass)
     analysis: PromptAnalysis | None = field(default=None)
-    # timed by the class batcher's padded loop (engine.core.classbatch), even with one row: not the solo loop's times
+    # timed by the class batcher's padded loop (engine.jobs.classbatch), even with one row: not the solo loop's times
     timed_in_batcher: bool = False
 
     @property
@@ -339,7 +339,7 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
 def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: SamplingSettings, seed: int,
                 max_new_tokens: int, ids: list[int], steps, first_logits: torch.Tensor, reason: str,
                 analysis: PromptAnalysis | None, timed_in_batcher: bool = False) -> Trace:
-    """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.core.classbatch``)."""
+    """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.jobs.classbatch``)."""
     return Trace(
         info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
         prompt_tokens=tuple(token_text(lm.tokenizer, enc.ids)), generated_ids=tuple(ids),

@@ -14,7 +14,7 @@ Whatever the server sends, the client stays bounded (a server is not trusted, wh
   refused (no gzip bomb is ever inflated), redirects are never followed;
 - every request has a total deadline (``request_timeout_s``) that holds however slowly or steadily bytes drip
   in: the sockets are read in short slices (``SLICE_S``) and each slice checks the deadline and ``cancel``;
-- ``cancel`` (a threading.Event, e.g. ``engine.core.worker.cancel_event()`` of the job running the request) ends
+- ``cancel`` (a threading.Event, e.g. ``engine.jobs.worker.cancel_event()`` of the job running the request) ends
   connecting, sending and reading within a slice, and the connection is closed;
 - a client can be fenced to a set of (host, port) pairs (class mode's list of servers): any other target is
   refused before a socket is opened;

@@ -129,7 +129,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
     second it takes the old one to stop (and close its connection), instead of being told the server is busy."""
     import time
 
-    from engine.core import worker
+    from engine.jobs import worker
     from engine.serving import client as C
     from engine.serving.probe import probe
     from tests.serving_servers import HostileServer, wait_for

@@ -39,7 +39,7 @@ class App:
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.run_log.write_text("")
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/core/worker.py)
+        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/jobs/worker.py)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
         if served_env_has_engine_wait_policy():
             # The test process imported the engine, which set OMP_WAIT_POLICY for itself: a person's `streamlit

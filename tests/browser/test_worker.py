@@ -74,7 +74,7 @@ READY = re.compile(r"worker: answer done session=\S+ submitted_at=([\d.]+) ready
 
 def server_ready_times(log_text: str, since: float) -> list[tuple[float, float]]:
     """(submitted, ready) epoch seconds of every answer the server's worker finished after ``since``, from the
-    server's own log (engine/core/worker.py writes one line per finished job)."""
+    server's own log (engine/jobs/worker.py writes one line per finished job)."""
     return sorted((float(a), float(b)) for a, b in READY.findall(log_text) if float(a) >= since)
 
 

@@ -343,12 +343,12 @@ def test_an_unknown_layout_is_a_one_line_load_error():
 
 
 def test_the_batched_worker_gives_each_request_its_solo_record(case):
-    """The class batcher (engine.core.classbatch) serves requests of different lengths together: each gets
+    """The class batcher (engine.jobs.classbatch) serves requests of different lengths together: each gets
     its solo tokens, and its KV bytes per step equal its solo run's (counted layer by layer: a padded batch once
     counted every layer as holding every token). Models with sliding windows run alone there (a batched tiny
     Mistral changed its tokens): this checks that, and that the solo path then gives the same records."""
-    from engine.core.classbatch import batched_trace, group
-    from engine.core.worker import Worker
+    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.worker import Worker
 
     name, lm, _, _ = case
     if lm.info.arch.has_windows:  # such models are served one request at a time (classbatch.group)

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from engine.core import classbatch, seats
-from engine.core.classbatch import batched_trace, group
+from engine.jobs import classbatch, seats
+from engine.jobs.classbatch import batched_trace, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
-from engine.core.worker import Worker
+from engine.jobs.worker import Worker
 
 GREEDY = SamplingSettings(0.0)
 PASTE = "a long pasted text about nothing in particular, " * 9  # ~450 tokens on the tiny tokenizer

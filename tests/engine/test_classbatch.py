@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from engine.core import classbatch
-from engine.core.classbatch import batched_trace, group
+from engine.jobs import classbatch
+from engine.jobs.classbatch import batched_trace, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.core.cancel import Cancelled
-from engine.core.worker import Worker
+from engine.jobs.worker import Worker
 
 PROMPTS = ["hello there", "a much longer prompt with several more words in it than the first", "x",
            "the quick brown fox", "one two three four five six", "why", "tell me a story about a cat"]
@@ -147,7 +147,7 @@ def _slow_steps(monkeypatch, seconds=0.01):
 
 
 def test_a_closed_tab_frees_its_slot(tiny_lm, one_thread, monkeypatch):
-    from engine.core import worker
+    from engine.jobs import worker
 
     _slow_steps(monkeypatch)
     monkeypatch.setattr(worker, "DETACH_GRACE_S", 0.1)
@@ -282,7 +282,7 @@ def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
 def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread):
     """The sidebar's progress bar draws each token as it comes: in a batch each request's records are posted to
     its own job as "step" events, the same records as its Trace."""
-    from engine.core import worker as W
+    from engine.jobs import worker as W
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
@@ -296,7 +296,7 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
 
 def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
-    from engine.core.classbatch import analysis_group, batched_analysis
+    from engine.jobs.classbatch import analysis_group, batched_analysis
     from engine.core.trace import analyse_prompt
 
     w = Worker()
@@ -317,7 +317,7 @@ def test_block_walks_waiting_together_run_as_one_and_equal_solo_walks(tiny_lm, o
     """A class opening the home page asks for block 0's walk once per session: the walks waiting together run
     as one right-padded pass (per block: a walk of another block waits for its own pass), and each prompt's rows
     are the ones its solo walk shows."""
-    from engine.core.classbatch import batched_block_walk, block_walk_group
+    from engine.jobs.classbatch import batched_block_walk, block_walk_group
     from engine.loop.inspect import block_walk
 
     w = Worker()

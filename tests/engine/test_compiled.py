@@ -74,7 +74,7 @@ def test_only_one_sequence_fed_token_by_token_gets_the_static_cache(tiny_compile
 
 
 def test_the_class_batcher_serves_a_compiled_model_alone(tiny_lm, tiny_compiled):
-    from engine.core.classbatch import group
+    from engine.jobs.classbatch import group
 
     assert group(tiny_lm) is not None and group(tiny_compiled) is None
 

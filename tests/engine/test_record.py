@@ -313,8 +313,8 @@ def test_an_answer_served_in_a_class_batch_saves_and_verifies_alone(tiny_lm, one
     reproduces its tokens and logits (float32 batching computes what a pass alone computes)."""
     import threading
 
-    from engine.core.classbatch import batched_trace, group
-    from engine.core.worker import Worker
+    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.worker import Worker
 
     w = Worker()
     started, release = threading.Event(), threading.Event()

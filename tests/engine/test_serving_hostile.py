@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.core.cancel import Cancelled
-from engine.core.worker import Worker
+from engine.jobs.worker import Worker
 
 
 def _slow_decode(lm, n, started=None):
@@ -121,7 +121,7 @@ def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path,
     session tag only."""
     import json
 
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
 
     stats = tmp_path / "stats.json"
@@ -192,7 +192,7 @@ def test_the_start_warm_up_runs_alone_and_a_visitor_asking_the_same_joins_it(tin
     (one job, and every event for both waiters), a different request is not batched with it (a lone teacher's first
     answer read "measured in a batch of 2"), and the record says which job was the warm-up (the class view leaves
     it out)."""
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
 
     w = Worker()

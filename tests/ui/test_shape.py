@@ -196,3 +196,27 @@ def test_no_module_takes_another_modules_private_name():
     assert not private_imports("from engine.core import arch\n\ndef f(m):\n    return arch._find_blocks(m)\n",
                                production=False)
     assert not private_imports("import torch\n\ndef f():\n    return torch._dynamo\n")  # libraries: docs/internals.md
+
+
+GROUND = ("engine.core", "engine.measure.threads", "engine.measure.timing", "engine.settings", "engine.store")
+
+
+def above_the_ground_floor(g: dict[str, set[str]]) -> dict[str, list[str]]:
+    """For each engine.core module: the engine modules it reaches (directly, or through another module, lazily
+    too) that are not the ground floor's own (``GROUND``: core, the clock and thread rule it times passes with, the
+    settings and the bounded store)."""
+    ground = lambda m: any(m == g_ or m.startswith(g_ + ".") for g_ in GROUND)  # noqa: E731
+    return {m: sorted(n for n in _reached(g, m) if n.startswith("engine") and not ground(n))
+            for m in sorted(g) if m.startswith("engine.core") and any(not ground(n) and n.startswith("engine")
+                                                                      for n in _reached(g, m))}
+
+
+def test_core_imports_no_topic():
+    """engine/core is the ground floor: no topic, no loader (engine/models), no job server (engine/jobs)."""
+    g = graph(_sources())
+    assert "engine.core.loop" in g and "engine.jobs.worker" in g and "engine.models.loading" in g
+    assert above_the_ground_floor(g) == {}
+    bad = graph({"engine.core.x": "from engine.attention.lens import X\n", "engine.attention.lens": "",
+                 "engine.core.y": "def f():\n    import engine.core.x\n"})
+    assert above_the_ground_floor(bad) == {"engine.core.x": ["engine.attention.lens"],
+                                           "engine.core.y": ["engine.attention.lens"]}

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import torch
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.core.sampling import SamplingSettings
 from engine.sampling import stages as S
 

@@ -14,7 +14,7 @@ import streamlit as st
 
 from engine.models.names import ModelNotAllowed, ModelPolicy, policy_from_env
 from engine.models import background
-from engine.core import worker
+from engine.jobs import worker
 from engine.models.names import EMBEDDED, GEMMA
 from engine.models.convert import convert_embedded, embedded_copy, embedded_is_converted
 from engine.models.loading import default_device, load_model

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.core.prompt import encode_prompt
 from engine.measure import noise
 from engine.measure.threads import policy_threads

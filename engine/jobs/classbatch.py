@@ -5,7 +5,7 @@ the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with
 same model object (so the same precision): continuous batching, as the batching page teaches it.
 
 - Requests join between decode steps, within the share of the batch their client and session may hold
-  (engine/core/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
+  (engine/jobs/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
   tokens: ``batched_trace.weight``). A request leaves when it picks end-of-sequence or reaches its token count,
   and its row is dropped from the cache.
 - Chunked prefill (as vLLM and SGLang do it): joiners are grouped with prompts of similar length (left-padded to
@@ -38,7 +38,7 @@ import torch
 from transformers import DynamicCache
 
 from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice
-from engine.core import seats
+from engine.jobs import seats
 from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
@@ -64,7 +64,7 @@ def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Sam
                   analyse: bool = True, on_step=None) -> Trace:
     """One generation request. Alone this is ``run_trace``; the worker batches it with others (``serve_batch``).
     ``on_step``: alone, called with each step's record; in a batch, each record is posted to the request's own job
-    as a ``("step", (record,))`` event instead (what ``engine.core.worker.relay("step")`` would post), so its page draws
+    as a ``("step", (record,))`` event instead (what ``engine.jobs.worker.relay("step")`` would post), so its page draws
     its progress token by token either way."""
     return run_trace(lm, prompt, settings, max_new_tokens, seed, use_chat_template, on_step=on_step, analyse=analyse)
 
@@ -75,7 +75,7 @@ batched_trace.kind = "answer"  # what the class view and the queue messages call
 def request_weight(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
                    max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True, analyse: bool = True,
                    on_step=None) -> float:
-    """What a request weighs in its client's share of the batch (engine/core/seats.weight): its prompt tokens as
+    """What a request weighs in its client's share of the batch (engine.jobs.seats.weight): its prompt tokens as
     the model receives them and the tokens it asks for."""
     enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=MAX_PROMPT_TOKENS)
     return seats.weight(len(enc.ids), min(max(int(max_new_tokens), 1), MAX_NEW_TOKENS))

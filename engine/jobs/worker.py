@@ -30,10 +30,10 @@ Serving a class: the worker is also a small server.
   was served least recently, then whose session was (a session or client that has had no job yet goes first;
   ties by submit time): one student's string of experiments cannot hold everyone's home page, and a script that
   opens new sessions does not go ahead of a student served once.
-- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/core/classbatch.py)
+- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/jobs/classbatch.py)
   is served together with the other queued jobs of that group (same model object, so the same precision):
   continuous batching, requests join and leave between decode steps, each within the share of the batch its
-  client and session may hold (engine/core/seats.py: seats kept for short questions, long rows per client, a
+  client and session may hold (engine/jobs/seats.py: seats kept for short questions, long rows per client, a
   fair share while others wait; ``place`` says why a request waits). Every other job (the timed experiments)
   still runs alone, so its timings are its own; it waits for a running batch to drain, and a batch admits no
   joiner that comes after a waiting experiment in the fair order.
@@ -53,7 +53,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from engine.core import cancel, seats
+from engine.core import cancel
+from engine.jobs import seats
 from engine.core.cancel import Cancelled
 from engine.core.serverlog import say
 
@@ -84,7 +85,7 @@ def relay(tag: str) -> Callable[..., None]:
 
 
 def job_weight(fn: Callable, args: tuple, kwargs: dict) -> float:
-    """What a job weighs in its client's share of a batch (engine/core/seats.py): ``fn.weight(*args, **kwargs)``
+    """What a job weighs in its client's share of a batch (engine/jobs/seats.py): ``fn.weight(*args, **kwargs)``
     where the function has one, else 1."""
     rate = getattr(fn, "weight", None)
     if rate is None:
@@ -270,7 +271,7 @@ class Worker:
 
     def admit(self, group: Any, room: int) -> list[Job]:
         """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order
-        and may take a seat (engine/core/seats.py), up to ``room``. None once a job outside the group is next:
+        and may take a seat (engine/jobs/seats.py), up to ``room``. None once a job outside the group is next:
         that job runs when the batch drains."""
         out: list[Job] = []
         with self._cv:
