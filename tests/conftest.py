@@ -10,16 +10,17 @@ sys.path.insert(0, str(ROOT))
 import os  # noqa: E402
 
 import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/measure/threads.py)
+from engine import settings  # noqa: E402
 
 # The app starts Gemma's one-time conversion in the background when its first page is drawn; under test (AppTest,
 # browser servers, private cache folders) that would convert it again per cache folder. Tests that want Gemma
 # load it through the ``gemma_lm`` fixture (scripts/install.sh --test converts it once per machine).
-os.environ.setdefault("ILE_PREPARE_GEMMA", "0")
+os.environ.setdefault(settings.PREPARE_GEMMA.name, "0")
 
 
 # CI and this project's machines have no GPU: the fixtures load on the CPU. ILE_TEST_DEVICE=cuda runs the same tests
 # with the shared models on a GPU (scripts/gpu_check.sh, on a lent GPU machine): the CUDA path's invariants.
-TEST_DEVICE = os.environ.get("ILE_TEST_DEVICE", "cpu")
+TEST_DEVICE = settings.TEST_DEVICE.get()
 
 
 @pytest.fixture(scope="session")

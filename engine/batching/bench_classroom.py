@@ -8,7 +8,6 @@ Compare the ratios: the machine may be shared.
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -46,7 +45,7 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
     from engine.measure.timing import configure_worker_threads
     from engine.jobs.worker import Worker
 
-    w = Worker(configure=configure_worker_threads, batching=batching)
+    w = Worker(configure=configure_worker_threads, batching=batching, publish=False)  # no log line per job
     w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
     t0 = time.monotonic()
     jobs = [w.submit(batched_trace, lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse,
@@ -63,22 +62,14 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
 
 
 def run(lm: LoadedModel, args) -> dict:
-    prompts = _prompts(int(args.sessions))
-    before = os.environ.get("ILE_WORKER_LOG")
-    os.environ["ILE_WORKER_LOG"] = "off"
-    try:
-        from engine.core.loop import warm_up
+    from engine.core.loop import warm_up
 
-        warm_up(lm)
-        runs = []
-        for _ in range(max(1, int(args.repeats))):
-            for batching in (False, True):
-                runs.append(serve_class(lm, prompts, int(args.new_tokens), batching, not args.no_analysis))
-    finally:
-        if before is None:
-            os.environ.pop("ILE_WORKER_LOG", None)
-        else:
-            os.environ["ILE_WORKER_LOG"] = before
+    prompts = _prompts(int(args.sessions))
+    warm_up(lm)
+    runs = []
+    for _ in range(max(1, int(args.repeats))):
+        for batching in (False, True):
+            runs.append(serve_class(lm, prompts, int(args.new_tokens), batching, not args.no_analysis))
     serial = [r for r in runs if not r["batching"]]
     batched = [r for r in runs if r["batching"]]
     same = all(r["ids"] == serial[0]["ids"] for r in runs)

@@ -5,20 +5,10 @@ so the loader can import them without a cycle.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-
-
-def cache_dir() -> Path:
-    """The app's folder for converted models and compiled kernels (ILE_CACHE_DIR; else the user cache)."""
-    root = os.environ.get("ILE_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "inference-loop-explorer"
 
 
 class ModelLoadError(RuntimeError):

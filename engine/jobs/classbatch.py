@@ -152,7 +152,8 @@ class _Row:
 def _row_kv(batch: Batch, i: int) -> tuple[int, int]:
     """(bytes, tokens) of row ``i``'s real cached positions, layer by layer: each layer's bytes per position times
     the row's real tokens it holds. Rows are left-padded, so a sliding-window layer that keeps its last positions
-    holds min(real tokens, its length) of them, as the row's own cache would alone (engine.core.kv's per-layer formula)."""
+    holds min(real tokens, its length) of them, as the row's own cache would alone (engine.core.kv's per-layer
+    formula)."""
     real = int(batch.mask[i].sum())
     held = 0
     for _, k, v in cache_tensors(batch.cache):  # k, v: [batch, kv_heads, positions, head_dim]

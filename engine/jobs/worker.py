@@ -56,11 +56,11 @@ from typing import Any, Callable
 from engine.core import cancel
 from engine.jobs import seats
 from engine.core.cancel import Cancelled
+import engine.settings as settings
 from engine.core.serverlog import say
 
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
-MAX_BATCH = 32  # rows in one batch of the class worker (ILE_MAX_BATCH)
 HISTORY = 4000  # finished jobs and batch steps kept for the class view
 
 
@@ -206,9 +206,8 @@ class Worker:
         self._configure = configure
         self._native_ids: list[int] = []
         self._torch_threads: int | None = None
-        self.batching = os.environ.get("ILE_BATCHING", "on").strip().lower() not in ("0", "off", "false", "no") \
-            if batching is None else bool(batching)
-        self.max_batch = max(1, int(max_batch or os.environ.get("ILE_MAX_BATCH") or MAX_BATCH))
+        self.batching = settings.BATCHING.get() if batching is None else bool(batching)
+        self.max_batch = max(1, int(max_batch or settings.MAX_BATCH.get()))
         self.wall_offset = time.time() - time.monotonic()  # monotonic + this = wall clock (the log's times)
         self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}" if threads > 1 else name, daemon=True)
                          for i in range(max(1, int(threads)))]
@@ -320,8 +319,7 @@ class Worker:
     def _log(self, job: Job) -> None:
         """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
         seconds), so a class's readiness can be read from the server itself (tests/browser/test_worker.py)."""
-        if not self._publish_to_file or \
-                os.environ.get("ILE_WORKER_LOG", "on").strip().lower() in ("0", "off", "false", "no"):
+        if not self._publish_to_file or not settings.WORKER_LOG.get():
             return
         off = self.wall_offset
         ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
@@ -395,7 +393,7 @@ class Worker:
     def _publish(self) -> None:
         """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
         browser test sees the server's worker go idle after a tab closes."""
-        path = os.environ.get("ILE_WORKER_STATS")
+        path = settings.WORKER_STATS.get()
         if not path or not self._publish_to_file:
             return
         try:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+import engine.settings as settings
 from engine.models.precision import split_key
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
@@ -101,7 +102,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
                 stop_load(proc)
             time.sleep(0.2)
         out[kind] = {"quiet_s": quiet, "busy_s": busy}
-    return {"threads": torch.get_num_threads(), "wait": os.environ.get("OMP_WAIT_POLICY", "").lower(),
+    return {"threads": torch.get_num_threads(), "wait": (settings.OMP_WAIT_POLICY.raw() or "").lower(),
             "small_pass_rows": small_pass_rows(), **out}
 
 

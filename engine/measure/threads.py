@@ -18,6 +18,8 @@ import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
+import engine.settings as settings
+
 # The policy `python -m engine bench threads` chose on the 2-core reference machine: every core, passive waiting
 # (the lowest worst case beside a busy program, and the fastest quiet; figures in docs/benchmarks.md, "Figures
 # moved out of code comments"). The wait policy is what matters: spinning threads fight the other program for the
@@ -37,13 +39,13 @@ SMALL_PASS_ROWS = 8
 # it. ILE_ADAPTIVE_THREADS=off keeps the policy's count for every pass.
 FREE_CORES_WINDOW_S = 1.0  # the other programs' CPU use is averaged over about this long
 
-_ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
+_ENV_WAIT_BEFORE = settings.OMP_WAIT_POLICY.raw()  # what the user set, if anything
 _TORCH_LOADED_FIRST: bool | None = None  # was torch imported before set_wait_policy_env ran?
 
 
 def enabled() -> bool:
     """ILE_THREAD_POLICY=off leaves torch's defaults alone (the benchmark of candidates uses it)."""
-    return os.environ.get("ILE_THREAD_POLICY", "on").lower() not in ("off", "0", "no")
+    return settings.THREAD_POLICY.get()
 
 
 def cores() -> int:
@@ -56,8 +58,7 @@ def cores() -> int:
 def policy_threads(n_cores: int | None = None) -> int:
     """The intra-op thread count the policy asks for on this machine (ILE_THREADS=N overrides)."""
     n = cores() if n_cores is None else n_cores
-    override = os.environ.get("ILE_THREADS", "").strip()
-    spec = override or THREADS
+    spec = settings.THREADS.get() or THREADS
     if spec == "cores":
         return max(1, n)
     if spec == "cores-1":
@@ -72,12 +73,9 @@ def small_pass_rows() -> int:
     """Forward passes of at most this many token rows (batch x new tokens) run on one thread; 0 = never.
     ILE_SMALL_PASS_ROWS=N overrides it (the threads benchmark sets it per candidate); with ILE_THREAD_POLICY=off
     it is 0 unless that override is set."""
-    override = os.environ.get("ILE_SMALL_PASS_ROWS", "").strip()
-    if override:
-        try:
-            return max(0, int(override))
-        except ValueError:
-            pass
+    override = settings.SMALL_PASS_ROWS.get()
+    if override is not None:
+        return override
     return SMALL_PASS_ROWS if enabled() else 0
 
 
@@ -113,8 +111,7 @@ def at_most_threads(n: int):
 def adaptive() -> bool:
     """Large passes use the cores other programs leave free (see FREE_CORES_WINDOW_S). Off with
     ILE_ADAPTIVE_THREADS=off, with ILE_THREAD_POLICY=off, and with an explicit ILE_THREADS count."""
-    return (enabled() and not os.environ.get("ILE_THREADS", "").strip()
-            and os.environ.get("ILE_ADAPTIVE_THREADS", "on").strip().lower() not in ("off", "0", "no", "false"))
+    return enabled() and not settings.THREADS.is_set() and settings.ADAPTIVE_THREADS.get()
 
 
 class _OtherLoad:
@@ -287,7 +284,7 @@ def describe_policy() -> PolicyInForce:
     """What is in force now in this process (for the hardware section of the timeline page)."""
     import torch
 
-    env = os.environ.get("OMP_WAIT_POLICY")
+    env = settings.OMP_WAIT_POLICY.raw()
     if _TORCH_LOADED_FIRST and _ENV_WAIT_BEFORE is None:
         wait, note = "default", "torch was loaded before the engine could set the wait policy"
     elif env:
@@ -296,6 +293,6 @@ def describe_policy() -> PolicyInForce:
     else:
         wait, note = "default", "spin a while, then sleep"
     source = ("ILE_THREAD_POLICY=off: torch's defaults" if not enabled() else
-              "ILE_THREADS override" if os.environ.get("ILE_THREADS") else
+              "ILE_THREADS override" if settings.THREADS.is_set() else
               f"policy {THREADS}, {WAIT} (chosen by python -m engine bench threads)")
     return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source, small_pass_rows(), adaptive())

@@ -23,15 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.models import convert
-
-from engine.core import loaded
-
-from engine.models import names
-
+import engine.settings as settings
 from engine.core import serverlog
+from engine.models import convert, names
 
-ENV_PREPARE = "ILE_PREPARE_GEMMA"  # "0"/"off": never start the background conversion (a page still can)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -58,8 +53,8 @@ _CURRENT: dict[str, Preparation] = {}
 
 
 def disabled(environ=None) -> bool:
-    env = os.environ if environ is None else environ
-    return env.get(ENV_PREPARE, "1").strip().lower() in ("0", "off", "no", "false")
+    """``ILE_PREPARE_GEMMA=off``: never start the background conversion (a page that needs Gemma still can)."""
+    return not settings.PREPARE_GEMMA.get(environ)
 
 
 def _run(prep: Preparation) -> None:
@@ -117,7 +112,7 @@ def start(name: str = names.GEMMA) -> Preparation:
         prep = _CURRENT.get(name)
         if prep is not None and (prep.thread.is_alive() or prep.state == "ready"):
             return prep
-        log = loaded.cache_dir() / f"{convert.gemma_converted_dir().name}.prepare.log"
+        log = settings.cache_dir() / f"{convert.gemma_converted_dir().name}.prepare.log"
         prep = Preparation(threading.Thread(target=lambda: _run(prep), name=f"prepare-{name}", daemon=True), log,
                            started=time.time())
         _CURRENT[name] = prep

@@ -19,7 +19,8 @@ from typing import Callable
 
 import torch
 
-from engine.core.loaded import ModelLoadError, cache_dir
+from engine.core.loaded import ModelLoadError
+from engine.settings import cache_dir
 from engine.core.serverlog import log
 from engine.models.names import EMBEDDED, GEMMA, TINY
 

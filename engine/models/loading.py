@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+import engine.settings as settings
 from engine.core.loaded import LoadedModel, ModelInfo, ModelLoadError, attention_implementation
 from engine.core.serverlog import log
 from engine.models import convert
@@ -182,8 +183,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     offline machine says so at once instead of waiting through the hub client's retries."""
     import socket
 
-    host = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
+    host = settings.HF_ENDPOINT.get().split("://")[-1].split("/")[0]
+    if settings.HF_HUB_OFFLINE.get():
         return False
     if time.time() - _HUB_CHECK.get("at", 0) > 60:
         try:

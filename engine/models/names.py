@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+import engine.settings as settings
 from engine.core.loaded import ModelLoadError
 
 EMBEDDED = "embedded"  # SmolLM2-135M-Instruct, shipped with the app as a GGUF (engine.models.convert)
@@ -30,11 +31,8 @@ GEMMA = "gemma3-270m"  # Gemma 3 270M (base model), packaged as a chunked GGUF
 TINY = "tiny-random"  # a tiny model with random weights, built from a config (engine.models.tiny)
 
 BUILTIN = (EMBEDDED, GEMMA, TINY)
-ENV_CLASS_MODE = "ILE_CLASS_MODE"
-ENV_MODELS = "ILE_MODELS"
 DEFAULT_ALLOWED = ",".join(BUILTIN)
 LOOPBACK = ("localhost", "::1", "[::1]")
-_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
 
 class ModelNotAllowed(ModelLoadError):
@@ -126,17 +124,13 @@ def policy_from_env(environ: Mapping[str, str] | None = None, server_address: st
                     ) -> ModelPolicy:
     """The policy the settings ask for (see the module docstring). A class server with an empty or
     unreadable allow-list offers the built-in models rather than nothing."""
-    env = os.environ if environ is None else environ
-    allowed = parse_allowed(env.get(ENV_MODELS, DEFAULT_ALLOWED)) or parse_allowed(DEFAULT_ALLOWED)
-    return ModelPolicy(class_mode_from_env(env, server_address), allowed)
+    allowed = parse_allowed(settings.MODELS.get(environ)) or parse_allowed(DEFAULT_ALLOWED)
+    return ModelPolicy(class_mode_from_env(environ, server_address), allowed)
 
 
 def class_mode_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1") -> bool:
     """Is this a class server? ``ILE_CLASS_MODE`` on/off, or auto: on when it listens beyond this machine."""
-    env = os.environ if environ is None else environ
-    mode = env.get(ENV_CLASS_MODE, "auto").strip().lower()
-    if mode in _ON:
-        return True
-    if mode in _OFF:
-        return False
+    mode = settings.CLASS_MODE.get(environ)
+    if mode != "auto":
+        return mode == "on"
     return not is_loopback(server_address)  # auto (or anything unrecognised: errs on the safe side)

@@ -11,14 +11,13 @@ any other target is refused before a socket opens). Without a list, a class serv
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Mapping
 
+import engine.settings as settings
 from engine.models.names import clean_name, class_mode_from_env, match_key
 from engine.serving import client as C
 
-ENV_SERVERS = "ILE_SERVERS"
 MAX_LABEL = 60
 
 
@@ -43,7 +42,7 @@ def parse_servers(text: str) -> tuple[tuple[str, str], ...]:
         except C.BadURL:
             from engine.core.serverlog import log
 
-            log(f"{ENV_SERVERS}: entry {n} ('{label}') is not an http(s) address; left out")
+            log(f"{settings.SERVERS.name}: entry {n} ('{label}') is not an http(s) address; left out")
             continue
         if not label or match_key(label) in seen:
             continue
@@ -73,12 +72,11 @@ class ServerPolicy:
                 return C.ServerConfig(base, model, api_key, api=api, label=label, fenced=True, **timeouts)
         if not self.servers:
             raise ServerNotListed("This class server lists no serving engines (the teacher can name them in "
-                                  f"{ENV_SERVERS} when starting the app).")
+                                  f"{settings.SERVERS.name} when starting the app).")
         raise ServerNotListed("This class server connects only to the serving engines it lists: "
                               + ", ".join(self.labels) + ". Choose one of them.")
 
 
 def server_policy_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1"
                            ) -> ServerPolicy:
-    env = os.environ if environ is None else environ
-    return ServerPolicy(class_mode_from_env(env, server_address), parse_servers(env.get(ENV_SERVERS, "")))
+    return ServerPolicy(class_mode_from_env(environ, server_address), parse_servers(settings.SERVERS.get(environ)))

@@ -9,12 +9,12 @@ bytes it is, not as a replacement character.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import engine.settings as settings
 from engine.core.prompt import encode_prompt
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -214,10 +214,7 @@ class TokenizerCount:
 
 
 def hub_cache_dir() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return Path(home) / "hub"
+    return settings.HF_HUB_CACHE.get() or (settings.HF_HOME.get() or Path.home() / ".cache" / "huggingface") / "hub"
 
 
 def cached_tokenizers(hub_cache: str | Path | None = None) -> list[TokenizerSource]:

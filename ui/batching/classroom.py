@@ -12,7 +12,6 @@ share link carry no trace of it, and a wrong token shows nothing (the batching p
 """
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 
@@ -21,10 +20,10 @@ import streamlit as st
 
 from engine.jobs import worker
 from engine.core.serverlog import say
+from engine.settings import TEACHER_TOKEN
 from engine.jobs.classbatch import BATCHED_KINDS
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
-ENV_TOKEN = "ILE_TEACHER_TOKEN"
 PARAM = "teacher"
 WINDOW_S = 300.0  # the last five minutes
 REFRESH_S = 2.0
@@ -36,7 +35,7 @@ _MADE: str | None = None
 def teacher_token() -> str:
     """The token the class view's URL must carry (the environment's, or one made once for this process)."""
     global _MADE
-    env = os.environ.get(ENV_TOKEN, "").strip()
+    env = TEACHER_TOKEN.get()
     if env:
         return env
     with _LOCK:

@@ -5,7 +5,6 @@ maps to one canonical name, so to one cache entry; in class mode only the allow-
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import replace
@@ -35,7 +34,7 @@ _CONVERSION = threading.Lock()  # one conversion per process, however many sessi
 
 def policy() -> ModelPolicy:
     """Open mode, or class mode with its allow-list (environment settings; see engine.models.names)."""
-    return policy_from_env(os.environ, st.get_option("server.address"))
+    return policy_from_env(server_address=st.get_option("server.address"))
 
 
 def offered(name: str) -> bool:

@@ -34,9 +34,7 @@ _BUSY_LOCK = threading.Lock()
 
 def policy() -> ServerPolicy:
     """Open mode, or class mode with the teacher's list of servers (ILE_SERVERS; see engine.serving.servers)."""
-    import os
-
-    return server_policy_from_env(os.environ, st.get_option("server.address"))
+    return server_policy_from_env(server_address=st.get_option("server.address"))
 
 
 def connection() -> dict:
