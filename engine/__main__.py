@@ -18,8 +18,10 @@ from engine.cli_args import add_run_arguments
 from engine.record import cli as record_cli
 from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
-from engine.core.models import EMBEDDED, ModelLoadError, load_model
-from engine.core.precision import PRECISIONS
+from engine.models.names import EMBEDDED
+from engine.models.loading import load_model
+from engine.core.loaded import ModelLoadError
+from engine.models.precision import PRECISIONS
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import apply_policy
@@ -72,11 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
     record_cli.add_save_argument(tr)
-    if importlib.util.find_spec("engine.speculative.race") is not None:
-        race = importlib.import_module("engine.speculative.race")
+    if importlib.util.find_spec("engine.speculative.cli") is not None:
+        race_cli = importlib.import_module("engine.speculative.cli")
         rp = sub.add_parser("race", help="plain vs speculative decoding")
         common(rp)
-        race.add_arguments(rp)
+        race_cli.add_arguments(rp)
     bench = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
     bsub = bench.add_subparsers(dest="bench", required=True)
     for name in sorted(BENCHES):
@@ -107,7 +109,8 @@ def _serve_bench(argv) -> int:
 
 def _prepare(argv) -> int:
     """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
-    from engine.core.models import GEMMA, convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+    from engine.models.names import GEMMA
+    from engine.models.convert import convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
 
     pp = argparse.ArgumentParser(prog="python -m engine prepare",
                                  description="Convert the packaged models once (the app and the tests load them fast "
@@ -117,7 +120,7 @@ def _prepare(argv) -> int:
                     help="end when this process (the app that started the preparation) is gone")
     args = pp.parse_args(argv)
     if args.parent is not None:
-        from engine.core.background import exit_with_parent
+        from engine.models.background import exit_with_parent
 
         exit_with_parent(args.parent)
     try:
@@ -162,8 +165,8 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.cmd == "race":
-        race_mod = importlib.import_module("engine.speculative.race")
-        lm = in_mode(lm, args.mode, race_mod.EAGER_ONLY)
+        race_cli = importlib.import_module("engine.speculative.cli")
+        lm = in_mode(lm, args.mode, race_cli.EAGER_ONLY)
     elif args.cmd == "bench":
         lm = in_mode(lm, args.mode, getattr(importlib.import_module(BENCHES[args.bench]), "EAGER_ONLY", None))
     else:
@@ -199,7 +202,7 @@ def main(argv=None) -> int:
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
-        return importlib.import_module("engine.speculative.race").cli(lm, args, _emit)
+        return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit)
     mod = importlib.import_module(BENCHES[args.bench])
     result = mod.run(lm, args)
     _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))

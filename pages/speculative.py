@@ -6,9 +6,9 @@ from ui.frame import nav
 from ui.speculative import sections
 from ui.frame.layout import chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
-from engine.speculative.race import EAGER_ONLY
+from engine.speculative.decoding import EAGER_ONLY
 from ui.frame.models import current_model, eager_model
-from ui.speculative.race import self_draft_answer
+from ui.speculative.view import self_draft_answer
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 from ui.record.sections import save_race
 
@@ -23,7 +23,7 @@ if section(None):
 params = sections.controls(lm)  # the race's settings, above every section (the race and the sweep read them)
 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
-result, raced = sections.race(params)  # stops the page here when the prompt or the drafter is refused
+result, raced = sections.lanes(params)  # stops the page here when the prompt or the drafter is refused
 st.caption(lesson("speculative", "clocks"))
 
 # ---- summary (of the race shown: after a control moved, the last race, labelled with its own k) ---------

@@ -2,7 +2,7 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.core.models import EMBEDDED, GEMMA
+from engine.models.names import EMBEDDED, GEMMA
 from engine.core.prompt import PromptError
 from ui.frame import nav
 from ui.tokenization import sections as tokenization_pair

@@ -2,7 +2,7 @@
 ``cache_implementation="static"``, its default compile config: mode "reduce-overhead"), on the app's model in
 bfloat16 and float32. Per dtype: ms per new token (the time of a 64-token generate minus a 2-token one, over 62;
 medians of repeats, after warm-ups that compile), and every reason inductor logged for skipping CUDA graphs, with the
-stack it found (issue 38: on an H100 its bfloat16 graphs were skipped for "mutated inputs").
+stack it found (on an H100 its bfloat16 graphs were skipped for "mutated inputs": the reason the app's compiled mode keeps its own static caches).
 
     python scripts/gpu_hf_compile.py OUT.json [MODEL]"""
 from __future__ import annotations
@@ -19,7 +19,7 @@ import engine  # noqa: E402,F401  before torch: the engine's thread policy
 import torch  # noqa: E402
 from transformers import GenerationConfig  # noqa: E402
 
-from engine.core.models import load_model  # noqa: E402
+from engine.models.loading import load_model  # noqa: E402
 from engine.measure.timing import now  # noqa: E402
 
 

@@ -16,12 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import engine  # noqa: E402,F401  before torch: the engine's thread policy
 import torch  # noqa: E402
 
-from engine.core.classbatch import batched_trace, group  # noqa: E402
+from engine.jobs.classbatch import batched_trace, group  # noqa: E402
 from engine.core.kv import kv_bytes_for  # noqa: E402
-from engine.core.models import load_model  # noqa: E402
+from engine.models.loading import load_model  # noqa: E402
 from engine.core.sampling import SamplingSettings  # noqa: E402
 from engine.core.trace import run_trace  # noqa: E402
-from engine.core.worker import Worker  # noqa: E402
+from engine.jobs.worker import Worker  # noqa: E402
 from engine.speculative.decoding import race  # noqa: E402
 
 GREEDY = SamplingSettings(0.0)
@@ -104,7 +104,7 @@ def main(model_dir: str) -> int:
         """float32: the compiled mode's greedy tokens must equal eager's; in half precision a near tie may flip,
         so the first difference is reported, not failed."""
         from engine.core.compiled import ModeError, to_mode
-        from engine.core.precision import lm_precision, to_precision
+        from engine.models.precision import lm_precision, to_precision
 
         for m in (lm, to_precision(lm, "float32")):
             try:

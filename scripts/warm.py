@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import engine.settings as settings  # noqa: E402  (standard library only: no torch)
 from ui.frame.address import for_others  # noqa: E402
 
 WARM_HEADER = "X-ILE-Warm-Up"  # the server's side: ui/frame/work.py
@@ -135,9 +136,9 @@ def main() -> int:
             return 1
         time.sleep(1)
     if args.streamlit_args or args.server_pid:  # started by scripts/start.sh (by hand: the server's log has them)
-        for line in start_lines(args.streamlit_args, os.environ.get("ILE_TEACHER_TOKEN", "").strip(), args.server_pid):
+        for line in start_lines(args.streamlit_args, settings.TEACHER_TOKEN.get(), args.server_pid):
             say(line)
-    if os.environ.get("ILE_WARM", "on").lower() in ("off", "0", "no"):
+    if not settings.WARM.get():
         return 0
     try:
         ok = asyncio.run(_run_home(url, args.timeout - (time.monotonic() - t0)))

@@ -10,21 +10,22 @@ sys.path.insert(0, str(ROOT))
 import os  # noqa: E402
 
 import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/measure/threads.py)
+from engine import settings  # noqa: E402
 
 # The app starts Gemma's one-time conversion in the background when its first page is drawn; under test (AppTest,
 # browser servers, private cache folders) that would convert it again per cache folder. Tests that want Gemma
 # load it through the ``gemma_lm`` fixture (scripts/install.sh --test converts it once per machine).
-os.environ.setdefault("ILE_PREPARE_GEMMA", "0")
+os.environ.setdefault(settings.PREPARE_GEMMA.name, "0")
 
 
 # CI and this project's machines have no GPU: the fixtures load on the CPU. ILE_TEST_DEVICE=cuda runs the same tests
 # with the shared models on a GPU (scripts/gpu_check.sh, on a lent GPU machine): the CUDA path's invariants.
-TEST_DEVICE = os.environ.get("ILE_TEST_DEVICE", "cpu")
+TEST_DEVICE = settings.TEST_DEVICE.get()
 
 
 @pytest.fixture(scope="session")
 def tiny_lm():
-    from engine.core.models import load_model
+    from engine.models.loading import load_model
 
     return load_model("tiny-random", device=TEST_DEVICE)
 
@@ -32,7 +33,7 @@ def tiny_lm():
 @pytest.fixture(scope="session")
 def embedded_lm():
     """The real SmolLM2-135M-Instruct (converted once per machine into the user cache)."""
-    from engine.core.models import load_model
+    from engine.models.loading import load_model
 
     return load_model("embedded", device=TEST_DEVICE)
 
@@ -40,7 +41,8 @@ def embedded_lm():
 @pytest.fixture(scope="session")
 def gemma_lm():
     """The real Gemma 3 270M (converted once per machine into the user cache; loaded once per test session)."""
-    from engine.core.models import gemma_package, load_model
+    from engine.models.convert import gemma_package
+    from engine.models.loading import load_model
 
     if gemma_package() is None:
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
@@ -50,7 +52,7 @@ def gemma_lm():
 @pytest.fixture(scope="session")
 def llama_server():
     """llama-cpp-python's OpenAI-compatible server running the embedded GGUF on 127.0.0.1 (one per test session)."""
-    from engine.core.models import embedded_gguf_path
+    from engine.models.convert import embedded_gguf_path
     from tests.serving_servers import LlamaServer, llama_cpp_missing
 
     why = llama_cpp_missing()
@@ -64,7 +66,7 @@ def llama_server():
     server.stop()
 
 def _llama_cpp_server(**kw):
-    from engine.core.models import embedded_gguf_path
+    from engine.models.convert import embedded_gguf_path
     from tests.serving_servers import LlamaCppServer, llama_server_binary
 
     binary, why = llama_server_binary()
@@ -90,7 +92,7 @@ def llama_cpp_server():
 def llama_cpp_spec_server():
     """The same llama-server decoding speculatively: the embedded GGUF drafts for itself (-md, the same file), so
     nearly every drafted token is accepted; 2 slots."""
-    from engine.core.models import embedded_gguf_path
+    from engine.models.convert import embedded_gguf_path
 
     gguf = embedded_gguf_path()
     server = _llama_cpp_server(parallel=2, extra=("-md", str(gguf), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
@@ -134,7 +136,8 @@ def door():
 
     import threading
 
-    from engine.core import loop, worker
+    from engine.core import loop
+    from engine.jobs import worker
 
     count = {"through": 0, "outside": 0, "where": [], "off_worker": 0, "off_where": []}
 

@@ -25,6 +25,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from engine import settings
+
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "browser" / "screenshots"
 MODEL_ALIAS = "smollm2"
@@ -91,9 +93,9 @@ class LlamaServer:
 def llama_server_binary() -> tuple[Path | None, str]:
     """(path to llama.cpp's ``llama-server`` built by scripts/build_llama_server.sh, None) or (None, why not).
     ``ILE_LLAMA_SERVER`` names another binary."""
-    env = os.environ.get("ILE_LLAMA_SERVER")
+    env = settings.LLAMA_SERVER.get()
     if env:
-        return (Path(env), "") if os.access(env, os.X_OK) else (None, f"ILE_LLAMA_SERVER={env} is not executable")
+        return (env, "") if os.access(env, os.X_OK) else (None, f"ILE_LLAMA_SERVER={env} is not executable")
     try:
         out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llama_server.sh"), "--path"], capture_output=True,
                              text=True, timeout=30, env=dict(os.environ, PYTHON=sys.executable))

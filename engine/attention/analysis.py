@@ -14,7 +14,7 @@ import torch
 
 from engine.core import instrument, loop
 from engine.core.kv import kv_bytes_for
-from engine.core.models import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, ModelInfo
 from engine.measure.timing import now
 
 DEFAULT_LENGTHS = (32, 64, 128, 256, 512)
@@ -40,11 +40,6 @@ def head_mean_distance(att: np.ndarray) -> np.ndarray:
     m = att.shape[-1]
     dist = np.arange(m)[:, None] - np.arange(m)[None, :]  # [q, k]
     return (att.astype(np.float64) * np.clip(dist, 0, None)).sum(-1).mean(-1)
-
-
-def causal_mask(m: int) -> np.ndarray:
-    """True where a query may look (key position <= query position). [m, m]"""
-    return np.tril(np.ones((m, m), dtype=bool))
 
 
 # ---------------------------------------------------------------- grouped-query attention

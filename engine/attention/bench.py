@@ -6,7 +6,7 @@ the two longest lengths: ~1 linear, ~2 quadratic), measured in the same run.
 from __future__ import annotations
 
 from engine.attention.analysis import DEFAULT_LENGTHS, fit_power, growth_exponent, measure_cost
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("prompt passes run eager in both modes (only the decode step is compiled)")

@@ -9,10 +9,10 @@ import numpy as np
 import torch
 
 from engine.core import arch, instrument, loop
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
+from engine.core.trace import MAX_LENS_POSITIONS
 
-MAX_LENS_POSITIONS = 48  # the last positions of the prompt that are read through the lens
 TOP_K = 3
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from engine.batching.experiment import (EAGER_ONLY, WorkloadSettings, decode_sweep,  # noqa: F401  (EAGER_ONLY: __main__)
                                         make_workload, serve, solo_tokens)
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 
 

@@ -1,20 +1,19 @@
 """Benchmark: a class of requests on the batched engine worker vs the serial one, measured in the same run.
 
 N different prompts (a class of students opening the home page at once: chat template, greedy, the app's full
-record with the untimed analysis pass) are submitted together to a worker that batches them (engine/core/classbatch.py)
-and to one that serves them one at a time (``batching=False``: today's worker before issue 28), in the order
+record with the untimed analysis pass) are submitted together to a worker that batches them (engine/jobs/classbatch.py)
+and to one that serves them one at a time (``batching=False``: the serial worker, ``ILE_BATCHING=off``), in the order
 serial, batched, serial, batched... Both give the same answers (checked); what differs is when each is ready.
 Compare the ratios: the machine may be shared.
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import numpy as np
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("the class batcher's padded batches (their size and padding change every round) run eager")
@@ -41,12 +40,12 @@ def _prompts(n: int) -> list[str]:
 
 def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: bool, analyse: bool = True) -> dict:
     """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
     from engine.measure.timing import configure_worker_threads
-    from engine.core.worker import Worker
+    from engine.jobs.worker import Worker
 
-    w = Worker(configure=configure_worker_threads, batching=batching)
+    w = Worker(configure=configure_worker_threads, batching=batching, publish=False)  # no log line per job
     w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
     t0 = time.monotonic()
     jobs = [w.submit(batched_trace, lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse,
@@ -63,22 +62,14 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
 
 
 def run(lm: LoadedModel, args) -> dict:
-    prompts = _prompts(int(args.sessions))
-    before = os.environ.get("ILE_WORKER_LOG")
-    os.environ["ILE_WORKER_LOG"] = "off"
-    try:
-        from engine.core.loop import warm_up
+    from engine.core.loop import warm_up
 
-        warm_up(lm)
-        runs = []
-        for _ in range(max(1, int(args.repeats))):
-            for batching in (False, True):
-                runs.append(serve_class(lm, prompts, int(args.new_tokens), batching, not args.no_analysis))
-    finally:
-        if before is None:
-            os.environ.pop("ILE_WORKER_LOG", None)
-        else:
-            os.environ["ILE_WORKER_LOG"] = before
+    prompts = _prompts(int(args.sessions))
+    warm_up(lm)
+    runs = []
+    for _ in range(max(1, int(args.repeats))):
+        for batching in (False, True):
+            runs.append(serve_class(lm, prompts, int(args.new_tokens), batching, not args.no_analysis))
     serial = [r for r in runs if not r["batching"]]
     batched = [r for r in runs if r["batching"]]
     same = all(r["ids"] == serial[0]["ids"] for r in runs)

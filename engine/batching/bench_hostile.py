@@ -1,5 +1,5 @@
 """Benchmark: a short question's answer time on the class batcher beside hostile traffic, against the same
-question(s) alone, measured in the same run (issue 36).
+question(s) alone, measured in the same run (what the seat bounds of engine/jobs/seats.py are for).
 
 - **alone**: the short questions, nothing else on the worker.
 - **beside N hostile sessions**: one client (one address) opens N sessions, each a long paste (cut to the app's
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.batching.bench_classroom import CLASS_PROMPTS
 
 PASTE = ("The committee met again on Thursday to review the budget, the timetable and the list of rooms; "
@@ -44,16 +44,16 @@ def _paste(i: int, chars: int) -> str:
 
 
 def _worker(max_batch: int):
-    from engine.core.worker import Worker
+    from engine.jobs.worker import Worker
     from engine.measure.timing import configure_worker_threads
 
-    w = Worker(configure=configure_worker_threads, max_batch=max_batch)
+    w = Worker(configure=configure_worker_threads, max_batch=max_batch, publish=False)  # no log line per job
     w.submit(lambda: None).result(60)  # the thread is up and configured before any clock starts
     return w
 
 
 def _ask(w, lm, prompt: str, n: int, session: str, client: str):
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
 
     return w.submit(batched_trace, lm, prompt, SamplingSettings(0.0), n, 0, True, analyse=False, session=session,
@@ -144,21 +144,13 @@ def run(lm: LoadedModel, args) -> dict:
     from engine.core.loop import warm_up
 
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    before = os.environ.get("ILE_WORKER_LOG")
-    os.environ["ILE_WORKER_LOG"] = "off"
-    try:
-        warm_up(lm)
-        n = int(args.question_tokens)
-        questions = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] for i in range(max(1, int(args.questions)))]
-        solo = alone(lm, questions[:1], n, args)[0]
-        hostile = beside_hostile(lm, questions[0], n, args)
-        together = alone(lm, questions, n, args)
-        pasted = beside_paste(lm, questions, n, args)
-    finally:
-        if before is None:
-            os.environ.pop("ILE_WORKER_LOG", None)
-        else:
-            os.environ["ILE_WORKER_LOG"] = before
+    warm_up(lm)
+    n = int(args.question_tokens)
+    questions = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] for i in range(max(1, int(args.questions)))]
+    solo = alone(lm, questions[:1], n, args)[0]
+    hostile = beside_hostile(lm, questions[0], n, args)
+    together = alone(lm, questions, n, args)
+    pasted = beside_paste(lm, questions, n, args)
     same = hostile["ids"] in (None, solo[1]) and all(p[1] in (None, a[1]) for p, a in zip(pasted, together))
     secs = lambda rs: [round(s, 2) for s, _ in rs]  # noqa: E731
     return {

@@ -25,13 +25,13 @@ from typing import Callable
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from engine.core.kv import kv_bytes, kv_bytes_for
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.measure.timing import now
-from engine.core.loop import forward, new_cache, warm_up
+from engine.core.batch import Batch, decode_logits, prefill_logits
+from engine.core.loop import warm_up
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py; the page says it too)
 EAGER_ONLY = ("batched decode steps (their size and padding change every round) run eager")
@@ -92,10 +92,6 @@ class RequestRecord:
     done_s: float  # its last token ready
     released_s: float  # its batch slot freed (static: when the whole batch ends)
     token_ids: tuple[int, ...]
-
-    @property
-    def queued_s(self) -> float:
-        return self.admitted_s - self.arrival_s
 
     @property
     def ttft_s(self) -> float:
@@ -234,121 +230,13 @@ class _Slot:
         return len(self.tokens) >= self.req.max_new_tokens
 
 
-class _Batch:
-    """The running batch: one KV cache with a row per request, left-padded to a common length."""
-
-    def __init__(self, lm: LoadedModel):
-        self.lm = lm
-        self.cache: DynamicCache | None = None
-        self.mask: torch.Tensor | None = None  # [B, L] 1 = real cached position, 0 = padding
-        self.slots: list[_Slot] = []
-
-    def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [(layer.keys, layer.values) for layer in self.cache.layers]  # each [B, kv_heads, L, head_dim]
-
-    def set_kv(self, kv, mask: torch.Tensor) -> None:
-        self.cache = DynamicCache(ddp_cache_data=kv, config=self.lm.model.config) if kv else None
-        self.mask = mask
-
-    def merge(self, kv_new, mask_new: torch.Tensor, slots: list[_Slot]) -> None:
-        """Append rows: left-pad the shorter side with zeros (masked out) to a common length."""
-        if self.cache is None:
-            self.set_kv(kv_new, mask_new)
-        else:
-            length = max(self.mask.shape[1], mask_new.shape[1])
-            kv = [(torch.cat([_lpad(k, length), _lpad(k2, length)]), torch.cat([_lpad(v, length), _lpad(v2, length)]))
-                  for (k, v), (k2, v2) in zip(self.kv(), kv_new)]
-            self.set_kv(kv, torch.cat([_lpad(self.mask, length), _lpad(mask_new, length)]))
-        self.slots += slots
-
-    def keep(self, rows: list[int]) -> None:
-        """Drop the other rows, then the leading columns that are padding in every remaining row."""
-        if not rows:
-            self.cache, self.mask, self.slots = None, None, []
-            return
-        idx = torch.tensor(rows, device=self.mask.device)
-        mask = self.mask[idx]
-        start = int(mask.any(0).nonzero()[0])
-        self.set_kv([(k[idx, :, start:], v[idx, :, start:]) for k, v in self.kv()], mask[:, start:])
-        self.slots = [self.slots[i] for i in rows]
-
-    def leave(self, gone) -> list:
-        """The slots for which ``gone(slot)`` is true leave the batch (``keep`` the others); returns them."""
-        leaving = [bool(gone(s)) for s in self.slots]  # asked once per slot: a job can stop meanwhile
-        if any(leaving):
-            out = [s for s, x in zip(self.slots, leaving) if x]
-            self.keep([i for i, x in enumerate(leaving) if not x])
-            return out
-        return []
-
-    def kv_real_tokens(self) -> int:
-        return int(self.mask.sum()) if self.mask is not None else 0
-
-
-def _lpad(t: torch.Tensor, length: int) -> torch.Tensor:
-    """Left-pad dim -2 of a cache tensor [B, H, L, D] (or dim -1 of a mask [B, L]) with zeros to ``length``."""
-    dim = -1 if t.dim() == 2 else -2
-    missing = length - t.shape[dim]
-    if missing <= 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = missing
-    return torch.cat([t.new_zeros(shape), t], dim=dim)
-
-
-def left_padded(lm: LoadedModel, prompts: list[tuple[int, ...]]):
-    """Several prompts left-padded to the longest, on the model's device: ids [g, P], mask [g, P] (1 = a real
-    token) and positions [g, P]."""
-    dev = lm.device
-    length = max(len(p) for p in prompts)
-    pad = lm.tokenizer.pad_token_id or 0
-    ids = torch.tensor([[pad] * (length - len(p)) + list(p) for p in prompts], device=dev)  # [g, P]
-    mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=dev)  # [g, P]
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [g, P] each row counts from 0 at its first real token
-    return ids, mask, pos
-
-
-@torch.inference_mode()
-def prefill_slice(lm: LoadedModel, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache,
-                  start: int, end: int) -> torch.Tensor:
-    """Positions [start, end) of left-padded prompts (``left_padded``) on top of ``cache``, which holds their
-    positions [0, start) and is extended: one slice of a chunked prefill (the whole prompt when start = 0 and
-    end = P). Returns the logits after position end - 1 [g, vocab] on the model's device."""
-    return forward(lm, ids[:, start:end], cache, attention_mask=mask[:, :end],
-                   position_ids=pos[:, start:end])[:, -1]  # [g, vocab]
-
-
-def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
-    """One pass over several prompts, left-padded to the longest. Returns (per-layer (keys, values),
-    mask [g, P], next-token logits [g, vocab] on the model's device, padded positions). The experiments here
-    take the argmax; the class worker (engine/core/classbatch.py) prefills in slices with ``prefill_slice``."""
-    ids, mask, pos = left_padded(lm, prompts)
-    cache = new_cache(lm)
-    logits = prefill_slice(lm, ids, mask, pos, cache, 0, ids.shape[1])  # [g, vocab]
-    kv = [(layer.keys, layer.values) for layer in cache.layers]
-    return kv, mask, logits, int((mask == 0).sum())
-
-
 def prefill_rows(lm: LoadedModel, prompts: list[tuple[int, ...]]):
     """``prefill_logits`` with the greedy next token of each row [g] instead of the logits."""
     kv, mask, logits, pad = prefill_logits(lm, prompts)
     return kv, mask, logits.argmax(-1).cpu(), pad
 
 
-@torch.inference_mode()
-def decode_logits(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
-    """One decode step for every row: the new token sits at position = that row's real cached tokens.
-    Returns the logits [B, vocab] on the model's device."""
-    dev = lm.device
-    x = torch.tensor(tokens, device=dev)[:, None]  # [B, 1]
-    pos = batch.mask.sum(-1, keepdim=True)  # [B, 1]
-    mask = torch.cat([batch.mask, batch.mask.new_ones(len(tokens), 1)], dim=-1)  # [B, L + 1]
-    logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[:, -1]  # [B, vocab]
-    batch.mask = mask
-    return logits
-
-
-def decode_rows(lm: LoadedModel, batch: _Batch, tokens: list[int]) -> torch.Tensor:
+def decode_rows(lm: LoadedModel, batch: Batch, tokens: list[int]) -> torch.Tensor:
     """``decode_logits`` with the greedy next token of each row [B]."""
     return decode_logits(lm, batch, tokens).argmax(-1).cpu()
 
@@ -387,7 +275,7 @@ class _Server:
         if self.progress is not None:
             self.progress(self.made / self.total, f"{self.policy}: {self.made}/{self.total} tokens")
 
-    def prefill(self, batch: _Batch, reqs: list[Request]) -> None:
+    def prefill(self, batch: Batch, reqs: list[Request]) -> None:
         start = self.clock()
         kv, mask, first, pad = prefill_rows(self.lm, [r.prompt_ids for r in reqs])
         slots = [_Slot(r, start) for r in reqs]
@@ -400,16 +288,16 @@ class _Server:
                                     int(mask.numel()), pad, kv_bytes(batch.cache), batch.kv_real_tokens()))
         self.tick(len(reqs))
 
-    def decode(self, batch: _Batch) -> None:
+    def decode(self, batch: Batch) -> None:
         start = self.clock()
-        useful = [not s.finished for s in batch.slots]
-        nxt = decode_rows(self.lm, batch, [s.tokens[-1] for s in batch.slots])
+        useful = [not s.finished for s in batch.rows]
+        nxt = decode_rows(self.lm, batch, [s.tokens[-1] for s in batch.rows])
         end = self.clock()
-        for s, tok, u in zip(batch.slots, nxt.tolist(), useful):
+        for s, tok, u in zip(batch.rows, nxt.tolist(), useful):
             if u:
                 s.tokens.append(tok)
                 s.done = end
-        self.steps.append(StepEvent("decode", start, end, tuple(s.req.rid for s in batch.slots), sum(useful),
+        self.steps.append(StepEvent("decode", start, end, tuple(s.req.rid for s in batch.rows), sum(useful),
                                     len(useful), useful.count(False), kv_bytes(batch.cache), batch.kv_real_tokens()))
         self.tick(sum(useful))
 
@@ -433,29 +321,29 @@ class _Server:
                     self.wait_until(min(deadline, self.pending[0].arrival_s))
                     continue
             group, self.queue = self.queue[: self.max_batch], self.queue[self.max_batch:]
-            batch = _Batch(self.lm)
+            batch = Batch(self.lm)
             self.prefill(batch, group)
-            while not all(s.finished for s in batch.slots):
+            while not all(s.finished for s in batch.rows):
                 self.decode(batch)
-            self.release(batch.slots, max(s.done for s in batch.slots))
+            self.release(batch.rows, max(s.done for s in batch.rows))
 
     def run_continuous(self) -> None:
-        batch = _Batch(self.lm)
-        while self.pending or self.queue or batch.slots:
+        batch = Batch(self.lm)
+        while self.pending or self.queue or batch.rows:
             self.admit_arrivals()
-            if not batch.slots and not self.queue:
+            if not batch.rows and not self.queue:
                 self.wait_until(self.pending[0].arrival_s)
                 continue
-            room = self.max_batch - len(batch.slots)
+            room = self.max_batch - len(batch.rows)
             if self.queue and room > 0:  # joiners are prefilled, then everyone takes the round's decode step,
                 join, self.queue = self.queue[:room], self.queue[room:]  # as the class batcher does
-                self.prefill(batch, join)  # (engine/core/classbatch.py): arrivals never stall the rows decoding
+                self.prefill(batch, join)  # (engine/jobs/classbatch.py): arrivals never stall the rows decoding
                 self.leave_done(batch)
-            if batch.slots:
+            if batch.rows:
                 self.decode(batch)
                 self.leave_done(batch)
 
-    def leave_done(self, batch: _Batch) -> None:
+    def leave_done(self, batch: Batch) -> None:
         done = batch.leave(lambda s: s.finished)
         if done:
             self.release(done)
@@ -495,7 +383,7 @@ def decode_sweep(lm: LoadedModel, batch_sizes=(1, 2, 4, 8, 16), prompt: str = PR
     out = []
     warm_up(lm)
     for n, b in enumerate(sizes):
-        batch = _Batch(lm)
+        batch = Batch(lm)
         kv, mask, first, _ = prefill_rows(lm, [ids] * b)
         batch.merge(kv, mask, [])
         tok = first.tolist()

@@ -15,7 +15,7 @@ import torch
 
 from engine.core import arch, kv
 from engine.core.loop import forward, new_cache
-from engine.core.models import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, ModelInfo
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def next_token_top(lm: LoadedModel, text: str, k: int = 5) -> TopK:
 
 @dataclass(frozen=True)
 class StepBytes:
-    weights: int  # bytes of weights one decode step reads (engine.core.precision.decode_weight_bytes)
+    weights: int  # bytes of weights one decode step reads (engine.models.precision.decode_weight_bytes)
     head: int  # of which the output head (the tied embedding where tied): vocab x hidden x bytes
     kv: int  # bytes of KV cache read at this context (the per-layer formula)
 
@@ -194,7 +194,7 @@ class StepBytes:
 def step_bytes(lm: LoadedModel, context: int) -> StepBytes:
     """Derived: what one decode step at ``context`` tokens must read from memory: every weight once (an untied
     input embedding only one row), plus the KV cache's keys and values (windows capped)."""
-    from engine.core import precision
+    from engine.models import precision
 
     head = lm.model.get_output_embeddings()
     head_bytes = sum(p.numel() * p.element_size() for p in head.parameters()) if head is not None else 0

@@ -1,4 +1,9 @@
-"""The loop's core, shared by every topic: models (loading, names, the tiny random one, Gemma's background
-conversion), the architecture facts (arch, archfacts), the loop itself (loop: the one door to the model), the
-Trace record (trace), the engine worker (worker), instrumentation hooks (instrument), prompts, sampling, KV
-accounting (kv), load-time precision (precision, smoothing) and class-mode batched analyses (classbatch)."""
+"""The ground floor every topic stands on; it imports no topic, no loader and no job server.
+
+- the loop and its one door to the model (loop), cooperative cancellation (cancel), the compiled engine mode
+  behind it (compiled), a padded batch of rows through it (batch);
+- what one run records (trace; predictions at every position: predictions), KV accounting (kv), sampling,
+  prompts and their token strings (prompt);
+- what a load produces (loaded: LoadedModel, ModelInfo), the architecture facts read from a model (arch,
+  archfacts), the measuring hooks installed at load (instrument), one line of the server's log (serverlog).
+"""

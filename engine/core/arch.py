@@ -27,7 +27,7 @@ def n_layers_config(model) -> int | None:
     return None
 
 
-def _find_blocks(model) -> tuple[torch.nn.Module, torch.nn.ModuleList]:
+def find_blocks(model) -> tuple[torch.nn.Module, torch.nn.ModuleList]:
     """(the module that holds the blocks, the blocks): the known attribute paths first (model.layers,
     transformer.h, gpt_neox.layers, model.decoder.layers, transformer.blocks), else the shallowest ModuleList
     whose length is the config's layer count."""
@@ -53,11 +53,11 @@ def _find_blocks(model) -> tuple[torch.nn.Module, torch.nn.ModuleList]:
 def body(model) -> torch.nn.Module:
     """The module holding the blocks, the embeddings and the final norm (model.model, model.transformer,
     model.gpt_neox, OPT's model.decoder, ...)."""
-    return _find_blocks(model)[0]
+    return find_blocks(model)[0]
 
 
 def blocks(model) -> torch.nn.ModuleList:
-    return _find_blocks(model)[1]
+    return find_blocks(model)[1]
 
 
 def final_norm(model) -> torch.nn.Module:

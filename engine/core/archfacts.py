@@ -1,7 +1,7 @@
 """Architecture facts, read from the loaded model and its config (never assumed), and checked where a page's
 number depends on them.
 
-``read_facts`` is called once at load (engine.core.models) and the record lives in ``ModelInfo.arch``. Every page
+``read_facts`` is called once at load (engine.models.loading) and the record lives in ``ModelInfo.arch``. Every page
 and the CLI's ``info`` read it. Where a page's path cannot be right for an architecture, ``refusals`` holds a
 one-line reason under the feature's name, and the page shows that line instead of a wrong number.
 
@@ -231,7 +231,7 @@ def _probe_cache(model, n_tokens: int):
 def read_facts(model) -> ArchFacts:
     cfg = arch.text_config(model)
     family = str(getattr(cfg, "model_type", type(model).__name__))
-    body, blks = arch._find_blocks(model)
+    body, blks = arch.find_blocks(model)
     path = next((n for n, m in model.named_modules() if m is blks), "?")
     kinds, windows = _layer_types(model)
     n_heads = int(_cfg_get(cfg, "num_attention_heads", "n_head", "n_heads", default=0))
@@ -349,8 +349,8 @@ def check_analysis(model, facts: ArchFacts) -> dict:
     dev = next(model.parameters()).device
     x = (torch.arange(n, device=dev)[None] * 7 + 3) % vocab  # [1, n]
     # Logits of the last CHECK_LOGITS positions only (all past every window), where the forward pass can leave
-    # the others out: with a 262k vocabulary the full [517, vocab] logits were 0.5 GB per copy, and the check
-    # peaked at 5.4 GB and took a minute at load (Gemma 3 270M).
+    # the others out: with a 262k vocabulary the full logits of every position make this check cost gigabytes and
+    # a minute at load (Gemma 3 270M; docs/benchmarks.md).
     kw = _keep_kw(model, min(n, CHECK_LOGITS))
     plain = loop.full_pass(model, x, **kw).logits.float()  # [1, keep, vocab]
     keep = plain.shape[1]

@@ -22,7 +22,7 @@ KV bytes: a static cache holds its whole length from the first step; ``engine.co
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
 
 A compiled model is a second ``LoadedModel`` over the same weights (``to_mode``); the shared model object is never
-changed. Its name is the model key with ``@compiled`` after the precision (``engine.core.precision.model_key``), so
+changed. Its name is the model key with ``@compiled`` after the precision (``engine.models.precision.model_key``), so
 everything cached per model name is cached per (model, precision, mode).
 """
 from __future__ import annotations
@@ -35,7 +35,8 @@ from typing import Callable
 
 import torch
 
-from engine.core.loaded import LoadedModel, ModelLoadError, cache_dir
+from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.settings import CXX, TORCHINDUCTOR_CACHE_DIR, cache_dir
 
 MODES = ("eager", "compiled")
 DEFAULT_MODE = "eager"
@@ -79,7 +80,7 @@ def compiler_missing(device) -> str | None:
         return None
     if dev.type != "cpu":
         return f"compiled mode is built for CPU and CUDA, not {dev.type}"
-    cxx = os.environ.get("CXX")
+    cxx = CXX.get()
     if not any(shutil.which(c) for c in ([cxx] if cxx else []) + ["g++", "c++", "clang++"]):
         return "torch.compile's CPU backend needs a C++ compiler (g++ or clang++), and none is installed"
     return None
@@ -114,7 +115,7 @@ def cache_length(tokens: int, max_positions: int) -> int | None:
 def _inductor_cache() -> None:
     """torch keeps compiled kernels on disk (its FX graph and AOTAutograd caches): next to the converted models, so a
     second start of the app compiles in seconds instead of minutes."""
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    if TORCHINDUCTOR_CACHE_DIR.is_set():
         return
     folder = cache_dir() / "torchinductor"
     try:

@@ -1,24 +1,14 @@
 """What a load produces, apart from the loader: the LoadedModel record, its facts (ModelInfo), the loader's error,
 and the rule that picks a family's attention implementation. Everything that receives a loaded model (the loop,
-load-time precision, the tiny models, the analyses) imports this module, not the loader (engine.core.models),
+load-time precision, the tiny models, the analyses) imports this module, not the loader (engine.models.loading),
 so the loader can import them without a cycle.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-
-
-def cache_dir() -> Path:
-    """The app's folder for converted models and compiled kernels (ILE_CACHE_DIR; else the user cache)."""
-    root = os.environ.get("ILE_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "inference-loop-explorer"
 
 
 class ModelLoadError(RuntimeError):
@@ -45,9 +35,9 @@ class ModelInfo:
     has_chat_template: bool
     position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.core.archfacts, read from the model)
     rope_theta: float | None
-    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.core.precision); "" = dtype's own
+    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.models.precision); "" = dtype's own
     arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
-    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.core.precision)
+    int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.models.precision)
     mode: str = "eager"  # "eager" | "compiled" (engine.core.compiled): the loop that runs its decode steps
 
     def refused(self, feature: str) -> str | None:
@@ -65,7 +55,7 @@ class ModelInfo:
 @dataclass
 class LoadedModel:
     """A model, its tokenizer and facts about it. Shared by every browser session and never changed by a
-    request; its forward passes all run on the one engine worker (engine/core/worker.py), one at a time."""
+    request; its forward passes all run on the one engine worker (engine/jobs/worker.py), one at a time."""
 
     name: str
     model: torch.nn.Module

@@ -9,7 +9,7 @@ a GPU). Every other pass of a compiled model (prefill, verify passes, padded bat
 This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
 model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
 and a pass with no cache (an analysis, the logit lens, timing without a cache, calibration) is ``full_pass``.
-Every forward pass here first asks ``engine.core.worker.check_cancelled()``, so a job whose session went away
+Every forward pass here first asks ``engine.core.cancel.check_cancelled()``, so a job whose session went away
 stops within one step, and follows the thread rule (``engine.measure.threads.pass_threads``).
 ``through_door()`` tells a hook whether the pass running now came through here (tests count the ones that
 did not).
@@ -29,7 +29,7 @@ from engine.core.compiled import graph_of
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
-from engine.core.worker import Cancelled, check_cancelled
+from engine.core.cancel import Cancelled, check_cancelled
 
 # Models that have had their warm-up pass. Kept here, not as an attribute on the shared model: a request never
 # changes the model object (see tests/engine/test_model_state.py).

@@ -14,3 +14,8 @@ def say(line: str) -> None:
     """Write ``line`` and a newline to stderr in one call, and flush."""
     sys.stderr.write(line.rstrip("\n") + "\n")
     sys.stderr.flush()
+
+
+def log(msg: str) -> None:
+    """One line of the engine's own in the server's log: ``[engine] msg``."""
+    say(f"[engine] {msg}")

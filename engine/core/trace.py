@@ -17,16 +17,16 @@ import torch
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
 from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
-from engine.core.models import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
-from engine.attention.lens import MAX_LENS_POSITIONS
-from engine.sampling.positions import PositionPredictions, predictions_from_logits
+from engine.core.predictions import PositionPredictions, predictions_from_logits
 from engine.measure.timing import now
 
 TOP_K_RECORD = 10  # alternatives kept per position / step
 ATTN_MAX = 160  # attention weights are kept for at most this many prompt positions (memory: L*H*n^2)
 MAX_NEW_TOKENS = 256
+MAX_LENS_POSITIONS = 48  # the last prompt positions whose residual stream is kept for the logit lens
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class StepRecord:
     top_probs: tuple[float, ...]
     entropy_bits: float  # of the plain softmax
     # Rows in the forward pass that ``seconds`` timed: 1 when the run was alone; more when the engine worker
-    # served this request in a batch with other sessions' requests (engine/core/classbatch.py). A step measured in a
+    # served this request in a batch with other sessions' requests (engine/jobs/classbatch.py). A step measured in a
     # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
     batch_size: int = 1
     top_logits: tuple[float, ...] = ()  # raw logits of top_ids: what a saved run is checked against (engine/record)
@@ -84,7 +84,7 @@ class Trace:
     steps: tuple[StepRecord, ...]
     first_logits: np.ndarray  # [vocab] raw logits for the token after the prompt (re-sampling needs no pass)
     analysis: PromptAnalysis | None = field(default=None)
-    # timed by the class batcher's padded loop (engine.core.classbatch), even with one row: not the solo loop's times
+    # timed by the class batcher's padded loop (engine.jobs.classbatch), even with one row: not the solo loop's times
     timed_in_batcher: bool = False
 
     @property
@@ -179,7 +179,7 @@ def _r(a, nd: int = 4):
     return np.round(np.asarray(a, dtype=np.float64), nd).tolist()
 
 
-def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSettings) -> tuple:
+def step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSettings) -> tuple:
     """Cheap tensor work per step (top-k, chosen probability, entropy); strings are decoded later."""
     probs = logits_cpu.softmax(-1)
     top = torch.topk(probs, TOP_K_RECORD)
@@ -189,8 +189,10 @@ def _step_stats(logits_cpu: torch.Tensor, token_id: int, settings: SamplingSetti
             logits_cpu[top.indices].float().tolist())
 
 
-def _make_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1, compiled: bool = False
-                 ) -> StepRecord:
+def step_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: int = 1, compiled: bool = False
+                ) -> StepRecord:
+    """A step's record from what the loop kept while it ran (``stats`` from ``step_stats``); its token strings are
+    decoded here, outside the timed pass."""
     top_ids, top_probs, chosen_p, ent, top_logits = stats
     strings = token_text(lm.tokenizer, [token_id, *top_ids])
     return StepRecord(
@@ -221,9 +223,9 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     def keep(i: int, tok: int, logits: torch.Tensor, seconds: float, tokens_in: int = 1) -> None:
         if record:
             raw.append((i, tokens_in, seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
-                        _step_stats(logits, tok, settings), 1, compiled and i > 0))
+                        step_stats(logits, tok, settings), 1, compiled and i > 0))
             if on_step is not None:
-                steps.append(_make_record(lm, *raw[-1]))
+                steps.append(step_record(lm, *raw[-1]))
                 on_step(steps[-1])
 
     tokens = len(ids) + int(max_new_tokens)
@@ -241,7 +243,7 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
                               pick, stops)
         out = [tok] + rest
     if record and on_step is None:
-        steps = [_make_record(lm, *r) for r in raw]
+        steps = [step_record(lm, *r) for r in raw]
     return out, steps, first_logits, reason
 
 
@@ -337,7 +339,7 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
 def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: SamplingSettings, seed: int,
                 max_new_tokens: int, ids: list[int], steps, first_logits: torch.Tensor, reason: str,
                 analysis: PromptAnalysis | None, timed_in_batcher: bool = False) -> Trace:
-    """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.core.classbatch``)."""
+    """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.jobs.classbatch``)."""
     return Trace(
         info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
         prompt_tokens=tuple(token_text(lm.tokenizer, enc.ids)), generated_ids=tuple(ids),

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from engine.core import arch, archfacts
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
 
 PCA_METHOD = "PCA: torch.linalg.svd of the mean-centred sample of embedding rows, top 2 right singular vectors"
@@ -183,16 +183,6 @@ def _rotary(lm: LoadedModel, x, pos, layer_type: str | None):
     return cos, sin
 
 
-def rope_layers(lm: LoadedModel) -> dict:
-    """{layer type or None: (layers using it, base)}: models such as Gemma 3 rotate with a different base in
-    their sliding-window and global layers."""
-    f, out = lm.info.arch, {}
-    for i, t in enumerate(archfacts.rope_layer_types(lm.model)):
-        layers, _ = out.get(t, ((), None))
-        out[t] = (layers + (i,), f.rope_bases[i] if f is not None else None)
-    return out
-
-
 @torch.inference_mode()
 def rope_angles(lm: LoadedModel, n_positions: int = 64, layer: int = 0) -> RopeAngles:
     """Rotation angle of every query/key dimension pair at positions 0..n_positions-1 in block ``layer``:
@@ -353,7 +343,7 @@ def learned_positions(lm: LoadedModel, n_positions: int = 64) -> LearnedPosition
 
 
 def _head_weight(lm: LoadedModel):
-    """The output head's weight matrix; an int8-quantized head (engine.core.precision) gives its dequantized copy,
+    """The output head's weight matrix; an int8-quantized head (engine.models.precision) gives its dequantized copy,
     a separate tensor from the embedding table, so the check reports it untied, with the rounding as the gap."""
     w = getattr(lm.model.get_output_embeddings(), "weight", None)
     return w().dequantize() if callable(w) else w

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from engine.core.kv import kv_bytes, kv_bytes_for, kv_tokens
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.loop import decode_step, new_cache, prefill
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from engine.core.kv import cache_tensors, kv_bytes, kv_tokens, layer_bytes
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.loop import decode_step, new_cache, prefill
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from engine.core import loop
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 
 @dataclass(frozen=True)

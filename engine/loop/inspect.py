@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from engine.core import arch, archfacts, instrument, loop
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from engine.core.precision import split_key
+import engine.settings as settings
+from engine.models.precision import split_key
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("this benchmark varies the thread count, which compiled CPU kernels fix when they are built")
@@ -74,7 +75,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
     import torch
 
     from engine.core.loop import timed_greedy, warm_up
-    from engine.core.models import load_model
+    from engine.models.loading import load_model
     from engine.core.prompt import encode_prompt
     from engine.measure.threads import small_pass_rows
 
@@ -101,7 +102,7 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
                 stop_load(proc)
             time.sleep(0.2)
         out[kind] = {"quiet_s": quiet, "busy_s": busy}
-    return {"threads": torch.get_num_threads(), "wait": os.environ.get("OMP_WAIT_POLICY", "").lower(),
+    return {"threads": torch.get_num_threads(), "wait": (settings.OMP_WAIT_POLICY.raw() or "").lower(),
             "small_pass_rows": small_pass_rows(), **out}
 
 

@@ -18,47 +18,34 @@ import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-# The policy, as chosen by `python -m engine bench threads` on the 2-core reference machine (README, "Honest
-# numbers on a busy machine"; docs/benchmarks/threads-2026-11-23.json). Round robin over the candidates, 36
-# decode steps per phase, median ms quiet -> beside a one-core busy loop / beside a second torch process:
-#   2 threads, passive:  74 -> 136 (x1.8) /  76 ->  81 (x1.1)   <- lowest worst case, and fastest quiet
-#   2 threads, active:  324 -> 212        /  91 -> 445 (x4.9)
-#   1 thread,  active:   89 -> 181 (x2.0) /  86 -> 197 (x2.3)
-#   1 thread,  passive:  88 -> 216 (x2.5) / 126 -> 187 (x1.5)
-# The wait policy is what matters: spinning threads fight the other program for the cores (the 20-40x
-# slowdowns seen with torch's defaults). With passive waiting, every core for torch beat one core fewer, both
-# quiet and busy, so the count stays at the number of cores.
+import engine.settings as settings
+
+# The policy `python -m engine bench threads` chose on the 2-core reference machine: every core, passive waiting
+# (the lowest worst case beside a busy program, and the fastest quiet; figures in docs/benchmarks.md, "Figures
+# moved out of code comments"). The wait policy is what matters: spinning threads fight the other program for the
+# cores; with passive waiting every core for torch beat one core fewer, quiet and busy.
 THREADS = "cores"  # "cores" | "cores-1" | an integer
 WAIT = "passive"  # "passive" | "active" (OMP_WAIT_POLICY)
 # Small forward passes run on one thread: a decode step (one row per sequence), a speculative verify pass, a
 # small padded batch. Their matrix multiplies are too thin to split, and with passive waiting every parallel
-# region has to wake the sleeping second thread. Measured on the 2-core reference machine (2026-11-25, one
-# process, alternating 1 and 2 threads, median ms of a forward pass of n rows, SmolLM2-135M):
-#   quiet          float32  1 row 62 vs 67 (2 threads), 8 rows 85 vs 97, 32 rows 146 vs 152
-#                  int8     1 row 28 vs 49,             8 rows 45 vs 60, 32 rows  66 vs 78
-#   2 busy loops   float32  1 row 96 vs 131, 8 rows 125 vs 121, 48 rows 278 vs 346
-#                  int8     1 row 46 vs 55,  8 rows  53 vs 48,  48 rows 165 vs 100
-# so one thread up to 8 rows (decode at batch <= 8, verify at k + 1 <= 8); prompt-sized passes (prefill) keep
-# every core. `python -m engine bench threads --precision int8` re-measures it on another machine.
+# region has to wake the sleeping second thread: one thread was as fast or faster up to 8 rows, quiet and busy
+# (docs/benchmarks.md), so decode at batch <= 8 and verify at k + 1 <= 8 run on one; prompt-sized passes (prefill)
+# keep every core. `python -m engine bench threads --precision int8` re-measures it on another machine.
 SMALL_PASS_ROWS = 8
 # Larger passes (a prompt) use the cores other programs leave free, read from the kernel's CPU counters over the
-# last second: every core on a quiet machine, one fewer per core's worth of other work. Measured on the 2-core
-# reference machine (2026-11-26, one process, alternating, median ms of a prompt pass of 40 / 186 tokens, float32
-# SmolLM2-135M):
-#   quiet           2 threads 112 / 319, 1 thread 134 / 479   (every core: 17-33% faster)
-#   one busy loop   2 threads 157 / 515, 1 thread 132 / 482   (the free core alone: faster)
-#   two busy loops  2 threads 316 / 794, 1 thread 188 / 668   (and the 2-thread times swing 154-320 / 506-928)
-# With another program on a core, the second OpenMP thread waits for the core it shares and each of the pass's
-# hundreds of parallel regions waits for it. ILE_ADAPTIVE_THREADS=off keeps the policy's count for every pass.
+# last second: every core on a quiet machine, one fewer per core's worth of other work (quiet, every core was
+# faster; beside a busy loop, the free core alone was: docs/benchmarks.md). With another program on a core, the
+# second OpenMP thread waits for the core it shares and each of the pass's hundreds of parallel regions waits for
+# it. ILE_ADAPTIVE_THREADS=off keeps the policy's count for every pass.
 FREE_CORES_WINDOW_S = 1.0  # the other programs' CPU use is averaged over about this long
 
-_ENV_WAIT_BEFORE = os.environ.get("OMP_WAIT_POLICY")  # what the user set, if anything
+_ENV_WAIT_BEFORE = settings.OMP_WAIT_POLICY.raw()  # what the user set, if anything
 _TORCH_LOADED_FIRST: bool | None = None  # was torch imported before set_wait_policy_env ran?
 
 
 def enabled() -> bool:
     """ILE_THREAD_POLICY=off leaves torch's defaults alone (the benchmark of candidates uses it)."""
-    return os.environ.get("ILE_THREAD_POLICY", "on").lower() not in ("off", "0", "no")
+    return settings.THREAD_POLICY.get()
 
 
 def cores() -> int:
@@ -71,8 +58,7 @@ def cores() -> int:
 def policy_threads(n_cores: int | None = None) -> int:
     """The intra-op thread count the policy asks for on this machine (ILE_THREADS=N overrides)."""
     n = cores() if n_cores is None else n_cores
-    override = os.environ.get("ILE_THREADS", "").strip()
-    spec = override or THREADS
+    spec = settings.THREADS.get() or THREADS
     if spec == "cores":
         return max(1, n)
     if spec == "cores-1":
@@ -87,12 +73,9 @@ def small_pass_rows() -> int:
     """Forward passes of at most this many token rows (batch x new tokens) run on one thread; 0 = never.
     ILE_SMALL_PASS_ROWS=N overrides it (the threads benchmark sets it per candidate); with ILE_THREAD_POLICY=off
     it is 0 unless that override is set."""
-    override = os.environ.get("ILE_SMALL_PASS_ROWS", "").strip()
-    if override:
-        try:
-            return max(0, int(override))
-        except ValueError:
-            pass
+    override = settings.SMALL_PASS_ROWS.get()
+    if override is not None:
+        return override
     return SMALL_PASS_ROWS if enabled() else 0
 
 
@@ -128,8 +111,7 @@ def at_most_threads(n: int):
 def adaptive() -> bool:
     """Large passes use the cores other programs leave free (see FREE_CORES_WINDOW_S). Off with
     ILE_ADAPTIVE_THREADS=off, with ILE_THREAD_POLICY=off, and with an explicit ILE_THREADS count."""
-    return (enabled() and not os.environ.get("ILE_THREADS", "").strip()
-            and os.environ.get("ILE_ADAPTIVE_THREADS", "on").strip().lower() not in ("off", "0", "no", "false"))
+    return enabled() and not settings.THREADS.is_set() and settings.ADAPTIVE_THREADS.get()
 
 
 class _OtherLoad:
@@ -302,7 +284,7 @@ def describe_policy() -> PolicyInForce:
     """What is in force now in this process (for the hardware section of the timeline page)."""
     import torch
 
-    env = os.environ.get("OMP_WAIT_POLICY")
+    env = settings.OMP_WAIT_POLICY.raw()
     if _TORCH_LOADED_FIRST and _ENV_WAIT_BEFORE is None:
         wait, note = "default", "torch was loaded before the engine could set the wait policy"
     elif env:
@@ -311,6 +293,6 @@ def describe_policy() -> PolicyInForce:
     else:
         wait, note = "default", "spin a while, then sleep"
     source = ("ILE_THREAD_POLICY=off: torch's defaults" if not enabled() else
-              "ILE_THREADS override" if os.environ.get("ILE_THREADS") else
+              "ILE_THREADS override" if settings.THREADS.is_set() else
               f"policy {THREADS}, {WAIT} (chosen by python -m engine bench threads)")
     return PolicyInForce(torch.get_num_threads(), cores(), wait, note, source, small_pass_rows(), adaptive())

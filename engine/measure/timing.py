@@ -6,12 +6,7 @@ import time
 
 import torch
 
-from engine.measure.threads import apply_policy, policy_threads
-
-# The engine's CPU thread count for PyTorch: the thread policy's (engine/measure/threads.py, chosen by measurement under
-# load). All torch work runs on the engine worker's one long-lived thread (engine/core/worker.py), never on
-# Streamlit's script threads, so the count set there holds for every forward pass.
-DEFAULT_THREADS = policy_threads()
+from engine.measure.threads import apply_policy
 
 
 def sync(device: torch.device | str | None = None) -> None:

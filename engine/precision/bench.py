@@ -20,8 +20,10 @@ import time
 from engine.precision import experiment as P
 from engine.timeline.experiment import hardware_probe, spread_dict
 from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
-from engine.core.models import EMBEDDED, LoadedModel, embedded_gguf_path
-from engine.core.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
+from engine.models.names import EMBEDDED
+from engine.models.convert import embedded_gguf_path
+from engine.core.loaded import LoadedModel
+from engine.models.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import small_pass_rows, threads_said
 

@@ -1,6 +1,6 @@
 """Fewer bytes, faster decode: the same model at several precisions, timed in one run, and what it costs.
 
-For each precision (engine.core.precision), in one process, alternating precisions within every repeat so a shared
+For each precision (engine.models.precision), in one process, alternating precisions within every repeat so a shared
 machine's drift hits all alike:
 - measured: prefill time of a prompt, the median decode step, tokens/s (1000 / median step);
 - derived: weight bytes one decode step reads (from the stored tensors) and the bandwidth floor for them
@@ -19,8 +19,8 @@ import torch
 
 from engine.timeline.experiment import Spread
 from engine.core.loop import forward, new_cache, timed_greedy, warm_up
-from engine.core.models import LoadedModel
-from engine.core.precision import decode_weight_bytes, lm_precision
+from engine.core.loaded import LoadedModel
+from engine.models.precision import decode_weight_bytes, lm_precision
 
 Progress = Callable[[float, str], None]
 

@@ -16,7 +16,7 @@ from importlib import metadata
 import numpy as np
 
 from engine.record.format import FORMAT, VERSION, encode_array
-from engine.record.race import race_summary
+from engine.record.speculative import race_summary
 
 FIRST_TOP = 200  # tokens of the first step whose text the record keeps (the sampling sliders' bars)
 TOKENIZER_FILES = ("tokenizer", "chat_template", "special_tokens_map", "vocab", "merges", "spiece", "added_tokens")
@@ -69,8 +69,9 @@ def model_identity(lm, source_name: str | None = None) -> dict:
     """Which weights and tokenizer ran: the size and SHA-256 of every file the loader read, per file and summed
     into one hash for the weights and one for the tokenizer. ``source_name``: what the loader was given, when the
     model is shown under another name (a class server's label)."""
-    from engine.core.models import TINY, file_checksums, model_folder
-    from engine.core.precision import split_key
+    from engine.models.names import TINY
+    from engine.models.convert import file_checksums, model_folder
+    from engine.models.precision import split_key
 
     name = split_key(source_name or lm.name)[0]
     folder = model_folder(name)
@@ -89,7 +90,7 @@ def model_identity(lm, source_name: str | None = None) -> dict:
 def model_facts(info, identity: dict) -> dict:
     """The model's name, precision, engine mode, architecture facts and identity, as the record keeps them."""
     from engine.core.compiled import split_mode
-    from engine.core.precision import split_key
+    from engine.models.precision import split_key
 
     d = info.to_dict()
     return {

@@ -104,8 +104,9 @@ def _model_missing(record: dict, name: str, exc, args) -> int:
 
 
 def verify_main(argv) -> int:
-    from engine.core.models import ModelLoadError, load_model
-    from engine.core.precision import PRECISIONS, default_precision, unsupported_reason
+    from engine.core.loaded import ModelLoadError
+    from engine.models.loading import load_model
+    from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
     from engine.measure.threads import apply_policy
 
     ap = _parser("verify", "Run a saved run again on this machine and compare: the weights by hash, the tokens, the "
@@ -125,7 +126,7 @@ def verify_main(argv) -> int:
     precision = record["model"]["precision"]
     import torch
 
-    from engine.core.models import default_device
+    from engine.models.loading import default_device
 
     device = torch.device(args.device) if args.device else default_device()
     note = None

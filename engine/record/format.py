@@ -340,7 +340,7 @@ def _check_trace(t: dict, model: dict) -> None:
 
 
 def _check_race(r: dict, model: dict) -> None:
-    from engine.record.race import race_summary, spec_run
+    from engine.record.speculative import race_summary, spec_run
 
     vocab = model["vocab_size"]
     _check_prompt(r["prompt"], vocab, "race/prompt")

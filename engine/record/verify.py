@@ -315,7 +315,7 @@ def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None 
     """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare.
     ``source_name``: what the loader was given for ``lm`` (its files are hashed from there); ``drafter``: a race's
     drafter already built (the app builds a draft model under its own model policy)."""
-    from engine.core.precision import lm_precision
+    from engine.models.precision import lm_precision
 
     here_machine = machine_facts(str(lm.device), torch.get_num_threads())
     here_model = {"precision": lm_precision(lm), "engine_mode": engine_mode(lm.info)}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.sampling import entropy_bits
 from engine.core.loop import crop, decode_step, new_cache, prefill
 

@@ -44,9 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> dict:
-    import os
+    from engine.settings import OPENAI_API_KEY
 
-    key = args.api_key if args.api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+    key = args.api_key if args.api_key is not None else OPENAI_API_KEY.get()
     cfg = C.ServerConfig(args.base_url, args.model, key, read_timeout_s=float(args.timeout), api=args.api)
     info = probe(cfg)
     out: dict = {"server": cfg.to_dict(), "probe": info.to_dict()}

@@ -14,7 +14,7 @@ Whatever the server sends, the client stays bounded (a server is not trusted, wh
   refused (no gzip bomb is ever inflated), redirects are never followed;
 - every request has a total deadline (``request_timeout_s``) that holds however slowly or steadily bytes drip
   in: the sockets are read in short slices (``SLICE_S``) and each slice checks the deadline and ``cancel``;
-- ``cancel`` (a threading.Event, e.g. ``engine.core.worker.cancel_event()`` of the job running the request) ends
+- ``cancel`` (a threading.Event, e.g. ``engine.jobs.worker.cancel_event()`` of the job running the request) ends
   connecting, sending and reading within a slice, and the connection is closed;
 - a client can be fenced to a set of (host, port) pairs (class mode's list of servers): any other target is
   refused before a socket is opened;
@@ -98,7 +98,7 @@ class ServerError(ServingError):
     kind = "server error"
 
 
-class Cancelled(ServingError):
+class RequestCancelled(ServingError):
     kind = "cancelled"
 
 
@@ -224,7 +224,7 @@ class Fence:
     def remaining(self) -> float:
         """Seconds left before the nearest deadline (inf if none); raises if cancelled or already past one."""
         if self.cancel is not None and self.cancel.is_set():
-            raise Cancelled("Cancelled.")
+            raise RequestCancelled("Cancelled.")
         now = time.monotonic()
         left = math.inf
         if self.deadline is not None:
@@ -698,7 +698,7 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
 
     def tick():
         if cancel is not None and cancel.is_set():
-            raise Cancelled("Cancelled.")
+            raise RequestCancelled("Cancelled.")
         if time.monotonic() - last_data[0] > cfg.read_timeout_s:
             raise ServerTimeout(f"{cfg.where} sent no tokens for {cfg.read_timeout_s:g} s (only keep-alive "
                                 "comments or stray bytes); stopped the request.")
@@ -716,7 +716,7 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
                 now = time.perf_counter() - t0
                 last_data[0] = time.monotonic()
                 if cancel is not None and cancel.is_set():
-                    raise Cancelled("Cancelled.")
+                    raise RequestCancelled("Cancelled.")
                 if now > cfg.request_timeout_s:
                     raise ServerTimeout(f"The request took longer than {cfg.request_timeout_s:g} s in all; stopped it.")
                 if data.strip() == "[DONE]":

@@ -89,10 +89,6 @@ class RequestTimeline:
     def latency_s(self) -> float:
         return self.end_s
 
-    @property
-    def multi_token_chunks(self) -> bool:
-        return self.completion_tokens > len(self.chunk_s)
-
     def to_dict(self) -> dict:
         return {"start_s": self.start_s, "ttft_s": self.ttft_s, "end_s": self.end_s, "tpot_s": self.tpot_s,
                 "decode_tok_s": self.decode_tok_s, "overall_tok_s": self.overall_tok_s,
@@ -444,7 +440,7 @@ def concurrency_sweep(cfg: C.ServerConfig, levels=(1, 2, 4, 8), new_tokens: int 
             res, errs, samples, wall = _round(cfg, cl, n, prompts, new_tokens, cancel, scraper, tick, deadline)
             done += n
             if outer is not None and outer.is_set():
-                raise C.Cancelled("Cancelled.")
+                raise C.RequestCancelled("Cancelled.")
             if not res and _past(deadline) and out:
                 truncated = True
                 break

@@ -217,7 +217,7 @@ def summarize(m: Metrics | None, t_s: float = 0.0, slots: SlotsUse | None = None
 
 class Scraper:
     """Samples a server during a sweep: /metrics, and llama.cpp's /slots when /metrics has no KV gauge. The first
-    sample finds out what the server has; later ones ask only for that. Never raises but Cancelled."""
+    sample finds out what the server has; later ones ask only for that. Never raises but RequestCancelled."""
 
     def __init__(self, cfg: C.ServerConfig, client=None):
         self.cfg, self.client = cfg, client
@@ -229,7 +229,7 @@ class Scraper:
         if self.use_metrics:
             try:
                 m = fetch(self.cfg, self.client)
-            except C.Cancelled:
+            except C.RequestCancelled:
                 raise
             except C.ServingError:
                 m = None
@@ -238,7 +238,7 @@ class Scraper:
         if want_slots:
             try:
                 sl = fetch_slots(self.cfg, self.client)
-            except C.Cancelled:
+            except C.RequestCancelled:
                 raise
             except C.ServingError:
                 sl = None
@@ -302,17 +302,6 @@ def spec_delta(before: MetricsSample | None, after: MetricsSample | None) -> dic
     if after.spec_accept_length is not None:
         out["mean_accept_length"] = after.spec_accept_length
     return out or None
-
-
-def spec_series(samples) -> dict | None:
-    """Drafted and accepted tokens over a sweep, from the samples taken while it ran (counters: they only grow),
-    relative to the first sample; None when the server exports no drafted-token counter."""
-    pts = [s for s in samples if s.spec_draft_tokens is not None]
-    if not pts:
-        return None
-    d0, a0 = pts[0].spec_draft_tokens, pts[0].spec_accepted or 0.0
-    return {"t_s": [s.t_s for s in pts], "drafted": [s.spec_draft_tokens - d0 for s in pts],
-            "accepted": [(s.spec_accepted or 0.0) - a0 for s in pts]}
 
 
 def timings_spec(requests) -> dict | None:

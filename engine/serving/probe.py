@@ -34,7 +34,7 @@ def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
         try:
             met = M.fetch(cfg, cl)
             met_note = None
-        except C.Cancelled:
+        except C.RequestCancelled:
             raise
         except C.ServingError as exc:
             met, met_note = None, f"/metrics could not be read: {exc}"
@@ -42,7 +42,7 @@ def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
         if met is None or met.get(M.KV_USAGE) is None:  # llama.cpp: KV use is on /slots, not in /metrics
             try:
                 slots = M.fetch_slots(cfg, cl)
-            except C.Cancelled:
+            except C.RequestCancelled:
                 raise
             except C.ServingError:
                 slots = None

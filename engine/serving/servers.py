@@ -1,7 +1,7 @@
 """Which serving engines the serving page may talk to.
 
 Open mode (one person on their own machine): any http(s) address the person types; they could fetch it with
-curl themselves. Class mode (engine.core.model_names: a teacher serving the app to a room): only the servers the
+curl themselves. Class mode (engine.models.names: a teacher serving the app to a room): only the servers the
 teacher listed when starting the app, chosen by label; the address behind a label is never sent to a browser,
 never put in a link and never named in a message, and the client is fenced to that host and port (a redirect or
 any other target is refused before a socket opens). Without a list, a class server offers no serving engine.
@@ -11,14 +11,13 @@ any other target is refused before a socket opens). Without a list, a class serv
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.core.model_names import _clean, class_mode_from_env, match_key
+import engine.settings as settings
+from engine.models.names import clean_name, class_mode_from_env, match_key
 from engine.serving import client as C
 
-ENV_SERVERS = "ILE_SERVERS"
 MAX_LABEL = 60
 
 
@@ -35,15 +34,15 @@ def parse_servers(text: str) -> tuple[tuple[str, str], ...]:
         label, eq, url = item.partition("=")
         if not eq:
             label, url = f"server {len(out) + 1}", label
-        label = _clean(label)[:MAX_LABEL]
+        label = clean_name(label)[:MAX_LABEL]
         if not url.strip():
             continue
         try:
             base = C.normalize_base_url(url.strip())
         except C.BadURL:
-            from engine.core.models import log
+            from engine.core.serverlog import log
 
-            log(f"{ENV_SERVERS}: entry {n} ('{label}') is not an http(s) address; left out")
+            log(f"{settings.SERVERS.name}: entry {n} ('{label}') is not an http(s) address; left out")
             continue
         if not label or match_key(label) in seen:
             continue
@@ -73,12 +72,11 @@ class ServerPolicy:
                 return C.ServerConfig(base, model, api_key, api=api, label=label, fenced=True, **timeouts)
         if not self.servers:
             raise ServerNotListed("This class server lists no serving engines (the teacher can name them in "
-                                  f"{ENV_SERVERS} when starting the app).")
+                                  f"{settings.SERVERS.name} when starting the app).")
         raise ServerNotListed("This class server connects only to the serving engines it lists: "
                               + ", ".join(self.labels) + ". Choose one of them.")
 
 
 def server_policy_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1"
                            ) -> ServerPolicy:
-    env = os.environ if environ is None else environ
-    return ServerPolicy(class_mode_from_env(env, server_address), parse_servers(env.get(ENV_SERVERS, "")))
+    return ServerPolicy(class_mode_from_env(environ, server_address), parse_servers(settings.SERVERS.get(environ)))

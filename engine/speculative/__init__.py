@@ -1,2 +1,3 @@
-"""Speculative decoding (Leviathan et al. 2023; p = target, q = draft): the algorithm and its records
-(decoding), the drafters (drafters), plain vs speculative race (race), ``bench specdec`` (bench)."""
+"""Speculative decoding (Leviathan et al. 2023; p = target, q = draft): the algorithm, its records and the race of
+plain against speculative decoding (decoding), the drafters (drafters), the ``python -m engine race`` command (cli),
+``bench specdec`` (bench)."""

@@ -15,7 +15,7 @@ import torch
 from transformers import GenerationConfig
 
 from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.models import LoadedModel, ModelLoadError
+from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import rule_for_every_pass
@@ -23,7 +23,7 @@ from engine.speculative.decoding import race, speculative_generate
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.loop import warm_up
-from engine.speculative.race import PROMPTS
+from engine.speculative.decoding import PROMPTS
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain runs"
@@ -116,7 +116,7 @@ def run(lm: LoadedModel, args) -> dict:
                     "prompt": name, "kind": kind, "drafter": spec, "k": k, "prompt_tokens": len(ids),
                     "new_tokens": len(out_p), "acceptance_rate": rec.acceptance_rate,
                     "tokens_per_target_pass": rec.tokens_per_pass, "c": rec.c,
-                    "expected_speedup": rec.expected_speedup,
+                    "expected_speedup": rec.predicted.paper,
                     "plain_tokens_per_s": len(out_p) / tp, "spec_tokens_per_s": len(out_s) / ts,
                     "speedup": (len(out_s) / ts) / (len(out_p) / tp),
                     "plain_seconds_spread": [min(plain_t), max(plain_t)],

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from engine.speculative.drafters import Drafter, make_drafter
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample, sampling_probs
 from engine.measure.timing import now
@@ -33,6 +33,26 @@ from engine.core.trace import generate_tokens
 from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
 
 MAX_K = 16
+
+# `--mode compiled`: the race command and page say this in one line and run eager
+EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain run "
+              "beside them too, so the race compares like with like")
+
+PASSAGE = (
+    "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "
+    "on the headland long before the tower was built, and the stone walls are four metres thick at the base. "
+    "In 1996 the light was automated, and the keepers left the tower for the last time. Today visitors climb "
+    "the 115 steps to the balcony, where on a clear day they can see the coast of Wales."
+)
+
+# (name, kind, prompt): "extractive" tasks copy from the passage; "open" ones do not.
+PROMPTS = [
+    ("rewrite", "extractive", f"Rewrite the following passage in plain English, keeping every fact:\n\n{PASSAGE}"),
+    ("quote", "extractive", f"Quote the following passage exactly, word for word:\n\n{PASSAGE}"),
+    ("summarise", "extractive", f"Summarise the following passage in three sentences:\n\n{PASSAGE}"),
+    ("story", "open", "Write a short story about a cat who learns to sail."),
+    ("explain", "open", "Explain why the sky is blue."),
+]
 
 
 @dataclass(frozen=True)
@@ -108,8 +128,13 @@ class SpecRun:
 
     @property
     def speedup(self) -> float:
-        """Measured: speculative tokens/s over plain tokens/s (equal token counts at temperature 0)."""
+        """Measured, wall clock: speculative tokens/s over plain tokens/s (equal token counts at temperature 0)."""
         return self.spec_tokens_per_second / self.plain_tokens_per_second
+
+    @property
+    def predicted(self) -> "Predicted":
+        """What the paper's formula predicts for this run, step by step toward the measured speedups."""
+        return Predicted.of(self)
 
     @property
     def drafted(self) -> int:
@@ -150,10 +175,6 @@ class SpecRun:
         return sum(r.draft_seconds for r in self.rounds) / drafted / self.target_step_seconds
 
     @property
-    def expected_speedup(self) -> float:
-        return expected_speedup(self.acceptance_rate, self.k, self.c)
-
-    @property
     def measurable(self) -> bool:
         """Can this run's speed be compared at all? It needs at least one plain decode step (the first token
         comes from the prefill in both lanes) and one drafted token, else c and the formula are 0/0 and a
@@ -166,40 +187,6 @@ class SpecRun:
         formula takes it as 1; NaN when no round drafted anything."""
         v = [r.verify_seconds for r in self.rounds if r.drafted]
         return statistics.median(v) / self.target_step_seconds if v else float("nan")
-
-    @property
-    def expected_speedup_measured_verify(self) -> float:
-        """The paper's formula with the measured verify cost in place of 1 (NaN when nothing was drafted)."""
-        return expected_speedup(self.acceptance_rate, self.k, self.c, self.verify_cost_ratio)
-
-    @property
-    def expected_speedup_drafted(self) -> float:
-        """The paper's formula applied round by round as the rounds happened: a round that drafted m tokens
-        expects (1 - a^(m+1)) / (1 - a) tokens (m = 0: one, an ordinary decode step) and costs its measured
-        drafting time / plain step + 1 verify pass; predicted speedup = sum of expected tokens / sum of costs.
-        Equals thm. 3.8 when every round drafts k tokens at cost c each; unlike it, it respects a drafter that
-        drafted nothing in most rounds and a draft cut short by the tokens requested. NaN without rounds."""
-        if not self.rounds or not self.target_step_seconds > 0:
-            return float("nan")
-        a = min(max(self.acceptance_rate, 0.0), 1.0)
-        step = self.target_step_seconds
-        tokens = sum(len(r.drafted) + 1 if a >= 1.0 else (1 - a ** (len(r.drafted) + 1)) / (1 - a)
-                     for r in self.rounds)
-        cost = sum(r.draft_seconds / step + 1.0 for r in self.rounds)
-        return tokens / cost
-
-    @property
-    def expected_speedup_as_run(self) -> float:
-        """The round-by-round formula (``expected_speedup_drafted``) with each round's measured verify time in
-        place of one plain step: everything measured but the luck of acceptance (the expected tokens per round
-        still come from a). It predicts ``decode_speedup``, the measured number with the same scope (no
-        prefill). NaN without rounds."""
-        if not self.rounds or not self.target_step_seconds > 0:
-            return float("nan")
-        a = min(max(self.acceptance_rate, 0.0), 1.0)
-        tokens = sum(len(r.drafted) + 1 if a >= 1.0 else (1 - a ** (len(r.drafted) + 1)) / (1 - a)
-                     for r in self.rounds)
-        return tokens / (self.spec_decode_seconds / self.target_step_seconds)
 
     @property
     def plain_decode_seconds(self) -> float:
@@ -266,13 +253,52 @@ class SpecRun:
             "acceptance_rate": self.acceptance_rate, "drafted": self.drafted, "accepted": self.accepted,
             "target_passes": self.target_passes, "tokens_per_target_pass": self.tokens_per_pass,
             "target_step_seconds": self.target_step_seconds, "c": self.c, "measured_speedup": self.speedup,
-            "expected_speedup": self.expected_speedup, "verify_cost_ratio": self.verify_cost_ratio,
-            "expected_speedup_measured_verify": self.expected_speedup_measured_verify,
-            "expected_speedup_drafted": self.expected_speedup_drafted, "drafted_per_round": self.drafted_per_round,
-            "expected_speedup_as_run": self.expected_speedup_as_run, "decode_speedup": self.decode_speedup,
+            **self.predicted.to_dict(), "verify_cost_ratio": self.verify_cost_ratio,
+            "drafted_per_round": self.drafted_per_round, "decode_speedup": self.decode_speedup,
             "plain_prefill_share": self.plain_prefill_share, "spec_prefill_share": self.spec_prefill_share,
             "identical_output": self.identical, "same_work": self.same_work,
         }
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """The paper's predicted speedup for a run (Leviathan et al. 2023, thm. 3.8), then one assumption replaced by
+    what the run measured at each step, toward the measured ``SpecRun.decode_speedup`` (the same scope: decode
+    rounds, no prefill). Each is NaN where the run gives nothing to compute it from."""
+
+    paper: float  # thm. 3.8 with the measured a, k and c; a verify pass costs one plain step
+    measured_verify: float  # thm. 3.8 with the measured verify cost (SpecRun.verify_cost_ratio) in place of 1
+    # Round by round as the rounds happened: a round that drafted m tokens expects (1 - a^(m+1)) / (1 - a) tokens
+    # (m = 0: one, an ordinary decode step) and costs its measured drafting time / plain step + 1 verify pass;
+    # the sum of expected tokens over the sum of costs. Equals ``paper`` when every round drafts k tokens at cost c;
+    # unlike it, it respects a drafter that drafted nothing in most rounds and a draft cut short by the tokens
+    # requested.
+    rounds: float
+    # ``rounds`` with each round's measured verify time in place of one plain step: everything measured but the
+    # luck of acceptance (the expected tokens per round still come from a). It predicts SpecRun.decode_speedup.
+    as_run: float
+
+    # the names a saved race (engine/record) and the benchmarks' JSON give them
+    KEYS = {"paper": "expected_speedup", "measured_verify": "expected_speedup_measured_verify",
+            "rounds": "expected_speedup_drafted", "as_run": "expected_speedup_as_run"}
+
+    @classmethod
+    def of(cls, run: "SpecRun") -> "Predicted":
+        a, k, c = run.acceptance_rate, run.k, run.c
+        nan = float("nan")
+        step = run.target_step_seconds
+        if not run.rounds or not step > 0:
+            return cls(expected_speedup(a, k, c), expected_speedup(a, k, c, run.verify_cost_ratio), nan, nan)
+        a = min(max(a, 0.0), 1.0)
+        tokens = sum(len(r.drafted) + 1 if a >= 1.0 else (1 - a ** (len(r.drafted) + 1)) / (1 - a)
+                     for r in run.rounds)
+        cost = sum(r.draft_seconds / step + 1.0 for r in run.rounds)
+        return cls(expected_speedup(run.acceptance_rate, k, c), expected_speedup(run.acceptance_rate, k, c,
+                                                                                 run.verify_cost_ratio),
+                   tokens / cost, tokens / (run.spec_decode_seconds / step))
+
+    def to_dict(self) -> dict:
+        return {key: getattr(self, name) for name, key in self.KEYS.items()}
 
 
 def expected_speedup(a: float, k: int, c: float, verify: float = 1.0) -> float:
@@ -414,7 +440,7 @@ class SweepPoint:
     tokens_per_pass: float
     c: float
     measured_speedup: float
-    expected_speedup: float  # the paper's formula round by round (SpecRun.expected_speedup_drafted)
+    expected_speedup: float  # the paper's formula round by round (SpecRun.predicted.rounds)
     identical: bool
     accepted: int = 0
     decode_speedup: float = float("nan")  # measured, each lane's time after its first token (SpecRun.decode_speedup)
@@ -432,7 +458,7 @@ def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: Sa
         r = race(lm, ids, drafter_spec, k, settings, max_new_tokens, seed, drafter=drafter)
         # the formula as the rounds happened: a draft is cut to the tokens still wanted, so with few tokens
         # requested a large k never drafts k (the plain thm. 3.8 line would promise what cannot happen)
-        points.append(SweepPoint(k, r.acceptance_rate, r.tokens_per_pass, r.c, r.speedup, r.expected_speedup_drafted,
+        points.append(SweepPoint(k, r.acceptance_rate, r.tokens_per_pass, r.c, r.speedup, r.predicted.rounds,
                                  r.identical, r.accepted, r.decode_speedup))
         if on_progress is not None:
             on_progress(i + 1, len(ks))

@@ -26,7 +26,8 @@ import torch
 
 from engine.core import arch
 from engine.core.loop import crop, forward, new_cache
-from engine.core.models import LoadedModel, ModelLoadError, check_size, estimate_params, load_model
+from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.models.loading import check_size, estimate_params, load_model
 from engine.core.sampling import SamplingSettings, sampling_probs
 
 LOOKUP_MAX_NGRAM = 3

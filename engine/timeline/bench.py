@@ -16,7 +16,7 @@ machine are noisy.
 from __future__ import annotations
 
 from engine.timeline import experiment as T
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
 

@@ -17,7 +17,7 @@ import statistics
 import torch
 from transformers import GenerationConfig
 
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import rule_for_every_pass
@@ -25,7 +25,7 @@ from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, graph_of, mode_of, to_mode
 from engine.core.loop import timed_greedy, warm_up
-from engine.core.precision import decode_weight_bytes
+from engine.models.precision import decode_weight_bytes
 
 PROMPTS = [
     "The capital of France is",
@@ -101,7 +101,7 @@ def run(lm: LoadedModel, args) -> dict:
     }
 
 
-def _in_modes(lm: LoadedModel, names: list[str]) -> tuple[dict, dict]:
+def in_modes(lm: LoadedModel, names: list[str]) -> tuple[dict, dict]:
     """The model in each mode asked for (eager always, first), and the one-line refusal of each that cannot run."""
     eager = to_mode(lm, DEFAULT_MODE)
     models, refused = {DEFAULT_MODE: eager}, {}
@@ -123,7 +123,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
     unknown = [m for m in names if m not in MODES]
     if unknown:
         raise SystemExit(f"error: unknown engine mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
-    models, refused = _in_modes(lm, names)
+    models, refused = in_modes(lm, names)
     n, repeats = max(2, int(args.new_tokens)), max(1, int(args.repeats))
     steps: dict[str, list[float]] = {m: [] for m in models}
     walls: dict[str, list[float]] = {m: [] for m in models}

@@ -9,10 +9,10 @@ refused: {mode: why}, note.
 from __future__ import annotations
 
 from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.timeline import experiment as T
-from engine.timeline.bench_decode import _in_modes
+from engine.timeline.bench_decode import in_modes
 from engine.timeline.profile import profile_steps, regime
 
 PROMPT = "Explain in two sentences why the sky is blue."
@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
 
 def run(lm: LoadedModel, args) -> dict:
     names = [m.strip() for m in str(args.modes).split(",") if m.strip() in MODES] or [DEFAULT_MODE]
-    models, refused = _in_modes(lm, names)
+    models, refused = in_modes(lm, names)
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
     probe = T.hardware_probe(lm.device, buffer_mb=args.probe_mb)
     floor = T.decode_floor_ms(lm, probe.read_gb_s.median)

@@ -28,9 +28,10 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from engine.core import arch, precision
+from engine.core import arch
+from engine.models import precision
 from engine.core.kv import kv_bytes_for
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now

@@ -9,12 +9,12 @@ bytes it is, not as a replacement character.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import engine.settings as settings
 from engine.core.prompt import encode_prompt
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -214,10 +214,7 @@ class TokenizerCount:
 
 
 def hub_cache_dir() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return Path(home) / "hub"
+    return settings.HF_HUB_CACHE.get() or (settings.HF_HOME.get() or Path.home() / ".cache" / "huggingface") / "hub"
 
 
 def cached_tokenizers(hub_cache: str | Path | None = None) -> list[TokenizerSource]:
@@ -282,10 +279,11 @@ def count_tokens(name: str, tokenizer, text: str) -> TokenizerCount:
 
 def builtin_tokenizer(name: str):
     """The tokenizer of one of the app's own models without loading its weights (None if not available)."""
-    from engine.core.models import EMBEDDED, GEMMA, TINY, converted_dir, embedded_is_converted, gemma_converted_dir
+    from engine.models.names import EMBEDDED, GEMMA, TINY
+    from engine.models.convert import converted_dir, embedded_is_converted, gemma_converted_dir
 
     if name == TINY:
-        from engine.core.tiny import make_tiny_tokenizer
+        from engine.models.tiny import make_tiny_tokenizer
 
         return make_tiny_tokenizer()
     if name == EMBEDDED and embedded_is_converted():
@@ -298,10 +296,10 @@ def builtin_tokenizer(name: str):
 
 def gemma_tokenizer_ready() -> bool:
     """Has Gemma's conversion finished (its marker is written last, after the tokenizer files)?"""
-    from engine.core.models import _CONVERTED_MARKER, gemma_converted_dir
+    from engine.models.convert import CONVERTED_MARKER, gemma_converted_dir
 
     folder = gemma_converted_dir()
-    return (folder / _CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()
+    return (folder / CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()
 
 
 # Texts on which two tokenizers of different vocabulary sizes differ most: (kind, text). Each is one kind of text

@@ -1,4 +1,4 @@
-"""AppTest: every page on tiny random models of three other architectures (issue 26), loaded by path from a
+"""AppTest: every page on tiny random models of three other architectures, loaded by path from a
 folder as a person would: Gemma 3 (sliding-window and global layers, one KV head, QK-norm, two RoPE bases),
 Falcon (multi-query attention, its own attention code: loaded with eager attention so its weights can be
 recorded, checked at load) and
@@ -12,7 +12,7 @@ ARCHS = ("gemma3", "falcon", "gpt2")
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from engine.core.tiny import make_tiny_arch
+    from engine.models.tiny import make_tiny_arch
 
     out = {}
     for name in ARCHS:

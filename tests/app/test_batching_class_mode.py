@@ -117,7 +117,7 @@ def test_class_mode_race_page_draft_box_is_the_allow_list(class_mode):
     assert box.options == ["tiny-random", "Tiny copy"]
 
 
-# --- names carry no precision; the model cache holds what the server offers (issue 30) -------------------------
+# --- names carry no precision; the model cache holds what the server offers -------------------------
 
 def test_a_name_never_chooses_a_precision():
     """?model=tiny-random@int8 once loaded an int8 copy that the loop page labelled float32: the suffix is
@@ -131,7 +131,7 @@ def test_a_name_never_chooses_a_precision():
 
 
 def test_key_for_drops_a_typed_precision():
-    from engine.core.precision import plain_name
+    from engine.models.precision import plain_name
 
     assert plain_name("embedded@int8@bfloat16") == "embedded" and plain_name("a@b") == "a@b"
     assert ui.frame.models.key_for("embedded@int8", "float32") == "embedded"
@@ -139,9 +139,9 @@ def test_key_for_drops_a_typed_precision():
 
 
 def test_the_model_cache_holds_every_offered_pair():
-    from engine.core.model_names import policy_from_env
-    from engine.core.models import default_device
-    from engine.core.precision import supported
+    from engine.models.names import policy_from_env
+    from engine.models.loading import default_device
+    from engine.models.precision import supported
 
     n_prec = len(supported(default_device()))
     pol = policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": "embedded,tiny-random,a=/x,b=/y,c=/z"})
@@ -162,7 +162,7 @@ def _ask_as(monkeypatch, who: str, prompt: str, passes, **params) -> int:
 
 @pytest.mark.parametrize("class_mode", ["on", "off"])
 def test_a_kept_answer_does_not_tell_a_class_that_someone_else_asked(monkeypatch, passes, class_mode):
-    """Issue 36: answers were kept for the whole server, so repeating another student's exact prompt came back at
+    """Answers were kept for the whole server, so repeating another student's exact prompt came back at
     once with no progress box (1.0 s against 3.2 s for a new one): a test of whether someone asked it. In class
     mode a session reuses only its own kept answers, so the repeat does the same work as a new question; for one
     person (open mode) the kept answer is reused, so this check can tell the two apart. Sessions on the teacher's

@@ -17,9 +17,9 @@ def token(monkeypatch):
 
 def _served_some_answers():
     """Three sessions' answers on the tiny model through the process's worker (so the view has traffic)."""
-    from engine.core import worker
-    from engine.core.classbatch import batched_trace, group
-    from engine.core.models import load_model
+    from engine.jobs import worker
+    from engine.jobs.classbatch import batched_trace, group
+    from engine.models.loading import load_model
     from engine.core.sampling import SamplingSettings
 
     lm = load_model("tiny-random", device="cpu")

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def gemma_installed():
     """The page loads Gemma through the app's own cache; a fixture copy would be a second 1 GB model in memory."""
-    from engine.core.models import gemma_package
+    from engine.models.convert import gemma_package
 
     if gemma_package() is None:
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")

@@ -4,8 +4,9 @@ import importlib.util
 
 import pytest
 
-from engine.core import background
-from engine.core.models import GEMMA, GEMMA_INSTALL, GEMMA_PACKAGE
+from engine.models import background
+from engine.models.names import GEMMA
+from engine.models.convert import GEMMA_INSTALL, GEMMA_PACKAGE
 from tests.app.test_pages import errors, run_page
 
 
@@ -14,7 +15,7 @@ def no_gemma(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == GEMMA_PACKAGE
                         else real(name, *a, **k))
-    monkeypatch.setenv(background.ENV_PREPARE, "1")  # as a served app runs: the background preparation is on
+    monkeypatch.setenv(settings.PREPARE_GEMMA.name, "1")  # as a served app runs: the background preparation is on
     monkeypatch.setattr(background, "_CURRENT", {})
 
 

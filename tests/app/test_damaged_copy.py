@@ -1,10 +1,10 @@
 """A damaged converted copy of the embedded model (its files no longer match their checksum) is converted again,
-and the page says that, not "First start" (issue 36: after a corrupted cache the status read "First start")."""
+and the page says that, not "First start" (after a corrupted cache the status read "First start")."""
 import shutil
 
 import pytest
 
-import engine.core.models as models
+from engine.models import convert
 import ui.frame.models
 from tests.app.test_pages import errors, run_page
 from tests.engine.test_model_cache import cache_copy  # noqa: F401  the fixture below builds on it
@@ -14,7 +14,7 @@ from tests.engine.test_model_cache import cache_copy  # noqa: F401  the fixture 
 def private_cache(cache_copy, monkeypatch):
     """test_model_cache's private cache (a copy of the real converted model; the conversion replaced by a copy),
     with the page's conversion call pointed at that replacement too."""
-    monkeypatch.setattr(ui.frame.models, "convert_embedded", models.convert_embedded)
+    monkeypatch.setattr(ui.frame.models, "convert_embedded", convert.convert_embedded)
     return cache_copy
 
 
@@ -28,13 +28,13 @@ def status_labels(monkeypatch):
 
 @pytest.mark.parametrize("state", ["damaged", "missing"])
 def test_the_status_says_why_the_model_is_converted(private_cache, status_labels, state):
-    folder = models.converted_dir()
+    folder = convert.converted_dir()
     if state == "damaged":
         data = (folder / "config.json").read_bytes()
         (folder / "config.json").write_bytes(data.replace(b'"num_hidden_layers": 30', b'"num_hidden_layers": 10', 1))
     else:
         shutil.rmtree(folder)
-    assert models.embedded_copy() == state
+    assert convert.embedded_copy() == state
     at = run_page("pages/loop.py", max_new_tokens="2")
     assert not errors(at), errors(at)
     assert private_cache == [1], "converted again"
@@ -43,4 +43,4 @@ def test_the_status_says_why_the_model_is_converted(private_cache, status_labels
         assert "damaged" in first and "First start" not in first, first
     else:
         assert first.startswith("First start"), first
-    assert models.embedded_copy() == "ready"
+    assert convert.embedded_copy() == "ready"

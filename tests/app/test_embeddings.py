@@ -51,7 +51,7 @@ def test_learned_positions_model_from_a_local_folder(tmp_path):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from engine.core.tiny import make_tiny_tokenizer
+    from engine.models.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)

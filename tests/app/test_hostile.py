@@ -1,4 +1,4 @@
-"""AppTest for hostile input from a shared link (issue 20): messages, not tracebacks; user text kept literal."""
+"""AppTest for hostile input from a shared link: messages, not tracebacks; user text kept literal."""
 from streamlit.testing.v1 import AppTest
 
 from tests.app.test_pages import errors, run_page

@@ -72,7 +72,7 @@ def test_every_section_runs_against_a_vllm_like_server():
         assert len(at.get("plotly_chart")) >= 6  # timeline, gaps, prompt sweep, concurrency, gantt, KV usage
 
 
-# --- class mode: the teacher's servers only, by label (issue 30) ---------------------------------------------
+# --- class mode: the teacher's servers only, by label ---------------------------------------------
 
 def everything(at) -> str:
     parts = [e.value for kind in ("markdown", "caption", "success", "error", "warning", "info", "title", "header",
@@ -129,7 +129,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
     second it takes the old one to stop (and close its connection), instead of being told the server is busy."""
     import time
 
-    from engine.core import worker
+    from engine.jobs import worker
     from engine.serving import client as C
     from engine.serving.probe import probe
     from tests.serving_servers import HostileServer, wait_for
@@ -146,7 +146,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
         old.detach()  # what ui.frame.work.run does when the newer click reruns the script
         new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
         assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
-        assert isinstance(old.result(2), C.Cancelled)
+        assert isinstance(old.result(2), C.RequestCancelled)
         assert wait_for(lambda: s.open == 0, 2), "the replaced job's connection was left open"
 
 

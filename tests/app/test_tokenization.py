@@ -71,7 +71,7 @@ def _hub_cache_with_a_secret(tmp_path, tiny_lm) -> str:
 
 
 def test_class_mode_reads_and_names_only_allow_listed_tokenizers(monkeypatch, tmp_path, tiny_lm):
-    """Issue 36: in class mode the comparison lists and loads only the allow-list's models, never what else sits
+    """In class mode the comparison lists and loads only the allow-list's models, never what else sits
     in the server's Hugging Face cache (in open mode the same cache is listed: the test can tell)."""
     from ui.tokenization import runs
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.models import cache_dir
+from engine.settings import cache_dir
 from tests.browser.harness import ROOT, free_port
 
 

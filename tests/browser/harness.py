@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from engine import settings
+
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "tests" / "browser" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -28,7 +30,7 @@ def served_env_has_engine_wait_policy() -> bool:
     """Was OMP_WAIT_POLICY in this process's environment put there by the engine (not by the person)?"""
     from engine.measure import threads
 
-    return threads._ENV_WAIT_BEFORE is None and "OMP_WAIT_POLICY" in os.environ
+    return threads._ENV_WAIT_BEFORE is None and settings.OMP_WAIT_POLICY.is_set()
 
 
 class App:
@@ -39,11 +41,11 @@ class App:
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.run_log.write_text("")
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/core/worker.py)
+        self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/jobs/worker.py)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
         if served_env_has_engine_wait_policy():
             # The test process imported the engine, which set OMP_WAIT_POLICY for itself: a person's `streamlit
-            # run` has no such variable, so the server must set its own policy (issue 31: it once did not, and
+            # run` has no such variable, so the server must set its own policy (it once did not, and
             # the inherited variable hid that from every browser test).
             env.pop("OMP_WAIT_POLICY", None)
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
@@ -156,8 +158,8 @@ def assert_no_error(page) -> None:
 def screenshots_wanted() -> bool:
     """Pictures are for a person to look at, never asserted: taken by default, skipped in CI (each whole-page
     picture costs seconds of Chromium drawing on 2 cores) unless ILE_SCREENSHOTS=1; ILE_SCREENSHOTS=0 skips them."""
-    flag = os.environ.get("ILE_SCREENSHOTS")
-    return flag == "1" if flag in ("0", "1") else not os.environ.get("CI")
+    wanted = settings.SCREENSHOTS.get()
+    return wanted if wanted is not None else not settings.CI.get()
 
 
 def screenshot(page, name: str, max_height: int = 7000) -> Path:

@@ -1,4 +1,4 @@
-"""The lessons hold on a busy laptop (issue 31): with a one-core busy loop beside the server, as a browser or a video
+"""The lessons hold on a busy laptop: with a one-core busy loop beside the server, as a browser or a video
 call would be, the batching page's bigger batch gives more tokens per second than one sequence, and the race page's
 decode-only speedup shows speculation winning on an extractive prompt; or the page says the run differs and why.
 On the served app without the engine's thread policy a busy machine once gave 7,109 ms per step at batch 16 against

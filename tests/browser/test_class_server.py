@@ -1,4 +1,4 @@
-"""A real class server (issue 36): Streamlit's /_stcore/metrics, open to anyone who can reach the server, is a live
+"""A real class server: Streamlit's /_stcore/metrics, open to anyone who can reach the server, is a live
 activity feed of a class (sessions, connects, cache hits by function). A class server answers it with no metrics;
 a server for one person keeps Streamlit's (so this test can tell the two apart)."""
 import subprocess

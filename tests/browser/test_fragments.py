@@ -1,4 +1,4 @@
-"""Real browser: page-local controls rerun only their own part of the page (st.fragment, issue 17). Each test
+"""Real browser: page-local controls rerun only their own part of the page (st.fragment). Each test
 moves a control with the keyboard, as a person on a projector laptop does, checks the section followed, and
 counts full script runs through the run log (app_server.runs()): a fragment rerun is not one."""
 import re

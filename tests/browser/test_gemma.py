@@ -12,7 +12,7 @@ SIZE = {"width": 1366, "height": 768}
 
 @pytest.fixture(scope="module")
 def gemma_installed():
-    from engine.core.models import gemma_is_converted, gemma_package
+    from engine.models.convert import gemma_is_converted, gemma_package
 
     if gemma_package() is None or not gemma_is_converted():
         pytest.skip("Gemma 3 270M is not installed and prepared (scripts/install.sh does both)")

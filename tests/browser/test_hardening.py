@@ -1,12 +1,12 @@
 """Bad input and many users, in a real browser: messages instead of tracebacks, text never interpreted."""
 import json
-import os
 import time
 import urllib.parse
 
 import psutil
 import pytest
 
+from engine import settings
 from tests.browser.harness import SHOTS, assert_no_error, screenshot, wait_idle, wait_text
 
 INJECT = ("<script>window.__pwned = 1</script><b id=\"injected\">bold</b>"
@@ -66,7 +66,7 @@ def _server_rss(app_server) -> int:
     return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
 
 
-@pytest.mark.skipif(os.environ.get("ILE_FULL_CLASS_TEST") != "1",
+@pytest.mark.skipif(not settings.FULL_CLASS_TEST.get(),
                     reason="the suite's class test (test_worker.py: sessions at once, each its own answer, one model "
                            "load, memory settles) covers this; ILE_FULL_CLASS_TEST=1 runs it for a minute")
 def test_eight_sessions_at_once(app_server, browser):

@@ -1,4 +1,4 @@
-"""Real browser (issue 20): hostile shared links give short messages with user text shown literally, an
+"""Real browser: hostile shared links give short messages with user text shown literally, an
 unexpected error shows no traceback or server path, and a nested path is not a blank page."""
 import urllib.parse
 

@@ -1,4 +1,4 @@
-"""Real browser at a projector's 1366x768 (issue 37): what a class sees without scrolling. Presenter view keeps a
+"""Real browser at a projector's 1366x768: what a class sees without scrolling. Presenter view keeps a
 Next on the first screen (the home page's loop picture filled it), brings the new section's heading into view
 after Next (the view stayed at the bar), and prints a metric's value well above its label's size; after "Start the
 race" the lanes and then the scoreboard's numbers are on screen (the controls fill the first screen)."""

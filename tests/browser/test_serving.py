@@ -90,7 +90,7 @@ def test_speculative_counters_live(app_server, llama_cpp_spec_server, browser):
 
 
 def test_closing_the_tab_mid_connect_closes_the_connection(app_server, browser):
-    """Issue 30: Connect against a server that accepts and never answers, then close the tab. The probe runs as a
+    """Connect against a server that accepts and never answers, then close the tab. The probe runs as a
     job on the network worker; Streamlit stops the closed tab's script, the waiter detaches, the job is cancelled
     and its socket closed within seconds (it used to stay open until the app restarted)."""
     import time

@@ -1,4 +1,4 @@
-"""The served app measures what the engine measures, on a busy machine too (issue 31): the timeline page's "time to
+"""The served app measures what the engine measures, on a busy machine too: the timeline page's "time to
 first token" and "time per output token" against ``python -m engine trace`` on the same prompt and settings,
 measured back to back (CLI, page, CLI) while a one-core busy loop runs beside them, as a teacher's laptop has a
 browser or a video call running.

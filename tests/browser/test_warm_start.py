@@ -1,5 +1,5 @@
 """scripts/warm.py (run by scripts/start.sh): right after a start it runs the home page once in the server, so the
-first visitor finds the model loaded and the default run in the cache (issue 31: about 100 s once on a busy laptop)."""
+first visitor finds the model loaded and the default run in the cache (about 100 s once on a busy laptop)."""
 import subprocess
 import sys
 import time

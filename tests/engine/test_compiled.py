@@ -12,8 +12,8 @@ from transformers import DynamicCache, StaticCache
 from engine.core import compiled as C
 from engine.core import loop
 from engine.core.kv import kv_bytes_for, reserved_bytes
-from engine.core.models import load_model, load_tiny_arch
-from engine.core.precision import model_key, plain_name, split_key, to_precision
+from engine.models.loading import load_model, load_tiny_arch
+from engine.models.precision import model_key, plain_name, split_key, to_precision
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 
@@ -74,7 +74,7 @@ def test_only_one_sequence_fed_token_by_token_gets_the_static_cache(tiny_compile
 
 
 def test_the_class_batcher_serves_a_compiled_model_alone(tiny_lm, tiny_compiled):
-    from engine.core.classbatch import group
+    from engine.jobs.classbatch import group
 
     assert group(tiny_lm) is not None and group(tiny_compiled) is None
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from engine.core.kv import kv_bytes_for
-from engine.core.models import ModelLoadError, load_model
+from engine.core.loaded import ModelLoadError
+from engine.models.loading import load_model
 from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import ATTN_MAX, run_trace
@@ -145,7 +146,7 @@ def test_odd_unicode_and_html_round_trip(tiny_lm):
 
 
 def test_model_without_chat_template_falls_back_with_a_note(tiny_lm):
-    from engine.core.tiny import make_tiny_tokenizer
+    from engine.models.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer(chat_template=False)
     enc = encode_prompt(tok, "hello", use_chat_template=True)

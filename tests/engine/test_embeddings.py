@@ -82,13 +82,13 @@ def test_tied_embeddings(tiny_lm, embedded_lm):
 def tiny_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from engine.core.models import _finish
-    from engine.core.tiny import make_tiny_tokenizer
+    from engine.models.loading import finish_load
+    from engine.models.tiny import make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=32, n_embd=32, n_layer=1, n_head=2))
-    return _finish("tiny-gpt2", "tiny GPT-2 from a config", model, tok, torch.device("cpu"))
+    return finish_load("tiny-gpt2", "tiny GPT-2 from a config", model, tok, torch.device("cpu"))
 
 
 def test_learned_positions_branch(tiny_gpt2):

@@ -1,4 +1,4 @@
-"""Hostile model names, sizes and cache folders (issue 20): refused with a short message before anything is
+"""Hostile model names, sizes and cache folders: refused with a short message before anything is
 allocated or converted; what is built is built once; a damaged converted copy is detected by its checksum."""
 import json
 import os
@@ -8,9 +8,12 @@ import time
 import pytest
 import torch
 
-import engine.core.models as models
+from engine.models import convert
+
+from engine.models import loading
 from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.models import ModelLoadError, load_model
+from engine.core.loaded import ModelLoadError
+from engine.models.loading import load_model
 
 
 # --- names -------------------------------------------------------------------------------------------------
@@ -31,7 +34,7 @@ def test_odd_paths_give_a_model_load_error_not_an_os_error(name):
 # --- sizes -------------------------------------------------------------------------------------------------
 
 def test_parameter_estimate_matches_the_embedded_model(embedded_lm):
-    est = models.estimate_params(embedded_lm.model.config.to_dict())
+    est = loading.estimate_params(embedded_lm.model.config.to_dict())
     assert abs(est - embedded_lm.info.n_params) / embedded_lm.info.n_params < 0.01
 
 
@@ -64,10 +67,10 @@ def test_random_draft_depth_is_capped_by_the_target(tiny_lm, spec):
 
 def test_a_random_draft_bigger_than_memory_is_refused_before_building():
     from engine.speculative.drafters import random_draft_model
-    from engine.core.tiny import make_tiny
+    from engine.models.tiny import make_tiny
 
     model, tok = make_tiny()
-    lm = models._finish("tiny-hostile", "a private tiny model", model, tok, torch.device("cpu"))
+    lm = loading.finish_load("tiny-hostile", "a private tiny model", model, tok, torch.device("cpu"))
     # Its config as a hostile folder could claim it: 10^6 x 10^6 matrices (4 TB each in float32).
     lm.model.config.hidden_size = lm.model.config.intermediate_size = lm.model.config.vocab_size = 10**6
     with pytest.raises(DrafterError, match="would need about"):
@@ -118,7 +121,7 @@ def _no_tmp_left(root):
 def _convert_fails_fast(match):
     t0 = time.perf_counter()
     with pytest.raises(ModelLoadError, match=match) as err:
-        models.convert_embedded(progress=lambda msg: None)
+        convert.convert_embedded(progress=lambda msg: None)
     assert time.perf_counter() - t0 < 10, "the fault was found only after the conversion"
     assert "ILE_CACHE_DIR" in str(err.value)
     return str(err.value)
@@ -132,9 +135,9 @@ def test_a_file_where_the_cache_folder_should_be(private_cache):
 
 def test_a_file_where_the_converted_folder_should_be(private_cache):
     private_cache.mkdir()
-    models.converted_dir().write_text("not a folder")
+    convert.converted_dir().write_text("not a folder")
     _convert_fails_fast("a file is in the way")
-    assert sorted(p.name for p in private_cache.iterdir()) == [models.converted_dir().name]
+    assert sorted(p.name for p in private_cache.iterdir()) == [convert.converted_dir().name]
 
 
 def test_a_read_only_cache_folder(monkeypatch):
@@ -152,18 +155,18 @@ def test_a_read_only_cache_folder(monkeypatch):
 def test_not_enough_free_space_is_said_before_converting(private_cache):
     free = shutil.disk_usage(private_cache.parent).free
     with pytest.raises(ModelLoadError, match="MB free"):
-        models.prepare_cache(models.converted_dir(), need_bytes=free * 2)
+        convert.prepare_cache(convert.converted_dir(), need_bytes=free * 2)
     assert _no_tmp_left(private_cache)
 
 
 def test_temporary_folders_of_dead_processes_are_removed(private_cache):
-    target = models.converted_dir()
+    target = convert.converted_dir()
     private_cache.mkdir()
     dead = private_cache / f"{target.name}.tmp999999999"
     alive = private_cache / f"{target.name}.tmp{os.getppid()}"  # another live process may be converting
     dead.mkdir()
     alive.mkdir()
-    tmp = models.prepare_cache(target)
+    tmp = convert.prepare_cache(target)
     assert not dead.exists() and alive.exists() and tmp.is_dir() and tmp.name.endswith(f".tmp{os.getpid()}")
 
 
@@ -172,7 +175,7 @@ def test_a_failed_conversion_removes_its_temporary_folder(private_cache):
         raise KeyboardInterrupt  # e.g. Ctrl+C, or a session that left, during the conversion
 
     with pytest.raises(KeyboardInterrupt):
-        models.convert_embedded(progress=cancel)
+        convert.convert_embedded(progress=cancel)
     assert private_cache.is_dir() and not list(private_cache.iterdir())
 
 
@@ -182,29 +185,29 @@ def test_a_failed_conversion_removes_its_temporary_folder(private_cache):
 def converted_copy(tmp_path_factory, embedded_lm):
     """A private copy of the converted model (the shared cache in ~/.cache is never modified)."""
     root = tmp_path_factory.mktemp("ile-cache")
-    src = models.converted_dir()
+    src = convert.converted_dir()
     dst = root / src.name
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(models._CHECKSUM))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(convert.CHECKSUM_FILE))
     return root
 
 
 def test_a_cache_without_checksum_gets_one_recorded_not_reconverted(converted_copy, monkeypatch):
     monkeypatch.setenv("ILE_CACHE_DIR", str(converted_copy))
-    record = models.converted_dir() / models._CHECKSUM
+    record = convert.converted_dir() / convert.CHECKSUM_FILE
     record.unlink(missing_ok=True)
-    assert models.embedded_is_converted()
+    assert convert.embedded_is_converted()
     want = json.loads(record.read_text())
-    assert want["model.safetensors"]["size"] == (models.converted_dir() / "model.safetensors").stat().st_size
-    assert models.embedded_is_converted()
+    assert want["model.safetensors"]["size"] == (convert.converted_dir() / "model.safetensors").stat().st_size
+    assert convert.embedded_is_converted()
 
 
 def test_same_size_corruption_of_the_weights_is_detected(converted_copy, monkeypatch):
     monkeypatch.setenv("ILE_CACHE_DIR", str(converted_copy))
-    assert models.embedded_is_converted()  # records the checksum if the test above did not run
-    weights = models.converted_dir() / "model.safetensors"
+    assert convert.embedded_is_converted()  # records the checksum if the test above did not run
+    weights = convert.converted_dir() / "model.safetensors"
     size = weights.stat().st_size
     with open(weights, "r+b") as f:  # overwrite 4 KiB in the middle of the tensors, size unchanged
         f.seek(size // 2)
         f.write(os.urandom(4096))
     assert weights.stat().st_size == size
-    assert not models.embedded_is_converted()
+    assert not convert.embedded_is_converted()

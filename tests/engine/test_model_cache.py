@@ -4,77 +4,81 @@ import shutil
 
 import pytest
 
-import engine.core.models as models
+from engine.models import convert
+
+from engine.models import loading
+
+from engine.core import serverlog
 
 
 @pytest.fixture
 def cache_copy(tmp_path, monkeypatch, embedded_lm):
     """A private cache dir holding a copy of the real converted model; conversion is replaced by a copy."""
-    src = models.converted_dir()
+    src = convert.converted_dir()
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    shutil.copytree(src, models.converted_dir())
+    shutil.copytree(src, convert.converted_dir())
     calls = []
 
-    def fake_convert(progress=models.log):
+    def fake_convert(progress=serverlog.log):
         calls.append(1)
-        shutil.rmtree(models.converted_dir(), ignore_errors=True)
-        shutil.copytree(src, models.converted_dir())
-        return models.converted_dir()
+        shutil.rmtree(convert.converted_dir(), ignore_errors=True)
+        shutil.copytree(src, convert.converted_dir())
+        return convert.converted_dir()
 
-    monkeypatch.setattr(models, "convert_embedded", fake_convert)
+    monkeypatch.setattr(convert, "convert_embedded", fake_convert)
     return calls
 
 
 def test_valid_cache_is_reused(cache_copy):
-    assert models.embedded_is_converted()
-    models.load_embedded("cpu")
+    assert convert.embedded_is_converted()
+    loading.load_embedded("cpu")
     assert cache_copy == []
 
 
 def test_corrupt_weights_are_rebuilt(cache_copy):
-    (models.converted_dir() / "model.safetensors").write_bytes(b"not a safetensors file")
-    lm = models.load_embedded("cpu")
+    (convert.converted_dir() / "model.safetensors").write_bytes(b"not a safetensors file")
+    lm = loading.load_embedded("cpu")
     assert cache_copy == [1] and lm.info.n_layers == 30
 
 
 def test_partial_cache_without_marker_is_rebuilt(cache_copy):
-    (models.converted_dir() / models._CONVERTED_MARKER).unlink()
-    assert not models.embedded_is_converted()
-    models.load_embedded("cpu")
+    (convert.converted_dir() / convert.CONVERTED_MARKER).unlink()
+    assert not convert.embedded_is_converted()
+    loading.load_embedded("cpu")
     assert cache_copy == [1]
 
 
 def test_marker_for_another_gguf_is_rebuilt(cache_copy):
-    marker = models.converted_dir() / models._CONVERTED_MARKER
+    marker = convert.converted_dir() / convert.CONVERTED_MARKER
     marker.write_text(json.dumps({"gguf": "elsewhere", "size": 1, "mtime": 0}))
-    assert not models.embedded_is_converted()
+    assert not convert.embedded_is_converted()
 
 
 def test_a_copy_converted_by_another_checkout_is_reused(cache_copy):
     """Each checkout has its own environment, so its own path to the same GGUF: the stamp names the file by its
     content (pip's recorded sha256), so two checkouts sharing one user cache no longer convert each other's copy
     again, in turn; the stamp an older checkout wrote (path, size, mtime) is still accepted."""
-    gguf = models.embedded_gguf_path()
-    stamp = models._gguf_stamp(gguf)
-    assert str(gguf.parent) not in json.dumps(stamp) and stamp["sha256"] == models._sha256(gguf)
-    marker = models.converted_dir() / models._CONVERTED_MARKER
+    gguf = convert.embedded_gguf_path()
+    stamp = convert._gguf_stamp(gguf)
+    assert str(gguf.parent) not in json.dumps(stamp) and stamp["sha256"] == convert._sha256(gguf)
+    marker = convert.converted_dir() / convert.CONVERTED_MARKER
     marker.write_text(json.dumps(stamp))
-    assert models.embedded_is_converted()
-    marker.write_text(json.dumps(models._place_stamp(gguf)))
-    assert models.embedded_is_converted()
+    assert convert.embedded_is_converted()
+    marker.write_text(json.dumps(convert._place_stamp(gguf)))
+    assert convert.embedded_is_converted()
     marker.write_text(json.dumps(dict(stamp, sha256="0" * 64)))
-    assert not models.embedded_is_converted()
+    assert not convert.embedded_is_converted()
 
 
 def test_trust_remote_code_is_never_enabled():
     import inspect
 
-    src = inspect.getsource(models)
+    src = inspect.getsource(loading) + inspect.getsource(convert)
     assert "trust_remote_code=True" not in src and src.count("trust_remote_code=False") >= 2
     assert "use_safetensors=True" in src
 
 
-# --- the checksum covers config and tokenizer, not only the weights (issue 30) -------------------------------
+# --- the checksum covers config and tokenizer, not only the weights -------------------------------
 
 def _same_size_edit(path, old: bytes, new: bytes) -> None:
     data = path.read_bytes()
@@ -106,55 +110,55 @@ def tiny_copy(tmp_path, tiny_lm):
     folder = tmp_path / "copy"
     tiny_lm.model.save_pretrained(folder)
     tiny_lm.tokenizer.save_pretrained(folder)
-    (folder / models._CHECKSUM).write_text(json.dumps(models.weights_checksum(folder)))
+    (folder / convert.CHECKSUM_FILE).write_text(json.dumps(convert.weights_checksum(folder)))
     return folder
 
 
 def test_the_checksum_covers_config_and_tokenizer(tiny_copy):
-    want = json.loads((tiny_copy / models._CHECKSUM).read_text())
+    want = json.loads((tiny_copy / convert.CHECKSUM_FILE).read_text())
     assert {"config.json", "model.safetensors"} <= set(want) and any(n.startswith("tokenizer") for n in want)
-    assert models.weights_intact(tiny_copy)
+    assert convert.weights_intact(tiny_copy)
 
 
 def test_a_same_size_config_edit_is_detected(tiny_copy):
     cfg = tiny_copy / "config.json"
     n = json.loads(cfg.read_text())["num_hidden_layers"]
-    assert models.weights_intact(tiny_copy)  # hashed once, remembered for this file version
+    assert convert.weights_intact(tiny_copy)  # hashed once, remembered for this file version
     _same_size_edit(cfg, f'"num_hidden_layers": {n}'.encode(), f'"num_hidden_layers": {n - 1}'.encode()
                     if len(str(n - 1)) == len(str(n)) else f'"num_hidden_layers":{n - 1} '.encode())
-    assert not models.weights_intact(tiny_copy)
+    assert not convert.weights_intact(tiny_copy)
 
 
 def test_a_missing_or_added_file_is_detected(tiny_copy):
     (tiny_copy / "extra.json").write_text("{}")
-    assert not models.weights_intact(tiny_copy)
+    assert not convert.weights_intact(tiny_copy)
     (tiny_copy / "extra.json").unlink()
-    assert models.weights_intact(tiny_copy)
+    assert convert.weights_intact(tiny_copy)
     next(tiny_copy.glob("tokenizer*.json")).unlink()
-    assert not models.weights_intact(tiny_copy)
+    assert not convert.weights_intact(tiny_copy)
 
 
 def test_a_weights_only_record_is_extended_not_reconverted(tiny_copy):
-    record = tiny_copy / models._CHECKSUM
+    record = tiny_copy / convert.CHECKSUM_FILE
     want = json.loads(record.read_text())
     record.write_text(json.dumps({k: v for k, v in want.items() if k.endswith(".safetensors")}))
-    assert models.weights_intact(tiny_copy)
+    assert convert.weights_intact(tiny_copy)
     assert json.loads(record.read_text()) == want  # now covers config and tokenizer too
     _same_size_edit(tiny_copy / "config.json", b'"', b"'")  # an edit after the upgrade is caught
-    assert not models.weights_intact(tiny_copy)
+    assert not convert.weights_intact(tiny_copy)
 
 
 @pytest.mark.parametrize("edit", ["config", "tokenizer"])
 def test_a_same_size_edit_of_the_converted_copy_rebuilds_it(cache_copy, edit):
     """The real converted model: fewer layers in config.json (same size), or two token ids swapped in
     tokenizer.json (same size) loaded silently before ("The capital of France is London"); now it is rebuilt."""
-    folder = models.converted_dir()
-    assert models.embedded_is_converted()
+    folder = convert.converted_dir()
+    assert convert.embedded_is_converted()
     if edit == "config":
         _same_size_edit(folder / "config.json", b'"num_hidden_layers": 30', b'"num_hidden_layers": 10')
     else:
         _swap_two_ids(folder / "tokenizer.json")
-    assert not models.embedded_is_converted()
-    lm = models.load_embedded("cpu")
+    assert not convert.embedded_is_converted()
+    lm = loading.load_embedded("cpu")
     assert cache_copy == [1] and lm.info.n_layers == 30
-    assert models.embedded_is_converted()
+    assert convert.embedded_is_converted()

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from engine.core.model_names import ModelNotAllowed, ModelPolicy, normalise, parse_allowed, policy_from_env
+from engine.models.names import ModelNotAllowed, ModelPolicy, normalise, parse_allowed, policy_from_env
 
 
 @pytest.mark.parametrize("typed", [" embedded", "embedded ", "Embedded", "EMBEDDED\t", "\u200bembedded", "", "  "])

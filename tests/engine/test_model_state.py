@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.core import worker
+from engine.jobs import worker
 
 
 def model_state(model) -> dict:

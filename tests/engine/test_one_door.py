@@ -11,7 +11,7 @@ def _engine_paths(lm):
     from engine.attention.lens import logit_lens
     from engine.core.prompt import encode_prompt
     from engine.core.sampling import SamplingSettings
-    from engine.core.smoothing import calibration_ids, smooth
+    from engine.models.smoothing import calibration_ids, smooth
     from engine.core.trace import run_trace
     from engine.loop.glance import last_position
     from engine.loop.inspect import block_walk
@@ -32,7 +32,7 @@ def _engine_paths(lm):
 
 
 def _gemma():
-    from engine.core.models import load_tiny_arch
+    from engine.models.loading import load_tiny_arch
 
     return load_tiny_arch("gemma3")
 

@@ -8,8 +8,9 @@ import torch
 
 from engine.precision import experiment as P
 from engine.core.kv import kv_bytes_for
-from engine.core.models import ModelLoadError, load_model
-from engine.core.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
+from engine.core.loaded import ModelLoadError
+from engine.models.loading import load_model
+from engine.models.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
                               to_precision, weight_bytes)
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace

@@ -12,7 +12,7 @@ import torch
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F, verify as V
-from engine.record.race import spec_run
+from engine.record.speculative import spec_run
 from engine.record.replay import replay_html
 
 PROMPT = "The capital of France is <b>Paris</b> </script><script>alert(1)</script>"
@@ -313,8 +313,8 @@ def test_an_answer_served_in_a_class_batch_saves_and_verifies_alone(tiny_lm, one
     reproduces its tokens and logits (float32 batching computes what a pass alone computes)."""
     import threading
 
-    from engine.core.classbatch import batched_trace, group
-    from engine.core.worker import Worker
+    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.worker import Worker
 
     w = Worker()
     started, release = threading.Event(), threading.Event()
@@ -334,11 +334,11 @@ def test_an_answer_served_in_a_class_batch_saves_and_verifies_alone(tiny_lm, one
         assert any("class batch" in n for n in v.notes)
 
 
-@pytest.mark.parametrize("family", __import__("engine.core.tiny", fromlist=["TINY_ARCHS"]).TINY_ARCHS)
+@pytest.mark.parametrize("family", __import__("engine.models.tiny", fromlist=["TINY_ARCHS"]).TINY_ARCHS)
 def test_every_family_saves_a_valid_record_that_reproduces(family, one_thread):
     """Nothing in the format assumes the Llama layout: sliding windows, learned positions, ALiBi, MQA, MLA, refused
     features all save, load (every consistency check passes) and reproduce identically."""
-    from engine.core.models import load_tiny_arch
+    from engine.models.loading import load_tiny_arch
 
     lm = load_tiny_arch(family)
     tr = run_trace(lm, "The capital of France is Paris. The capital of Italy is Rome. Once upon a time",
@@ -351,7 +351,7 @@ def test_every_family_saves_a_valid_record_that_reproduces(family, one_thread):
 
 
 def test_an_int8_copy_saves_and_reproduces(tiny_lm):
-    from engine.core.precision import to_precision
+    from engine.models.precision import to_precision
 
     lm = to_precision(tiny_lm, "int8")
     tr = run_trace(lm, "hello there", SamplingSettings(), max_new_tokens=4)

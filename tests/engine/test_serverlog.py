@@ -8,7 +8,7 @@ import re
 import sys
 import threading
 
-from engine.core import models, serverlog
+from engine.core import serverlog
 
 
 def test_lines_from_two_threads_stay_whole(tmp_path, monkeypatch):
@@ -25,7 +25,7 @@ def test_lines_from_two_threads_stay_whole(tmp_path, monkeypatch):
                     say(f"[{tag}] line {i} " + "x" * 40)
 
             threads = [threading.Thread(target=write, args=(serverlog.say, "worker")),
-                       threading.Thread(target=write, args=(lambda s: models.log(s), "page"))]
+                       threading.Thread(target=write, args=(lambda s: serverlog.log(s), "page"))]
             [t.start() for t in threads]
             [t.join() for t in threads]
         finally:

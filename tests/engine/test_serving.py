@@ -166,7 +166,7 @@ def test_implausible_concurrency_numbers_are_flagged():
 
 @pytest.mark.parametrize("lo,hi,ratio", [(1, 4, 4), (1, 2, 2), (1, 8, 8), (2, 8, 4)])
 def test_batching_verdict_needs_half_the_ideal_rise(lo, hi, ratio):
-    """Issue 31: llama-cpp-python's server (one request at a time) once showed 1.31x from 1 to 4 requests and was
+    """llama-cpp-python's server (one request at a time) once showed 1.31x from 1 to 4 requests and was
     called batching. The bar is half of the ideal rise (and above noise): just under it gets no batching verdict,
     just over it does; a flat rise says one after another."""
     bar = Me.batching_bar(ratio)

@@ -1,13 +1,13 @@
 """The serving client against hostile servers on real sockets (tests/serving_servers.HostileServer, 127.0.0.1):
 replies bounded in bytes, requests and sweeps bounded in time whatever the server sends, cancellation that
 closes connections, no redirect followed, no compressed reply inflated, no reply body echoed, and in class mode
-no request sent anywhere but the teacher's listed servers (issue 30)."""
+no request sent anywhere but the teacher's listed servers."""
 import threading
 import time
 
 import pytest
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
@@ -162,7 +162,7 @@ def test_cancel_mid_request_closes_the_connection_at_once():
         time.sleep(0.3)
         cancel.set()
         t.join(2)
-        assert isinstance(out.get("exc"), C.Cancelled)
+        assert isinstance(out.get("exc"), C.RequestCancelled)
         assert wait_for(lambda: s.open == 0, 1.0), "the connection outlived the cancel"
 
 
@@ -185,7 +185,7 @@ def test_a_job_whose_tab_left_is_cancelled_and_its_connection_closed():
         j.detach()
         assert wait_for(lambda: s.open == 0, worker.DETACH_GRACE_S + 2), "the connection outlived the tab"
         assert time.monotonic() - t0 < worker.DETACH_GRACE_S + 1.0
-        assert isinstance(j.result(2), C.Cancelled)
+        assert isinstance(j.result(2), C.RequestCancelled)
 
 
 def test_net_worker_runs_jobs_side_by_side():

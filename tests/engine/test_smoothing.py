@@ -1,10 +1,10 @@
-"""SmoothQuant folding (engine/core/smoothing.py): exact in float, balanced as its formula says, skipped where the
+"""SmoothQuant folding (engine/models/smoothing.py): exact in float, balanced as its formula says, skipped where the
 layout is not the one it knows."""
 import copy
 
 import torch
 
-from engine.core import smoothing
+from engine.models import smoothing
 
 
 def _logits(lm_model, ids):

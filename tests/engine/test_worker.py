@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from engine.core import worker
-from engine.core.worker import Cancelled, Worker
+from engine.jobs import worker
+from engine.core.cancel import Cancelled
+from engine.jobs.worker import Worker
 
 
 def _slow_decode(lm, n, started=None):
@@ -115,12 +116,12 @@ def test_a_queued_job_dropped_with_its_tab_leaves_the_published_stats_idle(tiny_
 
 
 def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path, monkeypatch):
-    """Issue 36: the stats file (written for the browser tests, readable by whoever can read the server's files)
+    """The stats file (written for the browser tests, readable by whoever can read the server's files)
     held the running job's key, prompt included, and its full session id. It says what runs by kind and a short
     session tag only."""
     import json
 
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
 
     stats = tmp_path / "stats.json"
@@ -164,7 +165,7 @@ def test_two_races_with_each_others_models_as_drafts_both_finish():
     deadlock of per-model locks): on one worker both finish, with greedy output equal to plain decoding."""
     from engine.speculative.drafters import make_drafter
     from engine.speculative.decoding import race
-    from engine.core.models import load_model
+    from engine.models.loading import load_model
 
     a, b = load_model("tiny-random"), load_model("tiny-random")
     ids = list(range(5, 20))
@@ -191,7 +192,7 @@ def test_the_start_warm_up_runs_alone_and_a_visitor_asking_the_same_joins_it(tin
     (one job, and every event for both waiters), a different request is not batched with it (a lone teacher's first
     answer read "measured in a batch of 2"), and the record says which job was the warm-up (the class view leaves
     it out)."""
-    from engine.core.classbatch import batched_trace, group
+    from engine.jobs.classbatch import batched_trace, group
     from engine.core.sampling import SamplingSettings
 
     w = Worker()

@@ -1,4 +1,4 @@
-"""Pages that must agree with each other about one model (issue 37): Gemma 3 270M's layout, written as its facts
+"""Pages that must agree with each other about one model: Gemma 3 270M's layout, written as its facts
 are read at load (engine.core.archfacts), through every page's text builders. Global layers are named with one
 numbering (from 0, as on the charts), its one KV head has one name (MQA), its window says both what a token sees
 (512) and what the cache keeps (511), the attention page's caption states the bars' own numbers, and the KV page's

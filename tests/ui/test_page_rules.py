@@ -1,4 +1,4 @@
-"""The rules every page file keeps (issue 17), so a newcomer can read and edit one: a page only lays out views.
+"""The rules every page file keeps, so a newcomer can read and edit one: a page only lays out views.
 
 - at most 110 lines;
 - imports no numpy or torch, and never touches st.session_state (per-session state lives in ui/ helpers);

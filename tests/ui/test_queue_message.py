@@ -13,7 +13,7 @@ def test_queue_message_names_place_and_what_runs():
 def test_worker_place_follows_the_fair_order():
     import threading
 
-    from engine.core.worker import Worker
+    from engine.jobs.worker import Worker
 
     w = Worker(batching=False)
     started, release = threading.Event(), threading.Event()
@@ -35,7 +35,7 @@ def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkey
     import threading
     import types
 
-    from engine.core.worker import Worker
+    from engine.jobs.worker import Worker
     from ui.frame import work
 
     drawn = []
@@ -64,7 +64,7 @@ def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkey
 
 
 def test_queue_message_says_why_in_one_line():
-    """Issue 36: a waiting student is told why in the same line (a seats.refusal reason in words)."""
+    """A waiting student is told why in the same line (a seats.refusal reason in words)."""
     from ui.frame.work import why_words
 
     base = {"place": 2, "queued": 9, "running": {"answer": 8}, "batch": 8}
@@ -81,7 +81,7 @@ def test_queue_message_says_why_in_one_line():
 
 
 def test_the_client_is_the_sessions_address_and_this_machine_on_the_loopback(monkeypatch):
-    """The worker bounds what one client may hold (engine/core/seats.py): a client is the address Streamlit reports
+    """The worker bounds what one client may hold (engine/jobs/seats.py): a client is the address Streamlit reports
     for the session (st.context.ip_address), and every tab of the server's own machine (reported as None) is one."""
     import types
 

@@ -1,4 +1,4 @@
-"""The served app runs under the engine's thread policy however it is started (issue 31).
+"""The served app runs under the engine's thread policy however it is started.
 
 OpenMP reads OMP_WAIT_POLICY once, when torch loads it. The app's first import (ui.frame.boot) once imported torch before
 engine/__init__ could set the policy, so the served app ran with spinning idle threads while the CLI did not: on a

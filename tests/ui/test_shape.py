@@ -151,3 +151,72 @@ def test_every_page_is_a_topic_in_every_layer():
         assert (ROOT / "engine" / topic / "__init__.py").is_file(), f"no engine/{topic}/"
     flat = sorted(p.name for p in (ROOT / "ui").glob("*.py") if p.name != "__init__.py")
     assert flat == [], f"ui/ holds sub-packages only (the frame or a topic): {flat}"
+
+
+def _project_files() -> list[Path]:
+    """Every Python file of the project: the app, its pages, the engine, the UI, the scripts and the tests."""
+    folders = ("pages", "engine", "ui", "scripts", "tests")
+    return [ROOT / "app.py", *[p for d in folders for p in sorted((ROOT / d).rglob("*.py"))]]
+
+
+def _is_project_module(name: str) -> bool:
+    return name.split(".")[0] in ("engine", "ui", "tests", "pages", "scripts")
+
+
+def private_imports(text: str, production: bool = True) -> list[str]:
+    """Where a source takes another module's private (``_name``) name: ``from m import _x`` from a project module,
+    and, in production code, ``mod._x`` where ``mod`` names a project module it imported (a test may reach into
+    the module under test to patch it; it never imports a private name)."""
+    tree = ast.parse(text)
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and _is_project_module(node.module):
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+            modules |= {a.asname or a.name for a in node.names
+                        if (ROOT / Path(*node.module.split("."), a.name + ".py")).is_file()
+                        or (ROOT / Path(*node.module.split("."), a.name, "__init__.py")).is_file()}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.asname and _is_project_module(a.name)}
+    if production:
+        found += [f"{n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Name) and n.value.id in modules and n.attr.startswith("_")
+                  and not n.attr.startswith("__")]
+    return found
+
+
+def test_no_module_takes_another_modules_private_name():
+    offenders = {}
+    for p in _project_files():
+        rel = p.relative_to(ROOT).as_posix()
+        if (bad := private_imports(p.read_text("utf-8"), production=not rel.startswith("tests/"))):
+            offenders[rel] = bad
+    assert offenders == {}, f"{offenders}: make the name public where it belongs"
+    assert private_imports("from engine.core.trace import _make_record\n")  # the check can fail
+    assert private_imports("from engine.core import arch\n\ndef f(m):\n    return arch._find_blocks(m)\n")
+    assert not private_imports("from engine.core import arch\n\ndef f(m):\n    return arch._find_blocks(m)\n",
+                               production=False)
+    assert not private_imports("import torch\n\ndef f():\n    return torch._dynamo\n")  # libraries: docs/internals.md
+
+
+GROUND = ("engine.core", "engine.measure.threads", "engine.measure.timing", "engine.settings", "engine.store")
+
+
+def above_the_ground_floor(g: dict[str, set[str]]) -> dict[str, list[str]]:
+    """For each engine.core module: the engine modules it reaches (directly, or through another module, lazily
+    too) that are not the ground floor's own (``GROUND``: core, the clock and thread rule it times passes with, the
+    settings and the bounded store)."""
+    ground = lambda m: any(m == g_ or m.startswith(g_ + ".") for g_ in GROUND)  # noqa: E731
+    return {m: sorted(n for n in _reached(g, m) if n.startswith("engine") and not ground(n))
+            for m in sorted(g) if m.startswith("engine.core") and any(not ground(n) and n.startswith("engine")
+                                                                      for n in _reached(g, m))}
+
+
+def test_core_imports_no_topic():
+    """engine/core is the ground floor: no topic, no loader (engine/models), no job server (engine/jobs)."""
+    g = graph(_sources())
+    assert "engine.core.loop" in g and "engine.jobs.worker" in g and "engine.models.loading" in g
+    assert above_the_ground_floor(g) == {}
+    bad = graph({"engine.core.x": "from engine.attention.lens import X\n", "engine.attention.lens": "",
+                 "engine.core.y": "def f():\n    import engine.core.x\n"})
+    assert above_the_ground_floor(bad) == {"engine.core.x": ["engine.attention.lens"],
+                                           "engine.core.y": ["engine.attention.lens"]}

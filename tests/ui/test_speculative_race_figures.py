@@ -1,19 +1,19 @@
 """Race figures and replay: legends below the plot (never on the title), the verify-time line labelled in the
 legend (not over the bars), and a replay that follows the engine's clocks and draws both lanes every frame."""
-from tests.engine.test_speculative_race_bounds import _run
-from ui.speculative import race as race_view
+from tests.spec_runs import spec_run
+from ui.speculative import view as race_view
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 
 
 def test_race_legends_sit_below_the_plot():
-    run = _run([(4, 2, 0.004)] * 6)
+    run = spec_run([(4, 2, 0.004)] * 6)
     for fig in (progress_lines(run), rounds_bar(run), round_times_bar(run)):
         assert fig.layout.legend.y < 0 and fig.layout.legend.yanchor == "top"
         assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
 
 
 def test_verify_time_line_is_a_legend_entry_not_a_label_on_the_bars():
-    fig = round_times_bar(_run([(4, 2, 0.004)] * 6))
+    fig = round_times_bar(spec_run([(4, 2, 0.004)] * 6))
     assert not fig.layout.annotations
     assert any("median plain decode step" in (t.name or "") for t in fig.data)
 
@@ -27,7 +27,7 @@ class _Slot:
 
 
 def test_replay_draws_both_lanes_each_frame_at_the_measured_pace():
-    run = _run([(4, 2, 0.004)] * 6, step=0.04)
+    run = spec_run([(4, 2, 0.004)] * 6, step=0.04)
     plain = [(str(i), "plain") for i in range(len(run.plain_ids))]
     spec = [(str(i), "accepted") for i in range(len(run.spec_ids) + 12)]
     log, sleeps = [], []
@@ -46,7 +46,7 @@ def test_replay_draws_both_lanes_each_frame_at_the_measured_pace():
 def test_gap_rows_walk_from_the_formula_to_the_clock():
     """A drafter that drafts in 2 of 20 rounds, with a verify pass dearer than a plain step: every gap has its
     own line, the formula's last line is set beside the decode-only number, and the wall clock comes last."""
-    run = _run([(0, 0, 0.0005)] * 18 + [(2, 0, 0.0005)] * 2)
+    run = spec_run([(0, 0, 0.0005)] * 18 + [(2, 0, 0.0005)] * 2)
     rows = race_view.gap_rows(run)
     assert [r[0] for r in rows] == ["Paper's formula", "+ rounds as they happened", "+ measured verify cost",
                                     "Measured, decode only", "Measured, wall clock"]
@@ -54,9 +54,9 @@ def test_gap_rows_walk_from_the_formula_to_the_clock():
     assert rows[3][1] == f"{run.decode_speedup:.2f}x" and rows[4][1] == f"{run.speedup:.2f}x"
     table = race_view.gap_table(run)
     assert table.count("\n| ") == 6 and "decode-only" in table  # header + 5 rows, one line each
-    full = race_view.gap_rows(_run([(4, 2, 0.004)] * 6))
+    full = race_view.gap_rows(spec_run([(4, 2, 0.004)] * 6))
     assert "every round drafted k = 4" in full[1][2]
-    short = race_view.gap_rows(_run([(4, 4, 0.0), (1, 1, 0.0)]))  # the last draft cut to the tokens still wanted
+    short = race_view.gap_rows(spec_run([(4, 4, 0.0), (1, 1, 0.0)]))  # the last draft cut to the tokens still wanted
     assert "every round drafted, but 2.5 tokens per round" in short[1][2]
 
 
@@ -65,7 +65,7 @@ def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
     from engine.measure import noise
     from engine.speculative.decoding import SpecRun
 
-    run = _run([(4, 4, 0.0)] * 6, step=0.04)
+    run = spec_run([(4, 4, 0.0)] * 6, step=0.04)
     fast = SpecRun(**{**run.__dict__, "rounds": tuple(r.__class__(**{**r.__dict__, "verify_seconds": 0.005})
                                                       for r in run.rounds), "spec_prefill_seconds": 2.0,
                       "plain_step_seconds": (2.0,) + run.plain_step_seconds[1:]})
@@ -92,7 +92,7 @@ def test_a_race_where_nothing_was_drafted_is_drawn_as_noise_not_a_win():
     """Nothing drafted: both lanes ran one target pass per token, so whatever gap their clocks show is noise; the
     chart must not show a winner: its title and a note say the gap is noise, and the speculative line is not
     drawn in the winner's colour."""
-    run = _run([(0, 0, 0.0)] * 8, step=0.04)
+    run = spec_run([(0, 0, 0.0)] * 8, step=0.04)
     assert run.same_work and run.drafted == 0 and len(run.spec_ids) == len(run.plain_ids)
     fig = progress_lines(run)
     assert "noise" in fig.layout.title.text and "same work" in fig.layout.title.text
@@ -103,7 +103,7 @@ def test_a_race_where_nothing_was_drafted_is_drawn_as_noise_not_a_win():
     assert result.same_work is not None and any("noise" in f for f in result.flags)
     box, text, _ = race_view.verdict(result)
     assert "no speedup to measure" in text and "noise" in text
-    drafting = _run([(4, 2, 0.004)] * 6)
+    drafting = spec_run([(4, 2, 0.004)] * 6)
     assert not drafting.same_work and race_view.judge(drafting, _quiet()).same_work is None
     assert "noise" not in progress_lines(drafting).layout.title.text
 

@@ -1,4 +1,4 @@
-"""All torch work of the app runs on the engine worker's one thread, never on Streamlit's script threads (issue 25):
+"""All torch work of the app runs on the engine worker's one thread, never on Streamlit's script threads:
 the sampling page's stage and draw computations and every model load or precision copy are jobs on the worker.
 The thread count of a script thread is then never touched (the old one_thread / restore_threads dance is gone)."""
 import threading
@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import torch
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.core.sampling import SamplingSettings
 from engine.sampling import stages as S
 

@@ -1,4 +1,4 @@
-"""Sliding windows drawn, not hidden (issue 26): the attention map masks keys outside a layer's window and
+"""Sliding windows drawn, not hidden: the attention map masks keys outside a layer's window and
 outlines its edge; the KV heatmap leaves positions a window dropped blank and scales by the held ones."""
 import numpy as np
 

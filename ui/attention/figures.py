@@ -34,10 +34,6 @@ def labels(tokens: Sequence[str], start: int = 0) -> list[str]:
     return out
 
 
-def _square(v: float, layer: int, head: int) -> str:
-    return f"layer {layer}, head {head}: {v:.2f}"
-
-
 def head_overview(values: np.ndarray, metric: str, unit: str, selected: tuple[int, int] | None = None,
                   kv_groups: list[list[int]] | None = None, windows: tuple = ()) -> go.Figure:
     """All layers x heads as one heatmap (values: [layers, heads]). A transparent marker sits on every cell so

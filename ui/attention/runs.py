@@ -6,7 +6,8 @@ from typing import Sequence
 import streamlit as st
 
 from engine.attention.analysis import CostPoint, measure_forward
-from engine.attention.lens import MAX_LENS_POSITIONS, LensGrid, lens_from_residual, logit_lens
+from engine.attention.lens import LensGrid, lens_from_residual, logit_lens
+from engine.core.trace import MAX_LENS_POSITIONS
 from ui.frame import state, work
 from ui.frame.figures import TICK_SIZE, caption, readable
 from ui.frame.models import get_model

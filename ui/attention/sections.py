@@ -1,7 +1,7 @@
 """The attention page's blocks that hold widgets, drawn whole (the page lays them out in order): the clickable
 overview with its layer/head pickers, the window and query pickers, the on-demand cost measurement, the logit lens.
 
-Each block is a fragment, so its widgets rerun only their part of the page, not the whole script (issue 17):
+Each block is a fragment, so its widgets rerun only their part of the page, not the whole script:
 sections 1-3 are one (the layer and head on view drive all three), section 2's pickers a nested one, the cost
 measurement one, the lens another."""
 from __future__ import annotations

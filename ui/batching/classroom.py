@@ -1,7 +1,7 @@
 """The teacher's live class view: "this is your class, batched".
 
-The engine worker serves every session's answers in batches (engine/core/classbatch.py) and keeps a record of recent
-requests and batch steps, without prompt text (engine/core/worker.py ``snapshot``). This view draws that record with
+The engine worker serves every session's answers in batches (engine/jobs/classbatch.py) and keeps a record of recent
+requests and batch steps, without prompt text (engine/jobs/worker.py ``snapshot``). This view draws that record with
 the batching page's own charts: sessions connected, requests waiting and running, the batch size of every pass,
 and the last minutes of real requests as a Gantt chart, with throughput and latency percentiles.
 
@@ -12,19 +12,18 @@ share link carry no trace of it, and a wrong token shows nothing (the batching p
 """
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 
 import numpy as np
 import streamlit as st
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.core.serverlog import say
-from engine.core.classbatch import BATCHED_KINDS
+from engine.settings import TEACHER_TOKEN
+from engine.jobs.classbatch import BATCHED_KINDS
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
-ENV_TOKEN = "ILE_TEACHER_TOKEN"
 PARAM = "teacher"
 WINDOW_S = 300.0  # the last five minutes
 REFRESH_S = 2.0
@@ -36,7 +35,7 @@ _MADE: str | None = None
 def teacher_token() -> str:
     """The token the class view's URL must carry (the environment's, or one made once for this process)."""
     global _MADE
-    env = os.environ.get(ENV_TOKEN, "").strip()
+    env = TEACHER_TOKEN.get()
     if env:
         return env
     with _LOCK:

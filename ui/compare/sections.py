@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core import background
+from engine.models import background
 from engine.compare import analysis as C
 from engine.tokenization.tokens import gemma_tokenizer_ready
-from engine.core.models import EMBEDDED, GEMMA, GEMMA_INSTALL, TINY, ModelLoadError, gemma_package
-from engine.core.model_names import BUILTIN
+from engine.models.names import EMBEDDED, GEMMA, TINY
+from engine.models.convert import GEMMA_INSTALL, gemma_package
+from engine.core.loaded import ModelLoadError
+from engine.models.names import BUILTIN
 from ui.compare import runs as R
 from ui.compare import view as V
 from ui.frame import archwords as AW

@@ -1,7 +1,7 @@
 """The embeddings page's position and tied-embedding sections, drawn whole (the page lays them out in order),
 and the choice of default tokens for its pickers.
 
-The pickers rerun only their part of the page (fragments, issue 17): the neighbour picker drives the neighbours
+The pickers rerun only their part of the page (fragments): the neighbour picker drives the neighbours
 and section 4's rows, so it and sections 3-4 are one fragment; the number of neighbours and section 3's pickers
 are nested ones."""
 from __future__ import annotations

@@ -9,7 +9,7 @@ that start with its own name, so ``items(name)`` lists one page's results.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from typing import Any, Hashable
 
 import streamlit as st
 
@@ -47,20 +47,3 @@ def items(name: str) -> list[tuple[tuple, Any]]:
 def forget(key: Hashable) -> None:
     _store().pop(key, None)
 
-
-def on_button(key: Hashable, label: str, run: Callable[[], Any], *, button_key: str, help: str | None = None,
-              primary: bool = True) -> Any | None:
-    """Draw a button; pressing it runs ``run()`` now and keeps its result under ``key``. Returns the kept
-    result for ``key`` (this press's, or an earlier one's), or None when it has not been run."""
-    if st.button(label, key=button_key, help=help, type="primary" if primary else "secondary"):
-        return put(key, run())
-    return get(key)
-
-
-def switched_on(name: str, label: str, help: str | None = None) -> bool:
-    """A button that switches a part of the page on for the rest of the session (e.g. a measurement that
-    costs a minute and should not run on every visit)."""
-    key = ("switched_on", name)
-    if st.button(label, key=f"on_{name}", help=help, type="primary"):
-        put(key, True)
-    return bool(get(key))

@@ -1,27 +1,30 @@
 """The loaded model (one per model per process, shared by every session) and the fall-back on failure.
 
-Names go through the model policy (engine.core.model_names) before anything is loaded: every spelling of a model
+Names go through the model policy (engine.models.names) before anything is loaded: every spelling of a model
 maps to one canonical name, so to one cache entry; in class mode only the allow-list's models can be chosen.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import replace
 
 import streamlit as st
 
-from engine.core.model_names import ModelNotAllowed, ModelPolicy, policy_from_env
-from engine.core import background, worker
-from engine.core.models import EMBEDDED, GEMMA, LoadedModel, ModelLoadError, convert_embedded, default_device, \
-    embedded_copy, embedded_is_converted, load_model, log
-from engine.core.model_names import BUILTIN
+from engine.models.names import ModelNotAllowed, ModelPolicy, policy_from_env
+from engine.models import background
+from engine.jobs import worker
+from engine.models.names import EMBEDDED, GEMMA
+from engine.models.convert import convert_embedded, embedded_copy, embedded_is_converted
+from engine.models.loading import default_device, load_model
+from engine.core.serverlog import log
+from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.models.names import BUILTIN
 from engine.core.compiled import (DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, split_mode,
                                   to_mode)
 from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
-from engine.core.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
+from engine.models.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
 from ui.frame import state, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
@@ -30,8 +33,8 @@ _CONVERSION = threading.Lock()  # one conversion per process, however many sessi
 
 
 def policy() -> ModelPolicy:
-    """Open mode, or class mode with its allow-list (environment settings; see engine.core.model_names)."""
-    return policy_from_env(os.environ, st.get_option("server.address"))
+    """Open mode, or class mode with its allow-list (environment settings; see engine.models.names)."""
+    return policy_from_env(server_address=st.get_option("server.address"))
 
 
 def offered(name: str) -> bool:
@@ -57,11 +60,11 @@ def cache_entries(pol: ModelPolicy | None = None) -> int:
 @shared(cache_entries())
 def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     """``name`` is canonical, so one entry per (model, precision); ``precision`` None is the device's default,
-    any other is a copy of the default model cast or quantized once (engine.core.precision). ``precision`` has no
+    any other is a copy of the default model cast or quantized once (engine.models.precision). ``precision`` has no
     default value: Streamlit keys the cache on the arguments as passed, so a call that left it out missed the
-    entry of one that passed None and loaded a second copy of the model. No st.* call may happen in here: Streamlit records the elements a cached function draws and replays them on every later hit, into
-    blocks that may no longer exist (CacheReplayClosureError on every page of every session, as the first
-    start's progress once did)."""
+    entry of one that passed None and loaded a second copy of the model. No st.* call may happen in here:
+    Streamlit records the elements a cached function draws and replays them on every later hit, into blocks that
+    may no longer exist (a CacheReplayClosureError on every page of every session)."""
     if precision is not None:
         lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:
@@ -118,7 +121,7 @@ def _ensure_embedded_converted() -> None:
 
 def start_background_preparation() -> None:
     """Called on every page run (cheap after the first): when this server offers Gemma 3 270M, its one-time
-    conversion starts in a child process (engine.core.background) as soon as the first page is drawn, so it never
+    conversion starts in a child process (engine.models.background) as soon as the first page is drawn, so it never
     delays that page and is usually done before anyone picks Gemma."""
     if background.disabled() or background.current() is not None:
         return
@@ -154,7 +157,7 @@ def key_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> str:
 
 
 def get_model(name: str) -> LoadedModel:
-    """Load ``name``, a model key (engine.core.precision.model_key: a name, "<name>@<precision>", either with
+    """Load ``name``, a model key (engine.models.precision.model_key: a name, "<name>@<precision>", either with
     "@compiled" after it), cached by its canonical name, precision and mode; the first start converts the embedded
     model with progress.
 

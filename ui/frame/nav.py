@@ -45,7 +45,7 @@ SIDEBAR_RUN = frozenset({"loop", "attention", "sampling", "timeline", "kv_cache"
 
 
 def available() -> list[PageSpec]:
-    """Pages whose file exists (pages land one issue at a time)."""
+    """Pages whose file exists (a page file that is missing is left out of the navigation, not a broken link)."""
     return [p for p in PAGES if (ROOT / p.path).is_file()]
 
 

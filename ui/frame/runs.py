@@ -6,7 +6,7 @@ depends on the prompt alone). A sampling nudge therefore reruns only the generat
 token by token; at temperature 0 top-k, top-p and the seed cannot change a single token, so changing them reuses
 the kept run.
 
-Both parts are served in batches with other sessions' requests for the same model (engine/core/classbatch.py): the
+Both parts are served in batches with other sessions' requests for the same model (engine/jobs/classbatch.py): the
 generation joins the running batch (its Trace says when a step was measured in a batch), and prompts' analysis
 passes that wait together run as one. A page whose lesson is its step times asks for them measured alone
 (``current_trace(alone=True)``).
@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from engine.core.classbatch import (analysis_group, batched_analysis, batched_block_walk, batched_trace,
+from engine.jobs.classbatch import (analysis_group, batched_analysis, batched_block_walk, batched_trace,
                                    block_walk_group, group)
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
@@ -200,7 +200,7 @@ def current_trace(alone: bool = False) -> Trace:
 
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
     """The values inside one block for the prompt's last token, in one pass with every other session's walk of
-    the same block that waits (engine/core/classbatch.py)."""
+    the same block that waits (engine/jobs/classbatch.py)."""
     return _block_walk(model, ids, layer, answer_scope())
 
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from ui.frame import state
 from engine.core.compiled import LABELS as MODE_LABELS, MODES, mode_of
-from engine.core.precision import LABELS, PRECISIONS, lm_precision
+from engine.models.precision import LABELS, PRECISIONS, lm_precision
 from ui.frame.html import md_escape
 from ui.frame.models import current_model, model_box, on_mode_change, on_precision_change, start_background_preparation
 
@@ -33,7 +33,7 @@ def render() -> None:
             st.caption(":material/push_pin: Your teacher's class link sets the model and the settings for everyone "
                        "in the room. The prompt is yours: type your own question and press Ctrl+Enter.")
         model_box()  # free text for one person; the allow-list in class mode
-        start_background_preparation()  # Gemma's one-time conversion, in a child process (engine.core.background)
+        start_background_preparation()  # Gemma's one-time conversion, in a child process (engine.models.background)
         lm = current_model()
         err = st.session_state.pop("model_error", None)
         if err:

@@ -7,15 +7,17 @@ Pages read the value (``settings().prompt``, ``settings().sampling``); only this
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields, replace
 
 import streamlit as st
 
+from engine.settings import ON, RUN_LOG
+
 from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.core.models import EMBEDDED, default_device
+from engine.models.names import EMBEDDED
+from engine.models.loading import default_device
 from engine.core.sampling import SamplingSettings
-from engine.core.precision import default_precision, plain_name
+from engine.models.precision import default_precision, plain_name
 from engine.core.trace import MAX_NEW_TOKENS
 
 DEFAULT_PROMPT = "What is the capital of France?"
@@ -44,7 +46,7 @@ def parse(name: str, raw):
         return default  # "?chat=" or "?model=" (empty) means "not given", not "off" or no model
     try:
         if typ is bool:
-            val = raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
+            val = raw if isinstance(raw, bool) else str(raw).strip().lower() in ON  # the settings' "on" words
         else:
             val = typ(raw)
         if typ is float and val != val:  # NaN
@@ -106,18 +108,16 @@ def from_widget(name: str) -> None:
 PAGE_PARAMS = "_page_params"  # this run's page-specific URL values (e.g. the attention head on view)
 
 
-RUN_LOG = "ILE_RUN_LOG"  # tests set it to a file path: each full script run appends one line (fragments do not)
-
-
 def start_run() -> None:
     """Called by app.py before the page runs: page-specific URL values belong to one page only."""
     st.session_state[PAGE_PARAMS] = {}
 
 
 def log_run(page: str) -> None:
-    """Tests (ILE_RUN_LOG): one line per full script run, naming the page it ran."""
-    if os.environ.get(RUN_LOG):
-        with open(os.environ[RUN_LOG], "a", encoding="utf-8") as f:
+    """Tests (ILE_RUN_LOG): one line per full script run, naming the page it ran (fragments do not)."""
+    path = RUN_LOG.get()
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
             f.write(f"run {page}\n")
 
 
@@ -171,7 +171,7 @@ def _pin_mode() -> str:
     if PIN not in st.session_state:
         raw = str(st.query_params.get(PIN, "")).strip().lower()
         st.session_state[PIN] = PIN_PROMPT if raw == PIN_PROMPT else \
-            "settings" if raw in ("1", "true", "yes", "on") else ""
+            "settings" if raw in ON else ""
     return st.session_state[PIN]
 
 

@@ -19,8 +19,9 @@ import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from engine.core import worker
-from engine.core.models import LoadedModel
+from engine.jobs import worker
+from engine.core.cancel import Cancelled
+from engine.core.loaded import LoadedModel
 
 POLL_S = 0.05
 relay = worker.relay
@@ -76,7 +77,7 @@ THIS_MACHINE = "this machine"  # the client of every tab opened on the server's 
 def client_address() -> str:
     """The address this session's browser connects from (Streamlit's st.context.ip_address, the TCP peer of the
     session's websocket; None on the loopback, i.e. every tab of the server's own machine, which is one client).
-    The worker bounds what one client may hold of the class batch (engine/core/seats.py). Behind a reverse proxy
+    The worker bounds what one client may hold of the class batch (engine/jobs/seats.py). Behind a reverse proxy
     every student has the proxy's address, so the room shares one client's bounds."""
     try:
         return st.context.ip_address or THIS_MACHINE
@@ -117,7 +118,7 @@ def _running_words(running: dict, batch: int) -> str:
 
 
 def why_words(why: dict | None) -> str:
-    """Why a request waits (engine.core.worker.Worker.place's ``why``: an engine/core/seats.py reason), in words."""
+    """Why a request waits (engine.jobs.worker.Worker.place's ``why``: an engine/jobs/seats.py reason), in words."""
     if not why:
         return ""
     r = why.get("reason")
@@ -154,7 +155,7 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
     """Run ``fn(*args, **kwargs)`` on the engine worker (or on ``on``, e.g. ``worker.get_net_worker()`` for
     network work) and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a callback) to
     a function drawn here, on the script thread, for each event.
-    ``batch``: the group a generation request may be batched with (engine/core/classbatch.py); None runs it alone.
+    ``batch``: the group a generation request may be batched with (engine/jobs/classbatch.py); None runs it alone.
     ``on_poll``: called on the script thread at every poll while the job runs (e.g. a clock in a long warm-up).
 
     While the job waits its turn, a line says its place in the queue and what runs now (kinds only, never
@@ -215,7 +216,7 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
                 else:
                     slot.empty()
         return value
-    except worker.Cancelled:
+    except Cancelled:
         st.info("This run was replaced by a newer request, or cancelled. Run it again if you still need it.",
                 icon=":material/cancel:")
         st.stop()

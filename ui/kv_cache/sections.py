@@ -1,7 +1,7 @@
 """The KV-cache page's blocks that hold widgets, drawn whole (the page lays them out in order): the real cache
 tensors, the calculator for published models, and paged allocation.
 
-Each is a fragment, so its widgets rerun only their part of the page (issue 17): the cache tensors' pickers,
+Each is a fragment, so its widgets rerun only their part of the page: the cache tensors' pickers,
 sections 3-4 together (the calculator's model and dtypes drive section 4's bytes), the paging sliders."""
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def past_the_window(lm) -> None:
     """Section 6 (the two real models): both caches measured past Gemma 3's sliding window, against the
     per-layer formula (ui.compare.sections.kv). On SmolLM2 it appears once Gemma has been prepared, and loads it
     on demand; each model is described from its own facts once it is loaded."""
-    from engine.core.models import EMBEDDED, GEMMA
+    from engine.models.names import EMBEDDED, GEMMA
     from engine.tokenization.tokens import gemma_tokenizer_ready
     from ui.compare import sections as compare_sections
     from ui.compare.runs import KV_LENGTHS

@@ -51,7 +51,7 @@ def batch_note(trace) -> str:
 def _rounding_note(info) -> str:
     """Batched answers equal solo ones in float32 (tested); in a half precision a batched pass sums in another order
     and rounds differently, so a near tie can go the other way (seen on a GPU in bfloat16: some of 20 batched
-    answers of a random-weight model were not the solo ones). int8 never batches (engine.core.classbatch.group)."""
+    answers of a random-weight model were not the solo ones). int8 never batches (engine.jobs.classbatch.group)."""
     kind = getattr(info, "precision", "") or getattr(info, "dtype", "")
     if kind in ("", "float32"):
         return ""

@@ -6,9 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from engine.precision import experiment as P
-from engine.core.models import LoadedModel, ModelLoadError, default_device
+from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.models.loading import default_device
 from engine.core.compiled import DEFAULT_MODE, split_mode
-from engine.core.precision import LABELS, lm_precision, split_key, supported
+from engine.models.precision import LABELS, lm_precision, split_key, supported
 from ui.frame.html import md_escape
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import threads_said

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.core.prompt import encode_prompt
 from engine.measure import noise
 from engine.measure.threads import policy_threads
@@ -28,7 +28,7 @@ def file_name(model: str, kind: str, suffix: str) -> str:
 
 def _source(lm) -> str:
     """What the loader read for ``lm``: a class server's label stands for its target (hashed from there)."""
-    from engine.core.precision import split_key
+    from engine.models.precision import split_key
 
     return policy().target_of(split_key(lm.name)[0])
 
@@ -72,7 +72,7 @@ PROMPT_SLACK = 128  # room for a chat template's tokens around the app's longest
 def availability(record: dict) -> str | None:
     """None when this server can run the record: its model (and a race's draft model) offered here, and no longer
     than the app's own runs (a file can ask for far more work than any page would); else why not, in one line."""
-    from engine.core.model_names import ModelNotAllowed
+    from engine.models.names import ModelNotAllowed
     from engine.core.prompt import MAX_PROMPT_TOKENS
     from engine.core.trace import MAX_NEW_TOKENS
 
@@ -105,8 +105,8 @@ def run_here(record: dict) -> Verification:
     """Load the record's model under this server's policy (at the recorded precision when this device runs it),
     then re-run the record alone on the engine worker and compare. Raises ModelLoadError (or a drafter's error)
     for the page to show."""
-    from engine.core.models import default_device
-    from engine.core.precision import model_key, unsupported_reason
+    from engine.models.loading import default_device
+    from engine.models.precision import model_key, unsupported_reason
 
     m = record["model"]
     precision = m["precision"] if not unsupported_reason(m["precision"], default_device()) else None

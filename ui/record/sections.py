@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.models import ModelLoadError
+from engine.core.loaded import ModelLoadError
 from engine.record.format import MAX_BYTES, RecordError
 from ui.frame.html import chips, md_escape
 from ui.frame.layout import chart
@@ -81,7 +81,7 @@ def summary(record: dict) -> None:
               f"Recorded on {view.machine_line(record['machine'])}, {view.when(record)}: wall time per forward pass "
               "incl. sampling, after a device sync.")
     else:
-        from engine.record.race import spec_run
+        from engine.record.speculative import spec_run
         from ui.speculative.figures import progress_lines
 
         run = spec_run(body, record["model"]["name"])

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.sampling.positions import PositionPredictions, position_predictions
+from engine.core.predictions import PositionPredictions
+from engine.sampling.positions import position_predictions
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings
 from engine.sampling.stages import Draws, Stages, draw_counts, stages_and_draw

@@ -1,5 +1,5 @@
 """The sampling page's dice and the sections they drive (1-5), as one fragment: moving a die, the position
-slider or the number of draws reruns this part of the page, not the whole script (issue 17).
+slider or the number of draws reruns this part of the page, not the whole script.
 
 Everything the dice, the position slider and the append / go-back buttons change is inside the fragment (the
 position strip, the choice, top-p, the draws, the steps taken), so none of them needs a full rerun."""

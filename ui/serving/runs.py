@@ -5,7 +5,7 @@ Open mode: the base URL and model name go into the share link. Class mode (engin
 picks one of the servers the teacher listed, by label; only the label reaches the page and the link, never the
 address. The API key never reaches the URL (it lives in this session only, is not shown back, and is not logged).
 
-Every request runs as a job on the network worker (engine.core.worker.get_net_worker, through ui.frame.work.run): the
+Every request runs as a job on the network worker (engine.jobs.worker.get_net_worker, through ui.frame.work.run): the
 script thread only waits and draws progress. When the tab closes, the person clicks something newer or presses
 Cancel, the waiter detaches and the worker cancels the job; the client's sockets see the cancel within a
 fraction of a second and close. One sweep per server at a time across all sessions (other sessions' requests
@@ -18,7 +18,7 @@ import time
 
 import streamlit as st
 
-from engine.core import worker
+from engine.jobs import worker
 from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
@@ -34,9 +34,7 @@ _BUSY_LOCK = threading.Lock()
 
 def policy() -> ServerPolicy:
     """Open mode, or class mode with the teacher's list of servers (ILE_SERVERS; see engine.serving.servers)."""
-    import os
-
-    return server_policy_from_env(os.environ, st.get_option("server.address"))
+    return server_policy_from_env(server_address=st.get_option("server.address"))
 
 
 def connection() -> dict:

@@ -11,9 +11,9 @@ from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import SpecRun, race, sweep_k
 from ui.frame import kept, measured, work
-from ui.speculative import race as race_view
+from ui.speculative import view as race_view
 from ui.frame.models import get_model
-from ui.speculative.race import RaceResult
+from ui.speculative.view import RaceResult
 from ui.speculative.figures import clock_html, lane_html
 
 _LAST = "speculative_last"  # (params, result) of this session's last finished race, whatever its settings

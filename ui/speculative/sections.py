@@ -1,24 +1,24 @@
 """The speculative page's blocks, each drawn whole (the page lays them out in order): the race's controls, the
 race itself (legend, Start, two lanes), its scoreboard, every round on demand and the k sweep on demand.
-Display values come from ui/speculative/race.py, figures from ui/speculative/figures.py, texts from
+Display values come from ui/speculative/view.py, figures from ui/speculative/figures.py, texts from
 assets/lessons/speculative.md; a race or a sweep runs only when its button is pressed (ui/speculative/runs.py)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.speculative.race import PROMPTS
+from engine.speculative.decoding import PROMPTS
 from engine.speculative.drafters import DrafterError
 from engine.speculative.decoding import MAX_K
-from engine.core.models import ModelLoadError
+from engine.core.loaded import ModelLoadError
 from engine.core.prompt import PromptError
-from ui.speculative import race as RV
+from ui.speculative import view as RV
 from ui.frame import state
 from ui.frame.html import md_escape, visible
 from ui.frame.layout import chart, scroll_to_here
 from ui.frame.lessons import lesson
 from ui.frame.measured import busy_warning
 from ui.frame.models import draft_model_box, get_model
-from ui.speculative.race import RaceResult
+from ui.speculative.view import RaceResult
 from ui.speculative.runs import RaceParams, again_requested, finished, last, run_live, show_final, sweep
 from ui.speculative.figures import lane_html, legend_html, round_pq_bar, sweep_figure
 
@@ -106,7 +106,7 @@ def own_text(sidebar_prompt: str) -> str:
                              "rewrite races best.")
 
 
-def race(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
+def lanes(params: RaceParams) -> tuple[RaceResult | None, RaceParams]:
     """The legend, the Start button and both lanes. Races on Start (or "Measure again"), else shows this session's
     race for these settings, else its last race labelled with its own settings under a one-line message saying
     what changed, else waits; stops the page when the prompt or the drafter is refused. Returns the race shown

@@ -4,8 +4,9 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.tokenization import tokens as T
-from engine.core.model_names import BUILTIN
-from engine.core.models import EMBEDDED, GEMMA, TINY, log
+from engine.models.names import BUILTIN
+from engine.models.names import EMBEDDED, GEMMA, TINY
+from engine.core.serverlog import log
 from ui.frame.models import get_model, offered, policy
 from ui.frame.cache import memo, shared
 

@@ -7,14 +7,16 @@ import numpy as np
 
 def race_summary(run) -> dict:
     """The race's derived numbers (SpecRun's properties), kept readable in the file and checked on load."""
-    keys = ("speedup", "decode_speedup", "acceptance_rate", "tokens_per_pass", "c", "expected_speedup",
-            "expected_speedup_drafted", "expected_speedup_as_run", "verify_cost_ratio", "plain_seconds",
-            "spec_seconds", "target_passes", "drafted", "accepted", "identical")
-    out = {}
-    for k in keys:
-        v = getattr(run, k)
-        out[k] = v if isinstance(v, (bool, int)) or v is None else (float(v) if np.isfinite(v) else None)
-    return out
+    predicted = run.predicted.to_dict()
+    values = {"speedup": run.speedup, "decode_speedup": run.decode_speedup, "acceptance_rate": run.acceptance_rate,
+              "tokens_per_pass": run.tokens_per_pass, "c": run.c, "expected_speedup": predicted["expected_speedup"],
+              "expected_speedup_drafted": predicted["expected_speedup_drafted"],
+              "expected_speedup_as_run": predicted["expected_speedup_as_run"],
+              "verify_cost_ratio": run.verify_cost_ratio, "plain_seconds": run.plain_seconds,
+              "spec_seconds": run.spec_seconds, "target_passes": run.target_passes, "drafted": run.drafted,
+              "accepted": run.accepted, "identical": run.identical}
+    return {k: v if isinstance(v, (bool, int)) or v is None else (float(v) if np.isfinite(v) else None)
+            for k, v in values.items()}
 
 
 def spec_run(race: dict, model: str):

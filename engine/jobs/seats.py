@@ -19,7 +19,7 @@ the bounds apply when a request joins:
   least ``max_batch / clients`` of weight adds nothing more; a client that holds nothing may always join. While
   nobody else waits the free seats are used (a batch is not kept empty for nobody).
 
-The order in which waiting requests are considered is the worker's (engine/core/worker.py): the client holding
+The order in which waiting requests are considered is the worker's (engine/jobs/worker.py): the client holding
 the least weight first, then the client served least recently, then the session, then the submit time.
 
 Everything here is plain values: a ``Seat`` per request, the seats held, the clients waiting. ``refusal`` returns

@@ -126,10 +126,10 @@ def gap_rows(run: SpecRun) -> list[tuple[str, str, str]]:
     verify = (lesson("speculative", "gap verify", ratio=ratio) if ratio == ratio
               else lesson("speculative", "gap no verify"))
     return [
-        ("Paper's formula", _x(run.expected_speedup),
+        ("Paper's formula", _x(run.predicted.paper),
          lesson("speculative", "gap formula", a=run.acceptance_rate, c=run.c, k=k)),
-        ("+ rounds as they happened", _x(run.expected_speedup_drafted), as_run),
-        ("+ measured verify cost", _x(run.expected_speedup_as_run), verify),
+        ("+ rounds as they happened", _x(run.predicted.rounds), as_run),
+        ("+ measured verify cost", _x(run.predicted.as_run), verify),
         ("Measured, decode only", _x(run.decode_speedup),
          lesson("speculative", "gap decode", accepted=run.accepted, tested=run.tested)),
         ("Measured, wall clock", _x(run.speedup),
@@ -187,7 +187,7 @@ def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
             ("Decode-only speedup", decode,
              f"each lane's time after its first token (the shared prefill left out), this run: "
              f"{_x(run.decode_speedup)}; the number to compare with the formula"),
-            ("Paper's formula", f"{run.expected_speedup:.2f}x" if ok else na,
+            ("Paper's formula", f"{run.predicted.paper:.2f}x" if ok else na,
              "(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023); it counts "
              "decode rounds only, so compare it with the decode-only speedup"),
             ("Identical output", "yes" if run.identical else "no",

@@ -73,7 +73,7 @@ def make_tiny(seed: int = 0, layers: int = 2, heads: int = 4, kv_heads: int = 2,
 TINY_WINDOW = 8
 
 
-def _arch_configs(vocab: int, ids: dict) -> dict:
+def arch_configs(vocab: int, ids: dict) -> dict:
     import transformers as t
 
     h, n = 64, 2
@@ -159,7 +159,7 @@ def make_tiny_arch(arch: str, seed: int = 0):
 
     tok = make_tiny_tokenizer()
     ids = dict(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    cfg = _arch_configs(len(tok), ids)[arch]()
+    cfg = arch_configs(len(tok), ids)[arch]()
     from engine.core.loaded import attention_implementation
 
     torch.manual_seed(seed)

@@ -14,13 +14,14 @@ the loaded models and returns plain records as they are.
   first visitor's page is what it was for; batched with it, a lone teacher's first answer read "measured in a
   batch of 2").
 - ``Job.result(timeout)`` waits; ``Job.cancel()`` asks the job to stop. Cancellation is cooperative: every forward
-  pass in ``engine.core.loop`` calls ``check_cancelled()`` first, so a cancelled job raises ``Cancelled`` within one
-  step. A job whose every waiter left (``Job.detach``) is cancelled after ``DETACH_GRACE_S`` unless a waiter comes
-  back (a Streamlit rerun with the same inputs re-attaches to the running job instead of restarting it).
+  pass in ``engine.core.loop`` calls ``engine.core.cancel.check_cancelled()`` first, so a cancelled job raises
+  ``Cancelled`` within one step. A job whose every waiter left (``Job.detach``) is cancelled after
+  ``DETACH_GRACE_S`` unless a waiter comes back (a Streamlit rerun with the same inputs re-attaches to the running
+  job instead of restarting it).
 - Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
   ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
 
-Serving a class (issue 28): the worker is also a small server.
+Serving a class: the worker is also a small server.
 
 - Each job knows its client (the address it came from: every tab of one machine is one client) besides its
   session, and its weight (``fn.weight(*args, **kwargs)`` where the function says: a generation weighs more for a
@@ -29,10 +30,10 @@ Serving a class (issue 28): the worker is also a small server.
   was served least recently, then whose session was (a session or client that has had no job yet goes first;
   ties by submit time): one student's string of experiments cannot hold everyone's home page, and a script that
   opens new sessions does not go ahead of a student served once.
-- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/core/classbatch.py)
+- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/jobs/classbatch.py)
   is served together with the other queued jobs of that group (same model object, so the same precision):
   continuous batching, requests join and leave between decode steps, each within the share of the batch its
-  client and session may hold (engine/core/seats.py: seats kept for short questions, long rows per client, a
+  client and session may hold (engine/jobs/seats.py: seats kept for short questions, long rows per client, a
   fair share while others wait; ``place`` says why a request waits). Every other job (the timed experiments)
   still runs alone, so its timings are its own; it waits for a running batch to drain, and a batch admits no
   joiner that comes after a waiting experiment in the fair order.
@@ -43,7 +44,6 @@ Serving a class (issue 28): the worker is also a small server.
 from __future__ import annotations
 
 import collections
-import contextvars
 import hashlib
 import itertools
 import json
@@ -53,12 +53,14 @@ import threading
 import time
 from typing import Any, Callable
 
-from engine.core import seats
+from engine.core import cancel
+from engine.jobs import seats
+from engine.core.cancel import Cancelled
+import engine.settings as settings
 from engine.core.serverlog import say
 
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
-MAX_BATCH = 32  # rows in one batch of the class worker (ILE_MAX_BATCH)
 HISTORY = 4000  # finished jobs and batch steps kept for the class view
 
 
@@ -72,37 +74,18 @@ def job_kind(fn: Callable) -> str:
     return getattr(fn, "kind", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
-class Cancelled(Exception):
-    """The job was cancelled (its session left, or a newer click replaced it)."""
-
-
-_current: contextvars.ContextVar["Job | None"] = contextvars.ContextVar("ile_current_job", default=None)
-
-
-def current_job() -> "Job | None":
-    return _current.get()
-
-
-def check_cancelled() -> None:
-    """Raise ``Cancelled`` if the job running on this thread should stop (no-op outside the worker)."""
-    job = _current.get()
-    if job is not None and job.should_stop():
-        job._cancel_flag.set()
-        raise Cancelled(f"job {job.key!r} cancelled")
-
-
 def relay(tag: str) -> Callable[..., None]:
     """A callback for engine code that records ``(tag, args)`` on the job running it, for the waiter to draw.
     Outside a job it does nothing."""
     def cb(*args):
-        job = _current.get()
+        job = cancel.current()
         if job is not None:
-            job._post(tag, args)
+            job.post(tag, args)
     return cb
 
 
 def job_weight(fn: Callable, args: tuple, kwargs: dict) -> float:
-    """What a job weighs in its client's share of a batch (engine/core/seats.py): ``fn.weight(*args, **kwargs)``
+    """What a job weighs in its client's share of a batch (engine/jobs/seats.py): ``fn.weight(*args, **kwargs)``
     where the function has one, else 1."""
     rate = getattr(fn, "weight", None)
     if rate is None:
@@ -194,7 +177,9 @@ class Job:
                 time.monotonic() - self._detached_at > DETACH_GRACE_S
 
     # -- the worker side
-    def _post(self, tag: str, args: tuple) -> None:
+    def post(self, tag: str, args: tuple) -> None:
+        """A progress event for the waiters (``relay`` posts them from the engine code; the class batcher posts
+        each request's step records to its own job)."""
         self._events.append((tag, args))
 
     def _finish(self, state: str, result=None, error: BaseException | None = None) -> None:
@@ -221,9 +206,8 @@ class Worker:
         self._configure = configure
         self._native_ids: list[int] = []
         self._torch_threads: int | None = None
-        self.batching = os.environ.get("ILE_BATCHING", "on").strip().lower() not in ("0", "off", "false", "no") \
-            if batching is None else bool(batching)
-        self.max_batch = max(1, int(max_batch or os.environ.get("ILE_MAX_BATCH") or MAX_BATCH))
+        self.batching = settings.BATCHING.get() if batching is None else bool(batching)
+        self.max_batch = max(1, int(max_batch or settings.MAX_BATCH.get()))
         self.wall_offset = time.time() - time.monotonic()  # monotonic + this = wall clock (the log's times)
         self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}" if threads > 1 else name, daemon=True)
                          for i in range(max(1, int(threads)))]
@@ -286,7 +270,7 @@ class Worker:
 
     def admit(self, group: Any, room: int) -> list[Job]:
         """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order
-        and may take a seat (engine/core/seats.py), up to ``room``. None once a job outside the group is next:
+        and may take a seat (engine/jobs/seats.py), up to ``room``. None once a job outside the group is next:
         that job runs when the batch drains."""
         out: list[Job] = []
         with self._cv:
@@ -335,8 +319,7 @@ class Worker:
     def _log(self, job: Job) -> None:
         """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
         seconds), so a class's readiness can be read from the server itself (tests/browser/test_worker.py)."""
-        if not self._publish_to_file or \
-                os.environ.get("ILE_WORKER_LOG", "on").strip().lower() in ("0", "off", "false", "no"):
+        if not self._publish_to_file or not settings.WORKER_LOG.get():
             return
         off = self.wall_offset
         ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
@@ -410,7 +393,7 @@ class Worker:
     def _publish(self) -> None:
         """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
         browser test sees the server's worker go idle after a tab closes."""
-        path = os.environ.get("ILE_WORKER_STATS")
+        path = settings.WORKER_STATS.get()
         if not path or not self._publish_to_file:
             return
         try:
@@ -455,9 +438,9 @@ class Worker:
                         self.complete(j, "failed", error=exc)
                 self._publish()
                 continue
-            token = _current.set(job)
             try:
-                value = job.fn(*job.args, **job.kwargs)
+                with cancel.running(job):
+                    value = job.fn(*job.args, **job.kwargs)
             except Cancelled as exc:
                 self.complete(job, "cancelled", error=exc)
             except BaseException as exc:  # handed to the waiter, who shows it
@@ -465,7 +448,6 @@ class Worker:
             else:
                 self.complete(job, "done", result=value)
             finally:
-                _current.reset(token)
                 self._publish()
 
 
@@ -485,9 +467,8 @@ _WORKER_LOCK = threading.Lock()
 
 # The GIL's switch interval for a process that runs the engine worker beside other Python threads (Streamlit's
 # script threads drawing pages). The worker gives the GIL back at every torch op and must wait for it again; a
-# thread busy in Python keeps it up to the interval (5 ms by default) each time. Measured (2026-11-26, 2 cores,
-# SmolLM2-135M, the analysis passes of 16 class requests on a worker thread, 1.8 s alone): beside four busy Python
-# threads 97 s at 5 ms, 16 s at 1 ms, 12 s at 0.5 ms. In a 20-session class a batch of 16 analyses had taken 32 s.
+# thread busy in Python keeps it up to the interval (5 ms by default) each time, and beside busy Python threads
+# the worker's passes took several times longer at 5 ms than at 0.5 ms (docs/benchmarks.md).
 WORKER_SWITCH_INTERVAL_S = 0.0005
 
 
@@ -543,7 +524,7 @@ class JobCancel(threading.Event):
 
 def cancel_event() -> threading.Event:
     """A cancel Event for the job running on this thread (a plain Event outside the worker)."""
-    return JobCancel(_current.get())
+    return JobCancel(cancel.current())
 
 
 def run(fn: Callable, *args, **kwargs):

@@ -23,21 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from engine.core.models import EMBEDDED, GEMMA, TINY, ModelLoadError
+import engine.settings as settings
+from engine.core.loaded import ModelLoadError
+
+EMBEDDED = "embedded"  # SmolLM2-135M-Instruct, shipped with the app as a GGUF (engine.models.convert)
+GEMMA = "gemma3-270m"  # Gemma 3 270M (base model), packaged as a chunked GGUF
+TINY = "tiny-random"  # a tiny model with random weights, built from a config (engine.models.tiny)
 
 BUILTIN = (EMBEDDED, GEMMA, TINY)
-ENV_CLASS_MODE = "ILE_CLASS_MODE"
-ENV_MODELS = "ILE_MODELS"
 DEFAULT_ALLOWED = ",".join(BUILTIN)
 LOOPBACK = ("localhost", "::1", "[::1]")
-_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
 
 class ModelNotAllowed(ModelLoadError):
     """A name refused by the class server's allow-list (the message names the allowed models only)."""
 
 
-def _clean(name: str) -> str:
+def clean_name(name: str) -> str:
     """NFKC, invisible format characters (zero-width spaces, direction marks) removed, outer space stripped."""
     text = unicodedata.normalize("NFKC", name or "")
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").strip()
@@ -45,14 +47,14 @@ def _clean(name: str) -> str:
 
 def match_key(name: str) -> str:
     """What two spellings of a listed name must share to be the same name (case does not count)."""
-    return _clean(name).casefold()
+    return clean_name(name).casefold()
 
 
 def normalise(name: str) -> str:
     """The canonical name of what ``name`` asks for in open mode: a built-in name in its own spelling, an
     existing local folder as its absolute resolved path, a hub id without a trailing slash. Empty means the
     embedded model."""
-    text = _clean(name)
+    text = clean_name(name)
     if not text:
         return EMBEDDED
     for builtin in BUILTIN:
@@ -106,11 +108,11 @@ def parse_allowed(text: str) -> tuple[tuple[str, str], ...]:
     out, seen = [], set()
     for item in (text or "").split(","):
         label, eq, target = item.partition("=")
-        label = _clean(label)
+        label = clean_name(label)
         for builtin in BUILTIN:
             if label.casefold() == builtin:
                 label = builtin
-        target = _clean(target) if eq else label
+        target = clean_name(target) if eq else label
         if not label or not target or match_key(label) in seen:
             continue
         seen.add(match_key(label))
@@ -122,17 +124,13 @@ def policy_from_env(environ: Mapping[str, str] | None = None, server_address: st
                     ) -> ModelPolicy:
     """The policy the settings ask for (see the module docstring). A class server with an empty or
     unreadable allow-list offers the built-in models rather than nothing."""
-    env = os.environ if environ is None else environ
-    allowed = parse_allowed(env.get(ENV_MODELS, DEFAULT_ALLOWED)) or parse_allowed(DEFAULT_ALLOWED)
-    return ModelPolicy(class_mode_from_env(env, server_address), allowed)
+    allowed = parse_allowed(settings.MODELS.get(environ)) or parse_allowed(DEFAULT_ALLOWED)
+    return ModelPolicy(class_mode_from_env(environ, server_address), allowed)
 
 
 def class_mode_from_env(environ: Mapping[str, str] | None = None, server_address: str | None = "127.0.0.1") -> bool:
     """Is this a class server? ``ILE_CLASS_MODE`` on/off, or auto: on when it listens beyond this machine."""
-    env = os.environ if environ is None else environ
-    mode = env.get(ENV_CLASS_MODE, "auto").strip().lower()
-    if mode in _ON:
-        return True
-    if mode in _OFF:
-        return False
+    mode = settings.CLASS_MODE.get(environ)
+    if mode != "auto":
+        return mode == "on"
     return not is_loopback(server_address)  # auto (or anything unrecognised: errs on the safe side)

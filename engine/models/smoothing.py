@@ -12,15 +12,13 @@ layers fed straight by a norm are smoothed: q/k/v (after ``input_layernorm``) an
 ``post_attention_layernorm``). The smoothing itself is exact in floating point (a test checks the logits); only
 the quantization that follows changes them.
 
-Measured on SmolLM2-135M (int8 dynamic, torch.ao, per-channel weight scales; calibration text below, agreement
-on the app's fixed paragraph / on a second paragraph): top-1 agreement with float32 79.4% / 67.7% without
-smoothing, 94.1% / 85.5% with alpha = 0.5; mean KL 0.31 / 0.31 -> 0.064 / 0.084 nats; decode time unchanged
-(27 ms). alpha 0.3, 0.4, 0.6 and per-tensor weight scales were worse on the fixed paragraph (78-88% top-1).
-Smoothing ``down_proj``'s input too (folded into ``up_proj``) did not rescue it (57% top-1), so it stays float32.
+On SmolLM2-135M alpha = 0.5 agreed with float32 best of the alphas tried, at an unchanged decode time; smoothing
+``down_proj``'s input too (folded into ``up_proj``) did not rescue it, so it stays float32 (figures in
+docs/benchmarks.md).
 
-torchao ships SmoothQuant as a prototype that swaps in its own linear layers, whose int8 kernels ran at 0.10x
-float32 on this CPU (engine/core/precision.py); folding the scales into the existing weights keeps torch.ao's fast
-kernels and adds no layer.
+torchao ships SmoothQuant as a prototype that swaps in its own linear layers, whose int8 kernels are slow on a CPU
+(engine/models/precision.py); folding the scales into the existing weights keeps torch.ao's fast kernels and adds no
+layer.
 """
 from __future__ import annotations
 

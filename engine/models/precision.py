@@ -9,21 +9,18 @@ name is cached per (model, precision). The engine mode follows the same way (eng
 int8 means 8-bit integer weights with a scale, activations quantized on the fly per token ("dynamic"), the
 matrix multiplies done in int8 with int32 accumulation (Jacob et al. 2018, arXiv:1712.05877):
 - on CUDA, torchao's ``Int8DynamicActivationInt8WeightConfig`` via ``quantize_`` (its current home);
-- on CPU, ``torch.ao.quantization.quantize_dynamic`` (FBGEMM/oneDNN VNNI kernels). Measured on this 2-core
-  machine in one alternating run (SmolLM2-135M, torch 2.13, torchao 0.18): torchao's int8 dynamic config decoded at
-  0.10x float32's tokens/s and its int8 weight-only config at 0.72x (no fast CPU int8 kernel behind them), while
-  torch.ao's quantize_dynamic ran 1.48x. So torch.ao, deprecated but still shipped with torch 2.13 and fast on
-  CPU, is the documented fallback there; torchao is not needed on a CPU machine. With decode steps on one
-  thread (engine/measure/threads.py: each of int8's ~180 small matrix multiplies per step had woken the sleeping second
-  thread) torch.ao's int8 decodes at 1.95-2.09x float32 on a quiet machine (README, docs/benchmarks).
+- on CPU, ``torch.ao.quantization.quantize_dynamic`` (FBGEMM/oneDNN VNNI kernels): torchao's int8 configs have no
+  fast CPU kernel behind them and decoded slower than float32, while torch.ao's ran faster (docs/benchmarks.md).
+  So torch.ao, deprecated but still shipped with torch 2.13 and fast on CPU, is the documented fallback there;
+  torchao is not needed on a CPU machine. Decode steps run on one thread (engine/measure/threads.py): each of
+  int8's ~180 small matrix multiplies per step would otherwise wake the sleeping second thread.
 Only ``nn.Linear`` layers are quantized (the embedding table is looked up, not multiplied), except the MLP's
 ``down_proj``: its input carries the model's outlier activations (Dettmers et al. 2022, LLM.int8(),
-arXiv:2208.07339), and 8-bit dynamic quantization of them wrecks SmolLM2-135M: with every linear layer in int8,
-top-1 agreement with float32 over a fixed paragraph was 40% and the mean KL 1.39 nats; keeping ``down_proj`` in
-float32 gave 79% and 0.31 nats (per-channel weight scales did not help: the loss is in the activations). Before
-quantizing, SmoothQuant scales are folded into the RMSNorm weights (engine/core/smoothing.py: exact in float32) and
-weights get a scale per output row: 94% top-1 and 0.064 nats on the same paragraph, same speed. The KV
-cache and activations between layers stay in the compute dtype (float32 on CPU).
+arXiv:2208.07339), and 8-bit dynamic quantization of them wrecks SmolLM2-135M's agreement with float32 (per-channel
+weight scales do not help: the loss is in the activations). Before quantizing, SmoothQuant scales are folded into
+the RMSNorm weights (engine/models/smoothing.py: exact in float32) and weights get a scale per output row, which
+brings top-1 agreement back at the same speed (figures in docs/benchmarks.md). The KV cache and activations
+between layers stay in the compute dtype (float32 on CPU).
 """
 from __future__ import annotations
 
@@ -34,7 +31,7 @@ from dataclasses import replace
 
 import torch
 
-from engine.core import smoothing
+from engine.models import smoothing
 from engine.core.compiled import DEFAULT_MODE, mode_key, split_mode
 from engine.core.loaded import LoadedModel, ModelLoadError
 
@@ -173,7 +170,8 @@ def _quantize_int8(model: torch.nn.Module, device, skip: tuple[str, ...] = (), o
         warnings.simplefilter("ignore")
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        # a scale per output row of each weight: with smoothing (engine/core/smoothing.py) 94% top-1 vs 87% per tensor
+        # a scale per output row of each weight: with smoothing (engine/models/smoothing.py) it agrees with float32 more
+        # often than one scale per tensor (docs/benchmarks.md)
         spec = {n: per_channel_dynamic_qconfig for n, m in model.named_modules()
                 if isinstance(m, torch.nn.Linear) and ok(n)}
         return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)

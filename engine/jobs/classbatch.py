@@ -5,7 +5,7 @@ the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with
 same model object (so the same precision): continuous batching, as the batching page teaches it.
 
 - Requests join between decode steps, within the share of the batch their client and session may hold
-  (engine/core/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
+  (engine/jobs/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
   tokens: ``batched_trace.weight``). A request leaves when it picks end-of-sequence or reaches its token count,
   and its row is dropped from the cache.
 - Chunked prefill (as vLLM and SGLang do it): joiners are grouped with prompts of similar length (left-padded to
@@ -37,16 +37,18 @@ import torch
 
 from transformers import DynamicCache
 
-from engine.batching.experiment import _Batch, decode_logits, left_padded, prefill_slice
-from engine.core import seats
+from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice
+from engine.jobs import seats
+from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
-from engine.core.models import LoadedModel
+from engine.core.loaded import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.compiled import graph_of
-from engine.core.trace import MAX_NEW_TOKENS, Trace, _make_record, _step_stats, analyse_prompts, build_trace, run_trace
+from engine.core.trace import (MAX_NEW_TOKENS, Trace, analyse_prompts, build_trace, run_trace, step_record,
+                               step_stats)
 
 PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
 SHORT_PROMPT_TOKENS = 128  # a group whose prompts are all this short is prefilled whole when it arrives
@@ -62,7 +64,7 @@ def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Sam
                   analyse: bool = True, on_step=None) -> Trace:
     """One generation request. Alone this is ``run_trace``; the worker batches it with others (``serve_batch``).
     ``on_step``: alone, called with each step's record; in a batch, each record is posted to the request's own job
-    as a ``("step", (record,))`` event instead (what ``engine.core.worker.relay("step")`` would post), so its page draws
+    as a ``("step", (record,))`` event instead (what ``engine.jobs.worker.relay("step")`` would post), so its page draws
     its progress token by token either way."""
     return run_trace(lm, prompt, settings, max_new_tokens, seed, use_chat_template, on_step=on_step, analyse=analyse)
 
@@ -73,7 +75,7 @@ batched_trace.kind = "answer"  # what the class view and the queue messages call
 def request_weight(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
                    max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True, analyse: bool = True,
                    on_step=None) -> float:
-    """What a request weighs in its client's share of the batch (engine/core/seats.weight): its prompt tokens as
+    """What a request weighs in its client's share of the batch (engine.jobs.seats.weight): its prompt tokens as
     the model receives them and the tokens it asks for."""
     enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=MAX_PROMPT_TOKENS)
     return seats.weight(len(enc.ids), min(max(int(max_new_tokens), 1), MAX_NEW_TOKENS))
@@ -136,21 +138,22 @@ class _Row:
              stops: set[int]) -> None:
         if self.first_logits is None:
             self.first_logits = logits
-        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, _step_stats(logits, tok, self.settings), rows))
+        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, step_stats(logits, tok, self.settings), rows))
         self.tokens.append(tok)
         self.job.tokens = len(self.tokens)
         if self.stream:
-            self.job._post("step", (_make_record(self.lm, *self.raw[-1]),))
+            self.job.post("step", (step_record(self.lm, *self.raw[-1]),))
         if tok in stops:
             self.reason = "eos"
         elif len(self.tokens) >= self.max_new:
             self.reason = "max_new_tokens"
 
 
-def _row_kv(batch: _Batch, i: int) -> tuple[int, int]:
+def _row_kv(batch: Batch, i: int) -> tuple[int, int]:
     """(bytes, tokens) of row ``i``'s real cached positions, layer by layer: each layer's bytes per position times
     the row's real tokens it holds. Rows are left-padded, so a sliding-window layer that keeps its last positions
-    holds min(real tokens, its length) of them, as the row's own cache would alone (issue 26's per-layer formula)."""
+    holds min(real tokens, its length) of them, as the row's own cache would alone (engine.core.kv's per-layer
+    formula)."""
     real = int(batch.mask[i].sum())
     held = 0
     for _, k, v in cache_tensors(batch.cache):  # k, v: [batch, kv_heads, positions, head_dim]
@@ -261,9 +264,9 @@ def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> float:
     return seconds
 
 
-def _join(batch: _Batch, g: _Filling, stops) -> None:
+def _join(batch: Batch, g: _Filling, stops) -> None:
     """A group whose prompts are all read joins the running batch with its first tokens."""
-    base = len(batch.slots)
+    base = len(batch.rows)
     batch.merge([(layer.keys, layer.values) for layer in g.cache.layers], g.mask, g.rows)
     t = time.monotonic()
     for i, (r, tok) in enumerate(zip(g.rows, g.toks)):
@@ -278,7 +281,7 @@ def serve_batch(w, first) -> None:
     lm = first.args[0] if first.args else first.kwargs["lm"]
     stops = eos_ids(lm)
     dev = lm.device
-    batch = _Batch(lm)
+    batch = Batch(lm)
     filling: list[_Filling] = []  # oldest first
     joiners = [first]
     owed = 0.0  # decode seconds the rows decoding are owed before the next long prefill slice
@@ -290,7 +293,7 @@ def serve_batch(w, first) -> None:
             for r in g.drop(lambda r: r.job.should_stop()):
                 w.complete(r.job, "cancelled", error=_cancelled(r.job))
         filling = [g for g in filling if g.rows]
-        room = w.max_batch - len(batch.slots) - sum(len(g.rows) for g in filling) - len(joiners)
+        room = w.max_batch - len(batch.rows) - sum(len(g.rows) for g in filling) - len(joiners)
         if room > 0:
             joiners += w.admit(first.batch, room)
         new: list[_Row] = []
@@ -304,11 +307,11 @@ def serve_batch(w, first) -> None:
                 w.complete(job, "failed", error=exc)
         joiners = []
         filling += [_Filling(lm, g) for g in _groups(new)]
-        if not filling and not batch.slots:
+        if not filling and not batch.rows:
             return
         # short prompts whole, a long prompt's slice unless the rows decoding are owed time, then every row
         # already decoding takes its step: neither a stream of arrivals nor a paste stalls them
-        if not batch.slots:
+        if not batch.rows:
             owed = 0.0
         if filling:
             owed += DECODE_SHARE * _prefill_round(w, lm, filling, dev, long_ok=owed <= 0)
@@ -316,26 +319,24 @@ def serve_batch(w, first) -> None:
             _join(batch, g, stops)
         filling = [g for g in filling if g.left]
         _leave_done(w, lm, batch)
-        if batch.slots:
+        if batch.rows:
             owed -= _decode(w, lm, batch, stops, dev)
             _leave_done(w, lm, batch)
 
 
-def _leave_done(w, lm, batch: _Batch) -> None:
+def _leave_done(w, lm, batch: Batch) -> None:
     """Rows that have their last token leave the batch and get their Trace."""
     for chunk in _chunks(batch.leave(lambda r: r.reason is not None), ANALYSIS_CHUNK_TOKENS):
         _finish(w, lm, chunk)
 
 
 def _cancelled(job):
-    from engine.core.worker import Cancelled
-
     return Cancelled(f"job {job.key!r} cancelled (left the batch)")
 
 
-def _decode(w, lm, batch: _Batch, stops, dev) -> float:
+def _decode(w, lm, batch: Batch, stops, dev) -> float:
     """One decode step for every row of the batch; returns its seconds."""
-    rows = list(batch.slots)
+    rows = list(batch.rows)
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
     toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
@@ -359,7 +360,7 @@ def _finish(w, lm, rows: list[_Row]) -> None:
         return
     for r in rows:
         try:
-            steps = [_make_record(lm, *raw) for raw in r.raw]
+            steps = [step_record(lm, *raw) for raw in r.raw]
             trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
                                 r.reason, found.get(id(r)), timed_in_batcher=True)
         except Exception as exc:

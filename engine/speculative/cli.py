@@ -1,4 +1,5 @@
-"""`python -m engine race`: plain decoding vs speculative decoding on one prompt, measured in one run."""
+"""The command `python -m engine race`: plain decoding vs speculative decoding on one prompt, measured in one run
+(engine.speculative.decoding.race)."""
 from __future__ import annotations
 
 import sys
@@ -7,31 +8,10 @@ from dataclasses import asdict
 from engine.measure import noise
 from engine.cli_args import add_run_arguments
 from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.models import ModelLoadError
+from engine.core.loaded import ModelLoadError
 from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
-from engine.speculative.decoding import MAX_K, race
-
-# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
-EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain run "
-              "beside them too, so the race compares like with like")
-
-
-PASSAGE = (
-    "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "
-    "on the headland long before the tower was built, and the stone walls are four metres thick at the base. "
-    "In 1996 the light was automated, and the keepers left the tower for the last time. Today visitors climb "
-    "the 115 steps to the balcony, where on a clear day they can see the coast of Wales."
-)
-
-# (name, kind, prompt): "extractive" tasks copy from the passage; "open" ones do not.
-PROMPTS = [
-    ("rewrite", "extractive", f"Rewrite the following passage in plain English, keeping every fact:\n\n{PASSAGE}"),
-    ("quote", "extractive", f"Quote the following passage exactly, word for word:\n\n{PASSAGE}"),
-    ("summarise", "extractive", f"Summarise the following passage in three sentences:\n\n{PASSAGE}"),
-    ("story", "open", "Write a short story about a cat who learns to sail."),
-    ("explain", "open", "Explain why the sky is blue."),
-]
+from engine.speculative.decoding import EAGER_ONLY, MAX_K, race  # noqa: F401  (EAGER_ONLY: engine/__main__.py)
 
 
 def add_arguments(p) -> None:
@@ -68,8 +48,8 @@ def cli(lm, args, emit) -> int:
             f"{r.drafter}, k={r.k}\n"
             f"acceptance rate {r.acceptance_rate:.2f}, {r.tokens_per_pass:.2f} tokens per target pass, "
             f"c = {r.c:.3f}\nmeasured speedup x{r.speedup:.2f} wall clock, x{r.decode_speedup:.2f} decode only "
-            f"(paper's formula: x{r.expected_speedup:.2f}; round by round with the measured verify cost: "
-            f"x{r.expected_speedup_as_run:.2f}); "
+            f"(paper's formula: x{r.predicted.paper:.2f}; round by round with the measured verify cost: "
+            f"x{r.predicted.as_run:.2f}); "
             f"identical output: {r.identical}\n{cal.result.describe()}\n"
             + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
     emit(args, d, text)

