@@ -32,7 +32,7 @@ def test_names_table_is_what_llama_server_exports(llama_cpp_server):
     want = set(N.LLAMA_CPP.exports)
     assert got - {N.LLAMA_CPP.extra["per_pos_export"]} == want, (
         f"llama-server's metric names changed: new {sorted(got - want)}, gone {sorted(want - got)}; "
-        "update engine/serving/names.py (and the README table)")
+        "update engine/serving/names.py (and its table in docs/serving.md)")
     m = M.parse(text)
     assert m.engine == "llama.cpp server"
     for q, name in N.LLAMA_CPP.names.items():
