@@ -25,6 +25,7 @@ from engine.models.precision import PRECISIONS
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.measure.threads import apply_policy
+import engine.settings as settings
 
 
 # python -m engine bench NAME -> the module that runs it (imported only when the command line is built)
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "python -m engine prepare [--model embedded|gemma3-270m|all]")
     sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
                                   "--html OUT.html (no model loaded)")
+    sub.add_parser("settings", help="rewrite docs/settings.md's table of environment variables from engine/settings.py")
     sub.add_parser("verify", help="run a saved run again here and compare: python -m engine verify RUN.json [--json]")
     sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, llama.cpp, ...) over its OpenAI API; "
                                             "loads no local model")
@@ -155,6 +157,9 @@ def main(argv=None) -> int:
         return _serve_bench(argv[1:])
     if argv[:1] == ["prepare"]:
         return _prepare(argv[1:])
+    if argv[:1] == ["settings"]:  # no model: rewrite docs/settings.md's table from engine/settings.py
+        print(f"wrote the settings table into {settings.write_docs()}")
+        return 0
     if argv[:1] in (["replay"], ["verify"]):  # parsed on their own: replay loads no model, verify the record's
         return (record_cli.replay_main if argv[0] == "replay" else record_cli.verify_main)(argv[1:])
     args = build_parser().parse_args(argv)

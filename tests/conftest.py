@@ -104,6 +104,12 @@ def llama_cpp_spec_server():
 # no UI: `pytest -m unit` runs alone in under a minute); model = anything that needs the real embedded model;
 # app = AppTest of the pages; browser = a real Streamlit server and Chromium.
 _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browser"}
+# Modules whose assertions read a clock against a fixed bound (a deadline, a busy-loop ratio, a child's exit time):
+# scripts/test.sh runs them after the parallel phase, alone with the browser tier, on a machine nobody else loads.
+SERIAL_MODULES = {"tests/engine/test_threads.py", "tests/engine/test_serving_hostile.py",
+                  "tests/engine/test_background.py", "tests/engine/test_hostile_models.py",
+                  "tests/engine/test_llama_server.py", "tests/ui/test_served_thread_policy.py",
+                  "tests/app/test_unattended_start.py"}
 
 
 def _uses_embedded_model(item) -> bool:
@@ -125,6 +131,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
         if tier and not (tier == "unit" and model):  # a test on the real model is never in the fast tier
             item.add_marker(getattr(pytest.mark, tier))
+        if Path(str(item.fspath)).relative_to(ROOT).as_posix() in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture

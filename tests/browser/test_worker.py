@@ -134,6 +134,19 @@ def _browser_cpu_s(server_pid: int) -> float:
     return sum(c for p, c in cpu.items() if p != me and under(p, me) and not under(p, server_pid))
 
 
+def _plateau(pid: int, apart_s: float = 5.0, longest_s: float = 20.0) -> tuple[int, int]:
+    """Two readings of the server's RSS ``apart_s`` apart, read every second until they agree within 3% or
+    ``longest_s`` has passed: the memory once every session has closed, without a fixed wait."""
+    readings, t0 = [(time.time(), _rss_kib(pid))], time.time()
+    while True:
+        time.sleep(1.0)
+        now = time.time()
+        readings.append((now, _rss_kib(pid)))
+        earlier = [r for t, r in readings if t <= now - apart_s]
+        if earlier and (readings[-1][1] <= earlier[-1] * 1.03 or now - t0 >= longest_s):
+            return earlier[-1], readings[-1][1]
+
+
 def _teacher_token(app_server) -> str | None:
     m = re.search(r"/batching\?teacher=([\w-]+)", open(app_server.log.name).read())
     return m.group(1) if m else None
@@ -239,10 +252,7 @@ def _class(app_server, browser, embedded_lm, n: int, ask_after_open: bool = Fals
     for ctx in ctxs:
         ctx.close()
     _wait_worker(app_server, lambda s: not s.get("busy") and s.get("queued", 0) == 0, 60)
-    time.sleep(5)
-    rss_a = _rss_kib(pid)
-    time.sleep(10)
-    rss_b = _rss_kib(pid)
+    rss_a, rss_b = _plateau(pid)
     batches = re.findall(r"worker: answer done .* up to (\d+) requests per pass", log)
     how = f"asked together (Ctrl+Enter pressed in {n} tabs within {typed:.1f} s)" if ask_after_open else "each tab opened with its prompt"
     print(f"{n} sessions, {how}: last answer on screen in a browser after {seen:.1f} s, last page complete after "

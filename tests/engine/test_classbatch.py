@@ -454,6 +454,7 @@ def test_a_short_question_beside_a_paste_is_answered_before_the_paste_is_read(ti
     assert t_q.generated_ids == _solo(tiny_lm, "why", 3).generated_ids
 
 
+@pytest.mark.serial  # its bound is a multiple of a slice measured beside it: alone, not beside other workers
 def test_a_request_cancelled_mid_prefill_leaves_within_one_slice(tiny_lm, one_thread, passes, small_slices):
     """A student changes their prompt while their paste is being read: the old request stops after the slice
     running now (64 positions, ~64 ms here), not after the whole prefill (450 positions, ~450 ms here)."""

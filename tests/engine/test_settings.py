@@ -108,6 +108,6 @@ def test_values_are_read_when_asked_not_at_import(monkeypatch):
 
 def test_docs_table_is_current():
     text = S.DOCS.read_text()
-    assert S.docs_with_table(text) == text, "docs/settings.md is out of date: run python -m engine.settings"
+    assert S.docs_with_table(text) == text, "docs/settings.md is out of date: run python -m engine settings"
     for s in S.SETTINGS:
         assert f"`{s.name}`" in text
