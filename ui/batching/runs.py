@@ -5,7 +5,7 @@ import streamlit as st
 
 from engine.measure import noise
 from engine.batching import experiment as B
-from ui.frame import measured, work
+from ui.frame import kept, measured, work
 from ui.frame.measured import Measured
 from ui.frame.models import get_model
 from ui.frame.cache import memo
@@ -73,11 +73,14 @@ def load_flags(points) -> tuple[str, ...]:
 
 
 def has_run(key: tuple) -> bool:
-    return key in st.session_state.setdefault("batching_ran", set())
+    """Was the page's button pressed for these settings? Kept with the session's results (ui.frame.kept), under
+    their bound: a mark dropped as the oldest shows the button again (its measurements, where still kept, come back
+    at once)."""
+    return kept.get(("batching ran", key)) is not None
 
 
 def mark_run(key: tuple) -> None:
-    st.session_state.setdefault("batching_ran", set()).add(key)
+    kept.put(("batching ran", key), True)
 
 
 def sweep_lesson_note(points) -> str | None:

@@ -8,35 +8,30 @@ that start with its own name, so ``items(name)`` lists one page's results.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Hashable
 
 import streamlit as st
+
+from engine.store import BoundedStore
 
 MAX_KEPT = 32  # results per session, all pages together
 _STORE = "kept_results"
 
 
-def _store() -> OrderedDict:
-    return st.session_state.setdefault(_STORE, OrderedDict())
+def _store() -> BoundedStore:
+    store = st.session_state.get(_STORE)
+    if not isinstance(store, BoundedStore):
+        store = st.session_state[_STORE] = BoundedStore("kept results", MAX_KEPT)
+    return store
 
 
 def get(key: Hashable) -> Any | None:
     """The kept result for ``key`` (None when it was never run, or was dropped as the oldest)."""
-    store = _store()
-    if key in store:
-        store.move_to_end(key)
-        return store[key]
-    return None
+    return _store().get(key)
 
 
 def put(key: Hashable, value: Any) -> Any:
-    store = _store()
-    store[key] = value
-    store.move_to_end(key)
-    while len(store) > MAX_KEPT:
-        store.popitem(last=False)
-    return value
+    return _store().put(key, value)
 
 
 def items(name: str) -> list[tuple[tuple, Any]]:
@@ -45,5 +40,5 @@ def items(name: str) -> list[tuple[tuple, Any]]:
 
 
 def forget(key: Hashable) -> None:
-    _store().pop(key, None)
+    _store().pop(key)
 

@@ -12,19 +12,18 @@ Not st.cache_data: the measured functions draw progress bars, which st.cache_dat
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import streamlit as st
 
 from engine.measure import noise
+from engine.store import BoundedStore
 from ui.frame import kept, work
 
-_SHARED: OrderedDict = OrderedDict()
-_LOCK = threading.Lock()
 MAX_SHARED = 48
+_SHARED: BoundedStore[tuple, "Measured"] = BoundedStore("quiet measurements", MAX_SHARED)
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class Measured:
     run_id: int  # a new number for every measurement made (tests and pages tell a re-measurement apart)
 
 
-_COUNTER = [0]
+_RUN_IDS = itertools.count(1)  # one C call under the GIL: two sessions measuring at once get two numbers
 
 
 def lookup(key: tuple) -> Measured | None:
@@ -42,11 +41,7 @@ def lookup(key: tuple) -> Measured | None:
     mine = kept.get(("measured", key))
     if mine is not None:
         return mine
-    with _LOCK:
-        if key in _SHARED:
-            _SHARED.move_to_end(key)
-            return _SHARED[key]
-    return None
+    return _SHARED.get(key)
 
 
 def measure(key: tuple, fn: Callable[[], Any], again: bool = False) -> Measured:
@@ -57,14 +52,9 @@ def measure(key: tuple, fn: Callable[[], Any], again: bool = False) -> Measured:
             return known
     with calibrated() as cal:
         value = fn()
-    with _LOCK:
-        _COUNTER[0] += 1
-        m = Measured(value, cal.result, _COUNTER[0])
-        if not m.calibration.disturbed:
-            _SHARED[key] = m
-            _SHARED.move_to_end(key)
-            while len(_SHARED) > MAX_SHARED:
-                _SHARED.popitem(last=False)
+    m = Measured(value, cal.result, next(_RUN_IDS))
+    if not m.calibration.disturbed:
+        _SHARED.put(key, m)
     return kept.put(("measured", key), m)
 
 

@@ -17,8 +17,6 @@ once, with no progress box); sessions on the teacher's pinned class link share t
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
 from dataclasses import replace
 
 import streamlit as st
@@ -28,14 +26,14 @@ from engine.jobs.classbatch import (analysis_group, batched_analysis, batched_bl
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import PromptAnalysis, Trace, run_trace
+from engine.store import BoundedStore
 from ui.frame import state, work
 from ui.frame.models import current_model, get_model, policy
 from ui.frame.cache import memo
 from ui.frame.html import md_escape, visible
 
 MAX_RUNS = 64  # generations kept, all sessions together (as a bounded cache would): a class keeps one per student
-_RUNS: OrderedDict = OrderedDict()
-_LOCK = threading.Lock()
+_RUNS: BoundedStore[tuple, Trace] = BoundedStore("generations", MAX_RUNS)
 SHARED = ""  # the scope of runs everyone may reuse
 CLASS_LINK = "class link"  # the scope of the sessions on a pinned class link
 
@@ -61,18 +59,11 @@ def run_key(model: str, prompt: str, chat: bool, max_new_tokens: int, temperatur
 
 
 def kept(key: tuple) -> Trace | None:
-    with _LOCK:
-        if key in _RUNS:
-            _RUNS.move_to_end(key)
-            return _RUNS[key]
-    return None
+    return _RUNS.get(key)
 
 
 def keep(key: tuple, trace: Trace) -> None:
-    with _LOCK:
-        _RUNS[key] = trace
-        while len(_RUNS) > MAX_RUNS:
-            _RUNS.popitem(last=False)
+    _RUNS.put(key, trace)
 
 
 def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,

@@ -23,13 +23,15 @@ from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving.probe import probe
 from engine.serving.servers import ServerPolicy, server_policy_from_env
+from engine.store import BoundedStore
 from ui.frame import kept, state, work
 from ui.frame.html import md_escape
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 _CONN = "serving_conn"
-_BUSY: dict[str, threading.Lock] = {}
-_BUSY_LOCK = threading.Lock()
+# server address -> its lock. Bounded: in open mode every typed address adds one. A lock dropped while held only
+# lets a measurement of that server start beside the running one after 64 other servers were measured since.
+_BUSY: BoundedStore[str, threading.Lock] = BoundedStore("serving locks", 64)
 
 
 def policy() -> ServerPolicy:
@@ -106,8 +108,7 @@ def _acquire(lock: threading.Lock, cancel: threading.Event, wait_s: float) -> bo
 
 
 def _busy_lock(url: str) -> threading.Lock:
-    with _BUSY_LOCK:
-        return _BUSY.setdefault(url, threading.Lock())
+    return _BUSY.get_or_put(url, threading.Lock)
 
 
 def _job(cfg: C.ServerConfig, fn, exclusive: bool):

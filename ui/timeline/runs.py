@@ -10,6 +10,7 @@ import streamlit as st
 
 from engine.timeline import experiment as T
 from engine.core.sampling import SamplingSettings
+from engine.store import BoundedStore
 from ui.frame import measured, work
 from ui.frame.measured import Measured
 from ui.frame.models import get_model
@@ -102,7 +103,8 @@ def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings) -> Measu
 
 
 _PROBE_LOCK = threading.Lock()
-_PROBES: dict[str, tuple[float, T.HardwareProbe]] = {}  # device -> (when measured, result), for every session
+# device -> (when measured, result), for every session; a machine has a few devices, a bound keeps it so
+_PROBES: BoundedStore[str, tuple[float, T.HardwareProbe]] = BoundedStore("hardware probes", 4)
 
 
 def shared_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
@@ -114,7 +116,7 @@ def shared_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
         done = _PROBES.get(device)
         if done is None or (remeasure and done[0] < asked):
             done = (time.monotonic(), work.run(T.hardware_probe, device))  # on the engine worker
-            _PROBES[device] = done
+            _PROBES.put(device, done)
         return done[1]
 
 
