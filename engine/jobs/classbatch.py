@@ -397,7 +397,7 @@ def analysis_alone(r: PromptRequest) -> PromptAnalysis:
     return analyse_prompt(r.lm, list(r.ids))
 
 
-def prompt_passes(phase: str, many: Callable[[Any, list[list[int]]], list]) -> Callable[[BatchHost, Any], None]:
+def prompt_passes(phase: str, many: Callable[[HasPrompt, list[list[int]]], list]) -> Callable[[BatchHost, Any], None]:
     """A ``together`` runner for a kind whose requests are one prompt each (``HasPrompt``): the job handed over
     and every job of its group already waiting run as passes over several prompts, in chunks of at most
     ANALYSIS_CHUNK_TOKENS padded positions. ``many(first_request, prompts)`` returns one result per prompt; what
