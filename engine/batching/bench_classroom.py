@@ -40,7 +40,7 @@ def _prompts(n: int) -> list[str]:
 
 def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: bool, analyse: bool = True) -> dict:
     """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
-    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
     from engine.measure.timing import configure_worker_threads
     from engine.jobs.worker import Worker
@@ -48,8 +48,8 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
     w = Worker(configure=configure_worker_threads, batching=batching, publish=False)  # no log line per job
     w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
     t0 = time.monotonic()
-    jobs = [w.submit(batched_trace, lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse,
-                     session=f"student-{i}", batch=group(lm)) for i, p in enumerate(prompts)]
+    jobs = [w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
+                  session=f"student-{i}") for i, p in enumerate(prompts)]
     traces = [j.result(3600) for j in jobs]
     ready = np.array([j.finished_at - t0 for j in jobs])
     first = np.array([(j.first_token_at or j.finished_at) - t0 for j in jobs])

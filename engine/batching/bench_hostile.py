@@ -53,11 +53,11 @@ def _worker(max_batch: int):
 
 
 def _ask(w, lm, prompt: str, n: int, session: str, client: str):
-    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
-    return w.submit(batched_trace, lm, prompt, SamplingSettings(0.0), n, 0, True, analyse=False, session=session,
-                    client=client, key=("bench", session), batch=group(lm))
+    return w.ask(ANSWER, AnswerRequest(lm, prompt, SamplingSettings(0.0), n, 0, True, analyse=False),
+                 session=session, client=client, key=("bench", session))
 
 
 def _answer(job, timeout: float) -> tuple[float, list[int] | None]:

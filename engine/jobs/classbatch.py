@@ -1,12 +1,15 @@
 """The class is the batch: the engine worker serves concurrent generation requests of many sessions together.
 
-``batched_trace`` has ``run_trace``'s arguments and, called directly or run alone, *is* ``run_trace``. Submitted to
-the worker with ``batch=group(lm)``, the worker hands it to ``serve_batch`` with every other queued request for the
-same model object (so the same precision): continuous batching, as the batching page teaches it.
+``ANSWER`` is the worker's kind of a generation request (engine/jobs/kinds.py): an ``AnswerRequest`` holds
+``run_trace``'s arguments, and run alone it *is* ``run_trace``. Asked of the worker (``Worker.ask(ANSWER,
+request)``), it is handed to ``serve_batch`` with every other queued request of its ``group`` (the same model
+object, so the same precision): continuous batching, as the batching page teaches it. ``ANALYSIS`` serves the
+prompts' untimed analysis passes the same way (``PromptRequest``), in right-padded passes (``prompt_passes``, which
+the block walk's kind in engine/loop/inspect.py uses too).
 
 - Requests join between decode steps, within the share of the batch their client and session may hold
   (engine/jobs/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
-  tokens: ``batched_trace.weight``). A request leaves when it picks end-of-sequence or reaches its token count,
+  tokens: ``answer_weight``). A request leaves when it picks end-of-sequence or reaches its token count,
   and its row is dropped from the cache.
 - Chunked prefill (as vLLM and SGLang do it): joiners are grouped with prompts of similar length (left-padded to
   the group's longest, so a short question is never padded to a paste). A group of short prompts (at most
@@ -30,8 +33,9 @@ same model object (so the same precision): continuous batching, as the batching 
 """
 from __future__ import annotations
 
-import inspect
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -39,6 +43,8 @@ from transformers import DynamicCache
 
 from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice
 from engine.jobs import seats
+from engine.jobs.kinds import BatchHost, JobKind
+from engine.jobs.worker import relay
 from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
@@ -47,8 +53,8 @@ from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.compiled import graph_of
-from engine.core.trace import (MAX_NEW_TOKENS, Trace, analyse_prompts, build_trace, run_trace, step_record,
-                               step_stats)
+from engine.core.trace import (MAX_NEW_TOKENS, PromptAnalysis, Trace, analyse_prompt, analyse_prompts,
+                               build_trace, run_trace, step_record, step_stats)
 
 PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
 SHORT_PROMPT_TOKENS = 128  # a group whose prompts are all this short is prefilled whole when it arrives
@@ -59,29 +65,33 @@ SIMILAR_SLACK = 16
 ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps logits at every position)
 
 
-def batched_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
-                  max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True,
-                  analyse: bool = True, on_step=None) -> Trace:
-    """One generation request. Alone this is ``run_trace``; the worker batches it with others (``serve_batch``).
-    ``on_step``: alone, called with each step's record; in a batch, each record is posted to the request's own job
-    as a ``("step", (record,))`` event instead (what ``engine.jobs.worker.relay("step")`` would post), so its page draws
-    its progress token by token either way."""
-    return run_trace(lm, prompt, settings, max_new_tokens, seed, use_chat_template, on_step=on_step, analyse=analyse)
+@dataclass(frozen=True)
+class AnswerRequest:
+    """One generation request: ``run_trace``'s arguments. ``stream``: each step's record is posted to the request's
+    job as a ``("step", (record,))`` event (what ``engine.jobs.worker.relay("step")`` posts), alone or in a batch,
+    so its page draws its progress token by token either way."""
+
+    lm: LoadedModel = field(repr=False)
+    prompt: str
+    settings: SamplingSettings = SamplingSettings()
+    max_new_tokens: int = 16
+    seed: int = 0
+    chat: bool = True  # the model's chat template around the prompt
+    analyse: bool = True  # the untimed analysis pass over the prompt, after the last token
+    stream: bool = False
 
 
-batched_trace.kind = "answer"  # what the class view and the queue messages call it
+def answer_alone(r: AnswerRequest) -> Trace:
+    """The request run by itself: ``run_trace``."""
+    return run_trace(r.lm, r.prompt, r.settings, r.max_new_tokens, r.seed, r.chat,
+                     on_step=relay("step") if r.stream else None, analyse=r.analyse)
 
 
-def request_weight(lm: LoadedModel, prompt: str, settings: SamplingSettings = SamplingSettings(),
-                   max_new_tokens: int = 16, seed: int = 0, use_chat_template: bool = True, analyse: bool = True,
-                   on_step=None) -> float:
+def answer_weight(r: AnswerRequest) -> float:
     """What a request weighs in its client's share of the batch (engine.jobs.seats.weight): its prompt tokens as
     the model receives them and the tokens it asks for."""
-    enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=MAX_PROMPT_TOKENS)
-    return seats.weight(len(enc.ids), min(max(int(max_new_tokens), 1), MAX_NEW_TOKENS))
-
-
-batched_trace.weight = request_weight
+    enc = encode_prompt(r.lm.tokenizer, r.prompt, r.chat, max_tokens=MAX_PROMPT_TOKENS)
+    return seats.weight(len(enc.ids), min(max(int(r.max_new_tokens), 1), MAX_NEW_TOKENS))
 
 
 def group(lm: LoadedModel) -> tuple | None:
@@ -105,25 +115,20 @@ def group(lm: LoadedModel) -> tuple | None:
     return ("trace", lm.name, id(lm))
 
 
-_SIG = inspect.signature(batched_trace)
-
-
 class _Row:
     """One request in the batch: its settings, generator, tokens and raw step records."""
 
     def __init__(self, job, lm: LoadedModel):
-        a = _SIG.bind(*job.args, **job.kwargs)
-        a.apply_defaults()
-        v = a.arguments
-        if v["lm"] is not lm:
+        r: AnswerRequest = job.request
+        if r.lm is not lm:
             raise ValueError("a batch serves one model")
-        self.job, self.prompt, self.analyse = job, v["prompt"], bool(v["analyse"])
-        self.stream = v["on_step"] is not None
-        self.max_new = int(min(max(int(v["max_new_tokens"]), 1), MAX_NEW_TOKENS))
-        self.settings = v["settings"].clamp()
-        self.seed = int(v["seed"])
+        self.job, self.prompt, self.analyse = job, r.prompt, bool(r.analyse)
+        self.stream = bool(r.stream)
+        self.max_new = int(min(max(int(r.max_new_tokens), 1), MAX_NEW_TOKENS))
+        self.settings = r.settings.clamp()
+        self.seed = int(r.seed)
         self.lm = lm
-        self.enc = encode_prompt(lm.tokenizer, self.prompt, v["use_chat_template"], max_tokens=MAX_PROMPT_TOKENS)
+        self.enc = encode_prompt(lm.tokenizer, self.prompt, r.chat, max_tokens=MAX_PROMPT_TOKENS)
         self.ids = tuple(self.enc.ids)
         self.gen = make_generator(self.seed)
         self.tokens: list[int] = []
@@ -275,10 +280,10 @@ def _join(batch: Batch, g: _Filling, stops) -> None:
         r.keep(g.logits[i], tok, g.seconds, len(r.ids), _row_kv(batch, base + i), len(g.rows), stops)
 
 
-def serve_batch(w, first) -> None:
+def serve_batch(w: BatchHost, first) -> None:
     """Run ``first`` and every request of its group the worker admits, until the batch is empty (see the module
-    docstring). ``w`` is the engine worker: ``admit``, ``complete``, ``note_step``, ``max_batch``."""
-    lm = first.args[0] if first.args else first.kwargs["lm"]
+    docstring): ``ANSWER``'s ``together``."""
+    lm = first.request.lm
     stops = eos_ids(lm)
     dev = lm.device
     batch = Batch(lm)
@@ -369,57 +374,61 @@ def _finish(w, lm, rows: list[_Row]) -> None:
         w.complete(r.job, "done", result=trace)
 
 
-batched_trace.batched = serve_batch
+ANSWER = JobKind("answer", alone=answer_alone, together=serve_batch, group=lambda r: group(r.lm),
+                 weight=answer_weight)
 
 
-def batched_analysis(lm: LoadedModel, ids: list[int]):
-    """The untimed analysis pass over one prompt. Alone this is ``analyse_prompt``; submitted with
-    ``batch=analysis_group(lm)``, the worker runs every queued one of that model together (``serve_analyses``)."""
-    from engine.core.trace import analyse_prompt
+class HasPrompt(Protocol):
+    """A request ``prompt_passes`` can serve: a model and a prompt's token ids."""
 
-    return analyse_prompt(lm, list(ids))
-
-
-batched_analysis.kind = "analysis"
+    lm: LoadedModel
+    ids: tuple[int, ...]
 
 
-def analysis_group(lm: LoadedModel) -> tuple:
-    return ("analysis", lm.name, id(lm))
+@dataclass(frozen=True)
+class PromptRequest:
+    """One prompt's untimed analysis pass."""
+
+    lm: LoadedModel = field(repr=False)
+    ids: tuple[int, ...]
 
 
-def serve_analyses(w, first) -> None:
-    """Analysis passes waiting together run as right-padded passes (engine.core.trace.analyse_prompts), in chunks."""
-    _serve_prompt_passes(w, first, "analysis", analyse_prompts)
+def analysis_alone(r: PromptRequest) -> PromptAnalysis:
+    return analyse_prompt(r.lm, list(r.ids))
 
 
-def _serve_prompt_passes(w, first, kind: str, many) -> None:
-    """Run ``first`` and every job of its group already waiting as passes over several prompts, in chunks of at
-    most ANALYSIS_CHUNK_TOKENS padded positions: ``many(lm, prompts)`` returns one result per prompt; the jobs'
-    other arguments are the group's own (the same for every job in it). Jobs that arrive meanwhile run next."""
-    pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
-    lm = first.args[0] if first.args else first.kwargs["lm"]
-    while pending:
-        live = []
-        for job in pending:
-            if job.should_stop():
-                w.complete(job, "cancelled", error=_cancelled(job))
-            else:
-                live.append(job)
-        items = [_Ids(job, tuple(int(i) for i in (job.args[1] if len(job.args) > 1 else job.kwargs["ids"])))
-                 for job in live]
-        for chunk in _chunks(items, ANALYSIS_CHUNK_TOKENS):
-            start = time.monotonic()
-            try:
-                found = many(lm, [list(c.ids) for c in chunk])
-            except Exception as exc:
-                for c in chunk:
-                    w.complete(c.job, "failed", error=exc)
-                continue
-            w.note_step(kind, start, time.monotonic(), len(chunk))
-            for c, a in zip(chunk, found):
-                c.job.rows = max(c.job.rows, len(chunk))
-                w.complete(c.job, "done", result=a)
-        pending = w.admit(first.batch, w.max_batch)
+def prompt_passes(phase: str, many: Callable[[HasPrompt, list[list[int]]], list]) -> Callable[[BatchHost, Any], None]:
+    """A ``together`` runner for a kind whose requests are one prompt each (``HasPrompt``): the job handed over
+    and every job of its group already waiting run as passes over several prompts, in chunks of at most
+    ANALYSIS_CHUNK_TOKENS padded positions. ``many(first_request, prompts)`` returns one result per prompt; what
+    else it reads of the first request (a block walk's layer) is the same for the whole group (its kind's
+    ``group`` says so). Jobs that arrive meanwhile run next. ``phase`` names its passes in the class view."""
+
+    def serve(w: BatchHost, first) -> None:
+        pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
+        while pending:
+            live = []
+            for job in pending:
+                if job.should_stop():
+                    w.complete(job, "cancelled", error=_cancelled(job))
+                else:
+                    live.append(job)
+            items = [_Ids(job, tuple(int(i) for i in job.request.ids)) for job in live]
+            for chunk in _chunks(items, ANALYSIS_CHUNK_TOKENS):
+                start = time.monotonic()
+                try:
+                    found = many(first.request, [list(c.ids) for c in chunk])
+                except Exception as exc:
+                    for c in chunk:
+                        w.complete(c.job, "failed", error=exc)
+                    continue
+                w.note_step(phase, start, time.monotonic(), len(chunk))
+                for c, a in zip(chunk, found):
+                    c.job.rows = max(c.job.rows, len(chunk))
+                    w.complete(c.job, "done", result=a)
+            pending = w.admit(first.batch, w.max_batch)
+
+    return serve
 
 
 class _Ids:
@@ -429,35 +438,6 @@ class _Ids:
         self.job, self.ids = job, ids
 
 
-batched_analysis.batched = serve_analyses
-
-
-def batched_block_walk(lm: LoadedModel, ids: list[int], layer: int = 0):
-    """The values inside block ``layer`` for one prompt's last token. Alone this is ``block_walk``; submitted with
-    ``batch=block_walk_group(lm, layer)``, every queued walk of that model and block runs in one pass
-    (engine.loop.inspect.block_walks: a class opening the home page together asks for block 0 twenty times)."""
-    from engine.loop.inspect import block_walk
-
-    return block_walk(lm, list(ids), layer)
-
-
-batched_block_walk.kind = "block_walk"
-
-
-def block_walk_group(lm: LoadedModel, layer: int) -> tuple:
-    return ("block_walk", lm.name, id(lm), int(layer))
-
-
-def serve_block_walks(w, first) -> None:
-    from engine.loop.inspect import block_walks
-
-    a = inspect.signature(batched_block_walk).bind(*first.args, **first.kwargs)
-    a.apply_defaults()
-    layer = int(a.arguments["layer"])  # the same for the whole group (block_walk_group)
-    _serve_prompt_passes(w, first, "block walk", lambda lm, prompts: block_walks(lm, prompts, layer))
-
-
-batched_block_walk.batched = serve_block_walks
-
-# the kinds of job the worker serves in batches (the class view lists every other kind as run alone)
-BATCHED_KINDS = (batched_trace.kind, batched_analysis.kind, batched_block_walk.kind)
+ANALYSIS = JobKind("analysis", alone=analysis_alone,
+                   together=prompt_passes("analysis", lambda r, prompts: analyse_prompts(r.lm, prompts)),
+                   group=lambda r: ("analysis", r.lm.name, id(r.lm)))

@@ -6,9 +6,11 @@ have done torch work a decode step took ~62 ms instead of ~30 ms. A process woul
 but it would hold its own copy of every model and pickle every request and record across a pipe; a thread shares
 the loaded models and returns plain records as they are.
 
-- ``submit(fn, *args, key=..., session=...)`` queues a job and returns a ``Job`` at once. A second submit with the
-  same (session, key) while the first is queued or running returns the first job (a double click does not queue
-  a copy). A session holds at most ``MAX_QUEUED_PER_SESSION`` queued jobs: a newer one cancels the oldest.
+- ``submit(fn, *args, key=..., session=...)`` queues a plain job (``fn(*args, **kwargs)``, run alone) and returns
+  a ``Job`` at once; ``ask(kind, request, key=..., session=...)`` queues a typed request of a ``JobKind``
+  (engine/jobs/kinds.py: its name, how it runs alone, how a group of it is served together). A second submit with
+  the same (session, key) while the first is queued or running returns the first job (a double click does not
+  queue a copy). A session holds at most ``MAX_QUEUED_PER_SESSION`` queued jobs: a newer one cancels the oldest.
 - The warm-up (``submit(..., warmup=True)``: scripts/warm.py's session after a start) is nobody's request: it runs
   alone, never in a batch, the class view does not count it, and anyone asking for the same key joins it (the
   first visitor's page is what it was for; batched with it, a lone teacher's first answer read "measured in a
@@ -24,14 +26,15 @@ the loaded models and returns plain records as they are.
 Serving a class: the worker is also a small server.
 
 - Each job knows its client (the address it came from: every tab of one machine is one client) besides its
-  session, and its weight (``fn.weight(*args, **kwargs)`` where the function says: a generation weighs more for a
-  long prompt or many new tokens; 1 otherwise).
+  session, and its weight (``kind.weight(request)`` where its kind has one: a generation weighs more for a long
+  prompt or many new tokens; 1 otherwise).
 - Fair order: the next job is the one whose client holds the least weight in the running batch, then whose client
   was served least recently, then whose session was (a session or client that has had no job yet goes first;
   ties by submit time): one student's string of experiments cannot hold everyone's home page, and a script that
   opens new sessions does not go ahead of a student served once.
-- Batching: a job submitted with ``batch=<group>`` whose function has a ``batched`` runner (engine/jobs/classbatch.py)
-  is served together with the other queued jobs of that group (same model object, so the same precision):
+- Batching: a request asked of a kind that batches, whose ``kind.group(request)`` is not None, is handed to
+  ``kind.together`` (engine/jobs/classbatch.py) with the other queued requests of that group (same model object,
+  so the same precision):
   continuous batching, requests join and leave between decode steps, each within the share of the batch its
   client and session may hold (engine/jobs/seats.py: seats kept for short questions, long rows per client, a
   fair share while others wait; ``place`` says why a request waits). Every other job (the timed experiments)
@@ -55,6 +58,7 @@ from typing import Any, Callable
 
 from engine.core import cancel
 from engine.jobs import seats
+from engine.jobs.kinds import JobKind, plain_kind_name
 from engine.core.cancel import Cancelled
 import engine.settings as settings
 from engine.core.serverlog import say
@@ -69,11 +73,6 @@ def session_tag(session: Any) -> str:
     return "-" if session is None else hashlib.sha1(str(session).encode()).hexdigest()[:6]
 
 
-def job_kind(fn: Callable) -> str:
-    """What a job is, in words safe to show to anyone (a function's name, never its arguments)."""
-    return getattr(fn, "kind", None) or getattr(fn, "__name__", None) or type(fn).__name__
-
-
 def relay(tag: str) -> Callable[..., None]:
     """A callback for engine code that records ``(tag, args)`` on the job running it, for the waiter to draw.
     Outside a job it does nothing."""
@@ -84,31 +83,24 @@ def relay(tag: str) -> Callable[..., None]:
     return cb
 
 
-def job_weight(fn: Callable, args: tuple, kwargs: dict) -> float:
-    """What a job weighs in its client's share of a batch (engine/jobs/seats.py): ``fn.weight(*args, **kwargs)``
-    where the function has one, else 1."""
-    rate = getattr(fn, "weight", None)
-    if rate is None:
-        return 1.0
-    try:
-        return max(1.0, float(rate(*args, **kwargs)))
-    except Exception:  # an unusable request fails when it runs, with its own message; here it weighs 1
-        return 1.0
-
-
 class Job:
+    """One queued or running piece of work. A plain job runs ``fn(*args, **kwargs)``; an asked one (``spec``: its
+    ``JobKind``) carries its typed ``request``, which a batch runner reads (``job.request.prompt``, ...)."""
+
     _ids = itertools.count(1)
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None,
-                 client: Any = None, weight: float = 1.0, warmup: bool = False):
+                 client: Any = None, weight: float = 1.0, warmup: bool = False, spec: JobKind | None = None,
+                 request: Any = None):
         self.id = next(Job._ids)
         self.fn, self.args, self.kwargs, self.key, self.session = fn, args, kwargs, key, session
+        self.spec, self.request = spec, request  # spec None: a plain function, which always runs alone
         # no address given (the command line, tests): each session is its own client
         self.client = client if client is not None else ("session", session)
         self.weight = float(weight)
         self.warmup = bool(warmup)  # the start's warm-up run: alone, joinable by anyone, not a student's answer
         self.batch = None if self.warmup else batch  # the group it may be batched with, or None: it runs alone
-        self.kind = job_kind(fn)
+        self.kind = spec.name if spec is not None else plain_kind_name(fn)  # what the class view and log call it
         self.state = "queued"  # queued | running | done | failed | cancelled
         self.submitted_at = time.monotonic()
         self.started_at: float | None = None
@@ -221,23 +213,37 @@ class Worker:
     def owns(self, thread: threading.Thread) -> bool:
         return thread in self._threads
 
-    def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None,
-               client: Any = None, warmup: bool = False, **kwargs) -> Job:
-        weight = job_weight(fn, args, kwargs) if batch is not None else 1.0  # outside the lock: it may tokenize
+    def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, client: Any = None,
+               warmup: bool = False, **kwargs) -> Job:
+        """Queue ``fn(*args, **kwargs)``: a plain job, of its own kind (its name), that runs alone."""
+        return self._queue_job(Job(fn, args, kwargs, key, session, None, client, 1.0, warmup))
+
+    def ask(self, kind: JobKind, request: Any, *, key: Any = None, session: Any = None, client: Any = None,
+            warmup: bool = False) -> Job:
+        """Queue a typed ``request`` of ``kind``: served with the queued requests of its group when the kind
+        batches (``kind.group(request)`` not None), else ``kind.alone(request)``."""
+        batch = kind.group_of(request)
+        weight = kind.weight_of(request) if batch is not None else 1.0  # outside the lock: it may tokenize
+        return self._queue_job(Job(kind.alone, (request,), {}, key, session, batch, client, weight, warmup,
+                                   spec=kind, request=request))
+
+    def _queue_job(self, job: Job) -> Job:
+        """Queue ``job``, or return the live job of the same (session, key) that it would repeat."""
+        key, session, warmup = job.key, job.session, job.warmup
         with self._cv:
             if key is not None:
-                for job in self._running + self._queue:
-                    if job.key == key and (job.session == session or job.warmup or warmup) and not job.should_stop():
-                        job.attach()
+                for live in self._running + self._queue:
+                    if live.key == key and (live.session == session or live.warmup or warmup) and \
+                            not live.should_stop():
+                        live.attach()
                         self._counts["deduplicated"] += 1
-                        return job
+                        return live
             if session is not None:
                 mine = [j for j in self._queue if j.session == session and not j.cancelled]
                 while len(mine) >= MAX_QUEUED_PER_SESSION:
                     old = mine.pop(0)
                     old.cancel()
                     self._counts["replaced"] += 1
-            job = Job(fn, args, kwargs, key, session, batch, client, weight, warmup)
             self._queue.append(job)
             self._counts["submitted"] += 1
             self._cv.notify()
@@ -310,7 +316,7 @@ class Worker:
     def _remember(self, job: Job) -> None:
         self._history.append({
             "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
-            "warmup": job.warmup,
+            "warmup": job.warmup, "batchable": _batchable(job),
             "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
             "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
             "finished": job.finished_at,
@@ -376,7 +382,7 @@ class Worker:
         with self._cv:
             def live(j: Job) -> dict:
                 return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
-                        "warmup": j.warmup,
+                        "warmup": j.warmup, "batchable": _batchable(j),
                         "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
                         "running_s": t - j.started_at if j.started_at else 0.0}
             running = [live(j) for j in self._running]
@@ -427,10 +433,9 @@ class Worker:
             self._torch_threads = _torch_threads()
             job = self._next()
             self._publish()
-            runner = getattr(job.fn, "batched", None)
-            if job.batch is not None and self.batching and runner is not None:
+            if job.batch is not None and self.batching:  # asked of a kind that batches, and grouped: served together
                 try:
-                    runner(self, job)
+                    job.spec.together(self, job)
                 except BaseException as exc:  # the runner ends its own jobs; anything it left fails here
                     with self._cv:
                         left = [j for j in self._running]
@@ -449,6 +454,11 @@ class Worker:
                 self.complete(job, "done", result=value)
             finally:
                 self._publish()
+
+
+def _batchable(job: Job) -> bool:
+    """Is it of a kind that can be served in a batch (whether or not this one was)?"""
+    return job.spec is not None and job.spec.together is not None
 
 
 def _seat(job: Job) -> seats.Seat:
@@ -486,10 +496,14 @@ def get_worker() -> Worker:
         return _WORKER
 
 
-def submit(fn: Callable, *args, key: Any = None, session: Any = None, batch: Any = None, client: Any = None,
-           warmup: bool = False, **kwargs) -> Job:
-    return get_worker().submit(fn, *args, key=key, session=session, batch=batch, client=client, warmup=warmup,
-                               **kwargs)
+def submit(fn: Callable, *args, key: Any = None, session: Any = None, client: Any = None, warmup: bool = False,
+           **kwargs) -> Job:
+    return get_worker().submit(fn, *args, key=key, session=session, client=client, warmup=warmup, **kwargs)
+
+
+def ask(kind: JobKind, request: Any, *, key: Any = None, session: Any = None, client: Any = None,
+        warmup: bool = False) -> Job:
+    return get_worker().ask(kind, request, key=key, session=session, client=client, warmup=warmup)
 
 
 NET_THREADS = 8

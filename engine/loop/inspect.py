@@ -1,13 +1,15 @@
 """Looking inside one transformer block: the real values at each sub-step for one position."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from engine.core import arch, archfacts, instrument, loop
 from engine.core.loaded import LoadedModel
+from engine.jobs.classbatch import prompt_passes
+from engine.jobs.kinds import JobKind
 
 
 @dataclass(frozen=True)
@@ -103,3 +105,23 @@ def block_walks(lm: LoadedModel, prompts: list[list[int]], layer: int = 0, posit
         out.append([BlockStage(name, (m, int(x.shape[-1])), float(t.float().norm()),
                                tuple(np.round(t[:n_preview].float().cpu().numpy(), 4).tolist())) for name, t in order])
     return out
+
+
+@dataclass(frozen=True)
+class BlockWalkRequest:
+    """One prompt's walk through block ``layer``, for the engine worker (``BLOCK_WALK``)."""
+
+    lm: LoadedModel = field(repr=False)
+    ids: tuple[int, ...]
+    layer: int = 0
+
+
+def walk_alone(r: BlockWalkRequest):
+    return block_walk(r.lm, list(r.ids), r.layer)
+
+
+# Walks of the same model and block that wait together run in one pass (a class opening the home page together
+# asks for block 0 once per tab); a walk of another block waits for its own pass.
+BLOCK_WALK = JobKind("block_walk", alone=walk_alone,
+                     together=prompt_passes("block walk", lambda r, prompts: block_walks(r.lm, prompts, r.layer)),
+                     group=lambda r: ("block_walk", r.lm.name, id(r.lm), int(r.layer)))

@@ -18,13 +18,13 @@ def token(monkeypatch):
 def _served_some_answers():
     """Three sessions' answers on the tiny model through the process's worker (so the view has traffic)."""
     from engine.jobs import worker
-    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.models.loading import load_model
     from engine.core.sampling import SamplingSettings
 
     lm = load_model("tiny-random", device="cpu")
-    jobs = [worker.submit(batched_trace, lm, f"{SECRET} {i}", SamplingSettings(0.0), 5, 0, False, analyse=False,
-                          session=f"s{i}", batch=group(lm)) for i in range(3)]
+    jobs = [worker.ask(ANSWER, AnswerRequest(lm, f"{SECRET} {i}", SamplingSettings(0.0), 5, 0, False,
+                                             analyse=False), session=f"s{i}") for i in range(3)]
     for j in jobs:
         j.result(60)
 

@@ -347,7 +347,7 @@ def test_the_batched_worker_gives_each_request_its_solo_record(case):
     its solo tokens, and its KV bytes per step equal its solo run's (counted layer by layer: a padded batch once
     counted every layer as holding every token). Models with sliding windows run alone there (a batched tiny
     Mistral changed its tokens): this checks that, and that the solo path then gives the same records."""
-    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.classbatch import ANSWER, AnswerRequest, group
     from engine.jobs.worker import Worker
 
     name, lm, _, _ = case
@@ -355,8 +355,8 @@ def test_the_batched_worker_gives_each_request_its_solo_record(case):
         assert group(lm) is None
     prompts = [PROMPT, "Once upon a time", PROMPT + " and then it learned some more."]
     w = Worker()
-    jobs = [w.submit(batched_trace, lm, p, GREEDY, NEW, 0, False, analyse=False, session=f"s{i}",
-                     key=("gen", p), batch=group(lm)) for i, p in enumerate(prompts)]
+    jobs = [w.ask(ANSWER, AnswerRequest(lm, p, GREEDY, NEW, 0, False, analyse=False), session=f"s{i}",
+                  key=("gen", p)) for i, p in enumerate(prompts)]
     for p, j in zip(prompts, jobs):
         t = j.result(120)
         solo = trace.run_trace(lm, p, GREEDY, max_new_tokens=NEW, use_chat_template=False, seed=0, analyse=False)

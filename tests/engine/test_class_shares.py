@@ -9,7 +9,7 @@ import time
 import pytest
 
 from engine.jobs import classbatch, seats
-from engine.jobs.classbatch import batched_trace, group
+from engine.jobs.classbatch import ANSWER, AnswerRequest
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.jobs.worker import Worker
@@ -20,8 +20,8 @@ HOSTILE, STUDENT = "10.0.0.66", "10.0.0.7"
 
 
 def _ask(w, lm, prompt, n, session, client, key=None):
-    return w.submit(batched_trace, lm, prompt, GREEDY, n, 0, False, analyse=False, session=session, client=client,
-                    key=key or ("gen", session, prompt, n), batch=group(lm))
+    return w.ask(ANSWER, AnswerRequest(lm, prompt, GREEDY, n, 0, False, analyse=False), session=session,
+                 client=client, key=key or ("gen", session, prompt, n))
 
 
 def _solo(lm, prompt, n):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from engine.jobs import classbatch
-from engine.jobs.classbatch import batched_trace, group
+from engine.jobs.classbatch import ANSWER, AnswerRequest, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.core.cancel import Cancelled
@@ -22,8 +23,8 @@ GREEDY = SamplingSettings(0.0)
 
 
 def _submit(w, lm, prompt, n=6, settings=GREEDY, seed=0, session=None, chat=False, analyse=False):
-    return w.submit(batched_trace, lm, prompt, settings, n, seed, chat, analyse=analyse, session=session,
-                    key=("gen", prompt, n, seed), batch=group(lm))
+    return w.ask(ANSWER, AnswerRequest(lm, prompt, settings, n, seed, chat, analyse=analyse), session=session,
+                 key=("gen", prompt, n, seed))
 
 
 def _solo(lm, prompt, n=6, settings=GREEDY, seed=0, chat=False, analyse=False):
@@ -270,8 +271,8 @@ def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
     b, release = _queue_behind_blocker(w)
     prompts = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                "Say hello in Spanish.", "What animal says moo?"]
-    jobs = [w.submit(batched_trace, embedded_lm, p, GREEDY, 8, 0, True, analyse=False, session=f"s{i}",
-                     batch=group(embedded_lm)) for i, p in enumerate(prompts)]
+    jobs = [w.ask(ANSWER, AnswerRequest(embedded_lm, p, GREEDY, 8, 0, True, analyse=False), session=f"s{i}")
+            for i, p in enumerate(prompts)]
     release.set()
     for p, j in zip(prompts, jobs):
         t = j.result(300)
@@ -286,8 +287,8 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
-    jobs = [w.submit(batched_trace, tiny_lm, p, GREEDY, 5, 0, False, analyse=False, on_step=W.relay("step"),
-                     session=f"s{i}", batch=group(tiny_lm)) for i, p in enumerate(PROMPTS[:3])]
+    jobs = [w.ask(ANSWER, AnswerRequest(tiny_lm, p, GREEDY, 5, 0, False, analyse=False, stream=True),
+                  session=f"s{i}") for i, p in enumerate(PROMPTS[:3])]
     release.set()
     for j in jobs:
         t = j.result(60)
@@ -296,14 +297,13 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
 
 def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
-    from engine.jobs.classbatch import analysis_group, batched_analysis
+    from engine.jobs.classbatch import ANALYSIS, PromptRequest
     from engine.core.trace import analyse_prompt
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
     prompts = [list(range(5, 5 + n)) for n in (3, 11, 7)]
-    jobs = [w.submit(batched_analysis, tiny_lm, ids, session=f"s{i}", batch=analysis_group(tiny_lm))
-            for i, ids in enumerate(prompts)]
+    jobs = [w.ask(ANALYSIS, PromptRequest(tiny_lm, tuple(ids)), session=f"s{i}") for i, ids in enumerate(prompts)]
     release.set()
     for ids, j in zip(prompts, jobs):
         a, solo = j.result(60), analyse_prompt(tiny_lm, ids)
@@ -317,15 +317,14 @@ def test_block_walks_waiting_together_run_as_one_and_equal_solo_walks(tiny_lm, o
     """A class opening the home page asks for block 0's walk once per session: the walks waiting together run
     as one right-padded pass (per block: a walk of another block waits for its own pass), and each prompt's rows
     are the ones its solo walk shows."""
-    from engine.jobs.classbatch import batched_block_walk, block_walk_group
-    from engine.loop.inspect import block_walk
+    from engine.loop.inspect import BLOCK_WALK, BlockWalkRequest, block_walk
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
     prompts = [list(range(5, 5 + n)) for n in (3, 11, 7, 1)]
-    jobs = [w.submit(batched_block_walk, tiny_lm, ids, 0, session=f"s{i}", batch=block_walk_group(tiny_lm, 0))
+    jobs = [w.ask(BLOCK_WALK, BlockWalkRequest(tiny_lm, tuple(ids), 0), session=f"s{i}")
             for i, ids in enumerate(prompts)]
-    other = w.submit(batched_block_walk, tiny_lm, prompts[1], 1, session="s9", batch=block_walk_group(tiny_lm, 1))
+    other = w.ask(BLOCK_WALK, BlockWalkRequest(tiny_lm, tuple(prompts[1]), 1), session="s9")
     release.set()
     walks, other_walk = [j.result(60) for j in jobs], other.result(60)  # all done before any solo pass: the
     # residual-stream switch is the model's own, and the app runs every pass on the worker, never two at once
@@ -360,9 +359,9 @@ def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_t
     assert group(q) is None and group(tiny_lm) is not None
     w = Worker()
     b, release = _queue_behind_blocker(w)
-    forced = ("forced", id(q))  # what batching int8 would do
-    jobs = [w.submit(batched_trace, q, p, GREEDY, 12, 0, False, analyse=False, session=f"s{i}",
-                     key=("int8", p), batch=forced) for i, p in enumerate(PROMPTS)]
+    forced = replace(ANSWER, group=lambda r: ("forced", id(r.lm)))  # what batching int8 would do
+    jobs = [w.ask(forced, AnswerRequest(q, p, GREEDY, 12, 0, False, analyse=False), session=f"s{i}",
+                  key=("int8", p)) for i, p in enumerate(PROMPTS)]
     release.set()
     differ = sum(j.result(60).generated_ids != _solo(q, p, 12).generated_ids for p, j in zip(PROMPTS, jobs))
     assert differ >= 1, "the reason int8 runs alone: a batch changes at least one answer"
@@ -479,10 +478,9 @@ def test_embedded_model_a_sliced_paste_equals_its_solo_answer(embedded_lm):
              "Gutenberg's press in Mainz around 1450. ") * 12 + "Summarise this in one sentence."
     w = Worker()
     b, release = _queue_behind_blocker(w)
-    short = [w.submit(batched_trace, embedded_lm, p, GREEDY, 12, 0, True, analyse=False, session=f"s{i}",
-                      batch=group(embedded_lm)) for i, p in enumerate(["What is 2 + 3?", "Name a primary colour."])]
-    long_job = w.submit(batched_trace, embedded_lm, paste, GREEDY, 6, 0, True, analyse=False, session="paste",
-                        batch=group(embedded_lm))
+    short = [w.ask(ANSWER, AnswerRequest(embedded_lm, p, GREEDY, 12, 0, True, analyse=False), session=f"s{i}")
+             for i, p in enumerate(["What is 2 + 3?", "Name a primary colour."])]
+    long_job = w.ask(ANSWER, AnswerRequest(embedded_lm, paste, GREEDY, 6, 0, True, analyse=False), session="paste")
     release.set()
     t = long_job.result(300)
     assert len(t.prompt_ids) > classbatch.PREFILL_SLICE_TOKENS, "the paste is longer than one slice"

@@ -121,7 +121,7 @@ def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path,
     session tag only."""
     import json
 
-    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
     stats = tmp_path / "stats.json"
@@ -131,9 +131,9 @@ def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path,
     sid = "8f3a6c1e-secret-session-id-of-a-student"
     w.submit(lambda: (started.set(), release.wait(10)), session="t")
     started.wait(10)
-    job = w.submit(batched_trace, tiny_lm, "my private question about zebras", SamplingSettings(0.0), 3, 0, False,
-                   analyse=False, key=("trace", "my private question about zebras"), session=sid,
-                   batch=group(tiny_lm))
+    job = w.ask(ANSWER, AnswerRequest(tiny_lm, "my private question about zebras", SamplingSettings(0.0), 3, 0,
+                                      False, analyse=False),
+                key=("trace", "my private question about zebras"), session=sid)
     release.set()
     seen = []
     end = time.monotonic() + 10
@@ -192,19 +192,18 @@ def test_the_start_warm_up_runs_alone_and_a_visitor_asking_the_same_joins_it(tin
     (one job, and every event for both waiters), a different request is not batched with it (a lone teacher's first
     answer read "measured in a batch of 2"), and the record says which job was the warm-up (the class view leaves
     it out)."""
-    from engine.jobs.classbatch import batched_trace, group
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
     w = Worker()
     release = threading.Event()
     hold = w.submit(lambda: release.wait(30), session="before")  # so that all three wait together
     same = (tiny_lm, "What is the capital of France?", SamplingSettings(0.0), 5, 0, False)
-    warm = w.submit(batched_trace, *same, analyse=False, on_step=worker.relay("step"), key="default", session="warm",
-                    batch=group(tiny_lm), warmup=True)
-    teacher = w.submit(batched_trace, *same, analyse=False, on_step=worker.relay("step"), key="default",
-                       session="teacher", batch=group(tiny_lm))
-    other = w.submit(batched_trace, tiny_lm, "Name a planet.", SamplingSettings(0.0), 5, 0, False, analyse=False,
-                     key="other", session="student", batch=group(tiny_lm))
+    warm = w.ask(ANSWER, AnswerRequest(*same, analyse=False, stream=True), key="default", session="warm",
+                 warmup=True)
+    teacher = w.ask(ANSWER, AnswerRequest(*same, analyse=False, stream=True), key="default", session="teacher")
+    other = w.ask(ANSWER, AnswerRequest(tiny_lm, "Name a planet.", SamplingSettings(0.0), 5, 0, False,
+                                        analyse=False), key="other", session="student")
     release.set()
     hold.result(30)
     tr, alone = teacher.result(60), other.result(60)

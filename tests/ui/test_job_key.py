@@ -25,3 +25,23 @@ def test_tensors_are_keyed_by_their_bytes_dtype_and_shape():
     assert job_key(_stages, (t, 0), {}) != job_key(_stages, (t + 1, 0), {})
     assert job_key(_stages, (t, 0), {}) != job_key(_stages, (t.reshape(2, 3), 0), {})
     assert job_key(_stages, (t, 0), {}) != job_key(_stages, (t.float(), 0), {})
+
+
+def test_a_typed_requests_key_is_its_kind_and_its_fields():
+    """Two tabs asking the same request share one job (the worker joins equal keys); any field that differs, or
+    another kind, is another job. A model is keyed by its name, never by its object."""
+    from dataclasses import dataclass
+
+    from engine.jobs.kinds import JobKind
+    from ui.frame.work import request_key
+
+    @dataclass(frozen=True)
+    class Ask:
+        prompt: str
+        n: int = 3
+
+    kind, other = JobKind("answer", alone=str), JobKind("analysis", alone=str)
+    assert request_key(kind, Ask("hi")) == request_key(kind, Ask("hi"))
+    assert request_key(kind, Ask("hi")) != request_key(kind, Ask("hi", 4))
+    assert request_key(kind, Ask("hi")) != request_key(kind, Ask("ho"))
+    assert request_key(kind, Ask("hi")) != request_key(other, Ask("hi"))

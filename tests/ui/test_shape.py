@@ -201,14 +201,15 @@ def test_no_module_takes_another_modules_private_name():
 GROUND = ("engine.core", "engine.measure.threads", "engine.measure.timing", "engine.settings", "engine.store")
 
 
-def above_the_ground_floor(g: dict[str, set[str]]) -> dict[str, list[str]]:
-    """For each engine.core module: the engine modules it reaches (directly, or through another module, lazily
-    too) that are not the ground floor's own (``GROUND``: core, the clock and thread rule it times passes with, the
-    settings and the bounded store)."""
-    ground = lambda m: any(m == g_ or m.startswith(g_ + ".") for g_ in GROUND)  # noqa: E731
+def above_the_ground_floor(g: dict[str, set[str]], floor: str = "engine.core",
+                           allowed: tuple[str, ...] = GROUND) -> dict[str, list[str]]:
+    """For each module of ``floor``: the engine modules it reaches (directly, or through another module, lazily
+    too) that are not ``allowed`` (``GROUND``: core, the clock and thread rule it times passes with, the settings
+    and the bounded store)."""
+    ground = lambda m: any(m == g_ or m.startswith(g_ + ".") for g_ in allowed)  # noqa: E731
     return {m: sorted(n for n in _reached(g, m) if n.startswith("engine") and not ground(n))
-            for m in sorted(g) if m.startswith("engine.core") and any(not ground(n) and n.startswith("engine")
-                                                                      for n in _reached(g, m))}
+            for m in sorted(g) if (m == floor or m.startswith(floor + ".")) and
+            any(not ground(n) and n.startswith("engine") for n in _reached(g, m))}
 
 
 def test_core_imports_no_topic():
@@ -220,3 +221,16 @@ def test_core_imports_no_topic():
                  "engine.core.y": "def f():\n    import engine.core.x\n"})
     assert above_the_ground_floor(bad) == {"engine.core.x": ["engine.attention.lens"],
                                            "engine.core.y": ["engine.attention.lens"]}
+
+
+def test_the_job_server_imports_no_topic():
+    """engine/jobs (the worker, the class batcher, the job kinds) stands on the ground floor only: a topic that
+    wants its work batched defines its own JobKind (engine/loop/inspect.py's BLOCK_WALK) and imports jobs, never
+    the other way."""
+    g = graph(_sources())
+    assert "engine.jobs.classbatch" in g and "engine.jobs.kinds" in g
+    assert above_the_ground_floor(g, "engine.jobs", GROUND + ("engine.jobs",)) == {}
+    bad = graph({"engine.jobs.x": "def f():\n    from engine.loop.inspect import block_walk\n",
+                 "engine.loop.inspect": "", "engine.jobs.kinds": ""})
+    assert above_the_ground_floor(bad, "engine.jobs", GROUND + ("engine.jobs",)) == {
+        "engine.jobs.x": ["engine.loop.inspect"]}

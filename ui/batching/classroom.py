@@ -21,7 +21,6 @@ import streamlit as st
 from engine.jobs import worker
 from engine.core.serverlog import say
 from engine.settings import TEACHER_TOKEN
-from engine.jobs.classbatch import BATCHED_KINDS
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
 PARAM = "teacher"
@@ -222,7 +221,7 @@ def _live() -> None:
     kinds = {j["kind"] for j in snap["running"]}
     c[3].metric("Batch size now", len(snap["running"]) if kinds == {"answer"} else (1 if snap["running"] else 0))
     c[4].metric("Answers, last 5 min", len(_answers(snap)[0]))
-    others = [h for h in snap["finished"] if h["kind"] not in BATCHED_KINDS and not h.get("warmup")]
+    others = [h for h in snap["finished"] if not h["batchable"] and not h.get("warmup")]
     if not snap["batching"]:
         st.info("Batching is off on this server (ILE_BATCHING=off): answers run one at a time.")
     if res is None:

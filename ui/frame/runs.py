@@ -21,8 +21,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from engine.jobs.classbatch import (analysis_group, batched_analysis, batched_block_walk, batched_trace,
-                                   block_walk_group, group)
+from engine.jobs.classbatch import ANALYSIS, ANSWER, AnswerRequest, PromptRequest
+from engine.loop.inspect import BLOCK_WALK, BlockWalkRequest
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import PromptAnalysis, Trace, run_trace
@@ -75,9 +75,9 @@ def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, tem
     if tr is None:
         settings = SamplingSettings(*key[5:8]) if temperature > 0 else SamplingSettings()
         lm = get_model(model)
-        tr = work.run(batched_trace, lm, prompt, settings, max_new_tokens, key[8], chat,
-                      on_step=work.relay("step") if on_step else None, analyse=False,
-                      key=("trace", key), events={"step": on_step} if on_step else None, batch=group(lm))
+        request = AnswerRequest(lm, prompt, settings, max_new_tokens, key[8], chat, analyse=False,
+                                stream=on_step is not None)
+        tr = work.ask(ANSWER, request, key=("trace", key), events={"step": on_step} if on_step else None)
         keep(key, tr)
     return tr
 
@@ -90,7 +90,7 @@ def analysis_for(model: str, ids: tuple[int, ...]) -> PromptAnalysis:
 @memo(24)
 def _analysis(model: str, ids: tuple[int, ...], scope: str) -> PromptAnalysis:
     lm = get_model(model)
-    return work.run(batched_analysis, lm, list(ids), batch=analysis_group(lm))
+    return work.ask(ANALYSIS, PromptRequest(lm, tuple(ids)))
 
 
 def solo_generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
@@ -191,14 +191,13 @@ def current_trace(alone: bool = False) -> Trace:
 
 def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
     """The values inside one block for the prompt's last token, in one pass with every other session's walk of
-    the same block that waits (engine/jobs/classbatch.py)."""
+    the same block that waits (engine/loop/inspect.py's ``BLOCK_WALK``)."""
     return _block_walk(model, ids, layer, answer_scope())
 
 
 @memo(16)
 def _block_walk(model: str, ids: tuple[int, ...], layer: int, scope: str):
-    lm = get_model(model)
-    return work.run(batched_block_walk, lm, list(ids), layer, batch=block_walk_group(lm, layer))
+    return work.ask(BLOCK_WALK, BlockWalkRequest(get_model(model), tuple(ids), int(layer)))
 
 
 def last_position_for(model: str, ids: tuple[int, ...]):

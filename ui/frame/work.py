@@ -10,6 +10,7 @@ pass (after a short grace in which a rerun with the same inputs re-attaches to i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import sys
 from typing import Any, Callable
@@ -20,6 +21,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.jobs import worker
+from engine.jobs.kinds import JobKind
 from engine.core.cancel import Cancelled
 from engine.core.loaded import LoadedModel
 
@@ -52,6 +54,11 @@ def _plain(v: Any) -> Any:
 
 def job_key(fn: Callable, args: tuple, kwargs: dict) -> tuple:
     return (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn)), _plain(args), _plain(kwargs))
+
+
+def request_key(kind: JobKind, request: Any) -> tuple:
+    """A typed request's key: its kind's name and its fields' plain values (a model by its name)."""
+    return ("ask", kind.name, _plain({f.name: getattr(request, f.name) for f in dataclasses.fields(request)}))
 
 
 WARM_HEADER = "X-ILE-Warm-Up"  # sent by scripts/warm.py's session (the start's warm-up run)
@@ -150,22 +157,40 @@ def queue_message(place: dict, waited: float) -> str:
             + (f"; why: {why}" if why else "") + f" ({waited:.0f} s so far).")
 
 
-def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None, batch: Any = None,
+def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None = None,
         on: worker.Worker | None = None, on_poll: Callable[[], None] | None = None, **kwargs):
     """Run ``fn(*args, **kwargs)`` on the engine worker (or on ``on``, e.g. ``worker.get_net_worker()`` for
-    network work) and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a callback) to
-    a function drawn here, on the script thread, for each event.
-    ``batch``: the group a generation request may be batched with (engine/jobs/classbatch.py); None runs it alone.
+    network work) alone and return its result; ``events`` maps a relay tag (``relay("step")`` passed as a
+    callback) to a function drawn here, on the script thread, for each event.
     ``on_poll``: called on the script thread at every poll while the job runs (e.g. a clock in a long warm-up).
 
     While the job waits its turn, a line says its place in the queue and what runs now (kinds only, never
     another person's prompt); a job that ran alone after waiting says how long it waited."""
     ctx = get_script_run_ctx(suppress_warning=True)
-    if key is None:
-        key = job_key(fn, args, kwargs)
     pool = on or worker.get_worker()
-    job = pool.submit(fn, *args, key=key, session=None if ctx is None else ctx.session_id, batch=batch,
+    job = pool.submit(fn, *args, key=job_key(fn, args, kwargs) if key is None else key,
+                      session=None if ctx is None else ctx.session_id,
                       client=client_address() if ctx is not None else None, warmup=is_warm_up(), **kwargs)
+    return _wait(job, pool, ctx, events, on_poll)
+
+
+def ask(kind: JobKind, request: Any, key: Any = None, events: dict[str, Callable] | None = None,
+        on_poll: Callable[[], None] | None = None):
+    """Ask the engine worker for a typed ``request`` of ``kind`` (engine/jobs/kinds.py) and return its result:
+    served in a batch with other sessions' requests of its group where the kind batches, else alone. ``events``
+    and ``on_poll`` as for ``run`` (an ``AnswerRequest`` with ``stream=True`` posts its "step" events)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    pool = worker.get_worker()
+    job = pool.ask(kind, request, key=request_key(kind, request) if key is None else key,
+                   session=None if ctx is None else ctx.session_id,
+                   client=client_address() if ctx is not None else None, warmup=is_warm_up())
+    return _wait(job, pool, ctx, events, on_poll)
+
+
+def _wait(job: worker.Job, pool: worker.Worker, ctx, events: dict[str, Callable] | None,
+          on_poll: Callable[[], None] | None):
+    """Wait for ``job`` in short polls, drawing its events and its place in the queue; its result, or the run
+    stops (a cancelled job says so)."""
     drawn = 0  # events drawn so far (a job joined by another session has one list of events for both)
     slot = None
     said = None  # the queue line last drawn: redrawn only when its words change (once a second at most), not
@@ -210,7 +235,7 @@ def run(fn: Callable, *args, key: Any = None, events: dict[str, Callable] | None
         value = job.result()
         if slot is not None:
             with _unrecorded():
-                if batch is None and job.waited_s >= SAY_WAITED_S:
+                if job.batch is None and job.waited_s >= SAY_WAITED_S:
                     slot.caption(f"This waited {job.waited_s:.0f} s for the engine (other sessions' work ran "
                                  "first), then ran alone: any time it measured is its own.")
                 else:
