@@ -92,8 +92,13 @@ def replay_main(argv) -> int:
     return 0
 
 
+def _short(text: str, n: int = 80) -> str:
+    """``text`` within ``n`` characters, cut in the middle: a long folder path keeps its last part, the model's name."""
+    return text if len(text) <= n else f"{text[:n // 3]}...{text[-(n - n // 3 - 3):]}"
+
+
 def _model_missing(record: dict, name: str, exc, args) -> int:
-    line = (f"The model this run was recorded with, '{name[:80]}' ({record['model']['source'][:80]}), cannot be "
+    line = (f"The model this run was recorded with, '{_short(name)}' ({_short(record['model']['source'])}), cannot be "
             f"loaded on this machine: {str(exc)[:300]} Its replay needs no model: python -m engine replay "
             f"{args.record} --html RUN.html")
     if args.json:

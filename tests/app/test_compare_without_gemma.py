@@ -4,6 +4,7 @@ import importlib.util
 
 import pytest
 
+import engine.settings as settings
 from engine.models import background
 from engine.models.names import GEMMA
 from engine.models.convert import GEMMA_INSTALL, GEMMA_PACKAGE

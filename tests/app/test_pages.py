@@ -41,6 +41,17 @@ def test_page_renders_on_embedded_model(path, embedded_lm):
 
 
 @pytest.mark.parametrize("path", PAGES)
+def test_page_renders_on_gemma(path, gemma_lm):
+    """Every page on Gemma 3 270M (sliding-window layers, a 262k vocabulary); the browser test keeps its special
+    views (tests/browser/test_gemma.py)."""
+    at = run_page(path, model="gemma3-270m", max_new_tokens="2", temperature="0")
+    assert not errors(at), errors(at)
+    assert not [e.value for e in at.error if "Something went wrong" in str(e.value)]
+    assert at.title, "page has no title"
+    assert at.query_params.get("model") in ("gemma3-270m", ["gemma3-270m"]), at.query_params  # no fall-back
+
+
+@pytest.mark.parametrize("path", PAGES)
 def test_page_renders_on_tiny_model(path):
     at = run_page(path, model="tiny-random", max_new_tokens="6")
     assert not errors(at), errors(at)
