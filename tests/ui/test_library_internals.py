@@ -170,11 +170,11 @@ def test_the_dynamic_cache_layer_fields_the_engine_reads():
 def test_a_shallow_module_copy_with_its_own_child_table_leaves_the_original_alone():
     """engine/speculative/drafters.py builds the early-exit view from shallow copies that get a child table of
     their own (``_modules``, nn.Module's table of children); a child set on the copy is not the original's."""
-    from engine.speculative.drafters import _shallow
+    from engine.speculative import drafters
 
     original = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
     first = original[0]
-    view = _shallow(original)
+    view = drafters._shallow(original)
     setattr(view, "0", torch.nn.Identity())
     assert original[0] is first and isinstance(view[0], torch.nn.Identity) and view[1] is original[1]
     assert isinstance(copy.copy(original)._modules, dict)
@@ -209,3 +209,11 @@ def test_the_compiled_mode_can_raise_dynamos_recompile_limit():
         assert torch._dynamo.config.recompile_limit == before + 1
     with pytest.raises(AttributeError):
         torch._dynamo.config.no_such_limit  # noqa: B018 - the config refuses a name it does not have
+
+
+def test_the_page_dump_walks_apptests_whole_tree():
+    """scripts/page_dump.py (a dev tool comparing every page before and after a refactor) walks AppTest's ``_tree``:
+    the main area, the sidebar and the event block (toasts) that the public ``main`` / ``sidebar`` leave out."""
+    at = AppTest.from_string("import streamlit as st\nst.text('a')\nst.sidebar.text('b')").run(timeout=10)
+    blocks = list(at._tree.children.values())
+    assert [b.type for b in blocks] == ["main", "sidebar", "event"] and blocks[0] is at.main
