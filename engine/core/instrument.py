@@ -3,9 +3,9 @@
 A request never changes the shared model (no attention-implementation swap, no hook added for one job, no
 attribute set): the app's other sessions and the timings would see it. So at load time
 
-- the attention implementation becomes ``ATTN_IMPL``: PyTorch SDPA (exactly ``sdpa_attention_forward``) unless
-  a job switched on ``attention_weights()`` (eager math that records each layer's weights [batch, heads, q, k])
-  or ``attention_timer()`` (SDPA with the time spent inside it added up);
+- the attention implementation becomes ``ATTN_IMPL``: PyTorch SDPA (exactly transformers' own ``"sdpa"``
+  attention) unless a job switched on ``attention_weights()`` (eager math that records each layer's weights
+  [batch, heads, q, k]) or ``attention_timer()`` (SDPA with the time spent inside it added up);
 - block 0 gets a pre-hook (its input: embeddings plus any learned positions or scaling) and every block a
   forward hook that append the residual stream to the list of an
   active ``residual_stream(model)`` and does nothing otherwise.
@@ -21,13 +21,16 @@ from typing import Callable
 
 import torch
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from engine.core import arch
 from engine.measure.timing import now
 
 ATTN_IMPL = "ile_sdpa"  # PyTorch SDPA, with switchable weight capture and timing
+# transformers' own SDPA attention and mask, from its public registries (the functions a model set to "sdpa" runs)
+_SDPA = ALL_ATTENTION_FUNCTIONS["sdpa"]
+_SDPA_MASK = ALL_MASK_ATTENTION_FUNCTIONS["sdpa"]
 
 _attn_mode: contextvars.ContextVar = contextvars.ContextVar("ile_attn_mode", default=None)
 _resid: contextvars.ContextVar = contextvars.ContextVar("ile_resid", default=None)
@@ -38,7 +41,7 @@ def _weights_attention(module, query, key, value, attention_mask, dropout=0.0, s
     """Eager attention: softmax(q k^T * scale + mask) v, returning the weights. query [b, h, q, d], key/value
     [b, kv_h, k, d]."""
     groups = getattr(module, "num_key_value_groups", 1)
-    k, v = repeat_kv(key, groups), repeat_kv(value, groups)  # [b, h, k, d]
+    k, v = _repeat_kv(key, groups), _repeat_kv(value, groups)  # [b, h, k, d]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     scores = torch.matmul(query, k.transpose(2, 3)) * scale  # [b, h, q, k]
     q_len, k_len = scores.shape[-2:]
@@ -54,15 +57,21 @@ def _weights_attention(module, query, key, value, attention_mask, dropout=0.0, s
     return out, weights
 
 
+def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
+    """[b, kv_h, k, d] -> [b, kv_h * groups, k, d]: each key/value head serves ``groups`` consecutive query heads
+    (grouped-query attention, Ainslie et al. 2023)."""
+    return t if groups == 1 else t.repeat_interleave(groups, dim=1)
+
+
 def _attention(module, query, key, value, attention_mask, **kw):
     # A compiled graph (engine.core.compiled) never measures: its trace must not read the per-job switch.
     mode = None if torch.compiler.is_compiling() else _attn_mode.get()
     if mode is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
+        return _SDPA(module, query, key, value, attention_mask, **kw)
     kind, store = mode
     if kind == "time":
         t0 = now(query.device)
-        out = sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
+        out = _SDPA(module, query, key, value, attention_mask, **kw)
         store[0] += now(query.device) - t0
         return out
     kw.pop("is_causal", None)
@@ -73,7 +82,7 @@ def _attention(module, query, key, value, attention_mask, **kw):
 
 
 AttentionInterface.register(ATTN_IMPL, _attention)
-AttentionMaskInterface.register(ATTN_IMPL, sdpa_mask)
+AttentionMaskInterface.register(ATTN_IMPL, _SDPA_MASK)
 
 
 def install(model: torch.nn.Module) -> None:

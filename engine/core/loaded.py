@@ -72,12 +72,12 @@ def attention_implementation(path_or_config, **kw) -> str:
     """"sdpa" for a family whose attention goes through transformers' AttentionInterface (the app's measuring
     attention is installed there, engine.core.instrument); "eager" for one with its own attention code (Falcon):
     its SDPA branch cannot record weights, and its weights-recording branch is its eager one."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
 
     try:
         cfg = path_or_config if not isinstance(path_or_config, (str, Path)) else AutoConfig.from_pretrained(
             str(path_or_config), trust_remote_code=False, **kw)
-        cls = AutoModelForCausalLM._model_mapping[type(cfg)]
+        cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
     except Exception:  # noqa: BLE001 - unknown here: the load itself says what is wrong
         return "sdpa"
     return "sdpa" if getattr(cls, "_supports_attention_backend", True) else "eager"

@@ -88,9 +88,7 @@ def new_cache(lm, rollback: bool = False, tokens: int | None = None):
             return static
     cache = DynamicCache(config=_module(lm).config)
     if rollback:
-        for layer in getattr(cache, "layers", ()):
-            if hasattr(layer, "activate_past_recording"):
-                layer.activate_past_recording()
+        cache.activate_past_recording()  # its sliding-window layers; the others have nothing to record
     return cache
 
 

@@ -333,15 +333,36 @@ def _convert_gguf(gguf: Path, tmp: Path, progress: Progress, what: str, n_tensor
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     progress(f"Tokenizer read; dequantizing {n_tensors} weight tensors of {what}...")
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    # The weights are plain float32 now; drop the GGUF quantizer so save_pretrained accepts the model.
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.is_quantized = False
     progress("Writing the safetensors copy...")
-    model.save_pretrained(tmp, safe_serialization=True)
+    write_plain_copy(model, tmp)
     del model
     return tok
+
+
+def write_plain_copy(model, folder: Path) -> None:
+    """Write a dequantized model as a plain transformers folder: ``model.safetensors`` (a tensor shared by two
+    names, tied embeddings, stored once under the first name of the state dict, the input embedding), the config
+    without the GGUF's ``quantization_config`` (the weights are plain float now) and the generation config.
+    Not ``save_pretrained``: it refuses a model that a quantizer loaded."""
+    import copy
+
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors, seen = {}, set()
+    for name, t in model.state_dict().items():
+        where = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if where not in seen:
+            seen.add(where)
+            tensors[name] = t.detach().contiguous()
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.architectures = [type(model).__name__]
+    config.save_pretrained(folder)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(folder)
 
 
 def _finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:

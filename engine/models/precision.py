@@ -273,18 +273,15 @@ def _tensor_bytes(t) -> int:
 
 
 def _weights(model: torch.nn.Module):
-    """(dedup key or None, tensor) for every parameter, plus the packed weights of torch.ao quantized layers
-    (unpacked on request: fresh tensors each time, so they are never deduplicated by address)."""
-    packed_type = getattr(getattr(torch.ao.nn.quantized, "modules", None), "linear", None)
-    packed_type = getattr(packed_type, "LinearPackedParams", ())
+    """(dedup key or None, tensor) for every parameter, plus the weight and bias of torch.ao quantized linear
+    layers (static or dynamic; unpacked on request: fresh tensors each time, so never deduplicated by address)."""
     for mod in model.modules():
         for p in mod.parameters(recurse=False):
             yield _key(p), p
-        if packed_type and isinstance(mod, packed_type):
-            w, b = mod._weight_bias()
-            yield None, w
-            if b is not None:
-                yield None, b
+        if isinstance(mod, torch.ao.nn.quantized.Linear):
+            yield None, mod.weight()
+            if mod.bias() is not None:
+                yield None, mod.bias()
 
 
 def _key(t) -> int:

@@ -163,7 +163,8 @@ class ModelDrafter:
 
 
 def _shallow(module: torch.nn.Module) -> torch.nn.Module:
-    """A new module object that shares every parameter with ``module`` but has its own child table."""
+    """A new module object that shares every parameter with ``module`` but has its own child table: a child set
+    on it (``setattr``) must not land in the target's table. nn.Module has no public copy of that table."""
     new = copy.copy(module)
     new._modules = dict(module._modules)
     return new
@@ -186,12 +187,12 @@ def early_exit_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
     view = _shallow(model)
     parent = view
     for name in path[:-1]:  # a shallow copy of every module on the way to the blocks
-        child = _shallow(parent._modules[name])
+        child = _shallow(getattr(parent, name))
         if hasattr(child, "config"):
             child.config = cfg
-        parent._modules[name] = child
+        setattr(parent, name, child)
         parent = child
-    parent._modules[path[-1]] = torch.nn.ModuleList(list(blocks)[:layers])
+    setattr(parent, path[-1], torch.nn.ModuleList(list(blocks)[:layers]))
     view.config = cfg
     return view
 

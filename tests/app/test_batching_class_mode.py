@@ -146,7 +146,36 @@ def test_the_model_cache_holds_every_offered_pair():
     n_prec = len(supported(default_device()))
     pol = policy_from_env({"ILE_CLASS_MODE": "on", "ILE_MODELS": "embedded,tiny-random,a=/x,b=/y,c=/z"})
     assert ui.frame.models.cache_entries(pol) == 5 * n_prec > 4
-    assert ui.frame.models._load._info.max_entries == ui.frame.models.cache_entries() >= 2 * n_prec
+
+
+def test_the_model_cache_keeps_cache_entries_models_and_no_more(monkeypatch):
+    """Open as many (model, precision) pairs as the cache is sized for, then again: none is loaded twice; one more
+    pair evicts one (the bound is cache_entries(), not more)."""
+    from types import SimpleNamespace
+
+    n = ui.frame.models.cache_entries()
+    assert n >= 2 * len(ui.frame.models.BUILTIN)
+    seen = []
+
+    def load_model(target, **kw):
+        seen.append(target)
+        return SimpleNamespace(name=None, info=SimpleNamespace(n_params=1, device="cpu"))
+
+    monkeypatch.setattr(ui.frame.models, "load_model", load_model)
+    load = ui.frame.models._load
+    names = [f"model-{i}" for i in range(n + 1)]
+    load.clear()
+    try:
+        for _ in range(2):
+            for name in names[:n]:
+                load(name, name, None)
+        assert seen == names[:n]
+        load(names[n], names[n], None)
+        for name in names[:n]:
+            load(name, name, None)
+        assert len(seen) > n + 1
+    finally:
+        load.clear()
 
 
 def _ask_as(monkeypatch, who: str, prompt: str, passes, **params) -> int:

@@ -362,3 +362,19 @@ def test_the_batched_worker_gives_each_request_its_solo_record(case):
         solo = trace.run_trace(lm, p, GREEDY, max_new_tokens=NEW, use_chat_template=False, seed=0, analyse=False)
         assert t.generated_ids == solo.generated_ids, f"{name}: {p!r}"
         assert [s.kv_bytes for s in t.steps] == [s.kv_bytes for s in solo.steps], f"{name}: {p!r}"
+
+
+def test_the_attention_implementation_follows_the_family():
+    """Families whose attention goes through transformers' AttentionInterface get SDPA (the measuring attention is
+    installed there); Falcon, with attention code of its own, gets eager; a config without a causal-LM class is
+    left to the load to refuse (SDPA here)."""
+    from transformers import PretrainedConfig
+
+    from engine.core.loaded import attention_implementation
+    from engine.models.tiny import arch_configs
+
+    cfgs = arch_configs(64, {})
+    assert attention_implementation(cfgs["falcon"]()) == "eager"
+    assert {n: attention_implementation(cfgs[n]()) for n in ("llama", "gemma3", "mistral")} == dict.fromkeys(
+        ("llama", "gemma3", "mistral"), "sdpa")
+    assert attention_implementation(PretrainedConfig()) == "sdpa"

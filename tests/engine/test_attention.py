@@ -11,7 +11,8 @@ from engine.attention.analysis import (fit_power, first_token_pull, gqa_saving, 
 from engine.core.kv import kv_bytes
 from engine.core.prompt import encode_prompt
 from engine.core.trace import ATTN_MAX, analyse_prompt
-from engine.core.loop import new_cache, prefill
+from engine.core.archfacts import analysis_pass
+from engine.core.loop import full_pass, new_cache, prefill
 
 
 def _check_causal_rows(att: np.ndarray, n_layers: int, n_heads: int, m: int) -> None:
@@ -108,3 +109,30 @@ def test_fit_power_and_growth_exponent():
     assert growth_exponent(n, t) == pytest.approx(2.0)
     assert growth_exponent(n, [1e-3 * x for x in n]) == pytest.approx(1.0)
     assert np.isnan(growth_exponent([16], [1.0]))
+
+
+def test_recorded_weights_and_output_equal_transformers_eager_attention(tiny_lm):
+    """The measuring attention (transformers' SDPA from its registry; eager math with our own key/value head
+    repeat while recording) gives the weights and the logits of the same weights run with transformers' eager
+    attention. The tiny model has grouped KV heads, so a wrong head repeat shows."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from engine.core import instrument
+
+    cfg = tiny_lm.model.config
+    assert cfg.num_key_value_heads < cfg.num_attention_heads and instrument.measured(tiny_lm.model)
+    # a copy of the config: from_config writes the attention implementation into the one it is given
+    eager = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager").eval()
+    eager.load_state_dict(tiny_lm.model.state_dict())
+    ids = torch.tensor([encode_prompt(tiny_lm.tokenizer, "The cat sat on the mat because it was warm", False).ids])
+    with torch.no_grad():
+        want = eager(input_ids=ids, output_attentions=True)
+        plain = full_pass(tiny_lm, ids).logits
+        recorded, got = analysis_pass(tiny_lm.model, ids, ids.shape[1])
+    assert len(got) == len(want.attentions) == cfg.num_hidden_layers
+    for g, w in zip(got, want.attentions):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(recorded, want.logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(plain, want.logits, atol=1e-4, rtol=1e-4)

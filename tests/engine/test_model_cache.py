@@ -162,3 +162,37 @@ def test_a_same_size_edit_of_the_converted_copy_rebuilds_it(cache_copy, edit):
     lm = loading.load_embedded("cpu")
     assert cache_copy == [1] and lm.info.n_layers == 30
     assert convert.embedded_is_converted()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_plain_copy_loads_like_transformers_own_save(tmp_path, tied):
+    """write_plain_copy (the conversion's writer: a GGUF-loaded model carries a quantization_config that
+    save_pretrained refuses) gives a folder that loads to the same tensors, config and logits as transformers' own
+    save of the same model; tied embeddings stay tied and are stored once; the model's config keeps its own."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    model.save_pretrained(tmp_path / "reference")
+    model.config.quantization_config = {"quant_method": "gguf"}
+    convert.write_plain_copy(model, tmp_path / "plain")
+    assert model.config.quantization_config == {"quant_method": "gguf"}
+    assert "quantization_config" not in json.loads((tmp_path / "plain" / "config.json").read_text())
+    keys = {}
+    for which in ("reference", "plain"):
+        with safe_open(tmp_path / which / "model.safetensors", "pt") as f:
+            keys[which] = set(f.keys())
+    assert keys["plain"] == keys["reference"] and ("lm_head.weight" in keys["plain"]) != tied
+    for f in ("config.json", "generation_config.json"):
+        assert json.loads((tmp_path / "plain" / f).read_text()) == json.loads((tmp_path / "reference" / f).read_text())
+    ref, plain = (AutoModelForCausalLM.from_pretrained(tmp_path / w).eval() for w in ("reference", "plain"))
+    assert (plain.lm_head.weight is plain.model.embed_tokens.weight) == tied
+    for (n, a), (m, b) in zip(ref.state_dict().items(), plain.state_dict().items(), strict=True):
+        assert n == m and torch.equal(a, b)
+    ids = torch.tensor([[1, 5, 9, 2, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(plain(input_ids=ids).logits, model(input_ids=ids).logits, atol=0, rtol=0)

@@ -158,3 +158,14 @@ def test_each_precision_generates_on_the_embedded_model(embedded_lm, precision, 
         assert weight_bytes(lm.model) * 2 == weight_bytes(embedded_lm.model)
     else:  # int8 linears, down_proj in float32, the float32 embedding table looked up (not read) per step
         assert decode_weight_bytes(lm.model) < 0.45 * decode_weight_bytes(embedded_lm.model)
+
+
+def test_weight_bytes_count_a_quantized_linears_weight_and_bias():
+    """torch.ao's quantized Linear keeps its weight and bias packed (not parameters): int8 weight, its per-row
+    scale and zero point (8 bytes each), and the float32 bias."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    torch.manual_seed(0)
+    q = quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(8, 4)), {"0": per_channel_dynamic_qconfig})
+    assert not list(q.parameters())
+    assert weight_bytes(q) == 8 * 4 * 1 + 4 * 16 + 4 * 4

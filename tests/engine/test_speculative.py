@@ -184,9 +184,15 @@ def test_lookup_spec_sizes():
 
 
 def test_early_exit_view_shares_weights_and_leaves_target_alone(tiny_lm):
-    view = early_exit_model(tiny_lm.model, 1)
-    assert tiny_lm.model.config.num_hidden_layers == 2 and len(tiny_lm.model.model.layers) == 2
-    assert view.model.layers[0] is tiny_lm.model.model.layers[0] and len(view.model.layers) == 1
+    target = tiny_lm.model
+    before = [(n, id(m)) for n, m in target.named_modules()]
+    view = early_exit_model(target, 1)
+    assert [(n, id(m)) for n, m in target.named_modules()] == before  # no child of the target was replaced
+    assert target.config.num_hidden_layers == 2 and len(target.model.layers) == 2
+    assert view.model.layers[0] is target.model.layers[0] and len(view.model.layers) == 1
+    assert view.model is not target.model and view.config.num_hidden_layers == 1
+    assert {p.data_ptr() for p in view.parameters()} < {p.data_ptr() for p in target.parameters()}
+    assert view.lm_head.weight is target.lm_head.weight
     with pytest.raises(DrafterError):
         early_exit_model(tiny_lm.model, 2)
 

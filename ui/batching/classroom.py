@@ -59,7 +59,8 @@ def is_teacher() -> bool:
 
 
 def sessions_connected() -> int | None:
-    """Browser sessions connected to this server now (Streamlit's session manager), or None if unknown."""
+    """Browser sessions connected to this server now, or None if unknown. Streamlit has no public count: its
+    Runtime's session manager is asked (tests/ui/test_library_internals.py fails when that changes)."""
     try:
         from streamlit.runtime import Runtime
 
