@@ -102,7 +102,7 @@ def group(lm: LoadedModel) -> tuple | None:
         # int8 quantizes each pass's activations with one scale over all its rows: another request's row moves
         # yours (a batch of 7 on the tiny model: 1 answer of 7 differed from its solo run). Alone, as above.
         return None
-    return ("trace", lm.name, id(lm))
+    return ("trace", lm.ref, id(lm))
 
 
 _SIG = inspect.signature(batched_trace)
@@ -384,7 +384,7 @@ batched_analysis.kind = "analysis"
 
 
 def analysis_group(lm: LoadedModel) -> tuple:
-    return ("analysis", lm.name, id(lm))
+    return ("analysis", lm.ref, id(lm))
 
 
 def serve_analyses(w, first) -> None:
@@ -445,7 +445,7 @@ batched_block_walk.kind = "block_walk"
 
 
 def block_walk_group(lm: LoadedModel, layer: int) -> tuple:
-    return ("block_walk", lm.name, id(lm), int(layer))
+    return ("block_walk", lm.ref, id(lm), int(layer))
 
 
 def serve_block_walks(w, first) -> None:
