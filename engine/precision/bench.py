@@ -23,7 +23,7 @@ from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
 from engine.models.names import EMBEDDED
 from engine.models.convert import embedded_gguf_path
 from engine.core.loaded import LoadedModel
-from engine.models.precision import PRECISIONS, lm_precision, supported, to_precision
+from engine.models.precision import PRECISIONS, supported, to_precision
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import small_pass_rows, threads_said
 

@@ -8,9 +8,9 @@ import streamlit as st
 from engine.attention.analysis import CostPoint, measure_forward
 from engine.attention.lens import LensGrid, lens_from_residual, logit_lens
 from engine.core.trace import MAX_LENS_POSITIONS
+from engine.core.loaded import ModelRef
 from ui.frame import state, work
 from ui.frame.figures import TICK_SIZE, caption, readable
-from engine.core.loaded import ModelRef
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 

@@ -5,9 +5,9 @@ import streamlit as st
 
 from engine.measure import noise
 from engine.batching import experiment as B
+from engine.core.loaded import ModelRef
 from ui.frame import measured, work
 from ui.frame.measured import Measured
-from engine.core.loaded import ModelRef
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 from ui.frame.lessons import lesson

@@ -6,9 +6,9 @@ from __future__ import annotations
 from engine.compare import analysis as C
 from engine.timeline import experiment as T
 from engine.core.sampling import SamplingSettings
+from engine.core.loaded import ModelRef
 from ui.frame import measured, work
 from ui.frame.cache import memo
-from engine.core.loaded import ModelRef
 from ui.frame.models import get_model
 from ui.timeline.runs import shared_probe
 

@@ -8,8 +8,8 @@ import streamlit as st
 
 from engine.embeddings import analysis as E
 from engine.tokenization import tokens as T
-from ui.frame import work
 from engine.core.loaded import ModelRef
+from ui.frame import work
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 

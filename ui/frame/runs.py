@@ -28,8 +28,8 @@ from engine.jobs.classbatch import (analysis_group, batched_analysis, batched_bl
 from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import PromptAnalysis, Trace, run_trace
-from ui.frame import state, work
 from engine.core.loaded import ModelRef
+from ui.frame import state, work
 from ui.frame.models import current_model, get_model, policy
 from ui.frame.cache import memo
 from ui.frame.html import md_escape, visible

@@ -4,8 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.kv_cache.snapshot import CacheSnapshot, cache_snapshot
-from ui.frame import work
 from engine.core.loaded import ModelRef
+from ui.frame import work
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 

@@ -14,9 +14,9 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings
 from engine.sampling.stages import Draws, Stages, draw_counts, stages_and_draw
 from engine.sampling.stepper import Stepper
+from engine.core.loaded import ModelRef
 from ui.frame import state, work
 from ui.frame.html import visible
-from engine.core.loaded import ModelRef
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 

@@ -10,9 +10,9 @@ from engine.speculative.drafters import make_drafter
 from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import SpecRun, race, sweep_k
+from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
-from engine.core.loaded import ModelRef
 from ui.frame.models import get_model, model_named
 from ui.speculative.view import RaceResult
 from ui.speculative.figures import clock_html, lane_html

@@ -10,9 +10,9 @@ import streamlit as st
 
 from engine.timeline import experiment as T
 from engine.core.sampling import SamplingSettings
+from engine.core.loaded import ModelRef
 from ui.frame import measured, work
 from ui.frame.measured import Measured
-from engine.core.loaded import ModelRef
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 
