@@ -27,15 +27,15 @@ if section(None):
         try_this(lesson("batching", "try batch"), lesson("batching", "answer batch"), key="batching_try_sweep")
     with main:
         cfg = sections.settings()
-        reqs = runs.workload_for(lm.name, cfg.ws)
+        reqs = runs.workload_for(lm.ref, cfg.ws)
         st.header("1. The requests", divider="gray")
         chart(workload_chart(reqs), "derived", V.workload_caption(cfg.ws, reqs), key="batching_workload")
 else:
     cfg = sections.settings()  # the settings drive every later section (presenter view: one section on view)
-ran = sections.run_button(cfg.key(lm.name))  # nothing below is measured until pressed for these settings
+ran = sections.run_button(cfg.key(lm.ref))  # nothing below is measured until pressed for these settings
 
 if ran:
-    sweep, results, load = sections.measure(lm.name, cfg)
+    sweep, results, load = sections.measure(lm.ref, cfg)
 
 if ran and section("2. One user leaves the hardware idle"):
     sections.one_user(sweep)

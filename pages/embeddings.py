@@ -25,8 +25,8 @@ info = lm.info
 s = settings()
 try:
     with st.spinner("Looking up the embedding rows..."):
-        ids, tokens, chat = prompt_ids(lm.name, s.prompt, s.chat)
-        emb = embeddings_for(lm.name, ids)
+        ids, tokens, chat = prompt_ids(lm.ref, s.prompt, s.chat)
+        emb = embeddings_for(lm.ref, ids)
 except PromptError as exc:
     st.warning(str(exc), icon=":material/edit_note:")
     st.stop()
@@ -53,7 +53,7 @@ if section("2. Which tokens look alike"):
           "cos = a\u00b7b / (|a||b|) between rows: 1 = same direction, 0 = unrelated. The diagonal is 1.")
 
     with st.spinner("Projecting a sample of the vocabulary..."):
-        emap = map_for(lm.name, ids, SAMPLE_SIZE, SAMPLE_SEED)
+        emap = map_for(lm.ref, ids, SAMPLE_SIZE, SAMPLE_SEED)
     chart(pca_scatter(emap), "model",
           f"{PCA_METHOD}, over {len(emap.sample_ids):,} vocabulary rows drawn at random (seed {emap.seed}); the "
           "prompt's tokens are projected onto the same two axes. Two axes keep only a small part of the picture: "

@@ -27,7 +27,7 @@ if V.is_example(choice):
     st.caption(lesson("tokenization", "example note"))
 try:
     with st.spinner("Tokenizing..."):
-        table = table_for(lm.name, text, s.chat)
+        table = table_for(lm.ref, text, s.chat)
 except PromptError as exc:
     st.warning(str(exc), icon=":material/edit_note:")
     st.stop()
@@ -48,7 +48,7 @@ if section(None):
           "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
           "token), from this model's own tokenizer; no forward pass is needed.")
     what_you_see(lesson("tokenization", "what you see", vocab=info.vocab_size, source=info.source))
-    answer = V.paris_answer(paris_ids(lm.name))
+    answer = V.paris_answer(paris_ids(lm.ref))
     if answer:
         try_this(lesson("tokenization", "try this"), answer, key="tokenization_try")
 
@@ -70,8 +70,8 @@ if section("Inspect one token"):
 if section("The chat template: what the model really receives"):
     if table.chat_applied:
         st.markdown(lesson("tokenization", "chat on"))
-        st.html(template_view(segments_for(lm.name, table.ids)))
-        st.caption(lesson("tokenization", "chat on caption", typed=len(ids_for(lm.name, text)), n=n))
+        st.html(template_view(segments_for(lm.ref, table.ids)))
+        st.caption(lesson("tokenization", "chat on caption", typed=len(ids_for(lm.ref, text)), n=n))
     else:
         st.markdown(lesson("tokenization", "chat off" if info.has_chat_template else "no template"))
 
@@ -85,7 +85,7 @@ if section("The token table"):
 compare_on = section("Compare tokenizers")
 if compare_on:
     with st.spinner("Tokenizing with every tokenizer..."):
-        counts, problems = compare_for(text, tuple(sources(lm.name)), lm.name)
+        counts, problems = compare_for(text, tuple(sources(lm.name)), lm.ref)
     class_mode = policy().class_mode
     st.markdown(lesson("tokenization", "compare intro class" if class_mode else "compare intro"))
     if counts:

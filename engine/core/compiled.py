@@ -22,8 +22,8 @@ KV bytes: a static cache holds its whole length from the first step; ``engine.co
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
 
 A compiled model is a second ``LoadedModel`` over the same weights (``to_mode``); the shared model object is never
-changed. Its name is the model key with ``@compiled`` after the precision (``engine.models.precision.model_key``), so
-everything cached per model name is cached per (model, precision, mode).
+changed. Its reference (engine.core.loaded.ModelRef) says ``mode="compiled"``, so everything kept per model
+reference is kept per (model, precision, mode).
 """
 from __future__ import annotations
 
@@ -41,7 +41,6 @@ from engine.settings import CXX, TORCHINDUCTOR_CACHE_DIR, cache_dir
 MODES = ("eager", "compiled")
 DEFAULT_MODE = "eager"
 LABELS = {"eager": "eager", "compiled": "compiled (torch.compile)"}  # the sidebar's words; its help says more
-MODE_SEP = "@"
 SHORTEST = 256  # the shortest static cache: the app's default prompt and answer fit in it
 # Every (model, precision, cache length) is one more compiled entry of the same decode-step code object; dynamo's
 # default limit of 8 entries per code object would silently send the ninth back to eager.
@@ -50,18 +49,6 @@ RECOMPILE_LIMIT = 64
 
 class ModeError(ModelLoadError):
     """An engine mode this model, precision or machine cannot run; the message says why in one line."""
-
-
-def split_mode(key: str) -> tuple[str, str]:
-    """``"embedded@bfloat16@compiled"`` -> ("embedded@bfloat16", "compiled"); a key without a mode is eager."""
-    base, sep, tail = key.rpartition(MODE_SEP)
-    return (base, tail) if sep and tail in MODES and tail != DEFAULT_MODE else (key, DEFAULT_MODE)
-
-
-def mode_key(key: str, mode: str) -> str:
-    """The model key with its mode: the key itself for eager, ``<key>@compiled`` otherwise."""
-    base = split_mode(key)[0]
-    return base if mode == DEFAULT_MODE else f"{base}{MODE_SEP}{mode}"
 
 
 def compiler_missing(device) -> str | None:
@@ -226,15 +213,11 @@ def to_mode(lm: LoadedModel, mode: str) -> LoadedModel:
         raise ModeError(f"'{str(mode)[:40]}' is not an engine mode; choose one of {', '.join(MODES)}.")
     if mode == mode_of(lm):
         return lm
-    base = split_mode(lm.name)[0]
     if mode == DEFAULT_MODE:
-        info = replace(lm.info, mode=DEFAULT_MODE, name=base)
-        return LoadedModel(base, lm.model, lm.tokenizer, info)
+        return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, replace(lm.info, mode=mode))
     reason = refused(lm.info, lm.device)
     if reason:
         raise ModeError(f"Compiled mode: {reason}.")
-    name = mode_key(base, mode)
-    info = replace(lm.info, mode=mode, name=name)
-    return LoadedModel(name, lm.model, lm.tokenizer, info,
+    return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, replace(lm.info, mode=mode),
                        decode_graph=DecodeGraph(lm.model, lm.device, lm.info.max_positions))
 

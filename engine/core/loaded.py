@@ -11,6 +11,29 @@ from pathlib import Path
 import torch
 
 
+@dataclass(frozen=True)
+class ModelRef:
+    """Which loaded model: its canonical name (a built-in name, an allow-list label, a folder or a hub id; never
+    with a precision or a mode in it), its precision ("" = the device's default, the weights as loaded; else a
+    copy cast or quantized once, engine.models.precision) and its engine mode (engine.core.compiled). Plain
+    values, so it is the key of anything kept per model: st.cache_data hashes a dataclass by its fields, the
+    worker's job keys and the class batch's groups compare it by value."""
+
+    name: str
+    precision: str = ""
+    mode: str = "eager"
+
+    def at(self, precision: str | None = None, mode: str | None = None) -> "ModelRef":
+        """The same model at another precision and/or engine mode (None keeps this one's)."""
+        return ModelRef(self.name, self.precision if precision is None else precision,
+                        self.mode if mode is None else mode)
+
+    def label(self) -> str:
+        """'embedded', 'embedded (int8, compiled)': for logs and captions, never parsed back."""
+        extra = [x for x in (self.precision, "" if self.mode == "eager" else self.mode) if x]
+        return f"{self.name} ({', '.join(extra)})" if extra else self.name
+
+
 class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message is written for the person who asked for it."""
 
@@ -57,11 +80,17 @@ class LoadedModel:
     """A model, its tokenizer and facts about it. Shared by every browser session and never changed by a
     request; its forward passes all run on the one engine worker (engine/jobs/worker.py), one at a time."""
 
-    name: str
+    ref: ModelRef
     model: torch.nn.Module
     tokenizer: object
     info: ModelInfo
     decode_graph: object = None  # compiled mode only: its engine.core.compiled.DecodeGraph (same weights as eager)
+
+    @property
+    def name(self) -> str:
+        """The model's name, for people (captions, logs, a saved run's file name): the same at every precision and
+        mode, so never a key: key anything kept per model by ``ref``."""
+        return self.ref.name
 
     @property
     def device(self) -> torch.device:

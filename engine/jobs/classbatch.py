@@ -112,7 +112,7 @@ def group(lm: LoadedModel) -> tuple | None:
         # int8 quantizes each pass's activations with one scale over all its rows: another request's row moves
         # yours (a batch of 7 on the tiny model: 1 answer of 7 differed from its solo run). Alone, as above.
         return None
-    return ("trace", lm.name, id(lm))
+    return ("trace", lm.ref, id(lm))
 
 
 class _Row:
@@ -440,4 +440,4 @@ class _Ids:
 
 ANALYSIS = JobKind("analysis", alone=analysis_alone,
                    together=prompt_passes("analysis", lambda r, prompts: analyse_prompts(r.lm, prompts)),
-                   group=lambda r: ("analysis", r.lm.name, id(r.lm)))
+                   group=lambda r: ("analysis", r.lm.ref, id(r.lm)))

@@ -124,4 +124,4 @@ def walk_alone(r: BlockWalkRequest):
 # asks for block 0 once per tab); a walk of another block waits for its own pass.
 BLOCK_WALK = JobKind("block_walk", alone=walk_alone,
                      together=prompt_passes("block walk", lambda r, prompts: block_walks(r.lm, prompts, r.layer)),
-                     group=lambda r: ("block_walk", r.lm.name, id(r.lm), int(r.layer)))
+                     group=lambda r: ("block_walk", r.lm.ref, id(r.lm), int(r.layer)))

@@ -22,7 +22,6 @@ import sys
 import time
 
 import engine.settings as settings
-from engine.models.precision import split_key
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("this benchmark varies the thread count, which compiled CPU kernels fix when they are built")
@@ -138,7 +137,7 @@ def run(lm, args) -> dict:
     for _ in range(args.rounds):
         for i, c in enumerate(cands):
             loadavg.append(os.getloadavg()[0])
-            got = measure_candidate(c, split_key(lm.name)[0], args.steps, 1, loads, args.precision)
+            got = measure_candidate(c, lm.ref.name, args.steps, 1, loads, args.precision)
             for k in loads:
                 raw[i][k][0].extend(got[k]["quiet_s"])
                 raw[i][k][1].extend(got[k]["busy_s"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 import engine.settings as settings
-from engine.core.loaded import LoadedModel, ModelInfo, ModelLoadError, attention_implementation
+from engine.core.loaded import LoadedModel, ModelInfo, ModelLoadError, ModelRef, attention_implementation
 from engine.core.serverlog import log
 from engine.models import convert
 from engine.models.convert import Progress
@@ -172,7 +172,7 @@ def finish_load(name: str, source: str, model, tokenizer, device: torch.device) 
     except Exception as exc:  # an architecture whose parts cannot be found: one line, not a traceback
         raise ModelLoadError(f"'{short(name)}' ({type(model).__name__}) cannot be shown by this app: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
-    return LoadedModel(name, model, tokenizer, info)
+    return LoadedModel(ModelRef(name), model, tokenizer, info)
 
 
 _HUB_CHECK = BoundedStore("hub reachability", 1, ttl_s=60)  # host -> reachable, asked again after a minute

@@ -35,6 +35,26 @@ DEFAULT_ALLOWED = ",".join(BUILTIN)
 LOOPBACK = ("localhost", "::1", "[::1]")
 
 
+SUFFIX_SEP = "@"  # how a link or a typed name may carry a precision or a mode: dropped by plain_name
+
+
+def plain_name(text: str) -> str:
+    """The model name in ``text`` that a person typed or a link carried, without any ``@<precision>`` or ``@<mode>``
+    suffix ("embedded@int8@compiled" -> "embedded"; "someone/model@v2" stays as it is). Such text never chooses a
+    precision or a mode (only the settings do), or ``?model=embedded@int8`` would load an int8 copy that the pages
+    label with the setting's precision. The one place a model name is ever taken apart: everywhere else a model is
+    an engine.core.loaded.ModelRef."""
+    from engine.core.compiled import MODES
+    from engine.models.precision import PRECISIONS
+
+    name = text
+    while True:
+        base, sep, tail = name.rpartition(SUFFIX_SEP)
+        if not (sep and (tail in PRECISIONS or tail in MODES)):
+            return name
+        name = base
+
+
 class ModelNotAllowed(ModelLoadError):
     """A name refused by the class server's allow-list (the message names the allowed models only)."""
 

@@ -1,10 +1,10 @@
 """Precision of a loaded model: float32, bfloat16, float16 (CUDA only) or int8 weights.
 
 A precision is part of a loaded model's identity: ``to_precision`` returns a *new* LoadedModel (a copy cast or
-quantized), never changing the model it was given, which other sessions may be using. Its name is the model key
-``"<name>@<precision>"`` (the plain name for the device's default precision), so anything cached per model
-name is cached per (model, precision). The engine mode follows the same way (engine.core.compiled):
-``"<name>[@<precision>]@compiled"``, nothing for eager.
+quantized), never changing the model it was given, which other sessions may be using. Its reference
+(engine.core.loaded.ModelRef) carries the precision ("" for the device's default, ``model_ref``), so anything kept
+per model reference is kept per (model, precision); the engine mode is the reference's third field
+(engine.core.compiled).
 
 int8 means 8-bit integer weights with a scale, activations quantized on the fly per token ("dynamic"), the
 matrix multiplies done in int8 with int32 accumulation (Jacob et al. 2018, arXiv:1712.05877):
@@ -32,8 +32,8 @@ from dataclasses import replace
 import torch
 
 from engine.models import smoothing
-from engine.core.compiled import DEFAULT_MODE, mode_key, split_mode
-from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.core.compiled import DEFAULT_MODE
+from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 
 PRECISIONS = ("float32", "bfloat16", "float16", "int8")
 LABELS = {
@@ -43,7 +43,6 @@ LABELS = {
     "int8": "int8 weights (1 byte per weight + scales)",
 }
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-KEY_SEP = "@"
 # The MLP's output projection under each family's name (Llama down_proj, GPT-2 mlp.c_proj, OPT/Phi fc2, GPT-NeoX/
 # Falcon/Bloom dense_4h_to_h, GPT-J/CodeGen fc_out): its input carries the outlier activations (module docstring).
 INT8_KEEP_FLOAT = ("down_proj", "mlp.c_proj", "fc2", "dense_4h_to_h", "fc_out")
@@ -87,30 +86,11 @@ def supported(device) -> tuple[str, ...]:
     return tuple(p for p in PRECISIONS if unsupported_reason(p, device) is None)
 
 
-def model_key(name: str, precision: str, device, mode: str = DEFAULT_MODE) -> str:
-    """The cache key of a model at a precision in an engine mode: its plain name at the device's default precision
-    in eager mode; ``@<precision>`` and ``@compiled`` are added where they differ."""
-    key = name if precision == default_precision(device) else f"{name}{KEY_SEP}{precision}"
-    return mode_key(key, mode)
-
-
-def plain_name(name: str) -> str:
-    """``name`` without any precision or mode suffix ("embedded@int8" -> "embedded"). A name a person typed or a link
-    carried never chooses a precision or a mode (only their settings do), or ``?model=embedded@int8`` would load an
-    int8 copy that the pages label with the setting's precision."""
-    while True:
-        base, precision = split_key(name)
-        if precision is None and base == name:
-            return name
-        name = base
-
-
-def split_key(key: str) -> tuple[str, str | None]:
-    """``"embedded@int8"`` -> ("embedded", "int8"); a key without a known precision suffix -> (key, None). An engine
-    mode suffix is not part of either ("embedded@int8@compiled" -> ("embedded", "int8"); split_mode reads it)."""
-    key = split_mode(key)[0]
-    base, sep, tail = key.rpartition(KEY_SEP)
-    return (base, tail) if sep and tail in PRECISIONS else (key, None)
+def model_ref(name: str, precision: str, device, mode: str = DEFAULT_MODE) -> ModelRef:
+    """The reference of model ``name`` at ``precision`` in engine ``mode`` on ``device``: the device's default
+    precision is "" (the weights as loaded), so a setting that names it and a model loaded without one are one
+    reference, one cache entry."""
+    return ModelRef(name, "" if precision == default_precision(device) else precision, mode)
 
 
 def _as_plain_linear(model: torch.nn.Module) -> list[str]:
@@ -191,17 +171,16 @@ def to_precision(lm: LoadedModel, precision: str) -> LoadedModel:
         raise PrecisionError(reason)
     if current != "float32" and current != default_precision(lm.device):
         raise PrecisionError(f"Convert from the model's default precision, not from {current}.")
-    base_name = split_key(lm.name)[0]
     try:
-        return _converted(lm, precision, base_name)
+        return _converted(lm, precision)
     except PrecisionError:
         raise
     except Exception as exc:  # a model whose layers a quantizer or cast cannot handle: say so, do not crash
-        raise PrecisionError(f"Could not convert {base_name} to {precision}: {type(exc).__name__}: "
+        raise PrecisionError(f"Could not convert {lm.name} to {precision}: {type(exc).__name__}: "
                              f"{str(exc)[:200]}") from exc
 
 
-def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
+def _converted(lm: LoadedModel, precision: str) -> LoadedModel:
     model = copy.deepcopy(lm.model)
     # RoPE's inverse frequencies stay float32: in 16 bits, positions past a few hundred lose their angle.
     keep = {n: b.clone() for n, b in lm.model.named_buffers() if n.endswith("inv_freq")}
@@ -215,9 +194,9 @@ def _converted(lm: LoadedModel, precision: str, base_name: str) -> LoadedModel:
     for n, b in keep.items():
         mod_name, _, buf = n.rpartition(".")
         model.get_submodule(mod_name).register_buffer(buf, b.float(), persistent=False)
-    info = replace(lm.info, dtype=dtype, precision=precision, name=model_key(base_name, precision, lm.device),
-                   int8_float=notes, mode=DEFAULT_MODE)  # a copy is eager: to_mode compiles it
-    return LoadedModel(info.name, model, lm.tokenizer, info)
+    info = replace(lm.info, dtype=dtype, precision=precision, int8_float=notes,
+                   mode=DEFAULT_MODE)  # a copy is eager: to_mode compiles it
+    return LoadedModel(lm.ref.at(precision, DEFAULT_MODE), model, lm.tokenizer, info)
 
 
 def _int8_copy(lm: LoadedModel, model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[str, ...]]:

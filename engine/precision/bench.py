@@ -23,7 +23,7 @@ from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
 from engine.models.names import EMBEDDED
 from engine.models.convert import embedded_gguf_path
 from engine.core.loaded import LoadedModel
-from engine.models.precision import PRECISIONS, lm_precision, split_key, supported, to_precision
+from engine.models.precision import PRECISIONS, supported, to_precision
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import small_pass_rows, threads_said
 
@@ -43,7 +43,7 @@ def _llama_cpp(lm: LoadedModel, ids: list[int], new_tokens: int, repeats: int) -
     decode = (time of prompt + n tokens - prefill) / (n - 1)."""
     if importlib.util.find_spec("llama_cpp") is None:
         return {"skipped": "llama-cpp-python is not installed (pip install llama-cpp-python)"}
-    if split_key(lm.name)[0] != EMBEDDED or embedded_gguf_path() is None:
+    if lm.ref.name != EMBEDDED or embedded_gguf_path() is None:
         return {"skipped": "the llama.cpp row runs only on the embedded model (its GGUF file)"}
     from llama_cpp import Llama
 
@@ -114,7 +114,7 @@ def run(lm: LoadedModel, args) -> dict:
     llama = {"skipped": "--no-llama-cpp"} if args.no_llama_cpp else _llama_cpp(lm, ids, args.new_tokens,
                                                                               args.repeats)
     return {
-        "benchmark": "precision", "model": split_key(lm.name)[0], "device": lm.info.device, "threads": cmp.threads,
+        "benchmark": "precision", "model": lm.ref.name, "device": lm.info.device, "threads": cmp.threads,
         "small_pass_rows": small_pass_rows() if lm.device.type == "cpu" else 0, "cpu_count": os.cpu_count(),
         "prompt_tokens": cmp.prompt_tokens, "new_tokens": cmp.new_tokens,
         "repeats": cmp.repeats, "read_gb_s": round(hw.read_gb_s.median, 2), "text_positions": cmp.text_positions,

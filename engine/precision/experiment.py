@@ -134,15 +134,15 @@ def compare_precisions(models: list[LoadedModel], prompt_ids: list[int], new_tok
         _greedy_timed(lm, prompt_ids, 2)
         done += 1
         progress(done / total, f"Warmed up {lm_precision(lm)}")
-    prefill_s = {lm.name: [] for lm in models}
-    decode_s = {lm.name: [] for lm in models}
-    tokens: dict[str, list[int]] = {}
+    prefill_s = {lm.ref: [] for lm in models}
+    decode_s = {lm.ref: [] for lm in models}
+    tokens: dict = {}
     for r in range(repeats):
         for lm in models:  # alternating: every repeat runs each precision once
             tp, steps, out = _greedy_timed(lm, prompt_ids, new_tokens)
-            prefill_s[lm.name].append(tp * 1000.0)
-            decode_s[lm.name].append(statistics.median(steps) * 1000.0)
-            tokens[lm.name] = out
+            prefill_s[lm.ref].append(tp * 1000.0)
+            decode_s[lm.ref].append(statistics.median(steps) * 1000.0)
+            tokens[lm.ref] = out
             done += 1
             progress(done / total, f"Repeat {r + 1}/{repeats}: {lm_precision(lm)} decoded {new_tokens} tokens")
     text_ids = list(ref.tokenizer(text, add_special_tokens=False).input_ids)
@@ -155,9 +155,9 @@ def compare_precisions(models: list[LoadedModel], prompt_ids: list[int], new_tok
         rows.append(PrecisionRow(
             precision=lm_precision(lm), dtype=lm.info.dtype, decode_weight_bytes=wb,
             floor_ms=wb / (read_gb_s * 1e9) * 1000.0 if read_gb_s > 0 else float("nan"),
-            prefill_ms=Spread.of(prefill_s[lm.name]), decode_ms=Spread.of(decode_s[lm.name]),
-            tokens=tuple(tokens[lm.name]), text=lm.tokenizer.decode(tokens[lm.name]),
-            same_tokens=same_prefix(tokens[lm.name], tokens[ref.name]), agreement=agreement(ref_logits, logits)))
+            prefill_ms=Spread.of(prefill_s[lm.ref]), decode_ms=Spread.of(decode_s[lm.ref]),
+            tokens=tuple(tokens[lm.ref]), text=lm.tokenizer.decode(tokens[lm.ref]),
+            same_tokens=same_prefix(tokens[lm.ref], tokens[ref.ref]), agreement=agreement(ref_logits, logits)))
         done += 1
         progress(min(1.0, done / total), f"Compared {lm_precision(lm)} with {lm_precision(ref)} over the fixed text")
     return PrecisionComparison(tuple(rows), lm_precision(ref), float(read_gb_s), len(prompt_ids), new_tokens,

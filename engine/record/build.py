@@ -71,9 +71,7 @@ def model_identity(lm, source_name: str | None = None) -> dict:
     model is shown under another name (a class server's label)."""
     from engine.models.names import TINY
     from engine.models.convert import file_checksums, model_folder
-    from engine.models.precision import split_key
-
-    name = split_key(source_name or lm.name)[0]
+    name = source_name or lm.ref.name
     folder = model_folder(name)
     files = file_checksums(folder) if folder is not None else None
     if files:
@@ -89,12 +87,9 @@ def model_identity(lm, source_name: str | None = None) -> dict:
 
 def model_facts(info, identity: dict) -> dict:
     """The model's name, precision, engine mode, architecture facts and identity, as the record keeps them."""
-    from engine.core.compiled import split_mode
-    from engine.models.precision import split_key
-
     d = info.to_dict()
     return {
-        "name": split_key(split_mode(info.name)[0])[0], "source": info.source, "model_type": info.model_type,
+        "name": info.name, "source": info.source, "model_type": info.model_type,
         "precision": info.precision or info.dtype, "dtype": info.dtype, "device": info.device,
         "engine_mode": engine_mode(info), **{k: d[k] for k in (
             "n_params", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size", "intermediate_size",

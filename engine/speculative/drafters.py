@@ -229,7 +229,7 @@ def random_draft_model(lm: LoadedModel, layers: int, seed: int = 0) -> torch.nn.
     if getattr(cfg, "layer_types", None):
         cfg.layer_types = list(cfg.layer_types)[: cfg.num_hidden_layers]
     p = next(lm.model.parameters())
-    key = (lm.name, str(p.dtype), str(p.device), cfg.num_hidden_layers, seed)
+    key = (lm.ref, str(p.dtype), str(p.device), cfg.num_hidden_layers, seed)
 
     def build() -> tuple:
         try:
@@ -273,7 +273,7 @@ def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel
         name = arg.strip()
         if not name:
             raise DrafterError("model:NAME needs a model name, e.g. model:self or model:random:2.")
-        if name in ("self", "target", lm.name):
+        if name in ("self", "target") or (name == lm.ref.name and not lm.ref.precision):  # the same weights
             return ModelDrafter(lm.model, f"model:{lm.name}")
         if name.startswith("random"):
             layers = random_draft_layers(lm, name.partition(":")[2].strip())

@@ -130,12 +130,13 @@ def test_a_name_never_chooses_a_precision():
     assert at.session_state["last_good_precision"] == s.precision != "int8"
 
 
-def test_key_for_drops_a_typed_precision():
-    from engine.models.precision import plain_name
+def test_ref_for_drops_a_typed_precision():
+    from engine.core.loaded import ModelRef
+    from engine.models.names import plain_name
 
     assert plain_name("embedded@int8@bfloat16") == "embedded" and plain_name("a@b") == "a@b"
-    assert ui.frame.models.key_for("embedded@int8", "float32") == "embedded"
-    assert ui.frame.models.key_for("embedded@float32", "int8") == "embedded@int8"
+    assert ui.frame.models.ref_for("embedded@int8", "float32") == ModelRef("embedded")
+    assert ui.frame.models.ref_for("embedded@float32", "int8") == ModelRef("embedded", "int8")
 
 
 def test_the_model_cache_holds_every_offered_pair():

@@ -44,9 +44,10 @@ def test_a_mode_the_model_cannot_run_is_refused_in_one_line_and_eager_runs():
 def test_the_home_page_answer_in_compiled_mode_is_the_compiled_loop():
     at = run_page("pages/loop.py", model="tiny-random", mode="compiled", max_new_tokens="5", temperature="0")
     assert not errors(at), errors(at)
+    from engine.core.loaded import ModelRef
     from ui.frame.runs import kept, run_key
 
-    tr = kept(run_key("tiny-random@compiled", at.session_state["settings"].prompt, True, 5, 0.0, 50, 0.95, 0))
+    tr = kept(run_key(ModelRef("tiny-random", "", "compiled"), at.session_state["settings"].prompt, True, 5, 0.0, 50, 0.95, 0))
     assert tr is not None and tr.engine_mode == "compiled" and not tr.timed_in_batcher
 
 

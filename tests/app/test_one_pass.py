@@ -41,9 +41,10 @@ def test_greedy_run_is_reused_when_only_top_k_top_p_or_seed_move(passes):
     at.sidebar.number_input(key="w_seed").set_value(5).run()
     assert not errors(at), errors(at)
     assert passes["n"] == before, "a greedy run was generated again for settings that cannot change it"
+    from engine.core.loaded import ModelRef
     from ui.frame.runs import trace_for
 
-    tr = trace_for("tiny-random", "greedy reuse, please", True, 4, 0.0, 7, 0.95, 5)
+    tr = trace_for(ModelRef("tiny-random"), "greedy reuse, please", True, 4, 0.0, 7, 0.95, 5)
     assert tr.settings.top_k == 7 and tr.seed == 5 and tr.analysis is not None
 
 
@@ -54,8 +55,9 @@ def test_a_sampled_nudge_reruns_the_generation_only(passes):
     before = passes["n"]
     at.sidebar.slider(key="w_temperature").set_value(0.75).run()
     assert not errors(at), errors(at)
+    from engine.core.loaded import ModelRef
     from ui.frame.runs import trace_for
 
-    tr = trace_for("tiny-random", "sampled nudge, please", True, 4, 0.75, 50, 0.95, 0)
+    tr = trace_for(ModelRef("tiny-random"), "sampled nudge, please", True, 4, 0.75, 50, 0.95, 0)
     assert tr.settings.temperature == 0.75
     assert passes["n"] - before == len(tr.steps), "the nudge ran more than the generation (prefill + decode steps)"

@@ -13,7 +13,9 @@ from engine.core import compiled as C
 from engine.core import loop
 from engine.core.kv import kv_bytes_for, reserved_bytes
 from engine.models.loading import load_model, load_tiny_arch
-from engine.models.precision import model_key, plain_name, split_key, to_precision
+from engine.core.loaded import ModelRef
+from engine.models.names import plain_name
+from engine.models.precision import model_ref, to_precision
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 
@@ -119,20 +121,19 @@ def test_no_cpp_compiler_is_refused(monkeypatch):
 
 def test_a_compiled_model_is_a_second_model_over_the_same_weights(tiny_lm, tiny_compiled):
     assert tiny_compiled.model is tiny_lm.model and tiny_compiled.tokenizer is tiny_lm.tokenizer
-    assert tiny_compiled.name == "tiny-random@compiled" and tiny_compiled.info.mode == "compiled"
+    assert tiny_compiled.ref == ModelRef("tiny-random", "", "compiled") and tiny_compiled.info.mode == "compiled"
+    assert tiny_compiled.name == tiny_lm.name == "tiny-random"  # a name for people: the same in either mode
     assert tiny_lm.info.mode == "eager" and getattr(tiny_lm, "decode_graph", None) is None
     back = C.to_mode(tiny_compiled, "eager")
-    assert back.name == "tiny-random" and back.model is tiny_lm.model and C.mode_of(back) == "eager"
+    assert back.ref == tiny_lm.ref and back.model is tiny_lm.model and C.mode_of(back) == "eager"
 
 
-def test_keys_carry_the_mode_after_the_precision():
-    assert model_key("embedded", "float32", "cpu", "compiled") == "embedded@compiled"
-    assert model_key("embedded", "bfloat16", "cpu", "compiled") == "embedded@bfloat16@compiled"
-    assert model_key("embedded", "bfloat16", "cpu") == "embedded@bfloat16"
-    assert split_key("embedded@bfloat16@compiled") == ("embedded", "bfloat16")
-    assert split_key("embedded@compiled") == ("embedded", None)
-    assert C.split_mode("embedded@bfloat16@compiled") == ("embedded@bfloat16", "compiled")
-    assert C.split_mode("embedded@bfloat16") == ("embedded@bfloat16", "eager")
+def test_a_reference_carries_precision_and_mode_apart_from_the_name():
+    assert model_ref("embedded", "float32", "cpu", "compiled") == ModelRef("embedded", "", "compiled")
+    assert model_ref("embedded", "bfloat16", "cpu", "compiled") == ModelRef("embedded", "bfloat16", "compiled")
+    assert model_ref("embedded", "bfloat16", "cpu") == ModelRef("embedded", "bfloat16", "eager")
+    assert len({ModelRef("embedded"), model_ref("embedded", "float32", "cpu"), ModelRef("embedded").at("int8").at("")}) == 1
+    assert ModelRef("embedded").at("int8", "compiled").label() == "embedded (int8, compiled)"
     assert plain_name("embedded@int8@compiled") == "embedded" and plain_name("embedded@compiled") == "embedded"
     assert plain_name("my@model") == "my@model"  # an '@' that is no suffix stays
 

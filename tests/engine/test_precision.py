@@ -8,9 +8,9 @@ import torch
 
 from engine.precision import experiment as P
 from engine.core.kv import kv_bytes_for
-from engine.core.loaded import ModelLoadError
+from engine.core.loaded import ModelLoadError, ModelRef
 from engine.models.loading import load_model
-from engine.models.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_key, split_key, supported,
+from engine.models.precision import (INT8_KEEP_FLOAT, PrecisionError, decode_weight_bytes, lm_precision, model_ref, supported,
                               to_precision, weight_bytes)
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
@@ -26,7 +26,7 @@ def test_cpu_offers_float32_bfloat16_and_int8_but_not_float16():
 @pytest.mark.parametrize("precision", CPU)
 def test_each_precision_loads_and_generates_on_the_tiny_model(precision, one_thread):
     lm = load_model("tiny-random", device="cpu", precision=precision)
-    assert lm_precision(lm) == precision and lm.name == model_key("tiny-random", precision, "cpu")
+    assert lm_precision(lm) == precision and lm.ref == model_ref("tiny-random", precision, "cpu")
     tr = run_trace(lm, "The capital of", SamplingSettings(temperature=0.0), 6, use_chat_template=False)
     assert len(tr.generated_ids) == 6
     # KV bytes measured from the cache tensors equal the formula at this precision's cache dtype, every step
@@ -57,7 +57,7 @@ def test_a_precision_is_a_copy_and_the_original_is_untouched(tiny_lm):
     before = {n: (p.dtype, p.data_ptr(), p.clone()) for n, p in tiny_lm.model.named_parameters()}
     for p in ("bfloat16", "int8"):
         other = to_precision(tiny_lm, p)
-        assert other.model is not tiny_lm.model and other.name != tiny_lm.name
+        assert other.model is not tiny_lm.model and other.ref == tiny_lm.ref.at(p) != tiny_lm.ref
     for n, p in tiny_lm.model.named_parameters():
         dtype, ptr, val = before[n]
         assert (p.dtype, p.data_ptr()) == (dtype, ptr) and torch.equal(p, val)
@@ -79,10 +79,10 @@ def test_unsupported_precision_is_a_message(precision, words):
     assert isinstance(e.value, PrecisionError) and words in str(e.value)
 
 
-def test_model_keys_round_trip():
-    assert model_key("embedded", "float32", "cpu") == "embedded"
-    assert split_key(model_key("embedded", "int8", "cpu")) == ("embedded", "int8")
-    assert split_key("someone/model@v2") == ("someone/model@v2", None)
+def test_a_reference_names_the_default_precision_once():
+    assert model_ref("embedded", "float32", "cpu") == ModelRef("embedded")
+    assert model_ref("embedded", "int8", "cpu") == ModelRef("embedded", "int8")
+    assert model_ref("someone/model@v2", "int8", "cpu").name == "someone/model@v2"
 
 
 def test_agreement_equals_a_hand_computation():

@@ -8,6 +8,7 @@ import streamlit as st
 from engine.attention.analysis import CostPoint, measure_forward
 from engine.attention.lens import LensGrid, lens_from_residual, logit_lens
 from engine.core.trace import MAX_LENS_POSITIONS
+from engine.core.loaded import ModelRef
 from ui.frame import state, work
 from ui.frame.figures import TICK_SIZE, caption, readable
 from ui.frame.models import get_model
@@ -18,36 +19,36 @@ OVERVIEW_KEY = "attention_overview"
 
 
 @memo(8)
-def lens_for(model: str, ids: tuple[int, ...], max_positions: int = MAX_LENS_POSITIONS) -> LensGrid:
-    return work.run(logit_lens, get_model(model), list(ids), max_positions)
+def lens_for(ref: ModelRef, ids: tuple[int, ...], max_positions: int = MAX_LENS_POSITIONS) -> LensGrid:
+    return work.run(logit_lens, get_model(ref), list(ids), max_positions)
 
 
 @memo(8)
-def _lens_read(model: str, ids: tuple[int, ...], _resid) -> LensGrid:
-    return work.run(lens_from_residual, get_model(model), list(ids), _resid)
+def _lens_read(ref: ModelRef, ids: tuple[int, ...], _resid) -> LensGrid:
+    return work.run(lens_from_residual, get_model(ref), list(ids), _resid)
 
 
 def lens_of(lm, trace) -> LensGrid:
     """The logit lens read from the residual stream the trace's one analysis pass recorded (no second pass)."""
     a = trace.analysis
     if a is None or a.lens_resid is None:
-        return lens_for(lm.name, tuple(trace.prompt_ids), MAX_LENS_POSITIONS)
-    return _lens_read(lm.name, tuple(trace.prompt_ids), a.lens_resid)
+        return lens_for(lm.ref, tuple(trace.prompt_ids), MAX_LENS_POSITIONS)
+    return _lens_read(lm.ref, tuple(trace.prompt_ids), a.lens_resid)
 
 
 @memo(64)
-def cost_point(model: str, tokens: int, repeats: int) -> CostPoint:
-    return work.run(measure_forward, get_model(model), tokens, repeats)
+def cost_point(ref: ModelRef, tokens: int, repeats: int) -> CostPoint:
+    return work.run(measure_forward, get_model(ref), tokens, repeats)
 
 
-def cost_sweep(model: str, lengths: Sequence[int], repeats: int) -> list[CostPoint]:
+def cost_sweep(ref: ModelRef, lengths: Sequence[int], repeats: int) -> list[CostPoint]:
     """One cached measurement per length, with a progress bar while any is being measured."""
     lengths = sorted(set(int(n) for n in lengths))
     bar = st.progress(0.0, text="Measuring prefill time at each prompt length...")
     out = []
     for i, n in enumerate(lengths):
         bar.progress(i / len(lengths), text=f"Measuring {n} tokens (1 warm-up pass + {repeats} timed passes)...")
-        out.append(cost_point(model, n, repeats))
+        out.append(cost_point(ref, n, repeats))
     bar.empty()
     return out
 
@@ -91,10 +92,10 @@ def window_length(window: int) -> int:
 
 
 @memo(4)
-def window_view_for(model: str, n: int):
+def window_view_for(ref: ModelRef, n: int):
     """The local-vs-global view on a natural ``n``-token prompt (engine.attention.analysis.window_view)."""
     from engine.timeline.experiment import sweep_prompt
     from engine.attention.analysis import window_view
 
-    lm = get_model(model)
+    lm = get_model(ref)
     return work.run(window_view, lm, sweep_prompt(lm, n))

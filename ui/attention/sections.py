@@ -108,11 +108,11 @@ def cost(lm) -> None:
                                key="attention_cost_max")
     lengths = [L for L in (16, 32, 64, 128, 256, 512, 1024) if L <= max_len]
     if st.button("Measure on this machine", icon=":material/timer:", key="attention_cost_go"):
-        kept.put(COST_RUN, lm.name)
-    if kept.get(COST_RUN) != lm.name:
+        kept.put(COST_RUN, lm.ref)
+    if kept.get(COST_RUN) != lm.ref:
         st.caption(lesson("attention", "cost not run", lengths=", ".join(map(str, lengths)), passes=REPEATS + 1))
         return
-    pts = cost_sweep(lm.name, lengths, REPEATS)
+    pts = cost_sweep(lm.ref, lengths, REPEATS)
     ns = [p.tokens for p in pts]
     chart(cost_chart(ns, [p.forward_s for p in pts], [p.attention_s for p in pts],
                      fit_power(ns, [p.attention_median for p in pts], 2)),
@@ -163,7 +163,7 @@ def local_and_global(lm) -> None:
     if not st.toggle(f"Run a {n}-token prompt and record both layers", key="attention_window_run"):
         return
     with st.spinner(f"One pass over {n} tokens, recording attention..."):
-        view = window_view_for(lm.name, n)
+        view = window_view_for(lm.ref, n)
     names = (f"layer {local}: sliding window of {w}", f"layer {glob}: global")
     chart(window_maps(view, names), "model", lesson("attention", "local global caption", rows=n - view.q0, n=n))
     c1, c2 = st.columns(2)

@@ -5,6 +5,7 @@ import streamlit as st
 
 from engine.measure import noise
 from engine.batching import experiment as B
+from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.frame.measured import Measured
 from ui.frame.models import get_model
@@ -18,8 +19,8 @@ def _bar(label: str):
 
 
 @memo(16)
-def workload_for(model: str, ws: B.WorkloadSettings) -> tuple[B.Request, ...]:
-    return B.make_workload(get_model(model).tokenizer, ws)
+def workload_for(ref: ModelRef, ws: B.WorkloadSettings) -> tuple[B.Request, ...]:
+    return B.make_workload(get_model(ref).tokenizer, ws)
 
 
 # The measured runs draw a progress bar created outside them, which st.cache_data cannot replay on a hit
@@ -39,24 +40,24 @@ def _cached(key: tuple, label: str, fn) -> Measured:
     return measured.measure(key, run, again=measured.again_pressed(AGAIN))
 
 
-def sweep(model: str, sizes, steps: int, warmup: int) -> Measured:
-    return _cached(("sweep", model, tuple(sizes), steps, warmup), "Batched decode steps",
-                   lambda cb, lm=get_model(model): B.decode_sweep(lm, tuple(sizes), steps=steps, warmup=warmup, progress=cb))
+def sweep(ref: ModelRef, sizes, steps: int, warmup: int) -> Measured:
+    return _cached(("sweep", ref, tuple(sizes), steps, warmup), "Batched decode steps",
+                   lambda cb, lm=get_model(ref): B.decode_sweep(lm, tuple(sizes), steps=steps, warmup=warmup, progress=cb))
 
 
-def serve(model: str, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float) -> Measured:
-    lm = get_model(model)
+def serve(ref: ModelRef, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float) -> Measured:
+    lm = get_model(ref)
 
     def run(cb):
         return B.serve(lm, B.make_workload(lm.tokenizer, ws), policy, max_batch, timeout, progress=cb)
 
-    return _cached(("serve", model, ws, policy, max_batch, timeout), f"Serving with {policy} batching", run)
+    return _cached(("serve", ref, ws, policy, max_batch, timeout), f"Serving with {policy} batching", run)
 
 
-def load(model: str, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int) -> Measured:
-    return _cached(("load", model, ws, tuple(rates), probe_tokens, max_batch),
+def load(ref: ModelRef, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int) -> Measured:
+    return _cached(("load", ref, ws, tuple(rates), probe_tokens, max_batch),
                    "Your request on a quiet and a busy server",
-                   lambda cb, lm=get_model(model): B.load_sweep(lm, ws, tuple(rates), probe_tokens, max_batch=max_batch,
+                   lambda cb, lm=get_model(ref): B.load_sweep(lm, ws, tuple(rates), probe_tokens, max_batch=max_batch,
                                            progress=cb))
 
 

@@ -46,12 +46,12 @@ def run_button(key: tuple) -> bool:
     return False
 
 
-def measure(model: str, cfg: V.Settings):
+def measure(ref, cfg: V.Settings):
     """Every run of the page (kept ones return at once), and the bar that measures them again:
     (decode-step sweep, one result per policy, quiet-vs-busy load points)."""
-    measured = [runs.sweep(model, cfg.sizes, 6, 2),
-                *(runs.serve(model, cfg.ws, p, cfg.max_batch, cfg.timeout) for p in POLICIES),
-                runs.load(model, cfg.ws, cfg.rates, 12, cfg.max_batch)]
+    measured = [runs.sweep(ref, cfg.sizes, 6, 2),
+                *(runs.serve(ref, cfg.ws, p, cfg.max_batch, cfg.timeout) for p in POLICIES),
+                runs.load(ref, cfg.ws, cfg.rates, 12, cfg.max_batch)]
     measure_again_bar([m.calibration for m in measured], runs.AGAIN, "every batching measurement")
     return measured[0].value, [m.value for m in measured[1:-1]], measured[-1].value
 

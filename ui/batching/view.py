@@ -24,9 +24,10 @@ class Settings:
         """Background traffic of the quiet-vs-busy section: none, the chosen rate, three times it."""
         return 0.0, self.ws.rate_per_s, self.ws.rate_per_s * 3
 
-    def key(self, model: str) -> tuple:
-        """What the results depend on: a new key asks for the button again."""
-        return model, self.ws, self.max_batch, self.timeout, self.sizes
+    def key(self, ref) -> tuple:
+        """What the results depend on (``ref``: the model's engine.core.loaded.ModelRef): a new key asks for the
+        button again."""
+        return ref, self.ws, self.max_batch, self.timeout, self.sizes
 
 
 def workload_caption(ws: WorkloadSettings, reqs) -> str:

@@ -18,7 +18,7 @@ from ui.compare.figures import decode_bars, kv_lines, params_bar, top5_bar
 from ui.frame.html import md_escape
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
-from ui.frame.models import get_model, policy
+from ui.frame.models import policy
 
 
 def pick_pair(current: str) -> tuple[str, str]:
@@ -53,7 +53,7 @@ def load_both(a: str, b: str) -> None:
     cannot be loaded is said in its own words (then another pair can be picked), never as an unexpected error."""
     for name in (a, b):
         try:
-            get_model(name)
+            R.facts_info(name)  # loads it
         except ModelLoadError as exc:
             st.error(md_escape(str(exc)), icon=":material/error:")
             st.stop()

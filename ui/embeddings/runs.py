@@ -8,53 +8,54 @@ import streamlit as st
 
 from engine.embeddings import analysis as E
 from engine.tokenization import tokens as T
+from engine.core.loaded import ModelRef
 from ui.frame import work
 from ui.frame.models import get_model
 from ui.frame.cache import memo
 
 
 @memo(32)
-def prompt_ids(model: str, prompt: str, chat: bool) -> tuple[tuple[int, ...], tuple[str, ...], bool]:
+def prompt_ids(ref: ModelRef, prompt: str, chat: bool) -> tuple[tuple[int, ...], tuple[str, ...], bool]:
     """(ids, tokens as decoded text, chat applied) for exactly what the model receives."""
-    table = T.prompt_table(get_model(model).tokenizer, prompt, chat)
+    table = T.prompt_table(get_model(ref).tokenizer, prompt, chat)
     return table.ids, tuple(r.text for r in table.rows), table.chat_applied
 
 
 @memo(32)
-def embeddings_for(model: str, ids: tuple[int, ...]) -> E.PromptEmbeddings:
-    return work.run(E.prompt_embeddings, get_model(model), ids)
+def embeddings_for(ref: ModelRef, ids: tuple[int, ...]) -> E.PromptEmbeddings:
+    return work.run(E.prompt_embeddings, get_model(ref), ids)
 
 
 @memo(16)
-def map_for(model: str, ids: tuple[int, ...], sample_size: int, seed: int) -> E.EmbeddingMap:
-    return work.run(E.embedding_map, get_model(model), ids, sample_size, seed)
+def map_for(ref: ModelRef, ids: tuple[int, ...], sample_size: int, seed: int) -> E.EmbeddingMap:
+    return work.run(E.embedding_map, get_model(ref), ids, sample_size, seed)
 
 
 @memo(64)
-def neighbours_for(model: str, token_id: int, k: int) -> E.Neighbours:
-    return work.run(E.nearest_tokens, get_model(model), token_id, k)
+def neighbours_for(ref: ModelRef, token_id: int, k: int) -> E.Neighbours:
+    return work.run(E.nearest_tokens, get_model(ref), token_id, k)
 
 
 @memo(16)
-def rope_for(model: str, n_positions: int, layer: int = 0) -> E.RopeAngles:
-    return work.run(E.rope_angles, get_model(model), n_positions, layer)
+def rope_for(ref: ModelRef, n_positions: int, layer: int = 0) -> E.RopeAngles:
+    return work.run(E.rope_angles, get_model(ref), n_positions, layer)
 
 
 @memo(32)
-def relative_for(model: str, q_token: int, k_token: int, head: int, n_positions: int) -> E.RelativeDemo:
-    return work.run(E.relative_demo, get_model(model), q_token, k_token, head, n_positions)
+def relative_for(ref: ModelRef, q_token: int, k_token: int, head: int, n_positions: int) -> E.RelativeDemo:
+    return work.run(E.relative_demo, get_model(ref), q_token, k_token, head, n_positions)
 
 
 @memo(8)
-def learned_for(model: str, n_positions: int) -> E.LearnedPositions:
-    return work.run(E.learned_positions, get_model(model), n_positions)
+def learned_for(ref: ModelRef, n_positions: int) -> E.LearnedPositions:
+    return work.run(E.learned_positions, get_model(ref), n_positions)
 
 
 @memo(8)
-def tied_for(model: str) -> E.TiedCheck:
-    return work.run(E.tied_check, get_model(model))
+def tied_for(ref: ModelRef) -> E.TiedCheck:
+    return work.run(E.tied_check, get_model(ref))
 
 
 @memo(8)
-def row_pair_for(model: str, token_id: int, n: int = 6):
-    return work.run(E.row_pair, get_model(model), token_id, n)
+def row_pair_for(ref: ModelRef, token_id: int, n: int = 6):
+    return work.run(E.row_pair, get_model(ref), token_id, n)

@@ -47,7 +47,7 @@ def neighbours_to_tied(lm, info, names: dict, default: int, key_default: int) ->
 @errors.fragment
 def neighbours(lm, info, q_id: int) -> None:
     k = st.slider("How many neighbours", 5, 30, 12, key="embeddings_k")
-    nb = neighbours_for(lm.name, q_id, int(k))
+    nb = neighbours_for(lm.ref, q_id, int(k))
     chart(neighbours_bar(nb), "model", f"Cosine similarity against all {info.vocab_size:,} rows of the table.")
 
 
@@ -71,7 +71,7 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
         st.info(f"The RoPE sections are not shown for this model: {refused}.", icon=":material/block:")
     elif info.position_encoding == "rope" and info.head_dim:
         n_pos = st.slider("Positions to show", 16, 256, 64, step=16, key="embeddings_positions")
-        ra = rope_for(lm.name, int(n_pos))
+        ra = rope_for(lm.ref, int(n_pos))
         st.markdown(lesson("embeddings", "rope", head_dim=info.head_dim, pairs=ra.rotary_dim // 2, base=ra.base,
                            d=ra.rotary_dim))
         source = ("The formula above with this model's config" if not ra.scaling else
@@ -88,7 +88,7 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
                 i = next(i for i, x in enumerate(f.rope_bases) if x == b)
                 if i and b != ra.base:
                     kind = f"sliding window {f.windows[i]}" if f.windows[i] else "global"
-                    others[f"base {b:,.0f} (layer {i}, {kind})"] = rope_for(lm.name, int(n_pos), i)
+                    others[f"base {b:,.0f} (layer {i}, {kind})"] = rope_for(lm.ref, int(n_pos), i)
         chart(rope_wavelength_line(ra, others), "derived",
               "Wavelength 2\u03c0 / base^(-2i/d) of each pair, from the config"
               + (": a larger base turns slower, so a global layer can tell apart positions far further apart."
@@ -108,7 +108,7 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
         kt = c2.selectbox("Key from token", ids_list, index=ids_list.index(key_default), key="embeddings_kt",
                           format_func=lambda i: f"{label(names[i])!r} (id {i})")
         head = c3.selectbox("Query head", list(range(info.n_heads)), key="embeddings_head")
-        demo = relative_for(lm.name, int(qt), int(kt), int(head), min(int(n_pos), 64))
+        demo = relative_for(lm.ref, int(qt), int(kt), int(head), min(int(n_pos), 64))
         st.caption(f"Vectors: {demo.source}.")
         chart(relative_heatmap(demo), "measured",
               f"q\u00b7k/\u221ad after rotation, computed on this machine (above the diagonal the key comes after the "
@@ -124,7 +124,7 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
                      key="embeddings_try")
     elif info.position_encoding == "learned":
         n_pos = st.slider("Positions to show", 16, 256, 64, step=16, key="embeddings_positions")
-        lp = learned_for(lm.name, int(n_pos))
+        lp = learned_for(lm.ref, int(n_pos))
         st.markdown(f"This model has a second table of {lp.table_size:,} learned vectors, one per position, "
                     "added to the token's embedding before the first block. It cannot read past its last position.")
         chart(learned_heatmap(lp), "model", "Rows of the model's learned position table.")
@@ -145,8 +145,8 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
 
 def tied(lm, info, names: dict, q_id: int) -> None:
     """Section 4: the input embedding and the output head, one matrix or two."""
-    tied = tied_for(lm.name)
-    a, b = row_pair_for(lm.name, int(q_id))
+    tied = tied_for(lm.ref)
+    a, b = row_pair_for(lm.ref, int(q_id))
     if tied.tied:
         st.success(f"**Tied embeddings.** The output head that turns the last hidden state into {info.vocab_size:,} "
                    f"logits uses the very same [{tied.input_shape[0]:,} \u00d7 {tied.input_shape[1]}] tensor as the "

@@ -11,20 +11,19 @@ from dataclasses import replace
 
 import streamlit as st
 
-from engine.models.names import ModelNotAllowed, ModelPolicy, policy_from_env
+from engine.models.names import ModelNotAllowed, ModelPolicy, plain_name, policy_from_env
 from engine.models import background
 from engine.jobs import worker
 from engine.models.names import EMBEDDED, GEMMA
 from engine.models.convert import convert_embedded, embedded_copy, embedded_is_converted
 from engine.models.loading import default_device, load_model
 from engine.core.serverlog import log
-from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
-from engine.core.compiled import (DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, split_mode,
-                                  to_mode)
+from engine.core.compiled import DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, to_mode
 from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
-from engine.models.precision import LABELS, model_key, plain_name, split_key, supported, to_precision, unsupported_reason
+from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
 from ui.frame import state, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
@@ -71,7 +70,7 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
         lm = worker.run(load_model, target, progress=log)  # the load's check passes too, like all torch work
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
-        lm.name = name
+        lm.ref = ModelRef(name)
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
     log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
@@ -92,7 +91,7 @@ def _load_compiled(name: str, target: str, precision: str | None) -> LoadedModel
     precision), as ``_load`` keeps the eager ones. Nothing is compiled here: its warm-up compiles each static cache
     length on first use (``warm_compiled``). No st.* call in here (see ``_load``)."""
     lm = worker.run(to_mode, _load(name, target, precision), "compiled")
-    log(f"compiled mode for model {lm.name!r}: its decode step is compiled on first use")
+    log(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
     return lm
 
 
@@ -150,23 +149,23 @@ def _ensure_gemma_converted() -> None:
         box.update(label="Gemma 3 270M ready", state="complete", expanded=False)
 
 
-def key_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> str:
-    """The cache key of ``name`` (as typed: any precision or mode suffix in it is dropped) at the setting's
-    precision and engine mode."""
-    return model_key(plain_name(name), precision, default_device(), mode)
+def ref_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> ModelRef:
+    """The reference of the model ``name`` (as typed or as a link carried it: any precision or mode suffix in it is
+    dropped) at the setting's precision and engine mode: where the settings become a model."""
+    return model_ref(plain_name(name), precision, default_device(), mode)
 
 
-def get_model(name: str) -> LoadedModel:
-    """Load ``name``, a model key (engine.models.precision.model_key: a name, "<name>@<precision>", either with
-    "@compiled" after it), cached by its canonical name, precision and mode; the first start converts the embedded
-    model with progress.
+def get_model(ref: ModelRef) -> LoadedModel:
+    """Load the model ``ref`` names, cached by its canonical name, precision and mode; the first start converts the
+    embedded model with progress.
 
     In class mode a name off the allow-list raises ModelNotAllowed, and a listed model that fails to load gives
     a message without the server's details (those go to the server's log)."""
+    if not isinstance(ref, ModelRef):  # a programming error: a name string reaches here only through model_named
+        raise TypeError(f"get_model takes a ModelRef, not {type(ref).__name__}")
     pol = policy()
-    mode = split_mode(name)[1]
-    base, precision = split_key(name)
-    canon, target = pol.resolve(base)
+    mode, precision = ref.mode, ref.precision or None
+    canon, target = pol.resolve(ref.name)
     if target == EMBEDDED:
         _ensure_embedded_converted()
     elif target == GEMMA:
@@ -181,6 +180,12 @@ def get_model(name: str) -> LoadedModel:
             raise
         log(f"class mode: model {canon!r} could not be loaded: {exc}")
         raise ModelLoadError(f"The model '{canon}' could not be loaded on this server right now.") from None
+
+
+def model_named(name: str) -> LoadedModel:
+    """The model a person named in a text box (a drafter's ``model:NAME``), at the device's default precision,
+    eager."""
+    return get_model(ModelRef(plain_name(name)))
 
 
 def default_model(pol: ModelPolicy | None = None) -> str:
@@ -251,12 +256,12 @@ def on_model_change() -> None:
     s = state.settings()
     old = s.model
     try:
-        lm = get_model(key_for(st.session_state.get("w_model") or "", s.precision))  # the mode is checked on its run
+        lm = get_model(ref_for(st.session_state.get("w_model") or "", s.precision))  # the mode is checked on its run
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using '{old}'."
         st.session_state["w_model"] = old
         return
-    canon = split_key(lm.name)[0]
+    canon = lm.ref.name
     state.set_value("model", canon)
     st.session_state["w_model"] = canon  # the canonical spelling, as the URL will have it
 
@@ -270,7 +275,7 @@ def on_precision_change() -> None:
     try:
         if reason:
             raise ModelLoadError(reason)
-        get_model(key_for(s.model, new))
+        get_model(ref_for(s.model, new))
     except ModelLoadError as exc:
         st.session_state["model_error"] = f"{exc} Still using {old}."
         st.session_state["w_precision"] = old
@@ -285,7 +290,7 @@ def on_mode_change() -> None:
     old, new = s.mode, st.session_state.get("w_mode") or s.mode
     if new != DEFAULT_MODE:
         try:
-            lm = get_model(key_for(s.model, s.precision))
+            lm = get_model(ref_for(s.model, s.precision))
             reason = mode_refused(lm.info, lm.device)
             if reason:
                 raise ModeError(f"Compiled mode: {reason}.")
@@ -304,7 +309,7 @@ def _checked_mode(s: state.Settings, lm: LoadedModel) -> LoadedModel:
     reason = mode_refused(lm.info, lm.device)
     if reason is None:
         try:
-            return get_model(key_for(s.model, s.precision, s.mode))
+            return get_model(ref_for(s.model, s.precision, s.mode))
         except ModelLoadError as exc:
             reason = str(exc)
     st.session_state["model_error"] = f"Compiled mode: {reason.removeprefix('Compiled mode: ').rstrip('.')}. Eager runs."
@@ -318,7 +323,7 @@ def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
     if graph_of(lm) is None:
         return lm
     st.caption(f":material/info: Compiled mode: {md_escape(why)}; this page runs eager.")
-    return get_model(split_mode(lm.name)[0])
+    return get_model(lm.ref.at(mode=DEFAULT_MODE))
 
 
 def _cancel_compile() -> None:
@@ -372,7 +377,7 @@ def warm_for_run(page: str = "loop") -> None:
             draw(force=True)
 
         work.run(warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": phase},
-                 on_poll=draw, key=("compile", lm.name, length))
+                 on_poll=draw, key=("compile", lm.ref, length))
         if graph.failure:
             box.update(label="Compiled mode could not compile this model: eager runs", state="error")
             st.error(md_escape(f"Compiled mode: {graph.failure}. Eager runs."), icon=":material/error:")
@@ -401,13 +406,13 @@ def current_model() -> LoadedModel:
     name = s.model
     try:
         try:
-            lm = get_model(key_for(name, precision))
+            lm = get_model(ref_for(name, precision))
         except ModelLoadError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to load is one line for the person who asked
             raise ModelLoadError(f"'{name[:60]}' could not be loaded: {type(exc).__name__}: "
                                  f"{(str(exc).splitlines() or [''])[0][:200]}") from exc
-        canon = split_key(lm.name)[0]
+        canon = lm.ref.name
         if canon != name:
             state.set_value("model", canon)
         st.session_state["last_good_model"] = canon
@@ -416,10 +421,10 @@ def current_model() -> LoadedModel:
     except ModelLoadError as exc:
         pol = policy()
         fallback = st.session_state.get("last_good_model", default_model(pol))
-        if fallback == name and split_key(key_for(name, precision))[1] is None:
+        if fallback == name and not ref_for(name, precision).precision:
             fallback = default_model(pol)
         if not (isinstance(exc, ModelNotAllowed) and name == EMBEDDED):  # the default, not a choice: no message
             st.session_state["model_error"] = f"{exc} Still using '{fallback}'."
         state.set_value("model", fallback)
         state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
-        return get_model(key_for(fallback, state.settings().precision))
+        return get_model(ref_for(fallback, state.settings().precision))

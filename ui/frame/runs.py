@@ -27,6 +27,7 @@ from engine.core.prompt import PromptError
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import PromptAnalysis, Trace, run_trace
 from engine.store import BoundedStore
+from engine.core.loaded import ModelRef
 from ui.frame import state, work
 from ui.frame.models import current_model, get_model, policy
 from ui.frame.cache import memo
@@ -49,13 +50,13 @@ def answer_scope() -> str:
     return f"session {work.session_id()}"
 
 
-def run_key(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+def run_key(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
             top_p: float, seed: int) -> tuple:
     """What a generation depends on, and whose it is (``answer_scope``). Greedy decoding (temperature 0) takes
     the argmax: top-k, top-p and the seed cannot change a token, so they are left out of its key (changing them
     reuses the run)."""
     sampling = (0.0, 0, 1.0, 0) if temperature <= 0 else (float(temperature), int(top_k), float(top_p), int(seed))
-    return (answer_scope(), model, prompt, bool(chat), int(max_new_tokens), *sampling)
+    return (answer_scope(), ref, prompt, bool(chat), int(max_new_tokens), *sampling)
 
 
 def kept(key: tuple) -> Trace | None:
@@ -66,15 +67,15 @@ def keep(key: tuple, trace: Trace) -> None:
     _RUNS.put(key, trace)
 
 
-def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+def generation_for(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
                    top_p: float, seed: int, on_step=None) -> Trace:
     """The timed generation for these settings (no analysis), kept; ``on_step(record)`` is called on this thread
     for each token while it runs (not when the run was kept)."""
-    key = run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
+    key = run_key(ref, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
     tr = kept(key)
     if tr is None:
         settings = SamplingSettings(*key[5:8]) if temperature > 0 else SamplingSettings()
-        lm = get_model(model)
+        lm = get_model(ref)
         request = AnswerRequest(lm, prompt, settings, max_new_tokens, key[8], chat, analyse=False,
                                 stream=on_step is not None)
         tr = work.ask(ANSWER, request, key=("trace", key), events={"step": on_step} if on_step else None)
@@ -82,38 +83,38 @@ def generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, tem
     return tr
 
 
-def analysis_for(model: str, ids: tuple[int, ...]) -> PromptAnalysis:
+def analysis_for(ref: ModelRef, ids: tuple[int, ...]) -> PromptAnalysis:
     """The prompt's untimed analysis pass (one forward pass): the same for every sampling setting."""
-    return _analysis(model, ids, answer_scope())
+    return _analysis(ref, ids, answer_scope())
 
 
 @memo(24)
-def _analysis(model: str, ids: tuple[int, ...], scope: str) -> PromptAnalysis:
-    lm = get_model(model)
+def _analysis(ref: ModelRef, ids: tuple[int, ...], scope: str) -> PromptAnalysis:
+    lm = get_model(ref)
     return work.ask(ANALYSIS, PromptRequest(lm, tuple(ids)))
 
 
-def solo_generation_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+def solo_generation_for(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
                         top_p: float, seed: int) -> Trace:
     """The same generation, alone on the engine worker (never in a batch): for a page whose lesson is its step
     times (prefill vs decode)."""
-    return _solo_generation(*run_key(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed))
+    return _solo_generation(*run_key(ref, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed))
 
 
 @memo(8)
-def _solo_generation(scope: str, model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float,
+def _solo_generation(scope: str, ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float,
                      top_k: int, top_p: float, seed: int) -> Trace:
     settings = SamplingSettings(temperature, top_k, top_p) if temperature > 0 else SamplingSettings()
-    return work.run(run_trace, get_model(model), prompt, settings, max_new_tokens, seed, chat, analyse=False)
+    return work.run(run_trace, get_model(ref), prompt, settings, max_new_tokens, seed, chat, analyse=False)
 
 
-def trace_for(model: str, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
+def trace_for(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
               top_p: float, seed: int, on_step=None) -> Trace:
     """The full trace: the kept (or a new) generation with the prompt's kept (or a new) analysis, labelled with
     exactly these settings."""
-    tr = generation_for(model, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed, on_step)
+    tr = generation_for(ref, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed, on_step)
     return replace(tr, settings=SamplingSettings(temperature, top_k, top_p).clamp(), seed=int(seed),
-                   analysis=analysis_for(model, tr.prompt_ids))
+                   analysis=analysis_for(ref, tr.prompt_ids))
 
 
 def _what(s) -> str:
@@ -135,7 +136,7 @@ def trace_page():
     answer on a page of a few elements, and the full page once the answer is there. A kept run puts a container in
     the same place, which the browser updates in place (its charts are not drawn anew)."""
     lm, s = current_model(), state.settings()
-    if kept(run_key(lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)) is None:
+    if kept(run_key(lm.ref, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)) is None:
         place = st.empty()  # another kind of element than the container there: the old page is dropped now
         tr = current_trace()  # its progress below the emptied place
         body = place.container()
@@ -154,7 +155,7 @@ def current_trace(alone: bool = False) -> Trace:
     a batch with other sessions' requests, its generation is repeated alone (the same tokens)."""
     lm = current_model()
     s = state.settings()
-    args = (lm.name, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
+    args = (lm.ref, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
     slot = st.empty()
     try:
         if kept(run_key(*args)) is None:
@@ -189,24 +190,24 @@ def current_trace(alone: bool = False) -> Trace:
     return tr
 
 
-def block_walk_for(model: str, ids: tuple[int, ...], layer: int):
+def block_walk_for(ref: ModelRef, ids: tuple[int, ...], layer: int):
     """The values inside one block for the prompt's last token, in one pass with every other session's walk of
     the same block that waits (engine/loop/inspect.py's ``BLOCK_WALK``)."""
-    return _block_walk(model, ids, layer, answer_scope())
+    return _block_walk(ref, ids, layer, answer_scope())
 
 
 @memo(16)
-def _block_walk(model: str, ids: tuple[int, ...], layer: int, scope: str):
-    return work.ask(BLOCK_WALK, BlockWalkRequest(get_model(model), tuple(ids), int(layer)))
+def _block_walk(ref: ModelRef, ids: tuple[int, ...], layer: int, scope: str):
+    return work.ask(BLOCK_WALK, BlockWalkRequest(get_model(ref), tuple(ids), int(layer)))
 
 
-def last_position_for(model: str, ids: tuple[int, ...]):
+def last_position_for(ref: ModelRef, ids: tuple[int, ...]):
     """Embedding row, final hidden state and top logits at the last of ``ids`` (one untimed pass, cached)."""
-    return _last_position(model, ids, answer_scope())
+    return _last_position(ref, ids, answer_scope())
 
 
 @memo(64)
-def _last_position(model: str, ids: tuple[int, ...], scope: str):
+def _last_position(ref: ModelRef, ids: tuple[int, ...], scope: str):
     from engine.loop.glance import last_position
 
-    return work.run(last_position, get_model(model), list(ids))
+    return work.run(last_position, get_model(ref), list(ids))

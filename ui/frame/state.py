@@ -14,10 +14,10 @@ import streamlit as st
 from engine.settings import ON, RUN_LOG
 
 from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.models.names import EMBEDDED
+from engine.models.names import EMBEDDED, plain_name
 from engine.models.loading import default_device
 from engine.core.sampling import SamplingSettings
-from engine.models.precision import default_precision, plain_name
+from engine.models.precision import default_precision
 from engine.core.trace import MAX_NEW_TOKENS
 
 DEFAULT_PROMPT = "What is the capital of France?"

@@ -23,18 +23,20 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from engine.jobs import worker
 from engine.jobs.kinds import JobKind
 from engine.core.cancel import Cancelled
-from engine.core.loaded import LoadedModel
+from engine.core.loaded import LoadedModel, ModelRef
 
 POLL_S = 0.05
 relay = worker.relay
 
 
 def _plain(v: Any) -> Any:
-    """A value for a job's key: models by name, arrays and tensors by a hash of their bytes (numpy's repr of a
+    """A value for a job's key: models by their reference, arrays and tensors by a hash of their bytes (numpy's repr of a
     49k-value array is a few numbers and "...": two different logits vectors had one key), callbacks by their tag,
     the rest by value (or repr)."""
     if isinstance(v, LoadedModel):
-        return ("model", v.name)
+        return ("model", v.ref)
+    if isinstance(v, ModelRef):
+        return v
     torch = sys.modules.get("torch")  # a tensor can only be here if torch is loaded: never import it for this
     if torch is not None and isinstance(v, torch.Tensor):
         t = v.detach().cpu().contiguous()
@@ -57,7 +59,7 @@ def job_key(fn: Callable, args: tuple, kwargs: dict) -> tuple:
 
 
 def request_key(kind: JobKind, request: Any) -> tuple:
-    """A typed request's key: its kind's name and its fields' plain values (a model by its name)."""
+    """A typed request's key: its kind's name and its fields' plain values (a model by its ModelRef)."""
     return ("ask", kind.name, _plain({f.name: getattr(request, f.name) for f in dataclasses.fields(request)}))
 
 

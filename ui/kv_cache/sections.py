@@ -28,7 +28,7 @@ def cache_tensors(lm, tr, rc: V.RunCache) -> None:
         return
     with st.spinner("Replaying the run to read the real cache tensors..."):
         try:
-            snap = snapshot_for(lm.name, tuple(tr.prompt_ids), tuple(tr.generated_ids))
+            snap = snapshot_for(lm.ref, tuple(tr.prompt_ids), tuple(tr.generated_ids))
         except ValueError as exc:  # e.g. layers caching different numbers of KV heads: one line, not a traceback
             st.info(f"The cache tensors are not shown for this model: {exc}.", icon=":material/block:")
             return
@@ -123,9 +123,10 @@ def past_the_window(lm) -> None:
     from engine.tokenization.tokens import gemma_tokenizer_ready
     from ui.compare import sections as compare_sections
     from ui.compare.runs import KV_LENGTHS
+    from engine.core.loaded import ModelRef
     from ui.frame.models import get_model, offered
 
-    name = lm.name.split("@")[0]
+    name = lm.ref.name
     if name not in (EMBEDDED, GEMMA) or not (offered(EMBEDDED) and offered(GEMMA)) or not gemma_tokenizer_ready():
         return
     other = EMBEDDED if name == GEMMA else GEMMA
@@ -133,5 +134,5 @@ def past_the_window(lm) -> None:
     st.markdown(V.cache_words(lm.info))
     if name == EMBEDDED and not st.toggle("Load Gemma 3 270M beside SmolLM2 and measure both", key="kv_past_window"):
         return  # on demand: a second model (1 GB) is loaded only when asked for
-    st.markdown(V.cache_words(get_model(other).info) + " " + lesson("kv_cache", "past window", longest=KV_LENGTHS[-1]))
+    st.markdown(V.cache_words(get_model(ModelRef(other)).info) + " " + lesson("kv_cache", "past window", longest=KV_LENGTHS[-1]))
     compare_sections.kv(name, other)

@@ -10,6 +10,7 @@ from ui.frame import errors
 from ui.frame import state
 from ui.loop.glance import picture
 from ui.loop.view import STAGES, DECODE_START, glance, next_position, previous_position, softmax_note
+from ui.frame.models import current_model  # the model of the trace on the page (ui.frame.runs.current_trace)
 from ui.frame.runs import last_position_for
 
 PLAY_PAUSE = 0.45  # seconds per stage when playing one token round the loop
@@ -18,12 +19,12 @@ PLAY_PAUSE = 0.45  # seconds per stage when playing one token round the loop
 def _glance(trace, t: int):
     last = None
     if t > 0:
-        last = last_position_for(trace.info.name, tuple(trace.prompt_ids) + tuple(trace.generated_ids[:t]))
+        last = last_position_for(current_model().ref, tuple(trace.prompt_ids) + tuple(trace.generated_ids[:t]))
     return glance(trace, t, last)
 
 
 def _position(trace) -> tuple[int, int]:
-    key = (trace.info.name, trace.prompt_ids, trace.generated_ids)
+    key = (current_model().ref, trace.prompt_ids, trace.generated_ids)
     if st.session_state.get("loop_pos_for") != key:  # a new run: start on its first token, fully drawn
         st.session_state["loop_pos_for"] = key
         st.session_state["loop_pos"] = (0, len(STAGES) - 1)
@@ -78,7 +79,7 @@ def block_inside(trace) -> None:
 
     info = trace.info
     layer = st.slider("Block to look inside", 0, info.n_layers - 1, 0, key="loop_layer")
-    df = block_table(block_walk_for(info.name, trace.prompt_ids, layer))
+    df = block_table(block_walk_for(current_model().ref, trace.prompt_ids, layer))
     if df is None:
         f = getattr(info, "arch", None)
         layout = f"{f.norm}{', parallel residual' if f.parallel_residual else ''}" if f is not None else "unknown"

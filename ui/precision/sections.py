@@ -8,15 +8,15 @@ import streamlit as st
 from engine.precision import experiment as P
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.models.loading import default_device
-from engine.core.compiled import DEFAULT_MODE, split_mode
-from engine.models.precision import LABELS, lm_precision, split_key, supported
+from engine.core.compiled import DEFAULT_MODE
+from engine.models.precision import LABELS, lm_precision, supported
 from ui.frame.html import md_escape
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import threads_said
 from ui.frame.layout import chart, try_this
 from ui.frame.lessons import lesson
 from ui.frame import kept, work
-from ui.frame.models import get_model, key_for
+from ui.frame.models import get_model, ref_for
 from ui.precision.figures import bytes_vs_speed, decode_vs_floor
 
 RESULT = ("precision",)  # kept: ((base model, engine mode), comparison) of this session's last run
@@ -31,12 +31,12 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
         for p in precisions:
             box.write(f"Preparing {LABELS[p]}" + (f", {mode}" if mode != DEFAULT_MODE else "") + "...")
             try:
-                models.append(get_model(key_for(base, p, mode)))
+                models.append(get_model(ref_for(base, p, mode)))
             except ModelLoadError as exc:
                 if mode == DEFAULT_MODE:
                     raise
                 box.write(md_escape(f"{p}: {exc} Eager runs."))
-                models.append(get_model(key_for(base, p)))
+                models.append(get_model(ref_for(base, p)))
         ids = list(encode_prompt(models[0].tokenizer, P.PROMPT, use_chat_template=True).ids)
         bar = st.progress(0.0, text="Warming up")
         cmp = work.run(P.compare_precisions, models, ids, new_tokens, repeats, read_gb_s,
@@ -76,11 +76,11 @@ def precision_note(lm: LoadedModel) -> str:
 
 def render(lm: LoadedModel, read_gb_s: float) -> None:
     """The section; ``read_gb_s``: the bandwidth the page measured (for the floors)."""
-    base = split_key(lm.name)[0]
+    base = lm.ref.name
     options = list(supported(default_device()))
     st.markdown(lesson("timeline", "precision"))
     res = kept.get(RESULT)
-    mode = split_mode(lm.name)[1]
+    mode = lm.ref.mode
     res = res if res and res[0] == (base, mode) else None  # a comparison of this model in this engine mode
     try_this(lesson("timeline", "precision try this"),
              _reveal(res[1], lm.info.device) if res else lesson("timeline", "precision answer first"),

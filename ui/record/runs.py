@@ -17,7 +17,7 @@ from engine.record import build, format as record_format
 from engine.record.replay import replay_html
 from engine.record.verify import Verification, verify
 from ui.frame import kept, work
-from ui.frame.models import get_model, policy
+from ui.frame.models import get_model, model_named, policy, ref_for
 
 
 def file_name(model: str, kind: str, suffix: str) -> str:
@@ -28,9 +28,7 @@ def file_name(model: str, kind: str, suffix: str) -> str:
 
 def _source(lm) -> str:
     """What the loader read for ``lm``: a class server's label stands for its target (hashed from there)."""
-    from engine.models.precision import split_key
-
-    return policy().target_of(split_key(lm.name)[0])
+    return policy().target_of(lm.ref.name)
 
 
 def _machine(lm, calibration=None) -> dict:
@@ -106,17 +104,16 @@ def run_here(record: dict) -> Verification:
     then re-run the record alone on the engine worker and compare. Raises ModelLoadError (or a drafter's error)
     for the page to show."""
     from engine.models.loading import default_device
-    from engine.models.precision import model_key, unsupported_reason
+    from engine.models.precision import default_precision, unsupported_reason
 
     m = record["model"]
-    precision = m["precision"] if not unsupported_reason(m["precision"], default_device()) else None
-    key = m["name"] if precision is None else model_key(m["name"], precision, default_device())
-    lm = get_model(key)
+    runs_here = not unsupported_reason(m["precision"], default_device())
+    lm = get_model(ref_for(m["name"], m["precision"] if runs_here else default_precision(default_device())))
     drafter = None
     if record["kind"] == "race":
         from engine.speculative.drafters import make_drafter
 
-        drafter = make_drafter(lm, record["race"]["drafter"], loader=get_model)  # the policy's models only
+        drafter = make_drafter(lm, record["race"]["drafter"], loader=model_named)  # the policy's models only
     result = work.run(verify, record, lm, noise.probe_seconds, _source(lm), drafter,
-                      key=("record verify", record["content_sha256"], lm.name))
+                      key=("record verify", record["content_sha256"], lm.ref))
     return kept.put(("record verify", record["content_sha256"]), result)

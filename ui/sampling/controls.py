@@ -14,6 +14,7 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings
 from engine.sampling.stages import Draws, Stages, draw_counts, stages_and_draw
 from engine.sampling.stepper import Stepper
+from engine.core.loaded import ModelRef
 from ui.frame import state, work
 from ui.frame.html import visible
 from ui.frame.models import get_model
@@ -69,7 +70,7 @@ def local_settings(stacked: bool = False) -> tuple[SamplingSettings, int]:
 def stepper(lm, trace) -> Stepper:
     """This session's stepper for (model, prompt); step 0 reuses the trace's first logits (no pass)."""
     ss = st.session_state
-    key = (lm.name, tuple(trace.prompt_ids))
+    key = (lm.ref, tuple(trace.prompt_ids))
     if ss.get(P + "stepper_key") != key or P + "stepper" not in ss:
         ss[P + "stepper"] = Stepper(trace.prompt_ids, trace.first_logits)
         ss[P + "stepper_key"] = key
@@ -123,9 +124,9 @@ def actions(lm, stp: Stepper, step: int, token_id: int, token: str) -> None:
 
 
 @memo(8)
-def predictions_for(model: str, ids: tuple[int, ...]) -> tuple[PositionPredictions, list[str]]:
+def predictions_for(ref: ModelRef, ids: tuple[int, ...]) -> tuple[PositionPredictions, list[str]]:
     """One forward pass over the prompt (cached): predictions at every position, and the top guesses' text."""
-    lm = get_model(model)
+    lm = get_model(ref)
     pp = work.run(position_predictions, lm, list(ids))
     return pp, token_text(lm.tokenizer, pp.top_ids[:, 0])
 
@@ -134,7 +135,7 @@ def predictions_of(lm, trace) -> tuple[PositionPredictions, list[str]]:
     """Predictions at every position, read from the trace's one analysis pass (no pass of its own)."""
     pp = trace.analysis.positions if trace.analysis is not None else None
     if pp is None:
-        return predictions_for(lm.name, tuple(trace.prompt_ids))
+        return predictions_for(lm.ref, tuple(trace.prompt_ids))
     return pp, token_text(lm.tokenizer, pp.top_ids[:, 0])
 
 

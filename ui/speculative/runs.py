@@ -10,9 +10,10 @@ from engine.speculative.drafters import make_drafter
 from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import SpecRun, race, sweep_k
+from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
-from ui.frame.models import get_model
+from ui.frame.models import get_model, model_named
 from ui.speculative.view import RaceResult
 from ui.speculative.figures import clock_html, lane_html
 
@@ -21,7 +22,7 @@ _LAST = "speculative_last"  # (params, result) of this session's last finished r
 
 @dataclass(frozen=True)
 class RaceParams:
-    model: str
+    model: ModelRef
     prompt: str
     chat: bool
     drafter: str
@@ -60,7 +61,7 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
     ModelLoadError for the page to show."""
     lm = get_model(params.model)
     ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
-    drafter = make_drafter(lm, params.drafter, loader=get_model)
+    drafter = make_drafter(lm, params.drafter, loader=model_named)
     for lane, clock in ((plain_lane, plain_clock), (spec_lane, spec_clock)):
         lane.html(lane_html([], cursor=True))
         clock.html(clock_html(0.0, 0, 0))
@@ -88,7 +89,7 @@ def show_final(run: SpecRun, plain_lane, plain_clock, spec_lane, spec_clock) -> 
 def lane_pieces(run: SpecRun) -> list[tuple[str, str]]:
     """The speculative lane of a finished run: every round's accepted, rejected and own tokens (cut to the
     tokens actually kept, so an end-of-turn inside a round shows as it was used)."""
-    tok = get_model(run.model).tokenizer
+    tok = get_model(ModelRef(run.model)).tokenizer  # the run names its model for people; a tokenizer is the same at every precision and mode
     pieces = [(run.spec_tokens[0], "prefill")] if run.spec_tokens else []
     kept = 1
     for rnd in run.rounds:
@@ -113,7 +114,7 @@ def sweep(params: RaceParams, ks: tuple[int, ...], max_new_tokens: int, progress
     if done is None and progress is not None:
         lm = get_model(params.model)
         ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
-        drafter = make_drafter(lm, params.drafter, loader=get_model)  # loads a draft model here, not on the worker
+        drafter = make_drafter(lm, params.drafter, loader=model_named)  # loads a draft model here, not on the worker
         done = kept.put(("speculative sweep", key),
                         work.run(sweep_k, lm, ids, params.drafter, ks, params.settings, max_new_tokens, params.seed,
                                  on_progress=work.relay("progress"), drafter=drafter,

@@ -92,7 +92,7 @@ def controls(lm) -> RaceParams:
         drafter = f"model:{draft_model_box('speculative_other')}"  # class mode: the allow-list only
     state.put_page_params(**url)
     state.write_query_params()  # now: the page stops early (st.stop) until a race ran, before app.py's write
-    return RaceParams(lm.name, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
+    return RaceParams(lm.ref, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
                       s.top_p, int(seed), int(max_new))
 
 

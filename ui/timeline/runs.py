@@ -1,4 +1,4 @@
-"""Measurements for the prefill-vs-decode page, keyed on plain values (model name, token ids, sizes). Timed
+"""Measurements for the prefill-vs-decode page, keyed on plain values (the model's ModelRef, token ids, sizes). Timed
 results live in ui.frame.measured: each carries its calibration, a disturbed one is not shared, and "Measure again"
 (key ``timeline_again_<name>``) measures again."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ import streamlit as st
 from engine.timeline import experiment as T
 from engine.core.sampling import SamplingSettings
 from engine.store import BoundedStore
+from engine.core.loaded import ModelRef
 from ui.frame import measured, work
 from ui.frame.measured import Measured
 from ui.frame.models import get_model
@@ -21,51 +22,51 @@ def again_key(name: str) -> str:
     return f"timeline_again_{name}"
 
 
-def sweep_row_for(model: str, length: int, new_tokens: int, repeats: int, reserve: int = 0) -> Measured:
+def sweep_row_for(ref: ModelRef, length: int, new_tokens: int, repeats: int, reserve: int = 0) -> Measured:
     """One prompt length of the sweep (its own warm-up, then the repeats); kept per length. Its value is None when
     the device ran out of memory for that length."""
-    return measured.measure(("timeline_sweep", model, length, new_tokens, repeats, reserve),
-                            lambda: work.run(T.sweep_length, get_model(model), length, new_tokens, repeats, reserve),
+    return measured.measure(("timeline_sweep", ref, length, new_tokens, repeats, reserve),
+                            lambda: work.run(T.sweep_length, get_model(ref), length, new_tokens, repeats, reserve),
                             again=measured.again_pressed(again_key("sweep")))
 
 
-def warm(model: str, tokens: int) -> None:
+def warm(ref: ModelRef, tokens: int) -> None:
     """Compiled mode: its decode graph for a run of ``tokens`` compiled now (nothing when eager or ready)."""
     from engine.core.loop import warm_up
 
-    work.run(warm_up, get_model(model), int(tokens))
+    work.run(warm_up, get_model(ref), int(tokens))
 
 
-def kernels_for(model: str, ids: tuple[int, ...]) -> Measured:
+def kernels_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
     """One prefill and one decode step traced with torch.profiler (engine.timeline.profile), kept per model (the
-    model key names its engine mode) and prompt."""
+    reference names its engine mode) and prompt."""
     from engine.timeline.profile import profile_steps
 
-    return measured.measure(("timeline_kernels", model, ids),
-                            lambda: work.run(profile_steps, get_model(model), list(ids)),
+    return measured.measure(("timeline_kernels", ref, ids),
+                            lambda: work.run(profile_steps, get_model(ref), list(ids)),
                             again=measured.again_pressed(again_key("kernels")))
 
 
-def cache_comparison_for(model: str, ids: tuple[int, ...], new_tokens: int) -> Measured:
-    return measured.measure(("timeline_cache", model, ids, new_tokens),
-                            lambda: work.run(T.cache_comparison, get_model(model), list(ids), new_tokens),
+def cache_comparison_for(ref: ModelRef, ids: tuple[int, ...], new_tokens: int) -> Measured:
+    return measured.measure(("timeline_cache", ref, ids, new_tokens),
+                            lambda: work.run(T.cache_comparison, get_model(ref), list(ids), new_tokens),
                             again=measured.again_pressed(again_key("cache")))
 
 
-def breakdown_for(model: str, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
+def breakdown_for(ref: ModelRef, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
                   ) -> Measured:
-    return measured.measure(("timeline_breakdown", model, ids, repeats, temperature, top_k, top_p),
-                            lambda: T.stage_breakdown(get_model(model), list(ids), repeats,
+    return measured.measure(("timeline_breakdown", ref, ids, repeats, temperature, top_k, top_p),
+                            lambda: T.stage_breakdown(get_model(ref), list(ids), repeats,
                                                       SamplingSettings(temperature, top_k, top_p)),
                             again=measured.again_pressed(again_key("breakdown")))
 
 
 @memo(12)
-def memory_for(model: str, ids: tuple[int, ...]) -> T.MemoryComparison:
-    return work.run(T.training_vs_inference_memory, get_model(model), list(ids))
+def memory_for(ref: ModelRef, ids: tuple[int, ...]) -> T.MemoryComparison:
+    return work.run(T.training_vs_inference_memory, get_model(ref), list(ids))
 
 
-def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list, dict]:
+def sweep(ref: ModelRef, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list, dict]:
     """The sweep, one kept length at a time, with a progress bar (kept lengths return at once); also the
     calibrations of the rows (when and under what load each was measured), and how it was extended: where prefill
     has not climbed yet (a fast device), the longest prompt is doubled until it does, up to the model's positions
@@ -76,15 +77,15 @@ def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -
     got, extended, short = [], [], None
     for i, n in enumerate(lengths):
         bar.progress(i / len(lengths), text=f"Prompt-length sweep: {n} prompt tokens ({i + 1} of {len(lengths)})")
-        got.append(sweep_row_for(model, n, new_tokens, repeats, reserve))
+        got.append(sweep_row_for(ref, n, new_tokens, repeats, reserve))
     rows = [m.value for m in got if m.value is not None]
-    max_positions = get_model(model).info.max_positions
+    max_positions = get_model(ref).info.max_positions
     while rows and not T.climbed(rows):
         n = T.next_length(rows, max_positions, new_tokens)
         if n is None:
             break
         bar.progress(0.99, text=f"Prefill has not climbed yet on this device: extending the sweep to {n:,} tokens")
-        m = sweep_row_for(model, n, new_tokens, repeats)
+        m = sweep_row_for(ref, n, new_tokens, repeats)
         if m.value is None:
             short = n
             break
@@ -96,10 +97,10 @@ def sweep(model: str, lengths: tuple[int, ...], new_tokens: int, repeats: int) -
             {"extended": extended, "memory_short_at": short})
 
 
-def breakdown(model: str, ids: tuple[int, ...], repeats: int, settings) -> Measured:
+def breakdown(ref: ModelRef, ids: tuple[int, ...], repeats: int, settings) -> Measured:
     """``settings``: the sidebar's (ui.frame.state.Settings); the breakdown samples with its temperature, top-k, top-p."""
     with st.spinner(f"Timing each stage: a prefill and a decode pass, {repeats} repeat(s) with and without hooks..."):
-        return breakdown_for(model, ids, repeats, settings.temperature, settings.top_k, settings.top_p)
+        return breakdown_for(ref, ids, repeats, settings.temperature, settings.top_k, settings.top_p)
 
 
 _PROBE_LOCK = threading.Lock()

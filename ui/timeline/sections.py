@@ -13,7 +13,7 @@ from ui.frame.lessons import lesson
 from ui.frame.measured import measure_again_bar, thread_policy_line
 from ui.timeline.figures import (breakdown_chart, cache_chart, floor_chart, kernel_lanes, memory_chart, roofline_chart,
                                  sweep_chart)
-from engine.core.compiled import mode_key, mode_of, refused as mode_refused, split_mode
+from engine.core.compiled import DEFAULT_MODE, mode_of, refused as mode_refused
 from engine.timeline.profile import regime
 from ui.frame.html import md_escape, visible
 
@@ -32,7 +32,7 @@ def cache(lm, ids: tuple[int, ...], max_new_tokens: int) -> None:
     if not runs.on_demand("cache", "Run with and without the cache", "Runs the model twice, greedy, on your prompt."):
         return
     with st.spinner("Generating twice: with the cache, then recomputing everything every step..."):
-        cc_m = runs.cache_comparison_for(lm.name, ids, n_cmp)
+        cc_m = runs.cache_comparison_for(lm.ref, ids, n_cmp)
     cc = cc_m.value
     chart(cache_chart(cc), "measured", V.cache_caption(cc), key="timeline_cache")
     if cc.identical:
@@ -59,7 +59,7 @@ def sweep(lm) -> None:
         return
     if not runs.on_demand("sweep", "Run the sweep", "Each length is warmed up once, then measured 'Repeats' times."):
         return
-    sw, cals, ext = runs.sweep(lm.name, tuple(sorted(lengths)), new_tokens, repeats)
+    sw, cals, ext = runs.sweep(lm.ref, tuple(sorted(lengths)), new_tokens, repeats)
     chart(sweep_chart(sw), "measured", V.sweep_caption(sw), key="timeline_sweep")
     st.markdown(V.climb_text(sw, ext, lm.info.device))
     st.dataframe(V.sweep_table(sw), hide_index=True)
@@ -72,7 +72,7 @@ def breakdown(lm, ids: tuple[int, ...], settings: dict) -> None:
     repeats = st.slider("Repeats", 1, 7, 3, key="timeline_bd_repeats")
     if not runs.on_demand("breakdown", "Measure the stages", "A prefill pass over your prompt and one decode pass."):
         return
-    bd_m = runs.breakdown(lm.name, ids, repeats, settings)
+    bd_m = runs.breakdown(lm.ref, ids, repeats, settings)
     bd = bd_m.value
     chart(breakdown_chart(bd), "measured", V.breakdown_caption(bd), key="timeline_breakdown")
     st.dataframe(V.breakdown_table(bd), hide_index=True)
@@ -118,7 +118,7 @@ def memory(lm, ids: tuple[int, ...]) -> None:
     if not runs.on_demand("memory", "Measure the memory of one pass", "Two forward passes over your prompt."):
         return
     with st.spinner("Running one pass that keeps activations and one under inference mode..."):
-        mem = runs.memory_for(lm.name, ids)
+        mem = runs.memory_for(lm.ref, ids)
     metrics(V.memory_metrics(mem))
     chart(memory_chart(mem), "measured", V.memory_caption(mem), key="timeline_memory")
 
@@ -135,7 +135,7 @@ def mode_check(lm, tr, s) -> None:
         return
     from ui.frame.runs import generation_for
 
-    eager = generation_for(split_mode(lm.name)[0], s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k,
+    eager = generation_for(lm.ref.at(mode=DEFAULT_MODE), s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k,
                            s.top_p, s.seed)
     diff = next((i for i, (a, b) in enumerate(zip(tr.generated_ids, eager.generated_ids)) if a != b), None)
     if diff is None and len(tr.generated_ids) == len(eager.generated_ids):
@@ -153,13 +153,13 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
     """Section 8: one prefill and one decode step traced with torch.profiler, eager and compiled side by side, and
     the regime each is in, named from its numbers."""
     st.markdown(lesson("timeline", "kernels"))
-    eager_key = split_mode(lm.name)[0]
+    eager_ref = lm.ref.at(mode=DEFAULT_MODE)
     why = mode_refused(lm.info, lm.device)
     if not runs.on_demand("kernels", "Trace one step, eager and compiled",
                           "One prefill and one decode step under torch.profiler in each engine mode. Compiled mode "
                           "compiles its decode step first, once (minutes on a 2-core CPU the first time)."):
         return
-    keys = [eager_key] + ([] if why else [mode_key(eager_key, "compiled")])
+    keys = [eager_ref] + ([] if why else [eager_ref.at(mode="compiled")])
     if not why:
         with st.spinner("Compiled mode: compiling the decode step for this prompt's static cache (once; before "
                         "anything is traced)..."):
@@ -178,9 +178,9 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
     st.dataframe(V.kernel_rows(pairs), hide_index=True)
     for col, key, m in zip(st.columns(len(got)), keys, got):
         with col:
-            st.subheader("Compiled" if key != eager_key else "Eager")
+            st.subheader("Compiled" if key != eager_ref else "Eager")
             for p in reversed(m.value):  # the decode step first: the lesson's subject
                 chart(kernel_lanes(p, f"{p.mode.capitalize()} {p.phase} step: host vs device"), "measured",
-                      V.kernels_caption(p), key=f"timeline_kernels_{key != eager_key}_{p.phase}")
+                      V.kernels_caption(p), key=f"timeline_kernels_{key != eager_ref}_{p.phase}")
                 st.dataframe(V.top_ops_table(p), hide_index=True)
     measure_again_bar([m.calibration for m in got], runs.again_key("kernels"), "the traces")

@@ -7,24 +7,25 @@ from engine.tokenization import tokens as T
 from engine.models.names import BUILTIN
 from engine.models.names import EMBEDDED, GEMMA, TINY
 from engine.core.serverlog import log
+from engine.core.loaded import ModelRef
 from ui.frame.models import get_model, offered, policy
 from ui.frame.cache import memo, shared
 
 
 @memo(48)
-def table_for(model: str, text: str, chat: bool) -> T.TokenTable:
+def table_for(ref: ModelRef, text: str, chat: bool) -> T.TokenTable:
     """What the model receives for ``text`` (raises PromptError for an empty text)."""
-    return T.prompt_table(get_model(model).tokenizer, text, chat)
+    return T.prompt_table(get_model(ref).tokenizer, text, chat)
 
 
 @memo(48)
-def segments_for(model: str, ids: tuple[int, ...]) -> list[T.Segment]:
-    return T.segments(get_model(model).tokenizer, ids)
+def segments_for(ref: ModelRef, ids: tuple[int, ...]) -> list[T.Segment]:
+    return T.segments(get_model(ref).tokenizer, ids)
 
 
 @memo(48)
-def ids_for(model: str, text: str) -> tuple[int, ...]:
-    tok = get_model(model).tokenizer
+def ids_for(ref: ModelRef, text: str) -> tuple[int, ...]:
+    tok = get_model(ref).tokenizer
     return tuple(int(i) for i in tok(text, add_special_tokens=False)["input_ids"])
 
 
@@ -60,13 +61,13 @@ def _cached_sources() -> list[T.TokenizerSource]:
 
 
 @memo(24)
-def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: str) -> tuple[list, list[str]]:
+def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: ModelRef) -> tuple[list, list[str]]:
     """(counts, problems): ``text`` through every source; one that cannot be loaded is reported, not fatal."""
     counts, problems = [], []
     class_mode = policy().class_mode
     for s in srcs:
         try:
-            tok = get_model(current).tokenizer if s.name == current else _tokenizer(s.name, s.path)
+            tok = get_model(current).tokenizer if s.name == current.name else _tokenizer(s.name, s.path)
             if tok is None:
                 problems.append(f"{s.name}: not available on this machine")
                 continue
@@ -93,9 +94,9 @@ def contrast_for(text: str) -> list[T.ContrastRow] | None:
     return T.contrast("SmolLM2 (49k BPE)", a, "Gemma 3 (262k)", b, texts)
 
 
-def paris_ids(model: str) -> tuple | None:
+def paris_ids(ref: ModelRef) -> tuple | None:
     """This tokenizer's ids of "Paris", " Paris" and "paris" (None: it cannot encode them)."""
     try:
-        return tuple(ids_for(model, w) for w in ("Paris", " Paris", "paris"))
+        return tuple(ids_for(ref, w) for w in ("Paris", " Paris", "paris"))
     except Exception:  # a tokenizer that cannot encode these: the lesson box is left out
         return None
