@@ -3,17 +3,14 @@ import ui.frame.boot  # noqa: F401  first: every module imported once, in one th
 import streamlit as st
 
 from ui.frame import nav
-from ui.frame.layout import section, try_this, what_you_see
-from ui.frame.lessons import lesson
+from ui.frame.layout import lesson_intro, section
 from ui.record import sections
 
 nav.through_router()
 st.title("A saved run: recorded there, measured here")
 
 if section(None):
-    st.markdown(lesson("record", "intro"))
-    what_you_see(lesson("record", "what you see"))
-    try_this(lesson("record", "try this"), lesson("record", "answer"), key="record_try")
+    lesson_intro("record")
 
 record = sections.upload()  # checked before anything reads it; a refused file says why in one line
 if record is None:

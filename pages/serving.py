@@ -4,17 +4,14 @@ import streamlit as st
 
 from ui.frame import nav
 from ui.serving import sections
-from ui.frame.layout import section, try_this, what_you_see
-from ui.frame.lessons import lesson
+from ui.frame.layout import lesson_intro, section
 from ui.frame.html import md_escape
 from ui.serving.view import fmt
 
 nav.through_router()
 st.title("Serving engines: the same loop on a real server")
 if section(None):
-    st.markdown(lesson("serving", "intro"))
-    what_you_see(lesson("serving", "what you see"))
-    try_this(lesson("serving", "try this"), lesson("serving", "answer"), key="serving_try")
+    lesson_intro("serving")
 
 st.header("1. Connect to a server", divider="gray")
 cfg, info = sections.connect()  # stops the page here until a server answers (above every section: all need it)
