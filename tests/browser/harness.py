@@ -110,14 +110,16 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
 
 
-IDLE_QUIET_S = 0.6  # between two script runs (st.rerun, a fragment after its page) the state is not-running briefly
+# How long the app must look idle before a test reads it. Between a key press or a click and the rerun it asks for,
+# and between two runs (st.rerun, a fragment after its page), the state reads not-running for a moment: with 0.6 s
+# two tests in a full suite read the page before their run (a typed prompt, a deep link's first answer).
+IDLE_QUIET_S = 2.0
 
 
 def wait_idle(page, timeout: float = 180.0) -> None:
     """Wait until Streamlit has finished running the script: the app's own run state (the ``data-test-script-state``
     attribute Streamlit 1.67 puts on ``stApp`` for tests: initial, running, rerunRequested, notRunning, ...) says not
-    running, with no status widget or spinner, for a short quiet moment. A click sets the state to rerunRequested
-    before its message leaves the browser, so a run that has not drawn yet is never taken for idle."""
+    running, with no status widget or spinner, for ``IDLE_QUIET_S``; a page that has not run yet reads "initial"."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
     deadline = time.time() + timeout
     quiet_since = None

@@ -77,10 +77,10 @@ def test_first_visits_at_once_after_a_start_render_and_stay_under_the_memory_bou
     """Right after a start, all opened at once on one fresh server: five different deep links, four tabs on
     /attention and eight on /timeline (the first-visit failures seen: ImportErrors in 4 of 5 tabs, 5 of 6 tabs
     without the sidebar, and 16 timeline tabs peaking at 7.5 GB when each session ran its own 512 MiB hardware
-    probe; eight per-session probes would be 4 GiB over the model, past the bound). Every tab's first visit is a
+    probe; six per-session probes would be 3 GiB over the model, past the bound). Every tab's first visit is a
     deep link that Streamlit's legacy pages/ router answers: each must keep its address and show the shared
     sidebar with no "Page not found" dialog, and the server's peak memory stays under the bound."""
-    paths = DEEP_LINKS + ["attention"] * 4 + ["timeline"] * 8
+    paths = DEEP_LINKS + ["attention"] * 3 + ["timeline"] * 6
     with PeakRss(fresh_app) as rss:
         contexts, pages = _open_at_once(browser, fresh_app, paths)
         try:
