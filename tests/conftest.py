@@ -124,14 +124,15 @@ def _uses_embedded_model(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
+        rel = Path(str(item.fspath)).relative_to(ROOT)
+        parts = rel.parts[1:]  # below tests/
         tier = _FOLDER_TIER.get(parts[0]) if len(parts) > 1 else None
         model = _uses_embedded_model(item) or item.get_closest_marker("model") is not None
         if model:
             item.add_marker(pytest.mark.model)
         if tier and not (tier == "unit" and model):  # a test on the real model is never in the fast tier
             item.add_marker(getattr(pytest.mark, tier))
-        if Path(str(item.fspath)).relative_to(ROOT).as_posix() in SERIAL_MODULES:
+        if rel.as_posix() in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
 
 
