@@ -175,4 +175,4 @@ def local_and_global(lm) -> None:
 
 def _are(n: int) -> str:
     """"1 layer is", "18 layers are": the local count as the lesson's sentence needs it."""
-    return f"{n:,} layer is" if n == 1 else f"{n:,} layers are"
+    return f"{AW.count(n, 'layer')} {'is' if n == 1 else 'are'}"
