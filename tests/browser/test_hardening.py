@@ -21,6 +21,10 @@ def open_home(app_server, page, **params):
 
 def test_html_and_script_in_the_prompt_stay_text(app_server, page):
     open_home(app_server, page, prompt=INJECT, max_new_tokens=2, temperature=0)
+    try:  # the prompt drawn first: checking for an injected element before the run has drawn it proves nothing
+        wait_text(page, "<b id=\"injected\">bold</b>", where='[data-testid="stMain"]', timeout=180)
+    except Exception:  # noqa: BLE001  the assertion below says what is shown instead
+        pass
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("#injected").count() == 0 and page.locator("#injected-img").count() == 0
     assert "<b id=\"injected\">bold</b>" in page.inner_text('[data-testid="stMain"]')
