@@ -105,16 +105,11 @@ def llama_cpp_spec_server():
 # app = AppTest of the pages; browser = a real Streamlit server and Chromium.
 _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browser"}
 # Modules whose assertions read a clock against a fixed bound (a deadline, a busy-loop ratio, a child's exit time):
-# scripts/test.sh runs them after the parallel phase, one at a time, on a machine nobody else loads.
-# Browser modules join them when they compare the page with a peer's clock (the CLI, a busy process), hold many tabs
-# at once against a memory bound: on a core another test is using, they would measure that test.
+# scripts/test.sh runs them after the parallel phase, alone with the browser tier, on a machine nobody else loads.
 SERIAL_MODULES = {"tests/engine/test_threads.py", "tests/engine/test_serving_hostile.py",
                   "tests/engine/test_background.py", "tests/engine/test_hostile_models.py",
                   "tests/engine/test_llama_server.py", "tests/ui/test_served_thread_policy.py",
-                  "tests/app/test_unattended_start.py",
-                  "tests/browser/test_timing_parity.py", "tests/browser/test_speculative_race_vs_cli.py",
-                  "tests/browser/test_busy_lessons.py", "tests/browser/test_first_visits.py",
-                  "tests/browser/test_worker.py"}
+                  "tests/app/test_unattended_start.py"}
 
 
 def _uses_embedded_model(item) -> bool:
@@ -139,17 +134,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, tier))
         if rel.as_posix() in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its order is the order modules are handed out
-        items.sort(key=_longest_first)
-
-
-# Browser modules take minutes each, the unit tier's seconds: handed out first, they end before the small tests that
-# fill the last minutes on both workers, instead of one worker finishing a browser module alone at the end.
-_TIER_ORDER = {"browser": 0, "model": 1, "app": 2}
-
-
-def _longest_first(item) -> int:
-    return min((_TIER_ORDER.get(m.name, 3) for m in item.iter_markers()), default=3)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ server decoding speculatively, whose counters grow during a sweep. Every chart d
 1366x768 (the README shows them)."""
 import re
 
-import pytest
-
 from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
 from ui.frame import nav
 
@@ -91,7 +89,6 @@ def test_speculative_counters_live(app_server, llama_cpp_spec_server, browser):
         ctx.close()
 
 
-@pytest.mark.serial  # times the closed connection against a fixed bound
 def test_closing_the_tab_mid_connect_closes_the_connection(app_server, browser):
     """Connect against a server that accepts and never answers, then close the tab. The probe runs as a
     job on the network worker; Streamlit stops the closed tab's script, the waiter detaches, the job is cancelled
