@@ -129,6 +129,12 @@ def wait_idle(page, timeout: float = 180.0) -> None:
             " if (!app) return 'gone';"
             " if (document.querySelector('[data-testid=\"stStatusWidget\"]') ||"
             "     document.querySelector('[data-testid=\"stSpinner\"]')) return 'busy';"
+            # drawn, not only run: Plotly is a lazily loaded chunk, so a chart's box exists before its picture, and
+            # a starved tab can spend seconds there after the run ended (hidden ones, in another tab, never draw)
+            " const shown = (el) => el.offsetParent !== null;"
+            " if ([...document.querySelectorAll('[data-testid=\"stSkeleton\"]')].some(shown) ||"
+            "     [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].some("
+            "         (c) => shown(c) && !c.querySelector('.main-svg'))) return 'drawing';"
             " return app.getAttribute('data-test-script-state'); }")
         if state is None:  # Streamlit renamed its attribute: say so rather than guess from the widgets
             raise AssertionError("stApp has no data-test-script-state attribute: update tests/browser/harness.py")
