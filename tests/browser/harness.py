@@ -130,7 +130,8 @@ def wait_idle(page, timeout: float = 180.0) -> None:
             " if (document.querySelector('[data-testid=\"stStatusWidget\"]') ||"
             "     document.querySelector('[data-testid=\"stSpinner\"]')) return 'busy';"
             # drawn, not only run: Plotly is a lazily loaded chunk, so a chart's box exists before its picture, and
-            # a starved tab can spend seconds there after the run ended (hidden ones, in another tab, never draw)
+            # a starved tab can spend seconds there after the run ended (charts not shown, as in an unselected tab
+            # of st.tabs, are not waited for)
             " const shown = (el) => el.offsetParent !== null;"
             " if ([...document.querySelectorAll('[data-testid=\"stSkeleton\"]')].some(shown) ||"
             "     [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].some("
@@ -154,6 +155,17 @@ def wait_text(page, *texts: str, timeout: float = 300.0, where: str = "body") ->
     page.wait_for_function("([sel, texts]) => { const el = document.querySelector(sel); "
                            "return !!el && texts.every(t => el.innerText.includes(t)); }",
                            arg=[where, list(texts)], timeout=timeout * 1000)
+
+
+def wait_text_then_check(page, *texts: str, timeout: float = 300.0, where: str = "body") -> None:
+    """``wait_text``, returning on a timeout too: the caller's assertions that follow then say what is shown
+    instead of the texts (Playwright's timeout would only say it waited)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        wait_text(page, *texts, timeout=timeout, where=where)
+    except PlaywrightTimeout:
+        pass
 
 
 def assert_no_error(page) -> None:

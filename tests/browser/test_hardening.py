@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 from engine import settings
-from tests.browser.harness import SHOTS, assert_no_error, screenshot, wait_idle, wait_text
+from tests.browser.harness import SHOTS, assert_no_error, screenshot, wait_idle, wait_text_then_check
 
 INJECT = ("<script>window.__pwned = 1</script><b id=\"injected\">bold</b>"
           "<img id=\"injected-img\" src=x onerror=\"window.__pwned = 2\">")
@@ -21,10 +21,8 @@ def open_home(app_server, page, **params):
 
 def test_html_and_script_in_the_prompt_stay_text(app_server, page):
     open_home(app_server, page, prompt=INJECT, max_new_tokens=2, temperature=0)
-    try:  # the prompt drawn first: checking for an injected element before the run has drawn it proves nothing
-        wait_text(page, "<b id=\"injected\">bold</b>", where='[data-testid="stMain"]', timeout=180)
-    except Exception:  # noqa: BLE001  the assertion below says what is shown instead
-        pass
+    # the prompt drawn first: checking for an injected element before the run has drawn it proves nothing
+    wait_text_then_check(page, "<b id=\"injected\">bold</b>", where='[data-testid="stMain"]', timeout=180)
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("#injected").count() == 0 and page.locator("#injected-img").count() == 0
     assert "<b id=\"injected\">bold</b>" in page.inner_text('[data-testid="stMain"]')
@@ -34,10 +32,7 @@ def test_html_and_script_in_the_prompt_stay_text(app_server, page):
 def test_odd_unicode_renders(app_server, page):
     text = "Emoji 😀👩‍💻, 中文 你好, עברית שלום, zero\u200bwidth, tab\there, bell\x07"
     open_home(app_server, page, prompt=text, max_new_tokens=2, temperature=0)
-    try:
-        wait_text(page, "中文 你好", "😀", "שלום", where='[data-testid="stMain"]', timeout=180)
-    except Exception:  # noqa: BLE001  the assertion below says what is shown instead
-        pass
+    wait_text_then_check(page, "中文 你好", "😀", "שלום", where='[data-testid="stMain"]', timeout=180)
     main = page.inner_text('[data-testid="stMain"]')
     assert "中文 你好" in main and "😀" in main and "שלום" in main
 
