@@ -74,8 +74,8 @@ def fresh_app(embedded_lm):  # embedded_lm: the model is converted before the se
 
 
 def test_first_visits_at_once_after_a_start_render_and_stay_under_the_memory_bound(fresh_app, browser):
-    """Right after a start, all opened at once on one fresh server: five different deep links, four tabs on
-    /attention and eight on /timeline (the first-visit failures seen: ImportErrors in 4 of 5 tabs, 5 of 6 tabs
+    """Right after a start, all opened at once on one fresh server: five different deep links, three tabs on
+    /attention and six on /timeline (the first-visit failures seen: ImportErrors in 4 of 5 tabs, 5 of 6 tabs
     without the sidebar, and 16 timeline tabs peaking at 7.5 GB when each session ran its own 512 MiB hardware
     probe; six per-session probes would be 3 GiB over the model, past the bound). Every tab's first visit is a
     deep link that Streamlit's legacy pages/ router answers: each must keep its address and show the shared
