@@ -107,43 +107,76 @@ def thread_cpu(pid: int) -> dict[int, float]:
 
 
 def launch(playwright):
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+    """Chromium with one renderer process per site in each profile, so that a profile's new tab of the app reuses
+    the process and the frontend code compiled there (conftest's ``tabs`` keeps it alive). Profiles (Playwright's
+    contexts) never share a process: a test that opens one per person still gives each their own."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS + ["--process-per-site"], headless=True)
+
+
+def new_tab(tabs, viewport: dict, timeout_s: float = 180.0):
+    """A new tab, at ``viewport``, in the shared profile (conftest's ``tabs``): one person's new tab of the app, its
+    own Streamlit session. Close it with ``page.close()``, as a person closes a tab."""
+    page = tabs.new_page()
+    page.set_viewport_size(viewport)
+    page.set_default_timeout(timeout_s * 1000)
+    return page
 
 
 # How long the app must look idle before a test reads it. Between a key press or a click and the rerun it asks for,
-# and between two runs (st.rerun, a fragment after its page), the state reads not-running for a moment: with 0.6 s
-# two tests in a full suite read the page before their run (a typed prompt, a deep link's first answer).
+# the state reads not-running for a moment: a wait that has not yet seen a run waits IDLE_QUIET_S of quiet (with
+# 0.6 s, two tests in a full suite read the page before their run: a typed prompt, a deep link's first answer).
+# Once the wait has seen the script run (the page's state changed while it waited), the run it was waiting for has
+# happened, and a short quiet covers the hand-over from a page to the fragments it draws.
 IDLE_QUIET_S = 2.0
+QUIET_AFTER_A_RUN_S = 0.5
+
+# Counts the runs that ended in the page (the run state left "running": a MutationObserver, installed by the first
+# wait in each document), so that a run shorter than one poll is still seen; returns [state, runs ended so far].
+_STATE_JS = """() => {
+  if (!window.__ileRunsEnded) {
+    window.__ileRunsEnded = {n: 0};
+    new MutationObserver((records) => {
+      window.__ileRunsEnded.n += records.filter((r) => r.oldValue === 'running').length;
+    }).observe(document.documentElement, {attributes: true, subtree: true, attributeOldValue: true,
+                                          attributeFilter: ['data-test-script-state']});
+  }
+  const n = window.__ileRunsEnded.n;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app) return ['gone', n];
+  if (document.querySelector('[data-testid="stStatusWidget"]') ||
+      document.querySelector('[data-testid="stSpinner"]')) return ['busy', n];
+  // drawn, not only run: Plotly is a lazily loaded chunk, so a chart's box exists before its picture, and a starved
+  // tab can spend seconds there after the run ended (charts not shown, as in an unselected tab of st.tabs, are not
+  // waited for)
+  const shown = (el) => el.offsetParent !== null;
+  if ([...document.querySelectorAll('[data-testid="stSkeleton"]')].some(shown) ||
+      [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].some(
+          (c) => shown(c) && !c.querySelector('.main-svg'))) return ['drawing', n];
+  return [app.getAttribute('data-test-script-state'), n];
+}"""
 
 
 def wait_idle(page, timeout: float = 180.0) -> None:
     """Wait until Streamlit has finished running the script: the app's own run state (the ``data-test-script-state``
     attribute Streamlit 1.67 puts on ``stApp`` for tests: initial, running, rerunRequested, notRunning, ...) says not
-    running, with no status widget or spinner, for ``IDLE_QUIET_S``; a page that has not run yet reads "initial"."""
+    running, with no status widget or spinner and every shown chart drawn, for a quiet moment (``IDLE_QUIET_S``, or
+    ``QUIET_AFTER_A_RUN_S`` once a run was seen during this wait); a page that has not run yet reads "initial"."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
     deadline = time.time() + timeout
     quiet_since = None
+    first_count = None
+    saw_a_run = False
     while time.time() < deadline:
-        state = page.evaluate(
-            "() => { const app = document.querySelector('[data-testid=\"stApp\"]');"
-            " if (!app) return 'gone';"
-            " if (document.querySelector('[data-testid=\"stStatusWidget\"]') ||"
-            "     document.querySelector('[data-testid=\"stSpinner\"]')) return 'busy';"
-            # drawn, not only run: Plotly is a lazily loaded chunk, so a chart's box exists before its picture, and
-            # a starved tab can spend seconds there after the run ended (charts not shown, as in an unselected tab
-            # of st.tabs, are not waited for)
-            " const shown = (el) => el.offsetParent !== null;"
-            " if ([...document.querySelectorAll('[data-testid=\"stSkeleton\"]')].some(shown) ||"
-            "     [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].some("
-            "         (c) => shown(c) && !c.querySelector('.main-svg'))) return 'drawing';"
-            " return app.getAttribute('data-test-script-state'); }")
+        state, count = page.evaluate(_STATE_JS)
         if state is None:  # Streamlit renamed its attribute: say so rather than guess from the widgets
             raise AssertionError("stApp has no data-test-script-state attribute: update tests/browser/harness.py")
+        first_count = count if first_count is None else first_count
+        saw_a_run = saw_a_run or count != first_count or state in ("running", "busy")
         if state != "notRunning":
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.time()
-        elif time.time() - quiet_since >= IDLE_QUIET_S:
+        elif time.time() - quiet_since >= (QUIET_AFTER_A_RUN_S if saw_a_run else IDLE_QUIET_S):
             return
         time.sleep(0.1)
     raise TimeoutError("the app kept running")

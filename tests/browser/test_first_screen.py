@@ -1,15 +1,13 @@
 """Real browser at 1366x768 (a classroom projector): the attention, sampling, prefill-vs-decode, KV-cache and
 batching pages show their key chart on the first screen, without scrolling."""
-from tests.browser.harness import assert_no_error, wait_idle
+from tests.browser.harness import assert_no_error, new_tab, wait_idle
 
 PROJECTOR = {"width": 1366, "height": 768}
 PAGES = ["attention", "sampling", "timeline", "kv_cache", "batching"]
 
 
-def test_key_chart_on_the_first_screen(app_server, browser):
-    ctx = browser.new_context(viewport=PROJECTOR)
-    page = ctx.new_page()
-    page.set_default_timeout(180_000)
+def test_key_chart_on_the_first_screen(app_server, tabs):
+    page = new_tab(tabs, PROJECTOR)
     try:
         for name in PAGES:
             page.goto(f"{app_server.url}/{name}?temperature=0&max_new_tokens=4")
@@ -21,4 +19,4 @@ def test_key_chart_on_the_first_screen(app_server, browser):
             # the chart's plot area starts on the first screen and at least 200 px of it are visible there
             assert box and box["y"] < PROJECTOR["height"] - 200, (name, box)
     finally:
-        ctx.close()
+        page.close()

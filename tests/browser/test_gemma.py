@@ -3,7 +3,7 @@ it: a sliding layer beside a global one past the 512-token window, the KV cache 
 window, and the two-models page. Pictures at 1366x768 (a projector's first screen) go to docs/screenshots/."""
 import pytest
 
-from tests.browser.harness import ROOT, assert_no_error, screenshots_wanted, wait_idle, wait_text
+from tests.browser.harness import ROOT, assert_no_error, new_tab, screenshots_wanted, wait_idle, wait_text
 
 DOCS = ROOT / "docs" / "screenshots"
 SIZE = {"width": 1366, "height": 768}
@@ -28,10 +28,8 @@ def shot(page, locator, name: str) -> None:
     page.screenshot(path=str(DOCS / f"{name}.png"))
 
 
-def test_gemmas_special_views(app_server, browser, gemma_installed):
-    ctx = browser.new_context(viewport=SIZE)
-    page = ctx.new_page()
-    page.set_default_timeout(300_000)
+def test_gemmas_special_views(app_server, tabs, gemma_installed):
+    page = new_tab(tabs, SIZE, timeout_s=300)
     try:
         # attention: a sliding-window layer beside a global one, past the window
         page.goto(f"{app_server.url}/attention?model=gemma3-270m&max_new_tokens=2&temperature=0")
@@ -62,4 +60,4 @@ def test_gemmas_special_views(app_server, browser, gemma_installed):
         shot(page, page.get_by_role("heading", name="3. KV cache", exact=False), "compare-kv")
         shot(page, page.get_by_role("heading", name="4. One decode step", exact=False), "compare-decode")
     finally:
-        ctx.close()
+        page.close()

@@ -4,7 +4,7 @@ import urllib.parse
 
 import pytest
 
-from tests.browser.harness import ROOT, App, assert_no_error, screenshot, wait_idle
+from tests.browser.harness import ROOT, App, assert_no_error, new_tab, screenshot, wait_idle
 
 LINK = "[official instructions](https://example.invalid/login)"
 
@@ -44,11 +44,10 @@ def test_a_nested_path_is_not_a_blank_page(app_server, page):
     screenshot(page, "hostile-nested-path")
 
 
-def test_an_unexpected_error_shows_no_traceback_or_server_path(browser):
+def test_an_unexpected_error_shows_no_traceback_or_server_path(tabs):
     app = App("tests/browser/apps/fault.py")
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = new_tab(tabs, {"width": 1366, "height": 768})
     try:
-        page = ctx.new_page()
         page.goto(app.url)
         wait_idle(page, timeout=300)
         body = page.inner_text("body")
@@ -58,7 +57,7 @@ def test_an_unexpected_error_shows_no_traceback_or_server_path(browser):
             assert leak not in body, f"{leak!r} shown in the browser:\n{body[:1500]}"
         screenshot(page, "hostile-error-hidden")
     finally:
-        ctx.close()
+        page.close()
         app.stop()
     log = open(app.log.name).read()
     assert "secret_page" in log and "secret_module" in log  # the details are in the server log

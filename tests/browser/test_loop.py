@@ -4,7 +4,7 @@ import time
 
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
-from tests.browser.harness import assert_no_error, screenshot, wait_idle, wait_text
+from tests.browser.harness import assert_no_error, new_tab, screenshot, wait_idle, wait_text
 from ui.frame.html import visible
 from ui.frame.state import DEFAULT_PROMPT
 
@@ -13,11 +13,9 @@ def _loop(page):
     return page.locator('[data-testid="ile-loop"]')
 
 
-def test_loop_picture_shows_real_token_and_steps_without_rerunning_page(app_server, browser, embedded_lm):
+def test_loop_picture_shows_real_token_and_steps_without_rerunning_page(app_server, tabs, embedded_lm):
     want = run_trace(embedded_lm, DEFAULT_PROMPT, SamplingSettings(0.0, 50, 0.95), 6, 0, True)  # greedy
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = ctx.new_page()
-    page.set_default_timeout(180_000)
+    page = new_tab(tabs, {"width": 1366, "height": 768})
     try:
         page.goto(f"{app_server.url}/?temperature=0&max_new_tokens=6")
         wait_idle(page)
@@ -42,7 +40,7 @@ def test_loop_picture_shows_real_token_and_steps_without_rerunning_page(app_serv
         assert app_server.runs() == before, "stepping the loop reran the whole page script"
         assert_no_error(page)
     finally:
-        ctx.close()
+        page.close()
 
 
 def test_presenter_view_round_trips_through_url(app_server, page):

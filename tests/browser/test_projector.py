@@ -2,17 +2,10 @@
 Next on the first screen (the home page's loop picture filled it), brings the new section's heading into view
 after Next (the view stayed at the bar), and prints a metric's value well above its label's size; after "Start the
 race" the lanes and then the scoreboard's numbers are on screen (the controls fill the first screen)."""
-from tests.browser.harness import assert_no_error, wait_idle, wait_text
+from tests.browser.harness import assert_no_error, new_tab, wait_idle, wait_text
 
 SIZE = {"width": 1366, "height": 768}
 HEADER = 60  # Streamlit's top bar lies over the top of the page
-
-
-def _page(browser):
-    ctx = browser.new_context(viewport=SIZE)
-    page = ctx.new_page()
-    page.set_default_timeout(300_000)
-    return ctx, page
 
 
 def _on_screen(page, locator) -> bool:
@@ -29,8 +22,8 @@ def _sizes(page) -> list[tuple[str, float, float]]:
                 px('[data-testid="stMetricValue"]')]; })""")
 
 
-def test_presenter_view_on_a_projector(app_server, browser):
-    ctx, page = _page(browser)
+def test_presenter_view_on_a_projector(app_server, tabs):
+    page = new_tab(tabs, SIZE, timeout_s=300)
     try:
         page.goto(f"{app_server.url}/?model=tiny-random&max_new_tokens=4&present=1")
         wait_idle(page)
@@ -53,11 +46,11 @@ def test_presenter_view_on_a_projector(app_server, browser):
         sizes = _sizes(page)
         assert sizes and all(value >= 1.5 * label for _, label, value in sizes), sizes  # it was 23 px, as its label
     finally:
-        ctx.close()
+        page.close()
 
 
-def test_the_race_is_on_screen_after_start(app_server, browser):
-    ctx, page = _page(browser)
+def test_the_race_is_on_screen_after_start(app_server, tabs):
+    page = new_tab(tabs, SIZE, timeout_s=300)
     try:
         page.goto(f"{app_server.url}/speculative?model=tiny-random&max_new_tokens=16")
         wait_idle(page)
@@ -72,4 +65,4 @@ def test_the_race_is_on_screen_after_start(app_server, browser):
         first = page.locator('[data-testid="stMetric"]').first
         assert _on_screen(page, first), "the scoreboard's numbers are below the screen"
     finally:
-        ctx.close()
+        page.close()

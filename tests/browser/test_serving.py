@@ -6,7 +6,7 @@ server decoding speculatively, whose counters grow during a sweep. Every chart d
 1366x768 (the README shows them)."""
 import re
 
-from tests.browser.harness import assert_no_error, close_dialogs, screenshot, wait_idle
+from tests.browser.harness import assert_no_error, close_dialogs, new_tab, screenshot, wait_idle
 from ui.frame import nav
 
 URL = next(p.url for p in nav.PAGES if p.path == "pages/serving.py")
@@ -18,10 +18,8 @@ def _click(page, key: str, timeout: float = 300) -> None:
     assert_no_error(page)
 
 
-def _connect(browser, app_server, server):
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = ctx.new_page()
-    page.set_default_timeout(180_000)
+def _connect(tabs, app_server, server):
+    page = new_tab(tabs, {"width": 1366, "height": 768})
     page.goto(f"{app_server.url}/{URL}")
     wait_idle(page)
     close_dialogs(page)
@@ -31,11 +29,11 @@ def _connect(browser, app_server, server):
     page.get_by_role("button", name="Connect").click()
     wait_idle(page)
     assert_no_error(page)
-    return ctx, page
+    return page
 
 
-def test_serving_page_against_llama_server(app_server, llama_cpp_server, browser):
-    ctx, page = _connect(browser, app_server, llama_cpp_server)
+def test_serving_page_against_llama_server(app_server, llama_cpp_server, tabs):
+    page = _connect(tabs, app_server, llama_cpp_server)
     try:
         body = page.inner_text("body")
         assert "Connected to llama.cpp server" in body and "no /metrics endpoint" not in body
@@ -68,11 +66,11 @@ def test_serving_page_against_llama_server(app_server, llama_cpp_server, browser
         wait_idle(page)
         assert "cannot give even 1 user a time per token under 5 ms" in page.inner_text("body")
     finally:
-        ctx.close()
+        page.close()
 
 
-def test_speculative_counters_live(app_server, llama_cpp_spec_server, browser):
-    ctx, page = _connect(browser, app_server, llama_cpp_spec_server)
+def test_speculative_counters_live(app_server, llama_cpp_spec_server, tabs):
+    page = _connect(tabs, app_server, llama_cpp_spec_server)
     try:
         _click(page, "serving_send")
         assert "Drafted / accepted" in page.inner_text("body")
@@ -86,10 +84,10 @@ def test_speculative_counters_live(app_server, llama_cpp_spec_server, browser):
         assert "Speculative decoding live" in titles and "Acceptance per draft position" in titles
         screenshot(page, f"{URL}-speculative")
     finally:
-        ctx.close()
+        page.close()
 
 
-def test_closing_the_tab_mid_connect_closes_the_connection(app_server, browser):
+def test_closing_the_tab_mid_connect_closes_the_connection(app_server, tabs):
     """Connect against a server that accepts and never answers, then close the tab. The probe runs as a
     job on the network worker; Streamlit stops the closed tab's script, the waiter detaches, the job is cancelled
     and its socket closed within seconds (it used to stay open until the app restarted)."""
@@ -98,9 +96,7 @@ def test_closing_the_tab_mid_connect_closes_the_connection(app_server, browser):
     from tests.serving_servers import HostileServer, wait_for
 
     with HostileServer("silent") as s:
-        ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-        page = ctx.new_page()
-        page.set_default_timeout(120_000)
+        page = new_tab(tabs, {"width": 1366, "height": 768}, timeout_s=120)
         page.goto(f"{app_server.url}/{URL}")
         wait_idle(page)
         close_dialogs(page)
@@ -111,7 +107,7 @@ def test_closing_the_tab_mid_connect_closes_the_connection(app_server, browser):
         wait_for(lambda: s.open == 1 and s.requests == ["GET /v1/models"], 30)
         assert s.open == 1 and s.requests == ["GET /v1/models"]
         t0 = time.monotonic()
-        ctx.close()  # the person closes the tab
+        page.close()  # the person closes the tab
         while s.open and time.monotonic() - t0 < 15:
             time.sleep(0.05)
         waited = time.monotonic() - t0

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from engine.speculative.decoding import PROMPTS
-from tests.browser.harness import ROOT, assert_no_error, screenshot, screenshots_wanted, wait_idle
+from tests.browser.harness import ROOT, assert_no_error, new_tab, screenshot, screenshots_wanted, wait_idle
 from ui.frame import nav
 
 TOKENS = 48
@@ -34,10 +34,8 @@ def _steady(_page: float, cli_before: float, cli_after: float) -> bool:
     return 0.85 <= cli_after / cli_before <= 1.15
 
 
-def test_plain_lane_agrees_with_the_cli(app_server, browser):
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = ctx.new_page()
-    page.set_default_timeout(300_000)
+def test_plain_lane_agrees_with_the_cli(app_server, tabs):
+    page = new_tab(tabs, {"width": 1366, "height": 768}, timeout_s=300)
     try:
         # The server used on every page first, as a class would (in the suite, the page tests before this one
         # have used most pages already: only pages that never ran on this server are visited here).
@@ -83,4 +81,4 @@ def test_plain_lane_agrees_with_the_cli(app_server, browser):
             pytest.skip(f"the machine drifted more than 15% between two CLI runs every time: {tries}")
         assert any(0.85 <= _vs_cli(*t) <= 1.15 for t in steady), tries
     finally:
-        ctx.close()
+        page.close()

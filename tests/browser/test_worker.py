@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import settings
-from tests.browser.harness import assert_no_error, screenshot, thread_cpu, wait_idle
+from tests.browser.harness import assert_no_error, new_tab, screenshot, thread_cpu, wait_idle
 
 CLASS_PROMPTS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                  "Say hello in Spanish.", "What animal says moo?", "Name a planet.", "What is the opposite of hot?",
@@ -50,9 +50,8 @@ def _wait_worker(app, pred, timeout: float) -> dict:
     raise AssertionError(f"worker did not reach the state in {timeout} s: {stats}")
 
 
-def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, browser):
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = ctx.new_page()
+def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, tabs):
+    page = new_tab(tabs, {"width": 1366, "height": 768})
     page.goto(f"{app_server.url}/speculative?temperature=0&max_new_tokens=256")
     start = page.get_by_role("button", name="Start the race")
     start.click()  # a race runs only when asked
@@ -64,7 +63,7 @@ def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, browser):
     app_server.log.flush()
     log_path = Path(app_server.log.name)
     offset = log_path.stat().st_size
-    ctx.close()  # the person closes the tab mid-race
+    page.close()  # the person closes the tab mid-race
     t0 = time.time()
     # within one forward pass plus Streamlit noticing the closed socket: about a second on a quiet machine; a
     # loaded one (a suite beside other work) once took over 10 s, so the bound is 30 s and the time is printed
