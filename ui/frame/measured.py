@@ -4,8 +4,13 @@ busy warning with its "Measure again" button, when and under what load it was ta
 A measured result is kept with its calibration (when, and under what load, it was taken: engine/measure/noise.py).
 A quiet measurement is shared with every session (keyed on plain values, bounded, like st.cache_data); every
 one, disturbed or not, is also kept in the session that made it (in ui.frame.kept, the session's one bounded
-store of results), so a busy moment on one laptop is never served to the others. "Measure again" really measures again: it replaces this session's result, and the shared one when the
-new measurement is quiet.
+store of results), so a busy moment is never served to a visitor who comes later. "Measure again" really measures
+again: it replaces this session's result, and the shared one when the new measurement is quiet.
+
+Sessions that ask for the same measurement while it is being made share that one measurement, disturbed or not (it
+was taken while they asked, with its conditions shown beside it): a class opening one page at once runs its sweep
+once, not once per tab, each disturbing the others. When the session measuring stops first (its tab closed), one
+of those waiting measures instead.
 
 Not st.cache_data: the measured functions draw progress bars, which st.cache_data cannot replay on a hit
 (CacheReplayClosureError), and st.cache_data cannot keep a result from other sessions or drop one entry.
@@ -13,6 +18,7 @@ Not st.cache_data: the measured functions draw progress bars, which st.cache_dat
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,15 +50,52 @@ def lookup(key: tuple) -> Measured | None:
     return _SHARED.get(key)
 
 
+class _Flight:
+    """A measurement being made: set when it ends, with its result (None when the run making it stopped first)."""
+
+    def __init__(self):
+        self.done, self.result = threading.Event(), None
+
+
+_FLIGHTS: dict[tuple, _Flight] = {}  # key -> the measurement of it being made now, by one session
+_FLIGHTS_LOCK = threading.Lock()
+JOINED_MESSAGE = ("Another visitor's tab is measuring exactly this right now: this page shows that measurement when "
+                  "it ends (one measurement for everyone who asks at once).")
+
+
 def measure(key: tuple, fn: Callable[[], Any], again: bool = False) -> Measured:
-    """The result for ``key``: kept, or measured now (always measured now when ``again``)."""
-    if not again:
-        known = lookup(key)
-        if known is not None:
-            return known
-    with calibrated() as cal:
-        value = fn()
-    m = Measured(value, cal.result, next(_RUN_IDS))
+    """The result for ``key``: kept, the one being made now for another session, or measured now (always
+    measured now when ``again``)."""
+    while True:
+        if not again:
+            known = lookup(key)
+            if known is not None:
+                return known
+        with _FLIGHTS_LOCK:
+            flight = _FLIGHTS.get(key)
+            mine = flight is None
+            if mine:
+                flight = _FLIGHTS[key] = _Flight()
+        if mine or again:
+            break
+        slot = st.empty()
+        slot.caption(JOINED_MESSAGE)
+        work.wait_for_event(flight.done)
+        slot.empty()
+        if flight.result is not None:
+            return kept.put(("measured", key), flight.result)
+        # the session measuring stopped before the end: look again, and measure here if nobody else does
+    try:
+        with calibrated() as cal:
+            value = fn()
+        m = Measured(value, cal.result, next(_RUN_IDS))
+        if mine:
+            flight.result = m
+    finally:
+        if mine:
+            with _FLIGHTS_LOCK:
+                del _FLIGHTS[key]
+            flight.done.set()
     if not m.calibration.disturbed:
         _SHARED.put(key, m)
     return kept.put(("measured", key), m)

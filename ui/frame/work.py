@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import sys
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -251,6 +252,15 @@ def _wait(job: worker.Job, pool: worker.Worker, ctx, events: dict[str, Callable]
         if not job.done:
             job.detach()
         raise
+
+
+def wait_for_event(event: threading.Event) -> None:
+    """Wait on the script thread until ``event`` is set, in short polls that let Streamlit stop the run (a closed
+    tab, a newer click) as ``run`` does."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    while not event.wait(POLL_S):
+        if ctx is not None:
+            ctx.yield_check()
 
 
 def stats() -> dict:
