@@ -1,7 +1,7 @@
 """One app server and one Chromium per test session, shared by every browser test."""
 import pytest
 
-from tests.browser.harness import App, launch
+from tests.browser.harness import App, count_runs, launch
 
 KEEPER_URL = "http://127.0.0.1:9/"  # the app's site; port 9 (discard) is never reached: the page is routed
 
@@ -44,6 +44,7 @@ def tabs(browser):
     4 CPU-s instead of 8 on 2 cores. The profile prefers reduced motion, as a person may: no animation frames (the
     running indicator, skeletons) drawn in software while the app computes (about a sixth less Chromium CPU)."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900}, reduced_motion="reduce")
+    count_runs(ctx)
     keeper = ctx.new_page()
     keeper.route(KEEPER_URL + "**", lambda route: route.fulfill(body="<!doctype html><title>keeper</title>",
                                                                 content_type="text/html"))

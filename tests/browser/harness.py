@@ -123,60 +123,75 @@ def new_tab(tabs, viewport: dict, timeout_s: float = 180.0):
 
 
 # How long the app must look idle before a test reads it. Between a key press or a click and the rerun it asks for,
-# the state reads not-running for a moment: a wait that has not yet seen a run waits IDLE_QUIET_S of quiet (with
-# 0.6 s, two tests in a full suite read the page before their run: a typed prompt, a deep link's first answer).
-# Once the wait has seen the script run (the page's state changed while it waited), the run it was waiting for has
-# happened, and a short quiet covers the hand-over from a page to the fragments it draws.
+# the state reads not-running for a moment (with a 0.6 s quiet, two tests in a full suite read the page before their
+# run: a typed prompt, a deep link's first answer). A wait that has seen a run end after the page's last message to
+# the server (a click, a key press: each is one) and after the last wait returned knows its run is done, and a short
+# quiet covers the hand-over from a page to the fragments it draws; any other wait waits IDLE_QUIET_S of quiet.
 IDLE_QUIET_S = 2.0
 QUIET_AFTER_A_RUN_S = 0.5
 
-# Counts the runs that ended in the page (the run state left "running": a MutationObserver, installed by the first
-# wait in each document), so that a run shorter than one poll is still seen; returns [state, runs ended so far].
+# Counts the runs that ended in the page (the run state left "running") with a MutationObserver, so that a run
+# shorter than one poll is still seen, and notes the count when the page last sent the server a message and when a
+# wait last returned. Installed at the start of every document of a profile by ``count_runs``, else by the first wait
+# in the document (which then cannot know of the runs before it).
+RUN_COUNTER_JS = """(() => {
+  if (window.__ileRuns) return;
+  const runs = window.__ileRuns = {ended: 0, waited: 0, sent: 0};
+  new MutationObserver((records) => {
+    runs.ended += records.filter((r) => r.oldValue === 'running').length;
+  }).observe(document, {attributes: true, subtree: true, attributeOldValue: true,
+                        attributeFilter: ['data-test-script-state']});
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (...args) { runs.sent = runs.ended; return send.apply(this, args); };
+})()"""
+
+# [state, a run ended after the page's last message and the last wait]
 _STATE_JS = """() => {
-  if (!window.__ileRunsEnded) {
-    window.__ileRunsEnded = {n: 0};
-    new MutationObserver((records) => {
-      window.__ileRunsEnded.n += records.filter((r) => r.oldValue === 'running').length;
-    }).observe(document.documentElement, {attributes: true, subtree: true, attributeOldValue: true,
-                                          attributeFilter: ['data-test-script-state']});
-  }
-  const n = window.__ileRunsEnded.n;
+  %s;
+  const runs = window.__ileRuns;
+  const ran = runs.ended > Math.max(runs.waited, runs.sent);
   const app = document.querySelector('[data-testid="stApp"]');
-  if (!app) return ['gone', n];
+  if (!app) return ['gone', ran];
   if (document.querySelector('[data-testid="stStatusWidget"]') ||
-      document.querySelector('[data-testid="stSpinner"]')) return ['busy', n];
+      document.querySelector('[data-testid="stSpinner"]')) return ['busy', ran];
   // drawn, not only run: Plotly is a lazily loaded chunk, so a chart's box exists before its picture, and a starved
   // tab can spend seconds there after the run ended (charts not shown, as in an unselected tab of st.tabs, are not
   // waited for)
   const shown = (el) => el.offsetParent !== null;
   if ([...document.querySelectorAll('[data-testid="stSkeleton"]')].some(shown) ||
       [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].some(
-          (c) => shown(c) && !c.querySelector('.main-svg'))) return ['drawing', n];
-  return [app.getAttribute('data-test-script-state'), n];
-}"""
+          (c) => shown(c) && !c.querySelector('.main-svg'))) return ['drawing', ran];
+  return [app.getAttribute('data-test-script-state'), ran];
+}""" % RUN_COUNTER_JS
+
+
+def count_runs(context) -> None:
+    """Count the app's runs from the start of every document of this profile (``wait_idle`` then knows that a
+    page opened before the wait has run)."""
+    context.add_init_script(RUN_COUNTER_JS)
 
 
 def wait_idle(page, timeout: float = 180.0) -> None:
     """Wait until Streamlit has finished running the script: the app's own run state (the ``data-test-script-state``
     attribute Streamlit 1.67 puts on ``stApp`` for tests: initial, running, rerunRequested, notRunning, ...) says not
-    running, with no status widget or spinner and every shown chart drawn, for a quiet moment (``IDLE_QUIET_S``, or
-    ``QUIET_AFTER_A_RUN_S`` once a run was seen during this wait); a page that has not run yet reads "initial"."""
+    running, with no status widget or spinner and every shown chart drawn, for a quiet moment: ``IDLE_QUIET_S``, or
+    ``QUIET_AFTER_A_RUN_S`` once a run has ended after the page's last message and the last wait. A page that has
+    not run yet reads "initial"."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
     deadline = time.time() + timeout
     quiet_since = None
-    first_count = None
     saw_a_run = False
     while time.time() < deadline:
-        state, count = page.evaluate(_STATE_JS)
+        state, ran = page.evaluate(_STATE_JS)
         if state is None:  # Streamlit renamed its attribute: say so rather than guess from the widgets
             raise AssertionError("stApp has no data-test-script-state attribute: update tests/browser/harness.py")
-        first_count = count if first_count is None else first_count
-        saw_a_run = saw_a_run or count != first_count or state in ("running", "busy")
+        saw_a_run = saw_a_run or ran
         if state != "notRunning":
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.time()
         elif time.time() - quiet_since >= (QUIET_AFTER_A_RUN_S if saw_a_run else IDLE_QUIET_S):
+            page.evaluate("() => { window.__ileRuns.waited = window.__ileRuns.ended; }")
             return
         time.sleep(0.1)
     raise TimeoutError("the app kept running")

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser.harness import ROOT, SHOTS, assert_no_error, free_port, screenshot, wait_idle
+from tests.browser.harness import ROOT, SHOTS, assert_no_error, free_port, new_tab, screenshot, wait_idle
 from ui.frame import nav
 
 PAGES = nav.available()
@@ -74,12 +74,10 @@ def visit_every_page(page, label: str, pages=PAGES) -> None:
         print(f"{label}: {spec.url} in {time.perf_counter() - t0:.1f} s")
 
 
-def test_first_start_converts_with_progress_then_every_page_renders(fresh_server, browser):
+def test_first_start_converts_with_progress_then_every_page_renders(fresh_server, tabs):
     url, log_path = fresh_server
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    first = new_tab(tabs, {"width": 1366, "height": 768}, timeout_s=240)
     try:
-        first = ctx.new_page()
-        first.set_default_timeout(240_000)
         t0 = time.perf_counter()
         first.goto(f"{url}/?max_new_tokens=2")
         # the conversion's progress is on screen while it runs
@@ -92,8 +90,7 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         print(f"first visit (conversion, load, home page) in {time.perf_counter() - t0:.1f} s")
         visit_every_page(first, "first session")
 
-        second = browser.new_context(viewport={"width": 1366, "height": 768}).new_page()
-        second.set_default_timeout(240_000)
+        second = new_tab(tabs, {"width": 1366, "height": 768}, timeout_s=240)
         second.goto(f"{url}/?max_new_tokens=2")
         wait_idle(second, timeout=240)
         assert_no_error(second)
@@ -101,7 +98,7 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         # the cached loader's hits in another session: its home page and one more are enough (the first session saw
         # them all)
         visit_every_page(second, "second session", PAGES[1:2])
-        second.context.close()
+        second.close()
     finally:
-        ctx.close()
+        first.close()
     assert "CacheReplayClosureError" not in log_path.read_text()
