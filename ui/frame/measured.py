@@ -59,8 +59,9 @@ class _Flight:
 
 _FLIGHTS: dict[tuple, _Flight] = {}  # key -> the measurement of it being made now, by one session
 _FLIGHTS_LOCK = threading.Lock()
-JOINED_MESSAGE = ("Another visitor's tab is measuring exactly this right now: this page shows that measurement when "
-                  "it ends (one measurement for everyone who asks at once).")
+# Says what happens without saying whose: a measurement's key may hold a prompt's tokens, and a student is never
+# told that someone else asked the same prompt (the class server's rule for kept answers)
+JOINED_MESSAGE = "Measuring: one measurement serves every tab that asks for it at once; it shows here when it ends."
 
 
 def measure(key: tuple, fn: Callable[[], Any], again: bool = False) -> Measured:
