@@ -8,9 +8,8 @@ PYTHON=$PY bash scripts/install.sh
 # The teacher's live class view (/batching?teacher=<token>): a fresh token for each start unless ILE_TEACHER_TOKEN
 # is set. Only whoever has this link sees the class view.
 export ILE_TEACHER_TOKEN="${ILE_TEACHER_TOKEN:-$("$PY" -c 'import secrets; print(secrets.token_urlsafe(9))')}"
-# No file watcher: a served app is not edited while it runs, and on the first start after a clone Python writes the
-# bytecode of every module into the checkout, which overflowed the watcher's queue (53 warnings in the start's output).
-args=(--server.address 127.0.0.1 --server.fileWatcherType none "$@")  # a later option given wins, as streamlit reads them
+# (No file watcher: .streamlit/config.toml says why, for this start and a plain `streamlit run app.py` alike.)
+args=(--server.address 127.0.0.1 "$@")  # a later option given wins, as streamlit reads them
 # Once the server answers, scripts/warm.py prints the app's and the class view's links and warms the home page, so
 # the first visitor finds the model loaded and the default run done (ILE_WARM=off skips the warming). Started from
 # a subshell that exits at once, so it is not the server's child: it would stay a zombie of it after it ends, as

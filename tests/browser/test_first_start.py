@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,7 @@ def fresh_server(tmp_path):
                     assert time.time() < deadline, "streamlit did not start"
                     time.sleep(0.5)
             assert not any(cache.glob("*/converted.json")), "the private cache must start empty"
-            yield url, log_path
+            yield url, log_path, proc.pid
         finally:
             proc.terminate()
             try:
@@ -56,6 +57,17 @@ def fresh_server(tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
     assert "Email" not in log_path.read_text()
+
+
+def inotify_watches(pid: int) -> int:
+    """How many files and folders process ``pid`` watches with inotify (the "inotify wd:" lines of its fds)."""
+    n = 0
+    for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            n += sum(line.startswith("inotify wd:") for line in fd.read_text().splitlines())
+        except OSError:  # an fd closed meanwhile
+            pass
+    return n
 
 
 def visit_every_page(page, label: str, pages=PAGES) -> None:
@@ -75,7 +87,7 @@ def visit_every_page(page, label: str, pages=PAGES) -> None:
 
 
 def test_first_start_converts_with_progress_then_every_page_renders(fresh_server, tabs):
-    url, log_path = fresh_server
+    url, log_path, pid = fresh_server
     first = new_tab(tabs, {"width": 1366, "height": 768}, timeout_s=240)
     try:
         t0 = time.perf_counter()
@@ -99,6 +111,9 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         # them all)
         visit_every_page(second, "second session", PAGES[1:2])
         second.close()
+        # a plain start watches no files (.streamlit/config.toml): Streamlit's watcher would watch the whole
+        # project folder, .venv too, and handle every file written there
+        assert inotify_watches(pid) == 0, f"the server watches {inotify_watches(pid)} paths"
     finally:
         first.close()
     assert "CacheReplayClosureError" not in log_path.read_text()
