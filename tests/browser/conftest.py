@@ -1,7 +1,9 @@
 """One app server and one Chromium per test session, shared by every browser test."""
 import pytest
 
-from tests.browser.harness import App, count_runs, launch
+from tests.browser.harness import App, count_runs, launch, new_tab
+
+PAGE_SIZE = {"width": 1400, "height": 900}
 
 KEEPER_URL = "http://127.0.0.1:9/"  # the app's site; port 9 (discard) is never reached: the page is routed
 
@@ -43,7 +45,7 @@ def tabs(browser):
     process and the frontend code compiled in it outlive each test's tab: a page load then costs Chromium about
     4 CPU-s instead of 8 on 2 cores. The profile prefers reduced motion, as a person may: no animation frames (the
     running indicator, skeletons) drawn in software while the app computes (about a sixth less Chromium CPU)."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, reduced_motion="reduce")
+    ctx = browser.new_context(viewport=PAGE_SIZE, reduced_motion="reduce")
     count_runs(ctx)
     keeper = ctx.new_page()
     keeper.route(KEEPER_URL + "**", lambda route: route.fulfill(body="<!doctype html><title>keeper</title>",
@@ -55,7 +57,6 @@ def tabs(browser):
 
 @pytest.fixture
 def page(tabs):
-    pg = tabs.new_page()
-    pg.set_default_timeout(180_000)
+    pg = new_tab(tabs, PAGE_SIZE)
     yield pg
     pg.close()
