@@ -67,42 +67,43 @@ def _wait_until(cond, timeout=10.0):
     raise AssertionError("condition not reached")
 
 
-def test_a_second_asker_joins_the_measurement_being_made():
-    key, release, calls = _key(), threading.Event(), []
+def _measuring(key, calls, tag, end=lambda: "sweep"):
+    """A session measuring ``key`` in a thread, held inside its measurement (``calls`` gets ``tag``) until the
+    returned event is set; then its measurement returns ``end()``."""
+    release = threading.Event()
 
-    def slow():
-        calls.append(1)
+    def held():
+        calls.append(tag)
         release.wait(10)
-        return "sweep"
+        return end()
 
-    first, got_first = _in_thread(lambda: measured.measure(key, slow))
+    thread, out = _in_thread(lambda: measured.measure(key, held))
     _wait_until(lambda: calls)
-    second, got_second = _in_thread(lambda: measured.measure(key, slow))
+    return release, thread, out
+
+
+def _closed_tab():
+    raise RuntimeError("the tab was closed")
+
+
+def test_a_second_asker_joins_the_measurement_being_made():
+    key, calls = _key(), []
+    release, first, got_first = _measuring(key, calls, 1)
+    second, got_second = _in_thread(lambda: measured.measure(key, lambda: calls.append(2) or "again"))
     assert JOINED.wait(10), "the second asker did not wait for the measurement being made"
     release.set()
     first.join(10)
     second.join(10)
-    assert len(calls) == 1, "the second asker measured again instead of joining"
+    assert calls == [1], "the second asker measured again instead of joining"
     assert got_first["value"].value == got_second["value"].value == "sweep"
     assert got_first["value"].run_id == got_second["value"].run_id  # the one measurement, not a copy of the value
     assert key not in measured._FLIGHTS
 
 
 def test_when_the_measuring_run_stops_a_waiting_one_measures():
-    key, release, calls = _key(), threading.Event(), []
-
-    def stopped():
-        calls.append("stopped")
-        release.wait(10)
-        raise RuntimeError("the tab was closed")
-
-    def whole():
-        calls.append("whole")
-        return "sweep"
-
-    first, got_first = _in_thread(lambda: measured.measure(key, stopped))
-    _wait_until(lambda: calls)
-    second, got_second = _in_thread(lambda: measured.measure(key, whole))
+    key, calls = _key(), []
+    release, first, got_first = _measuring(key, calls, "stopped", end=_closed_tab)
+    second, got_second = _in_thread(lambda: measured.measure(key, lambda: calls.append("whole") or "sweep"))
     assert JOINED.wait(10)
     release.set()
     first.join(10)
@@ -113,15 +114,8 @@ def test_when_the_measuring_run_stops_a_waiting_one_measures():
 
 
 def test_measure_again_measures_even_while_another_measurement_is_made():
-    key, release, calls = _key(), threading.Event(), []
-
-    def slow():
-        calls.append("slow")
-        release.wait(10)
-        return 1
-
-    first, _ = _in_thread(lambda: measured.measure(key, slow))
-    _wait_until(lambda: calls)
+    key, calls = _key(), []
+    release, first, _ = _measuring(key, calls, "slow", end=lambda: 1)
     again = measured.measure(key, lambda: calls.append("again") or 2, again=True)
     release.set()
     first.join(10)
