@@ -50,9 +50,10 @@ class App:
             env.pop("OMP_WAIT_POLICY", None)
         self.log = open(SHOTS.parent / f"streamlit-{self.port}.log", "w")
         self.proc = subprocess.Popen(
+            # the address, no file watcher and no usage statistics come from .streamlit/config.toml, as for
+            # any start of the app; headless: a test never opens a tab of its own
             [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
-             "--server.port", str(self.port), "--server.address", "127.0.0.1",
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+             "--server.port", str(self.port)],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         # its own session, as a teacher's terminal is one and the browser another: Linux shares the CPU between
         # sessions (autogroups) or desktop app scopes before the threads inside them, so on a real laptop twenty

@@ -113,7 +113,8 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         second.close()
         # a plain start watches no files (.streamlit/config.toml): Streamlit's watcher would watch the whole
         # project folder, .venv too, and handle every file written there
-        assert inotify_watches(pid) == 0, f"the server watches {inotify_watches(pid)} paths"
+        watches = inotify_watches(pid)
+        assert watches == 0, f"the server watches {watches} paths"
     finally:
         first.close()
     assert "CacheReplayClosureError" not in log_path.read_text()
