@@ -191,6 +191,9 @@ FULL_CLASS_TEST = Setting("ILE_FULL_CLASS_TEST", "flag", False, "Run the full 20
                           "browser (minutes).", "tests")
 CLASS_SESSIONS = Setting("ILE_CLASS_SESSIONS", "int", None, "Sessions in the browser class tests.", "tests", minimum=1,
                          default_doc="5 (20 with `ILE_FULL_CLASS_TEST`)")
+TEST_BESIDE_PID = Setting("ILE_TEST_BESIDE_PID", "int", None, "Set by scripts/test.sh for its browser phase: the "
+                          "parallel phase's process, running beside it at idle priority; the tests marked `alone` wait "
+                          "until it has ended.", "tests", minimum=1)
 LLAMA_SERVER = Setting("ILE_LLAMA_SERVER", "path", None, "A llama.cpp `llama-server` binary for the serving tests.",
                        "tests", default_doc="the one scripts/install.sh built")
 

@@ -8,6 +8,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import os  # noqa: E402
+import time  # noqa: E402
 
 import engine  # noqa: E402,F401  before torch: sets the OpenMP wait policy the app uses (engine/measure/threads.py)
 from engine import settings  # noqa: E402
@@ -104,12 +105,18 @@ def llama_cpp_spec_server():
 # no UI: `pytest -m unit` runs alone in under a minute); model = anything that needs the real embedded model;
 # app = AppTest of the pages; browser = a real Streamlit server and Chromium.
 _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browser"}
-# Modules whose assertions read a clock against a fixed bound (a deadline, a busy-loop ratio, a child's exit time):
-# scripts/test.sh runs them after the parallel phase, alone with the browser tier, on a machine nobody else loads.
+# Modules whose assertions read a clock against a fixed bound (a deadline, a child's exit time, a prefill longer than
+# a shorter one): scripts/test.sh runs them one at a time with the browser tier, whose only neighbour is the parallel
+# phase at idle priority (the kernel gives it a core only when nothing else wants one).
 SERIAL_MODULES = {"tests/engine/test_threads.py", "tests/engine/test_serving_hostile.py",
                   "tests/engine/test_background.py", "tests/engine/test_hostile_models.py",
                   "tests/engine/test_llama_server.py", "tests/ui/test_served_thread_policy.py",
                   "tests/app/test_unattended_start.py"}
+# Modules that read the machine's load, or compare the app's timings with a peer run measured moments apart: an
+# idle-priority neighbour still shows in the kernel's load and still shares the caches and memory bandwidth, so
+# they run last, after the parallel phase has ended (marker ``alone``; ``wait_for_the_parallel_phase``).
+ALONE_MODULES = {"tests/engine/test_threads.py", "tests/browser/test_busy_lessons.py",
+                 "tests/browser/test_timing_parity.py", "tests/browser/test_speculative_race_vs_cli.py"}
 
 
 def _uses_embedded_model(item) -> bool:
@@ -134,6 +141,43 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, tier))
         if rel.as_posix() in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+        if rel.as_posix() in ALONE_MODULES:
+            item.add_marker(pytest.mark.alone)
+    items.sort(key=lambda item: item.get_closest_marker("alone") is not None)  # stable: the rest keep their order
+
+
+_parallel_phase_over = False
+
+
+def wait_for_the_parallel_phase(config) -> None:
+    """Block until the process ``ILE_TEST_BESIDE_PID`` names (scripts/test.sh's parallel phase, run beside the
+    browser tier at idle priority) has ended: an exited process that its shell has not reaped yet is a zombie, which
+    counts as ended."""
+    global _parallel_phase_over
+    pid = settings.TEST_BESIDE_PID.get()
+    if _parallel_phase_over or pid is None:
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    said = False
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            break  # gone
+        if state == "Z":
+            break
+        if not said:
+            with capture.global_and_fixture_disabled():
+                print(f"\n[test] waiting for the parallel phase (pid {pid}) to end before the tests that run alone",
+                      flush=True)
+            said = True
+        time.sleep(1.0)
+    _parallel_phase_over = True
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("alone") is not None:
+        wait_for_the_parallel_phase(item.config)
 
 
 @pytest.fixture

@@ -36,7 +36,9 @@ SMALL_PASS_ROWS = 8
 # last second: every core on a quiet machine, one fewer per core's worth of other work (quiet, every core was
 # faster; beside a busy loop, the free core alone was: docs/benchmarks.md). With another program on a core, the
 # second OpenMP thread waits for the core it shares and each of the pass's hundreds of parallel regions waits for
-# it. ILE_ADAPTIVE_THREADS=off keeps the policy's count for every pass.
+# it. Processes that asked for a lower priority (nice above 0: Chromium's background tabs, indexers, a build run with
+# `nice`, the test suite's parallel phase) are not counted: the kernel keeps their time apart, and gives their core to
+# the app's thread as soon as it wakes. ILE_ADAPTIVE_THREADS=off keeps the policy's count for every pass.
 FREE_CORES_WINDOW_S = 1.0  # the other programs' CPU use is averaged over about this long
 
 _ENV_WAIT_BEFORE = settings.OMP_WAIT_POLICY.raw()  # what the user set, if anything
@@ -115,10 +117,10 @@ def adaptive() -> bool:
 
 
 class _OtherLoad:
-    """How many cores' worth of CPU time other processes used lately: the kernel's busy time of all CPUs minus
-    this process's own, over the last ``FREE_CORES_WINDOW_S`` or so. Each reading is two small file reads; a sample
-    is kept at most every half window, by ``watch``'s thread and by each prompt pass. None where /proc cannot be
-    read."""
+    """How many cores' worth of CPU time other processes at normal priority used lately: the kernel's busy time of
+    all CPUs, less its "nice" time (processes at a lower priority) and this process's own, over the last
+    ``FREE_CORES_WINDOW_S`` or so. Each reading is two small file reads; a sample is kept at most every half window, by
+    ``watch``'s thread and by each prompt pass. None where /proc cannot be read."""
 
     def __init__(self):
         import threading
@@ -140,8 +142,10 @@ class _OtherLoad:
             return None
         try:
             v = [int(x) for x in fields]
-            busy = sum(v) - v[3] - (v[4] if len(v) > 4 else 0)  # everything but idle and iowait
-            return time.monotonic(), busy / self._tick, (int(own[11]) + int(own[12])) / self._tick
+            busy = sum(v) - v[1] - v[3] - (v[4] if len(v) > 4 else 0)  # everything but nice, idle and iowait
+            # a process that runs niced itself is in the nice time already, not in ``busy``
+            mine = 0.0 if _niced() else (int(own[11]) + int(own[12])) / self._tick
+            return time.monotonic(), busy / self._tick, mine
         except (ValueError, IndexError):
             return None
 
@@ -177,6 +181,13 @@ class _OtherLoad:
                 time.sleep(FREE_CORES_WINDOW_S / 2)
 
         threading.Thread(target=loop, name="ile-free-cores", daemon=True).start()
+
+
+def _niced() -> bool:
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0) > 0
+    except (AttributeError, OSError):
+        return False
 
 
 OTHER_LOAD = _OtherLoad()

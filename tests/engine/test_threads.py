@@ -158,6 +158,29 @@ def test_other_programs_load_is_read_from_the_kernel():
         spin.wait()
 
 
+def test_a_lower_priority_program_leaves_its_cores_to_the_app():
+    """The same busy loop at nice 19 reads as no load: the kernel gives its core to the app's thread on waking (a
+    planted version that counts the nice time reads about one core here)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    if threads._OtherLoad()._sample() is None or not hasattr(os, "nice"):
+        pytest.skip("no /proc or nice here")
+    load = threads._OtherLoad()
+    load.cores_busy()
+    spin = subprocess.Popen([sys.executable, "-c", "import os, time\nos.nice(19)\nend = time.time() + 30\n"
+                             "while time.time() < end: pass"])
+    try:
+        time.sleep(threads.FREE_CORES_WINDOW_S * 1.6)
+        seen = load.cores_busy()
+        assert seen is not None and seen < 0.4, seen
+    finally:
+        spin.kill()
+        spin.wait()
+
+
 def test_the_rule_is_said_where_the_policy_is_shown(monkeypatch):
     monkeypatch.delenv("ILE_SMALL_PASS_ROWS", raising=False)
     monkeypatch.setenv("ILE_ADAPTIVE_THREADS", "off")
