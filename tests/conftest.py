@@ -110,8 +110,7 @@ _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browse
 # phase at idle priority (the kernel gives it a core only when nothing else wants one).
 SERIAL_MODULES = {"tests/engine/test_threads.py", "tests/engine/test_serving_hostile.py",
                   "tests/engine/test_background.py", "tests/engine/test_hostile_models.py",
-                  "tests/engine/test_llama_server.py", "tests/ui/test_served_thread_policy.py",
-                  "tests/app/test_unattended_start.py"}
+                  "tests/engine/test_llama_server.py", "tests/app/test_unattended_start.py"}
 # Modules that read the machine's load, or compare the app's timings with a peer run measured moments apart: an
 # idle-priority neighbour still shows in the kernel's load and still shares the caches and memory bandwidth, so
 # they run last, after the parallel phase has ended (marker ``alone``; ``wait_for_the_parallel_phase``).

