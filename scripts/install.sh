@@ -71,7 +71,7 @@ if [ "${1:-}" = "--test" ]; then
   # people start, with /metrics, /slots and speculative decoding. Built once per machine beside the wheel.
   PYTHON=$PY LLAMA_CPP_VERSION=0.3.36 bash scripts/build_llama_server.sh
 fi
-# Convert both GGUFs to safetensors copies in the user cache once (SmolLM2: about 30 s quiet, 2-3 min on busy
-# cores; Gemma 3 270M: about 2 min, 2.7 GB of memory at the peak; progress printed); later loads are fast.
+# Convert both GGUFs to safetensors copies in the user cache once (SmolLM2: about 15 s on 2 cores;
+# Gemma 3 270M: about 45 s, 2.5 GB of memory at the peak; progress printed); later loads are fast.
 $PY -m engine prepare --model all
 echo "[install] done"

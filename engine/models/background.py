@@ -1,6 +1,6 @@
 """Preparing the packaged second model (Gemma 3 270M) off the request path: in a child process, once per machine.
 
-Why a child process: the conversion builds a tokenizer from the GGUF (about a minute) and dequantizes 268 M
+Why a child process: the conversion builds a tokenizer from the GGUF and dequantizes 268 M
 parameters to float32 (peak about 2.6 GB of memory); in a process of its own that memory is returned to the
 system when it ends, and nothing of it runs on a Streamlit script thread or on the engine worker that serves the
 first page's forward passes. The app starts it when its first page is drawn (``start``), so a teacher's first

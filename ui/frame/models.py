@@ -82,7 +82,7 @@ CONVERSION_LABELS = {
     "damaged": "The saved copy of the embedded model is damaged (its files do not match their checksum): "
                "converting it again",
 }
-CONVERSION_TIME = " (about 30 s on a quiet machine, 2-3 minutes on a busy one)..."
+CONVERSION_TIME = " (about 15 s on 2 cores, longer on a busy laptop)..."
 
 
 @shared(cache_entries())
@@ -136,7 +136,7 @@ def _ensure_gemma_converted() -> None:
     prep = background.start()
     if not prep.thread.is_alive() and prep.state == "ready":
         return
-    with st.status("Preparing Gemma 3 270M (one time per machine: 2-4 minutes on a busy laptop)...",
+    with st.status("Preparing Gemma 3 270M (one time per machine: about 45 s on 2 cores, longer on a busy laptop)...",
                    expanded=True) as box:
         line = st.empty()
         while prep.thread.is_alive():
