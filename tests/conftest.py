@@ -108,7 +108,9 @@ _FOLDER_TIER = {"engine": "unit", "ui": "unit", "app": "app", "browser": "browse
 # Modules whose assertions read a clock against a fixed bound (a deadline, a child's exit time, a prefill longer than
 # a shorter one): scripts/test.sh runs them one at a time with the browser tier, whose only neighbour is the parallel
 # phase at idle priority (the kernel gives it a core only when nothing else wants one).
-SERIAL_MODULES = {"tests/engine/test_threads.py", "tests/engine/test_serving_hostile.py",
+# test_noise too: its neighbours must run at normal priority to count as other programs' load, and a busy loop
+# started from the niced parallel phase would be niced itself.
+SERIAL_MODULES = {"tests/engine/test_threads.py", "tests/engine/test_noise.py", "tests/engine/test_serving_hostile.py",
                   "tests/engine/test_background.py", "tests/engine/test_hostile_models.py",
                   "tests/engine/test_llama_server.py", "tests/app/test_unattended_start.py"}
 # Modules that read the machine's load, or compare the app's timings with a peer run measured moments apart: an

@@ -8,8 +8,10 @@ tuple of human-readable warnings (empty when nothing is wrong), so pages show th
 Calibration has two witnesses, taken before and after the measured work:
 - a probe: a fixed small matrix multiply timed a few times (median); if it got much slower, or is much slower
   than the fastest probe this process has seen, something else was using the CPU;
-- the CPU time the *other* processes used during the measurement (Linux /proc/stat minus this process's own
-  CPU time), in cores. A browser drawing, a video call or a second student's run all show up here.
+- the CPU time the *other* processes at normal priority used during the measurement (Linux /proc/stat less its
+  nice time and this process's own CPU time, engine.measure.cpu_time), in cores. A browser drawing, a video call
+  or a second student's run all show up here; a program that asked for a lower priority gives its core up and
+  does not.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.measure.cpu_time import cpu_seconds
 from engine.measure.spread import Spread
 
 BUSY_MESSAGE = "This machine was busy during the measurement; numbers may be off."
@@ -74,21 +77,6 @@ def probe_seconds(repeats: int = 5, n: int = 256) -> float:
     return t
 
 
-def _cpu_snapshot() -> tuple[float, float] | None:
-    """(busy seconds of all CPUs, busy seconds of this process), or None where /proc/stat is missing."""
-    try:
-        with open("/proc/stat") as f:
-            parts = f.readline().split()[1:]
-    except OSError:
-        return None
-    ticks = [int(x) for x in parts]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    busy_all = (sum(ticks[:8]) - idle) / hz  # user..steal, not guest (already in user)
-    t = os.times()
-    return busy_all, t.user + t.system
-
-
 @dataclass(frozen=True)
 class CalibrationStart:
     wall: float
@@ -126,7 +114,7 @@ class Calibration:
 
 
 def calibration_start(probe: Callable[[], float] = probe_seconds) -> CalibrationStart:
-    return CalibrationStart(time.perf_counter(), probe(), _cpu_snapshot(), time.time())
+    return CalibrationStart(time.perf_counter(), probe(), cpu_seconds(), time.time())
 
 
 def judge(probe_before: float, probe_after: float, probe_best: float, other_cores: float | None) -> tuple[str, ...]:
@@ -147,7 +135,7 @@ def calibration_end(start: CalibrationStart, probe: Callable[[], float] = probe_
     wall = time.perf_counter() - start.wall
     after = probe()
     other = None
-    end_cpu = _cpu_snapshot()
+    end_cpu = cpu_seconds()
     if start.cpu is not None and end_cpu is not None and wall > 0:
         other = max(0.0, ((end_cpu[0] - start.cpu[0]) - (end_cpu[1] - start.cpu[1])) / wall)
     try:

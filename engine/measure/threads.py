@@ -19,6 +19,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import engine.settings as settings
+from engine.measure.cpu_time import cpu_seconds
 
 # The policy `python -m engine bench threads` chose on the 2-core reference machine: every core, passive waiting
 # (the lowest worst case beside a busy program, and the fastest quiet; figures in docs/benchmarks.md, "Figures
@@ -127,27 +128,13 @@ class _OtherLoad:
 
         self._lock = threading.Lock()
         self._samples: list[tuple[float, float, float]] = []  # (monotonic s, all CPUs' busy s, this process's s)
-        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._watching = False
 
     def _sample(self) -> tuple[float, float, float] | None:
         import time
 
-        try:
-            with open("/proc/stat") as f:
-                fields = f.readline().split()[1:]
-            with open("/proc/self/stat") as f:
-                own = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        try:
-            v = [int(x) for x in fields]
-            busy = sum(v) - v[1] - v[3] - (v[4] if len(v) > 4 else 0)  # everything but nice, idle and iowait
-            # a process that runs niced itself is in the nice time already, not in ``busy``
-            mine = 0.0 if _niced() else (int(own[11]) + int(own[12])) / self._tick
-            return time.monotonic(), busy / self._tick, mine
-        except (ValueError, IndexError):
-            return None
+        now = cpu_seconds()
+        return None if now is None else (time.monotonic(), *now)
 
     def cores_busy(self) -> float | None:
         now = self._sample()
@@ -181,13 +168,6 @@ class _OtherLoad:
                 time.sleep(FREE_CORES_WINDOW_S / 2)
 
         threading.Thread(target=loop, name="ile-free-cores", daemon=True).start()
-
-
-def _niced() -> bool:
-    try:
-        return os.getpriority(os.PRIO_PROCESS, 0) > 0
-    except (AttributeError, OSError):
-        return False
 
 
 OTHER_LOAD = _OtherLoad()
