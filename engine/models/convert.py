@@ -333,9 +333,10 @@ class _ParsedOnce:
     conversion's time (SmolLM2, 2 cores: 3 parses of 6-7 s and 7 s of tables, out of 44 s under a profiler). Both
     come from names of the gguf package that transformers looks up at each call (``from gguf import GGUFReader``
     inside ``load_gguf_checkpoint``), so they are swapped there for memoized ones while any conversion of this
-    process runs. A reader and a table are read-only once built. Nested and concurrent conversions (the embedded
-    model and Gemma's background preparation) share one swap, counted, under a lock; the last one out restores
-    the package's names and drops the parsed files. ``tests/engine/test_conversion.py`` counts the parses and fails
+    process runs. A reader and a table are read-only once built. The swap is process-wide, so conversions that
+    overlap in one process (two threads of a program that loads both models; the app itself converts Gemma in a
+    child process) share one swap, counted, under a lock; the last one out restores the package's names and drops the
+    parsed files. ``tests/engine/test_conversion.py`` counts the parses and fails
     the day transformers stops looking the names up at each call."""
 
     def __init__(self):

@@ -57,8 +57,8 @@ def test_a_conversion_parses_the_gguf_twice_and_writes_its_weights(counted, tmp_
 
 
 def test_concurrent_conversions_share_one_swap_and_the_last_restores_it(monkeypatch):
-    """Two conversions at once (the embedded model and Gemma's background preparation): the second does not save
-    the first one's stand-ins as the package's names, and the names come back only when both have ended."""
+    """Two conversions at once in one process: the second does not save the first one's stand-ins as the package's
+    names, and the names come back only when both have ended."""
     made = []
     monkeypatch.setattr(gguf, "GGUFReader", lambda path, mode="r": made.append(path) or object())
     real_reader, real_table = gguf.GGUFReader, gguf.get_tensor_name_map
