@@ -33,6 +33,7 @@ def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkey
     """Each poll (every 50 ms) used to send the same line again: 20 waiting tabs were each sent 20 updates a
     second to draw. The line changes once a second (its seconds) or when the place changes."""
     import threading
+    import time
     import types
 
     from engine.jobs.worker import Worker
@@ -56,9 +57,12 @@ def test_a_waiting_page_redraws_its_queue_line_only_when_the_words_change(monkey
     w.submit(lambda: (started.set(), release.wait(10)), session="a", key="long")
     started.wait(10)
     threading.Timer(2.3, release.set).start()
+    t0 = time.monotonic()
     assert work.run(lambda: 42, key="short", on=w) == 42  # waits about 2.3 s: about 46 polls
+    waited = time.monotonic() - t0  # longer on a starved machine (the suite's idle-priority phase): more seconds
     lines = [d for d in drawn if d is not None]
-    assert 2 <= len(lines) <= 4, lines  # "(0 s so far)" / "1 s" / "2 s": one draw per new second
+    # "(0 s so far)", "1 s", "2 s", ... one draw per new second, and the "waited" line; a line per poll would be 46+
+    assert 2 <= len(lines) <= int(waited) + 2, (waited, lines)
     assert len(set(lines)) == len(lines), "the same line was sent twice"
     assert drawn[-1] is None or "waited" in drawn[-1]  # the line goes (or says it waited) once the job ran
 
