@@ -176,9 +176,13 @@ def wait_for_the_parallel_phase(config) -> None:
     _parallel_phase_over = True
 
 
-def pytest_runtest_setup(item):
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The wait for the parallel phase comes before a test's own run, outside pytest-timeout's clock (its wrapper is
+    inside this one): the wait lasts as long as the other phase does, and that phase's tests have their own limit."""
     if item.get_closest_marker("alone") is not None:
         wait_for_the_parallel_phase(item.config)
+    return (yield)
 
 
 @pytest.fixture
