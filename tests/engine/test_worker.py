@@ -68,13 +68,14 @@ def test_cancel_stops_within_one_step(tiny_lm):
     started = threading.Event()
     job = w.submit(_slow_decode, tiny_lm, 10_000, started)
     started.wait(10)
-    t0 = time.monotonic()
     job.cancel()
+    before = sum(e[0] == "step" for e in job.events())
     with pytest.raises(Cancelled):
         job.result(10)
-    assert time.monotonic() - t0 < 1.0
-    steps = [e for e in job.events() if e[0] == "step"]
-    assert 0 < len(steps) < 10_000
+    # counted in steps, not seconds (this runs at idle priority beside the browser tier): a step whose pass began
+    # before the cancel may still report itself; the next pass checks the flag and never starts
+    steps = sum(e[0] == "step" for e in job.events())
+    assert 0 < before <= steps <= before + 1, (before, steps)
     assert w.idle()
 
 
@@ -134,8 +135,8 @@ def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path,
     job = w.ask(ANSWER, AnswerRequest(tiny_lm, "my private question about zebras", SamplingSettings(0.0), 3, 0,
                                       False, analyse=False),
                 key=("trace", "my private question about zebras"), session=sid)
+    seen = [stats.read_text()]  # the first job busy, the question queued (published when the first job started)
     release.set()
-    seen = []
     end = time.monotonic() + 10
     while not job.done and time.monotonic() < end:
         if stats.exists():
