@@ -16,6 +16,7 @@ pages = [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(i 
          for i, p in enumerate(nav.available())]
 page = st.navigation(pages)
 with errors.shown_briefly():  # the model load too: any error is one short line, never a blank page
+    models.first_start_in_view()  # the first start's conversion, in the main area where the visitor looks
     sidebar.render()
     models.warm_for_run(page.url_path)  # compiled mode: its compile, visible and cancellable, before a page measures
 layout.begin_page(page.url_path)

@@ -96,6 +96,12 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         first.get_by_text("converting the embedded model", exact=False).first.wait_for(timeout=60_000)
         first.get_by_text("Dequantizing", exact=False).first.wait_for(timeout=120_000)
         screenshot(first, "first-start-converting")
+        # where the visitor looks: the main area, on the first screen (drawn by the sidebar, it sat below the page
+        # list and the model box, cut off at the foot of the screen, beside a blank page)
+        box = first.locator('[data-testid="stMain"]').get_by_text("converting the embedded model", exact=False).first
+        assert box.count() == 1, "the conversion's progress is not in the main area"
+        where = box.bounding_box()
+        assert where is not None and where["y"] + where["height"] <= 768, f"the progress is off the screen: {where}"
         wait_idle(first, timeout=300)
         assert_no_error(first)
         assert "Embedded model ready" in first.inner_text("body")

@@ -5,6 +5,7 @@ maps to one canonical name, so to one cache entry; in class mode only the allow-
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
@@ -116,6 +117,21 @@ def _ensure_embedded_converted() -> None:
         finally:
             _CONVERSION.release()
         box.update(label="Embedded model ready", state="complete", expanded=False)
+
+
+def first_start_in_view() -> None:
+    """The first start's conversion of the embedded model (about 15 s), drawn at the top of the page, before the
+    sidebar asks for the model: drawn where the sidebar asks, below the page list and the model box, it sat at the
+    foot of a 768-pixel screen, cut off, beside a blank page. Nothing is drawn once the copy is ready. A failure is
+    left to the sidebar, which says why (its own try reaches the same error)."""
+    try:
+        _, target = policy().resolve(plain_name(state.settings().model))
+    except ModelLoadError:
+        return  # a name this server does not offer: the sidebar says so
+    if target == EMBEDDED and embedded_copy() != "ready":
+        st.space(28)  # below Streamlit's header bar, where a page's title starts (ui/frame/style.py's top padding)
+        with contextlib.suppress(ModelLoadError):
+            _ensure_embedded_converted()
 
 
 def start_background_preparation() -> None:
