@@ -11,6 +11,7 @@
 # ILE_TEST_WORKERS=1 runs phase 1 on one worker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/scratch_check.sh  # before anything is installed: a full disk gets one clear line
 . scripts/venv.sh  # PY: the project's own environment (.venv)
 PYTHON=$PY bash scripts/install.sh --test
 workers=${ILE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}

@@ -59,3 +59,26 @@ def test_the_suites_limit_is_set_and_far_above_its_longest_test():
     ini = (ROOT / "pytest.ini").read_text()
     limit = int(next(line.split("=", 1)[1] for line in ini.splitlines() if line.startswith("timeout =")))
     assert 300 <= limit <= 1200, "a limit a slow machine's longest test (about 2 min, retries included) stays under"
+
+
+def _scratch_check(tmp_path, available_kib: int):
+    """scripts/scratch_check.sh with ``df`` answering ``available_kib`` free."""
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    (stub / "df").write_text("#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n"
+                             f"echo '/dev/disk 10485760 1000 {available_kib} 99% /tmp'\n")
+    (stub / "df").chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "scratch_check.sh")], env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_the_test_command_stops_at_once_on_a_full_scratch_disk(tmp_path):
+    """A disk with 200 MiB left gets one line saying so, before anything is installed (scripts/test.sh runs the check
+    first), not an install and then a run of errors from pytest's own temporary files; 2 GiB free passes."""
+    full, roomy = _scratch_check(tmp_path, 204800), _scratch_check(tmp_path, 2 * 1024 * 1024)
+    assert full.returncode == 1 and "200 MiB free" in full.stderr, (full.returncode, full.stderr)
+    assert roomy.returncode == 0 and not roomy.stderr, roomy.stderr
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    assert 0 <= script.index("scripts/scratch_check.sh") < script.index("scripts/venv.sh"), \
+        "scripts/test.sh checks the scratch space before it installs anything"
