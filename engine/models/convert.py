@@ -332,16 +332,14 @@ class _ParsedOnce:
     weights' names with a table it builds again for every submodule (about 400 times for SmolLM2): most of a
     conversion's time (SmolLM2, 2 cores: 3 parses of 6-7 s and 7 s of tables, out of 44 s under a profiler). Both
     come from names of the gguf package that transformers looks up at each call (``from gguf import GGUFReader``
-    inside ``load_gguf_checkpoint``), so they are swapped there for memoized ones while any conversion of this
-    process runs. A reader and a table are read-only once built. The swap is process-wide, so conversions that
-    overlap in one process (two threads of a program that loads both models; the app itself converts Gemma in a
-    child process) share one swap, counted, under a lock; the last one out restores the package's names and drops the
-    parsed files. ``tests/engine/test_conversion.py`` counts the parses and fails
-    the day transformers stops looking the names up at each call."""
+    inside ``load_gguf_checkpoint``), so they are swapped there for memoized ones while a conversion runs. The swap
+    is process-wide, so conversions in one process take turns (the app converts the embedded model on its engine
+    worker and Gemma in a child process, so none waits in practice); the one that ends restores the package's names
+    and drops the parsed files. ``tests/engine/test_conversion.py`` counts the parses and fails the day transformers
+    stops looking the names up at each call."""
 
     def __init__(self):
-        self._lock = threading.Lock()
-        self._users = 0
+        self._turn = threading.Lock()
         self._readers: dict = {}
         self._tables: dict = {}
         self._real: tuple = ()
@@ -349,37 +347,29 @@ class _ParsedOnce:
     def __enter__(self):
         import gguf
 
-        with self._lock:
-            if self._users == 0:
-                self._real = (gguf.GGUFReader, gguf.get_tensor_name_map)
-                gguf.GGUFReader, gguf.get_tensor_name_map = self._reader, self._table
-            self._users += 1
+        self._turn.acquire()
+        self._real = (gguf.GGUFReader, gguf.get_tensor_name_map)
+        gguf.GGUFReader, gguf.get_tensor_name_map = self._reader, self._table
         return self
 
     def __exit__(self, *exc):
         import gguf
 
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                gguf.GGUFReader, gguf.get_tensor_name_map = self._real
-                self._readers.clear()
-                self._tables.clear()
+        gguf.GGUFReader, gguf.get_tensor_name_map = self._real
+        self._readers.clear()
+        self._tables.clear()
+        self._turn.release()
 
     def _reader(self, path, mode="r"):
-        return self._once(self._readers, (os.path.realpath(path), mode), lambda: self._real[0](path, mode))
+        key = (os.path.realpath(path), mode)
+        if key not in self._readers:
+            self._readers[key] = self._real[0](path, mode)
+        return self._readers[key]
 
     def _table(self, arch, n_blocks):
-        return self._once(self._tables, (arch, n_blocks), lambda: self._real[1](arch, n_blocks))
-
-    def _once(self, store: dict, key, make):
-        """``store[key]``, made once; a slot per key, so one file's long parse never holds up another's."""
-        with self._lock:
-            slot = store.setdefault(key, [threading.Lock(), None])
-        with slot[0]:
-            if slot[1] is None:
-                slot[1] = make()
-            return slot[1]
+        if (arch, n_blocks) not in self._tables:
+            self._tables[arch, n_blocks] = self._real[1](arch, n_blocks)
+        return self._tables[arch, n_blocks]
 
 
 _PARSED_ONCE = _ParsedOnce()

@@ -56,28 +56,28 @@ def test_a_conversion_parses_the_gguf_twice_and_writes_its_weights(counted, tmp_
     assert got.shape == want.shape and torch.equal(got, want.float())
 
 
-def test_concurrent_conversions_share_one_swap_and_the_last_restores_it(monkeypatch):
-    """Two conversions at once in one process: the second does not save the first one's stand-ins as the package's
-    names, and the names come back only when both have ended."""
-    made = []
+def test_conversions_in_one_process_take_turns_and_each_restores_the_names(monkeypatch):
+    """Two conversions at once in one process: the second's swap waits until the first one's has ended (it never
+    saves the first one's stand-ins as the package's names), each parses a file once, and the names come back."""
+    made, seen = [], []
     monkeypatch.setattr(gguf, "GGUFReader", lambda path, mode="r": made.append(path) or object())
     real_reader, real_table = gguf.GGUFReader, gguf.get_tensor_name_map
     once = convert._ParsedOnce()
-    first_in, second_done = threading.Event(), threading.Event()
+    first_in, second_in = threading.Event(), threading.Event()
 
     def second():
         first_in.wait(10)
         with once:
-            assert gguf.GGUFReader("/x/a.gguf") is gguf.GGUFReader("/x/a.gguf")
-        second_done.set()
+            second_in.set()
+            seen.append(gguf.GGUFReader("/x/a.gguf") is gguf.GGUFReader("/x/a.gguf"))
 
     t = threading.Thread(target=second)
     t.start()
     with once:
         first_in.set()
-        assert second_done.wait(10)
-        assert gguf.GGUFReader is not real_reader, "the first conversion's swap holds until it ends"
+        assert not second_in.wait(0.5), "a second conversion waits for the first one's swap to end"
         gguf.GGUFReader("/x/a.gguf")
     t.join(10)
-    assert made == ["/x/a.gguf"], "one parse per file, shared"
+    assert seen == [True], "the second conversion ran, with its own memoized parse"
+    assert made == ["/x/a.gguf", "/x/a.gguf"], "one parse per file in each conversion"
     assert gguf.GGUFReader is real_reader and gguf.get_tensor_name_map is real_table
