@@ -339,11 +339,21 @@ def test_block_walks_waiting_together_run_as_one_and_equal_solo_walks(tiny_lm, o
     assert [s.preview for s in other_walk] == [s.preview for s in block_walk(tiny_lm, prompts[1], 1)]
 
 
-def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thread):
+def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thread, monkeypatch):
+    """Every request is queued before the worker looks, even when the submitting thread is descheduled between two
+    students (as on a busy machine, where this test once saw a batch of 4 of 5)."""
     from types import SimpleNamespace
 
     from engine.batching import bench_classroom as classroom
 
+    ask = Worker.ask
+
+    def descheduled(self, *args, **kwargs):
+        job = ask(self, *args, **kwargs)
+        time.sleep(0.05)
+        return job
+
+    monkeypatch.setattr(Worker, "ask", descheduled)
     r = classroom.run(tiny_lm, SimpleNamespace(sessions=5, new_tokens=3, repeats=1, no_analysis=True))
     assert r["same_answers"] and [x["batching"] for x in r["runs"]] == [False, True]
     assert r["runs"][1]["largest_batch"] == 5 and r["runs"][0]["largest_batch"] == 1
