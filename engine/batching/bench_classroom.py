@@ -39,6 +39,19 @@ def _prompts(n: int) -> list[str]:
     return [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] + ("" if i < len(CLASS_PROMPTS) else f" ({i})") for i in range(n)]
 
 
+def submitted_together(w, submit) -> tuple[float, list]:
+    """Run ``submit`` (it submits jobs to worker ``w``) while the worker is held, then let the jobs reach it
+    together: (that moment, the jobs). Submitted one by one to a free worker, the first jobs started before the last
+    were in: a batch of 4 of 5 on a busy machine."""
+    started, release = threading.Event(), threading.Event()
+    w.submit(lambda: (started.set(), release.wait(60)), session="hold", client="hold")
+    started.wait(60)
+    jobs = submit()
+    t0 = time.monotonic()
+    release.set()
+    return t0, jobs
+
+
 def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: bool, analyse: bool = True) -> dict:
     """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
     from engine.jobs.classbatch import ANSWER, AnswerRequest
@@ -48,15 +61,9 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
 
     w = Worker(configure=configure_worker_threads, batching=batching, publish=False)  # no log line per job
     w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
-    # the worker is held while the class is submitted, so every request is queued when it looks: submitted one by
-    # one to a free worker, the first ones started before the last were in (a batch of 4 of 5 on a busy machine)
-    held, hold = threading.Event(), threading.Event()
-    w.submit(lambda: (held.set(), hold.wait(60)))
-    held.wait(60)
-    t0 = time.monotonic()
-    jobs = [w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
-                  session=f"student-{i}") for i, p in enumerate(prompts)]
-    hold.set()
+    t0, jobs = submitted_together(w, lambda: [
+        w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
+              session=f"student-{i}") for i, p in enumerate(prompts)])
     traces = [j.result(3600) for j in jobs]
     ready = np.array([j.finished_at - t0 for j in jobs])
     first = np.array([(j.first_token_at or j.finished_at) - t0 for j in jobs])

@@ -19,7 +19,7 @@ import os
 import time
 
 from engine.core.loaded import LoadedModel
-from engine.batching.bench_classroom import CLASS_PROMPTS
+from engine.batching.bench_classroom import CLASS_PROMPTS, submitted_together
 
 PASTE = ("The committee met again on Thursday to review the budget, the timetable and the list of rooms; "
          "nothing was decided and the minutes run on for pages. ")  # repeated to the paste's length
@@ -85,19 +85,6 @@ def _wait(pred, timeout: float) -> None:
         time.sleep(0.01)
 
 
-def _together(w, submit) -> tuple[float, list]:
-    """Submit requests while the worker is held, then let them reach it together: (that moment, the jobs)."""
-    import threading
-
-    started, release = threading.Event(), threading.Event()
-    w.submit(lambda: (started.set(), release.wait(60)), session="hold", client="hold")
-    started.wait(60)
-    jobs = submit()
-    t0 = time.monotonic()
-    release.set()
-    return t0, jobs
-
-
 def _answers(t0: float, jobs, timeout: float) -> list[tuple[float, list[int] | None]]:
     out = []
     for j in jobs:
@@ -108,7 +95,7 @@ def _answers(t0: float, jobs, timeout: float) -> list[tuple[float, list[int] | N
 
 def alone(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
     w = _worker(args.max_batch)
-    t0, jobs = _together(w, lambda: [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}")
+    t0, jobs = submitted_together(w, lambda: [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}")
                                      for i, q in enumerate(questions)])
     return _answers(t0, jobs, args.timeout)
 
@@ -134,7 +121,7 @@ def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tu
         box.append(_ask(w, lm, _paste(0, args.paste_chars), args.paste_tokens, "paste", "10.0.0.66"))
         return [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}") for i, q in enumerate(questions)]
 
-    t0, jobs = _together(w, submit)
+    t0, jobs = submitted_together(w, submit)
     out = _answers(t0, jobs, args.timeout)
     _cancel(box)
     return out
