@@ -28,7 +28,6 @@ reference is kept per (model, precision, mode).
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from dataclasses import replace
 from typing import Callable
@@ -36,7 +35,7 @@ from typing import Callable
 import torch
 
 from engine.core.loaded import LoadedModel, ModelLoadError
-from engine.settings import CXX, TORCHINDUCTOR_CACHE_DIR, cache_dir
+from engine.settings import CXX
 
 MODES = ("eager", "compiled")
 DEFAULT_MODE = "eager"
@@ -99,20 +98,6 @@ def cache_length(tokens: int, max_positions: int) -> int | None:
     return min(n, int(max_positions))
 
 
-def _inductor_cache() -> None:
-    """torch keeps compiled kernels on disk (its FX graph and AOTAutograd caches): next to the converted models, so a
-    second start of the app compiles in seconds instead of minutes."""
-    if TORCHINDUCTOR_CACHE_DIR.is_set():
-        return
-    folder = cache_dir() / "torchinductor"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return  # a read-only cache folder: torch's own temporary one still works
-    if os.access(folder, os.W_OK):
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-
-
 class DecodeGraph:
     """The compiled decode step of one compiled model, and its static caches: one per length, made once and reused
     (a CUDA graph replays on fixed addresses; a new cache per run would make it record again). Used on the engine
@@ -135,7 +120,6 @@ class DecodeGraph:
         """The compiled step: ``make(model)`` is the plain step (engine.core.loop builds it: the one module that
         passes a KV cache to a model), compiled once, on first use."""
         if self._fn is None:
-            _inductor_cache()
             import torch._dynamo
 
             if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:

@@ -4,6 +4,7 @@ the keys that make a compiled model its own cache entry. One compile of the tiny
 disk, so a second run of the suite compiles in seconds); one on the embedded model (model tier)."""
 import argparse
 import json
+import os
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from engine.models.names import plain_name
 from engine.models.precision import model_ref, to_precision
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
+from tests.conftest import ROOT
 
 GREEDY = SamplingSettings(temperature=0.0)
 PROMPTS = ["What is the capital of France?", "def add(a, b):", "Once upon a time"]
@@ -117,6 +119,28 @@ def test_no_cpp_compiler_is_refused(monkeypatch):
     monkeypatch.setattr(C.shutil, "which", lambda name: None)
     monkeypatch.delenv("CXX", raising=False)
     assert "C++ compiler" in C.compiler_missing("cpu")
+
+
+_WHERE_KERNELS_GO = ("import os, sys; import torch; import engine; from engine.models.loading import load_model; "
+                     "load_model('tiny-random'); print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))")
+
+
+@pytest.mark.parametrize("given", [None, "mine"])
+def test_compiled_kernels_are_kept_in_the_model_cache_unless_the_user_says_where(tmp_path, given):
+    """Loading a model makes torch write its default (a folder in /tmp, emptied by a reboot) into the variable, so
+    the engine points it into its cache folder when it is imported; a folder the user gave wins."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env.update(ILE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    if given:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / given)
+    out = subprocess.run([sys.executable, "-c", _WHERE_KERNELS_GO], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    want = tmp_path / given if given else tmp_path / "cache" / "torchinductor"
+    assert out.stdout.strip().splitlines()[-1] == str(want)
 
 
 def test_a_compiled_model_is_a_second_model_over_the_same_weights(tiny_lm, tiny_compiled):
