@@ -36,7 +36,7 @@ def test_a_model_name_over_255_bytes_gives_a_message_without_paths(app_server, p
                    "(./static/js/...) then resolve under /loop/ and are answered with index.html again: not fixed")
 def test_a_nested_path_is_not_a_blank_page(app_server, page):
     page.goto(f"{app_server.url}/loop/extra?max_new_tokens=2")
-    wait_idle(page, timeout=10)  # a working page shows its app frame within a second or two
+    wait_idle(page, timeout=5)  # a working page shows its app frame within a second or two
     assert_no_error(page)
     main = page.inner_text('[data-testid="stMain"]') if page.locator('[data-testid="stMain"]').count() else ""
     body = page.inner_text("body")

@@ -1,6 +1,6 @@
 """Real browser: typing into the sidebar like a person. Every page is visited in a real browser by its own test
 (test_<page>.py, test_fragments.py) and, one after another in one session, by test_first_start.py, which checks each
-shows its chart."""
+shows its chart (on the first screen of a projector, for the pages that teach with one)."""
 from playwright.sync_api import expect
 
 from tests.browser.harness import assert_no_error, screenshot, wait_idle, wait_text_then_check
