@@ -60,11 +60,14 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
     from engine.jobs.worker import Worker
 
     w = Worker(configure=configure_worker_threads, batching=batching, publish=False)  # no log line per job
-    w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
-    t0, jobs = submitted_together(w, lambda: [
-        w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
-              session=f"student-{i}") for i, p in enumerate(prompts)])
-    traces = [j.result(3600) for j in jobs]
+    try:
+        w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
+        t0, jobs = submitted_together(w, lambda: [
+            w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
+                  session=f"student-{i}") for i, p in enumerate(prompts)])
+        traces = [j.result(3600) for j in jobs]
+    finally:
+        w.close()
     ready = np.array([j.finished_at - t0 for j in jobs])
     first = np.array([(j.first_token_at or j.finished_at) - t0 for j in jobs])
     tokens = sum(len(t.generated_ids) for t in traces)

@@ -15,6 +15,7 @@ question's answer alone (token for token). The machine may be shared: compare th
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -43,13 +44,18 @@ def _paste(i: int, chars: int) -> str:
     return text[:chars]
 
 
+@contextlib.contextmanager
 def _worker(max_batch: int):
+    """A worker of this benchmark's own, closed when the block ends (``Worker.close`` says why)."""
     from engine.jobs.worker import Worker
     from engine.measure.timing import configure_worker_threads
 
     w = Worker(configure=configure_worker_threads, max_batch=max_batch, publish=False)  # no log line per job
-    w.submit(lambda: None).result(60)  # the thread is up and configured before any clock starts
-    return w
+    try:
+        w.submit(lambda: None).result(60)  # the thread is up and configured before any clock starts
+        yield w
+    finally:
+        w.close()
 
 
 def _ask(w, lm, prompt: str, n: int, session: str, client: str):
@@ -94,36 +100,36 @@ def _answers(t0: float, jobs, timeout: float) -> list[tuple[float, list[int] | N
 
 
 def alone(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
-    w = _worker(args.max_batch)
-    t0, jobs = submitted_together(w, lambda: [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}")
-                                     for i, q in enumerate(questions)])
-    return _answers(t0, jobs, args.timeout)
+    with _worker(args.max_batch) as w:
+        t0, jobs = submitted_together(w, lambda: [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}")
+                                         for i, q in enumerate(questions)])
+        return _answers(t0, jobs, args.timeout)
 
 
 def beside_hostile(lm: LoadedModel, question: str, n: int, args) -> dict:
-    w = _worker(args.max_batch)
-    hostile = [_ask(w, lm, _paste(i, args.paste_chars), args.paste_tokens, f"h{i}", "10.0.0.66")
-               for i in range(args.hostile)]
-    _wait(lambda: any(h.first_token_at for h in hostile), args.timeout)  # the hostile rows are decoding
-    q = _ask(w, lm, question, n, "student", "10.0.0.7")
-    seconds, ids = _answer(q, args.timeout)
-    held = sum(1 for h in hostile if h.started_at is not None and not h.done)
-    tokens = max(h.tokens for h in hostile)
-    _cancel(hostile)
+    with _worker(args.max_batch) as w:
+        hostile = [_ask(w, lm, _paste(i, args.paste_chars), args.paste_tokens, f"h{i}", "10.0.0.66")
+                   for i in range(args.hostile)]
+        _wait(lambda: any(h.first_token_at for h in hostile), args.timeout)  # the hostile rows are decoding
+        q = _ask(w, lm, question, n, "student", "10.0.0.7")
+        seconds, ids = _answer(q, args.timeout)
+        held = sum(1 for h in hostile if h.started_at is not None and not h.done)
+        tokens = max(h.tokens for h in hostile)
+        _cancel(hostile)
     return {"seconds": seconds, "ids": ids, "hostile_rows_held": held, "hostile_tokens": tokens}
 
 
 def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
-    w = _worker(args.max_batch)
-    box = []
+    with _worker(args.max_batch) as w:
+        box = []
 
-    def submit():
-        box.append(_ask(w, lm, _paste(0, args.paste_chars), args.paste_tokens, "paste", "10.0.0.66"))
-        return [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}") for i, q in enumerate(questions)]
+        def submit():
+            box.append(_ask(w, lm, _paste(0, args.paste_chars), args.paste_tokens, "paste", "10.0.0.66"))
+            return [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}") for i, q in enumerate(questions)]
 
-    t0, jobs = submitted_together(w, submit)
-    out = _answers(t0, jobs, args.timeout)
-    _cancel(box)
+        t0, jobs = submitted_together(w, submit)
+        out = _answers(t0, jobs, args.timeout)
+        _cancel(box)
     return out
 
 

@@ -213,6 +213,17 @@ class Worker:
     def owns(self, thread: threading.Thread) -> bool:
         return thread in self._threads
 
+    def close(self, timeout: float = 120.0) -> None:
+        """End this worker's threads and wait for them; call it once its jobs have ended. A program that makes a
+        worker of its own (a benchmark) closes it before it exits: a daemon thread still freeing a batch's tensors
+        when Python shuts down is stopped inside torch's C++ code, and the process aborts ("terminate called
+        without an active exception", exit status 134)."""
+        for _ in self._threads:
+            self.submit(_end_thread, session=("close", id(self)))
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout)
+
     def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, client: Any = None,
                warmup: bool = False, **kwargs) -> Job:
         """Queue ``fn(*args, **kwargs)``: a plain job, of its own kind (its name), that runs alone."""
@@ -432,6 +443,10 @@ class Worker:
         while True:
             self._torch_threads = _torch_threads()
             job = self._next()
+            if job.fn is _end_thread:
+                self.complete(job, "done", result=None)
+                self._publish()
+                return
             self._publish()
             if job.batch is not None and self.batching:  # asked of a kind that batches, and grouped: served together
                 try:
@@ -454,6 +469,10 @@ class Worker:
                 self.complete(job, "done", result=value)
             finally:
                 self._publish()
+
+
+def _end_thread() -> None:
+    """The job that ends the worker thread taking it (``Worker.close``); never called."""
 
 
 def _batchable(job: Job) -> bool:

@@ -13,6 +13,7 @@ from engine.jobs.classbatch import ANSWER, AnswerRequest
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.jobs.worker import Worker
+from tests.engine.test_worker import worker_threads
 
 GREEDY = SamplingSettings(0.0)
 PASTE = "a long pasted text about nothing in particular, " * 9  # ~450 tokens on the tiny tokenizer
@@ -173,7 +174,9 @@ def test_bench_hostile_measures_a_question_alone_and_beside_hostile_traffic(tiny
 
     args = SimpleNamespace(hostile=6, paste_chars=400, paste_tokens=200, questions=2, question_tokens=3,
                            max_batch=8, timeout=60.0)
+    before = worker_threads()
     r = bench_hostile.run(tiny_lm, args)
+    assert worker_threads() == before  # every worker it made is closed (Worker.close says why)
     assert r["same_answers"] and r["question_alone_s"] > 0 and r["question_beside_hostile_s"] < float("inf")
     assert len(r["questions_alone_s"]) == len(r["questions_beside_paste_s"]) == 2
     assert 0 < r["hostile_rows_held"] <= seats.long_seats_per_client(8)

@@ -16,6 +16,7 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.core.cancel import Cancelled
 from engine.jobs.worker import Worker
+from tests.engine.test_worker import worker_threads
 
 PROMPTS = ["hello there", "a much longer prompt with several more words in it than the first", "x",
            "the quick brown fox", "one two three four five six", "why", "tell me a story about a cat"]
@@ -354,7 +355,9 @@ def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thr
         return job
 
     monkeypatch.setattr(Worker, "ask", descheduled)
+    before = worker_threads()
     r = classroom.run(tiny_lm, SimpleNamespace(sessions=5, new_tokens=3, repeats=1, no_analysis=True))
+    assert worker_threads() == before  # its two workers closed: a daemon thread left freeing tensors at exit aborts
     assert r["same_answers"] and [x["batching"] for x in r["runs"]] == [False, True]
     assert r["runs"][1]["largest_batch"] == 5 and r["runs"][0]["largest_batch"] == 1
     assert r["throughput_ratio_batched_vs_serial"] > 0 and "batched / serial" in classroom.summary(r)

@@ -36,6 +36,25 @@ def test_one_thread_runs_every_job():
     assert names == {"ile-engine-worker"}
 
 
+def _alive(prefix: str) -> int:
+    return sum(t.name.startswith(prefix) for t in threading.enumerate())
+
+
+def test_close_serves_the_jobs_then_ends_every_thread():
+    w = Worker(threads=2, name="closing")
+    assert _alive("closing") == 2
+    jobs = [w.submit(time.sleep, 0.05, session=f"s{i}") for i in range(4)]
+    for j in jobs:
+        j.result(5)
+    w.close(5)
+    assert _alive("closing") == 0 and all(j.state == "done" for j in jobs)
+
+
+def worker_threads() -> int:
+    """Live threads of workers named as the engine's (the process's own worker and any a benchmark made)."""
+    return _alive("ile-engine-worker")
+
+
 def test_same_key_same_session_joins_the_running_job(tiny_lm):
     w = Worker()
     started = threading.Event()
