@@ -218,8 +218,8 @@ class Worker:
         worker of its own (a benchmark) closes it before it exits: a daemon thread still freeing a batch's tensors
         when Python shuts down is stopped inside torch's C++ code, and the process aborts ("terminate called
         without an active exception", exit status 134)."""
-        for _ in self._threads:
-            self.submit(_end_thread, session=("close", id(self)))
+        for i in range(len(self._threads)):  # a session each: a session queues at most MAX_QUEUED_PER_SESSION
+            self.submit(_end_thread, session=("close", id(self), i))
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout)
