@@ -8,6 +8,7 @@ Compare the ratios: the machine may be shared.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -39,6 +40,21 @@ def _prompts(n: int) -> list[str]:
     return [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] + ("" if i < len(CLASS_PROMPTS) else f" ({i})") for i in range(n)]
 
 
+@contextlib.contextmanager
+def own_worker(**kwargs):
+    """A worker of the benchmark's own (``engine.jobs.worker.Worker(**kwargs)``, no log line per job), its thread up
+    and configured before any clock starts, closed when the block ends (``Worker.close`` says why)."""
+    from engine.jobs.worker import Worker
+    from engine.measure.timing import configure_worker_threads
+
+    w = Worker(configure=configure_worker_threads, publish=False, **kwargs)
+    try:
+        w.submit(lambda: None).result(60)
+        yield w
+    finally:
+        w.close()
+
+
 def submitted_together(w, submit) -> tuple[float, list]:
     """Run ``submit`` (it submits jobs to worker ``w``) while the worker is held, then let the jobs reach it
     together: (that moment, the jobs). Submitted one by one to a free worker, the first jobs started before the last
@@ -56,18 +72,12 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
     """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
-    from engine.measure.timing import configure_worker_threads
-    from engine.jobs.worker import Worker
 
-    w = Worker(configure=configure_worker_threads, batching=batching, publish=False)  # no log line per job
-    try:
-        w.submit(lambda: None).result(60)  # the thread is up and configured before the clock starts
+    with own_worker(batching=batching) as w:
         t0, jobs = submitted_together(w, lambda: [
             w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
                   session=f"student-{i}") for i, p in enumerate(prompts)])
         traces = [j.result(3600) for j in jobs]
-    finally:
-        w.close()
     ready = np.array([j.finished_at - t0 for j in jobs])
     first = np.array([(j.first_token_at or j.finished_at) - t0 for j in jobs])
     tokens = sum(len(t.generated_ids) for t in traces)

@@ -15,12 +15,11 @@ question's answer alone (token for token). The machine may be shared: compare th
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
 from engine.core.loaded import LoadedModel
-from engine.batching.bench_classroom import CLASS_PROMPTS, submitted_together
+from engine.batching.bench_classroom import CLASS_PROMPTS, own_worker, submitted_together
 
 PASTE = ("The committee met again on Thursday to review the budget, the timetable and the list of rooms; "
          "nothing was decided and the minutes run on for pages. ")  # repeated to the paste's length
@@ -42,20 +41,6 @@ def add_arguments(p) -> None:
 def _paste(i: int, chars: int) -> str:
     text = f"Session {i}. {ASK}\n\n" + PASTE * (chars // len(PASTE) + 1)
     return text[:chars]
-
-
-@contextlib.contextmanager
-def _worker(max_batch: int):
-    """A worker of this benchmark's own, closed when the block ends (``Worker.close`` says why)."""
-    from engine.jobs.worker import Worker
-    from engine.measure.timing import configure_worker_threads
-
-    w = Worker(configure=configure_worker_threads, max_batch=max_batch, publish=False)  # no log line per job
-    try:
-        w.submit(lambda: None).result(60)  # the thread is up and configured before any clock starts
-        yield w
-    finally:
-        w.close()
 
 
 def _ask(w, lm, prompt: str, n: int, session: str, client: str):
@@ -100,14 +85,14 @@ def _answers(t0: float, jobs, timeout: float) -> list[tuple[float, list[int] | N
 
 
 def alone(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
-    with _worker(args.max_batch) as w:
+    with own_worker(max_batch=args.max_batch) as w:
         t0, jobs = submitted_together(w, lambda: [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}")
                                          for i, q in enumerate(questions)])
         return _answers(t0, jobs, args.timeout)
 
 
 def beside_hostile(lm: LoadedModel, question: str, n: int, args) -> dict:
-    with _worker(args.max_batch) as w:
+    with own_worker(max_batch=args.max_batch) as w:
         hostile = [_ask(w, lm, _paste(i, args.paste_chars), args.paste_tokens, f"h{i}", "10.0.0.66")
                    for i in range(args.hostile)]
         _wait(lambda: any(h.first_token_at for h in hostile), args.timeout)  # the hostile rows are decoding
@@ -120,7 +105,7 @@ def beside_hostile(lm: LoadedModel, question: str, n: int, args) -> dict:
 
 
 def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[float, list[int] | None]]:
-    with _worker(args.max_batch) as w:
+    with own_worker(max_batch=args.max_batch) as w:
         box = []
 
         def submit():
