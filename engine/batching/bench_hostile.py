@@ -130,12 +130,13 @@ def run(lm: LoadedModel, args) -> dict:
     together = alone(lm, questions, n, args)
     pasted = beside_paste(lm, questions, n, args)
     same = hostile["ids"] in (None, solo[1]) and all(p[1] in (None, a[1]) for p, a in zip(pasted, together))
-    secs = lambda rs: [round(s, 2) for s, _ in rs]  # noqa: E731
+    # to 0.1 ms: a short answer on a small model can take under 5 ms, which two decimals wrote as 0.0 s
+    secs = lambda rs: [round(s, 4) for s, _ in rs]  # noqa: E731
     return {
         "benchmark": "hostile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "max_batch": int(args.max_batch), "hostile_sessions": int(args.hostile), "paste_chars": int(args.paste_chars),
         "paste_new_tokens": int(args.paste_tokens), "question_new_tokens": n,
-        "question_alone_s": round(solo[0], 2), "question_beside_hostile_s": round(hostile["seconds"], 2),
+        "question_alone_s": round(solo[0], 4), "question_beside_hostile_s": round(hostile["seconds"], 4),
         "hostile_rows_held": hostile["hostile_rows_held"], "hostile_most_tokens": hostile["hostile_tokens"],
         "ratio_hostile_vs_alone": hostile["seconds"] / solo[0],
         "questions_alone_s": secs(together), "questions_beside_paste_s": secs(pasted),
@@ -149,6 +150,10 @@ def run(lm: LoadedModel, args) -> dict:
     }
 
 
+def _seconds(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.2f}" for v in values) + "]"
+
+
 def summary(r: dict) -> str:
     return "\n".join([
         f"{r['model']} ({r['device']}), batch of {r['max_batch']}; short questions of {r['question_new_tokens']} "
@@ -156,8 +161,8 @@ def summary(r: dict) -> str:
         f"one question alone:                 {r['question_alone_s']:.2f} s",
         f"beside {r['hostile_sessions']} hostile sessions:        {r['question_beside_hostile_s']:.2f} s "
         f"({r['ratio_hostile_vs_alone']:.1f}x; the hostile client held {r['hostile_rows_held']} rows)",
-        f"{len(r['questions_alone_s'])} questions together, alone:   {r['questions_alone_s']}",
-        f"the same beside a paste:            {r['questions_beside_paste_s']} "
+        f"{len(r['questions_alone_s'])} questions together, alone:   {_seconds(r['questions_alone_s'])}",
+        f"the same beside a paste:            {_seconds(r['questions_beside_paste_s'])} "
         f"(slowest {r['ratio_paste_vs_alone_worst']:.1f}x)",
         f"same answers as alone: {r['same_answers']}",
     ])
