@@ -4,6 +4,10 @@ The engine worker (engine/jobs/worker.py) runs each job inside ``running(job)``;
 (engine.core.loop) calls ``check_cancelled()`` before every pass, so a job whose session went away stops within one
 step. Outside a job (the command line, a test calling the loop directly) there is no current job and the check does
 nothing. The job is anything with ``should_stop()``, ``cancel()`` and a ``key`` (the worker's ``Job``).
+
+``pause_point()`` marks a place between two steps of a job's work, off its clock, where the worker may serve
+someone else first (a job that takes turns; see engine/jobs/worker.py). Outside a job, or for a job that does not
+take turns, it does nothing.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ class Stoppable(Protocol):
     def should_stop(self) -> bool: ...
 
     def cancel(self) -> None: ...
+
+    def pause(self) -> None: ...
 
 
 _current: contextvars.ContextVar[Stoppable | None] = contextvars.ContextVar("ile_current_job", default=None)
@@ -48,3 +54,11 @@ def check_cancelled() -> None:
     if job is not None and job.should_stop():
         job.cancel()
         raise Cancelled(f"job {job.key!r} cancelled")
+
+
+def pause_point() -> None:
+    """Between two steps, off the clock: the job running on this thread may give the engine to someone else here.
+    Call it only where no timer is running and no ``torch.inference_mode`` block is open."""
+    job = _current.get()
+    if job is not None:
+        job.pause()

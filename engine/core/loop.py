@@ -29,7 +29,7 @@ from engine.core.compiled import graph_of
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
-from engine.core.cancel import Cancelled, check_cancelled
+from engine.core.cancel import Cancelled, check_cancelled, pause_point
 
 # Models that have had their warm-up pass. Kept here, not as an attribute on the shared model: a request never
 # changes the model object (see tests/engine/test_model_state.py).
@@ -213,7 +213,8 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
     Each step feeds the last token, picks the next from its logits (``pick``, greedy by default) and calls
     ``on_step(i, token, logits [vocab] on CPU, seconds)``; seconds cover the pass and the pick, measured after a
     device sync, and the callback's own time is not counted. Stops early when a token in ``stops`` (EOS) is
-    picked. Returns (new tokens, stop reason: "max_new_tokens" | "eos")."""
+    picked. Between two steps, off the clock, a job that takes turns may let other work run
+    (``engine.core.cancel.pause_point``). Returns (new tokens, stop reason: "max_new_tokens" | "eos")."""
     dev = next(_module(lm).parameters()).device
     out: list[int] = []
     for i in range(int(n)):
@@ -226,6 +227,7 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
             on_step(i, token, logits, seconds)
         if token in stops:
             return out, "eos"
+        pause_point()  # off the clock: a job that takes turns lets the next in the fair order run here
     return out, "max_new_tokens"
 
 

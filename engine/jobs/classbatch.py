@@ -327,6 +327,7 @@ def serve_batch(w: BatchHost, first) -> None:
         if batch.rows:
             owed -= _decode(w, lm, batch, stops, dev)
             _leave_done(w, lm, batch)
+        w.pause()  # between rounds, off the clock: other work takes its turn; the batch never holds the engine
 
 
 def _leave_done(w, lm, batch: Batch) -> None:
@@ -407,14 +408,13 @@ def prompt_passes(phase: str, many: Callable[[HasPrompt, list[list[int]]], list]
     def serve(w: BatchHost, first) -> None:
         pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
         while pending:
-            live = []
-            for job in pending:
-                if job.should_stop():
-                    w.complete(job, "cancelled", error=_cancelled(job))
-                else:
-                    live.append(job)
-            items = [_Ids(job, tuple(int(i) for i in job.request.ids)) for job in live]
-            for chunk in _chunks(items, ANALYSIS_CHUNK_TOKENS):
+            items = [_Ids(job, tuple(int(i) for i in job.request.ids)) for job in pending]
+            for n, chunk in enumerate(_chunks(items, ANALYSIS_CHUNK_TOKENS)):
+                if n:
+                    w.pause()  # between passes, off the clock: other work takes its turn
+                chunk = _live(w, chunk)  # a closed tab's prompt is dropped before its pass, not after it
+                if not chunk:
+                    continue
                 start = time.monotonic()
                 try:
                     found = many(first.request, [list(c.ids) for c in chunk])
@@ -426,9 +426,21 @@ def prompt_passes(phase: str, many: Callable[[HasPrompt, list[list[int]]], list]
                 for c, a in zip(chunk, found):
                     c.job.rows = max(c.job.rows, len(chunk))
                     w.complete(c.job, "done", result=a)
+            w.pause()
             pending = w.admit(first.batch, w.max_batch)
 
     return serve
+
+
+def _live(w: BatchHost, chunk: list) -> list:
+    """The items of ``chunk`` whose job still has a waiter; the others are ended as cancelled."""
+    out = []
+    for c in chunk:
+        if c.job.should_stop():
+            w.complete(c.job, "cancelled", error=_cancelled(c.job))
+        else:
+            out.append(c)
+    return out
 
 
 class _Ids:

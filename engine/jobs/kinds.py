@@ -32,6 +32,10 @@ class BatchHost(Protocol):
     def note_step(self, phase: str, start: float, end: float, rows: int) -> None:
         """One pass the runner made (monotonic times) and how many requests shared it, for the class view."""
 
+    def pause(self) -> None:
+        """Between two rounds, off the clock: let the host serve whoever is next in its fair order first (other
+        kinds' requests, other batches, work that runs alone); it returns when this runner's turn comes again."""
+
 
 def runs_alone(request: Any) -> None:
     """The group of a kind that never batches: none."""

@@ -23,26 +23,34 @@ the loaded models and returns plain records as they are.
 - Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
   ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
 
-Serving a class: the worker is also a small server.
+Serving a class: the worker is also a small server that takes turns.
 
 - Each job knows its client (the address it came from: every tab of one machine is one client) besides its
   session, and its weight (``kind.weight(request)`` where its kind has one: a generation weighs more for a long
   prompt or many new tokens; 1 otherwise).
-- Fair order: the next job is the one whose client holds the least weight in the running batch, then whose client
-  was served least recently, then whose session was (a session or client that has had no job yet goes first;
-  ties by submit time): one student's string of experiments cannot hold everyone's home page, and a script that
-  opens new sessions does not go ahead of a student served once.
+- Turns. Started work runs as tasks: greenlets on the worker's one thread, each a job alone or a kind's batch
+  runner. A task that takes turns (every asked request: answers, analyses, block walks) calls ``pause()``
+  between two of its steps, off its clock (``engine.core.cancel.pause_point`` in the decode loop; the batch
+  runners between rounds), and the engine goes to whoever is next in the fair order. So no batch holds the engine
+  for its whole length: a student's analysis or block walk runs between two steps of a class's long answers, and
+  three long answers that run alone (sliding-window models) take turns with everyone else's. A plain function
+  (``submit``: a timed experiment) never pauses: once started it runs to its end, nothing runs during it, and its
+  timings are its own.
+- Fair order: each client is charged the engine seconds its work used (a batch's turn is split between the
+  clients of its rows, by rows): its virtual time. The next turn goes to the least-charged client (a batch goes
+  as early as the least-charged client it serves or would admit), then the work that has waited longest (never
+  ran: first), then the session served least recently, then submit time. A client that comes back after being
+  idle starts level with the least-charged active client, so a script that opens new sessions gains nothing and
+  one student's string of experiments cannot hold everyone's page.
 - Batching: a request asked of a kind that batches, whose ``kind.group(request)`` is not None, is handed to
   ``kind.together`` (engine/jobs/classbatch.py) with the other queued requests of that group (same model object,
-  so the same precision):
-  continuous batching, requests join and leave between decode steps, each within the share of the batch its
-  client and session may hold (engine/jobs/seats.py: seats kept for short questions, long rows per client, a
-  fair share while others wait; ``place`` says why a request waits). Every other job (the timed experiments)
-  still runs alone, so its timings are its own; it waits for a running batch to drain, and a batch admits no
-  joiner that comes after a waiting experiment in the fair order.
+  so the same precision): continuous batching, requests join and leave between decode steps, each within the
+  share of the batch its client and session may hold (engine/jobs/seats.py: seats kept for short questions, long
+  rows per client, a fair share while others wait; ``place`` says why a request waits). A request that runs
+  alone takes turns within the same seats (a client's long answers alone count as its long rows).
 - A record of recent jobs and batch steps (no prompt text) feeds the teacher's class view; each job's end goes
   to the server's log with when it was submitted and when it was ready (``ILE_WORKER_LOG=off`` silences it).
-- ``ILE_BATCHING=off`` serves batchable jobs one at a time (the serial worker, for comparison).
+- ``ILE_BATCHING=off`` serves batchable jobs one at a time, each to its end (the serial worker, for comparison).
 """
 from __future__ import annotations
 
@@ -55,6 +63,8 @@ import sys
 import threading
 import time
 from typing import Any, Callable
+
+import greenlet
 
 from engine.core import cancel
 from engine.jobs import seats
@@ -116,6 +126,7 @@ class Job:
         self._lock = threading.Lock()
         self._waiters = 1
         self._detached_at: float | None = None
+        self.pause_hook: Callable[[], None] | None = None  # set by the worker when the job takes turns
 
     # -- the waiting side
     def result(self, timeout: float | None = None):
@@ -161,6 +172,12 @@ class Job:
             if self._waiters == 0:
                 self._detached_at = time.monotonic()
 
+    def pause(self) -> None:
+        """Between two steps of this job's work, off its clock (``engine.core.cancel.pause_point``): let the
+        worker serve whoever is next in the fair order first. No-op for a job that does not take turns."""
+        if self.pause_hook is not None:
+            self.pause_hook()
+
     def should_stop(self) -> bool:
         if self._cancel_flag.is_set():
             return True
@@ -180,8 +197,23 @@ class Job:
         self._done.set()
 
 
+class _Task:
+    """Work started on an engine thread, in a greenlet of its own: one job run alone, or a kind's ``together``
+    runner serving a group. The thread's hub switches to it; it runs until it ends or pauses (``Worker.pause``).
+    Greenlets, not threads: every task runs on the worker's one OS thread, so torch keeps one OpenMP team (see the
+    module docstring), and a task stops only where its own code says it may (between two steps, off the clock)."""
+
+    def __init__(self, job: Job, hub: greenlet.greenlet, run: Callable[[], None], group: Any, preemptible: bool):
+        self.job = job  # the job it started with (a batch's first request)
+        self.group = group  # the batch group it serves, or None: one job alone
+        self.hub = hub
+        self.glet = greenlet.greenlet(run, parent=hub)
+        self.preemptible = preemptible  # False: it runs to its end once started (a timed experiment)
+        self.last_ran = 0.0  # when its latest turn ended (0: never ran)
+
+
 class Worker:
-    """The process's engine thread and its queue (fair across sessions; see the module docstring)."""
+    """The process's engine thread and its queue (fair across clients; see the module docstring)."""
 
     def __init__(self, configure: Callable[[], None] | None = None, batching: bool | None = None,
                  max_batch: int | None = None, threads: int = 1, name: str = "ile-engine-worker",
@@ -190,8 +222,11 @@ class Worker:
         self._cv = threading.Condition()
         self._queue: list[Job] = []
         self._running: list[Job] = []
+        self._tasks: list[_Task] = []  # started and not ended (running now or paused)
+        self._task_of: dict[greenlet.greenlet, _Task] = {}
         self._served: dict[Any, float] = {}  # session -> when its latest job started
         self._served_client: dict[Any, float] = {}  # client -> when its latest job started
+        self._vt: dict[Any, float] = {}  # active client -> engine seconds charged to it (its virtual time)
         self._counts = collections.Counter()
         self._history: collections.deque = collections.deque(maxlen=HISTORY)  # finished jobs (plain dicts)
         self._steps: collections.deque = collections.deque(maxlen=HISTORY)  # (start, end, rows, phase)
@@ -226,15 +261,17 @@ class Worker:
 
     def submit(self, fn: Callable, *args, key: Any = None, session: Any = None, client: Any = None,
                warmup: bool = False, **kwargs) -> Job:
-        """Queue ``fn(*args, **kwargs)``: a plain job, of its own kind (its name), that runs alone."""
+        """Queue ``fn(*args, **kwargs)``: a plain job, of its own kind (its name), that runs alone and to its end
+        once started (its timings are its own)."""
         return self._queue_job(Job(fn, args, kwargs, key, session, None, client, 1.0, warmup))
 
     def ask(self, kind: JobKind, request: Any, *, key: Any = None, session: Any = None, client: Any = None,
             warmup: bool = False) -> Job:
         """Queue a typed ``request`` of ``kind``: served with the queued requests of its group when the kind
-        batches (``kind.group(request)`` not None), else ``kind.alone(request)``."""
+        batches (``kind.group(request)`` not None), else ``kind.alone(request)``, taking turns with other work
+        between its steps."""
         batch = kind.group_of(request)
-        weight = kind.weight_of(request) if batch is not None else 1.0  # outside the lock: it may tokenize
+        weight = kind.weight_of(request)  # outside the lock: it may tokenize
         return self._queue_job(Job(kind.alone, (request,), {}, key, session, batch, client, weight, warmup,
                                    spec=kind, request=request))
 
@@ -255,24 +292,163 @@ class Worker:
                     old = mine.pop(0)
                     old.cancel()
                     self._counts["replaced"] += 1
+            if job.client not in self._vt:  # a client that was idle starts level with the least-served active one
+                self._vt[job.client] = min(self._vt.values(), default=0.0)
             self._queue.append(job)
             self._counts["submitted"] += 1
             self._cv.notify()
             return job
 
     # -- the fair order
+    def _job_key(self, job: Job) -> tuple:
+        """A queued job's place in the fair order: its client's charged engine time, then (never ran: 0) its
+        client's and its session's latest starts (a script's new sessions do not go ahead of a student served
+        once), its submit time."""
+        return (self._vt.get(job.client, 0.0), 0.0, self._served_client.get(job.client, 0.0),
+                self._served.get(job.session, 0.0), job.submitted_at, job.id)
+
     def _ordered(self) -> list[Job]:
-        """The queue in fair order: the client holding the least weight among the running jobs first, then the
-        client served least recently, then the session, then submit time (never served: 0, so first)."""
-        held = seats.held_weight(_seat(j) for j in self._running)
-        return sorted(self._queue, key=lambda j: (held.get(j.client, 0.0), self._served_client.get(j.client, 0.0),
-                                                  self._served.get(j.session, 0.0), j.submitted_at, j.id))
+        """The queue in fair order (``_job_key``)."""
+        return sorted(self._queue, key=self._job_key)
+
+    def _members(self, task: _Task) -> list[Job]:
+        """The running jobs a task serves (a batch: every row of its group)."""
+        if task.group is None:
+            return [task.job] if task.job in self._running else []
+        return [j for j in self._running if j.batch == task.group]
+
+    def _task_key(self, task: _Task) -> tuple:
+        """A started task's place in the fair order: the least-charged client among those it serves or would
+        admit now (a batch serves many; a queued request of its group waits for its turn), then the longest
+        idle. A task whose job should stop goes first: its next step ends it."""
+        if task.group is None and task.job.should_stop():
+            return (-1.0, 0.0, 0.0, 0.0, 0.0, task.job.id)
+        clients = {j.client for j in self._members(task)}
+        if task.group is not None:
+            held = [_seat(j) for j in self._members(task)]
+            clients |= {j.client for j in self._queue if j.batch == task.group and self._refusal(j, held) is None}
+        vt = min((self._vt.get(c, 0.0) for c in clients), default=0.0)
+        return (vt, task.last_ran, 0.0, 0.0, task.job.submitted_at, task.job.id)
+
+    def _alone_held(self) -> list[seats.Seat]:
+        """The seats of the asked jobs running alone and taking turns (they count against their client's seats
+        as a batch's rows do)."""
+        return [_seat(t.job) for t in self._tasks if t.group is None and t.preemptible]
+
+    def _alone_refusal(self, job: Job) -> dict | None:
+        """Why an asked job that runs alone may not start now (None: it may): the same seats as a batch's."""
+        waiting = {j.client for j in self._queue if j.batch is None and j.spec is not None and j is not job}
+        return seats.refusal(_seat(job), self._alone_held(), waiting, self.max_batch)
+
+    def _preemptible(self, job: Job) -> bool:
+        """Does it take turns between its steps? Asked requests do (answers, analyses, block walks); a plain
+        function runs to its end once started, so a timed experiment's clock never holds someone else's work.
+        With batching off (the serial worker, for comparison) everything runs one at a time."""
+        return job.spec is not None and self.batching and not job.warmup
+
+    def _choose(self, hub: greenlet.greenlet) -> "_Task | None":
+        """The next turn on this thread, under the lock: the first in the fair order among its started tasks and
+        the queued jobs that may start now (a job of a group whose batch is live joins that batch instead)."""
+        live = {t.group for t in self._tasks if t.group is not None}
+        best, best_key = None, None
+        for t in self._tasks:
+            if t.hub is hub:
+                k = self._task_key(t)
+                if best_key is None or k < best_key:
+                    best, best_key = t, k
+        for j in self._queue:
+            grouped = j.batch is not None and self.batching
+            if grouped and j.batch in live:
+                continue
+            if not grouped and self._preemptible(j) and self._alone_refusal(j) is not None:
+                continue
+            k = self._job_key(j)
+            if best_key is None or k < best_key:
+                best, best_key = j, k
+        if best is None or isinstance(best, _Task):
+            return best
+        return self._begin(best, hub)
+
+    def _begin(self, job: Job, hub: greenlet.greenlet) -> _Task:
+        """Start ``job`` as a task of this thread (under the lock)."""
+        self._start(job)
+        if job.batch is not None and self.batching:  # asked of a kind that batches, and grouped: served together
+            task = _Task(job, hub, lambda: self._serve_group(job), job.batch, True)
+        else:
+            task = _Task(job, hub, lambda: self._serve_alone(job), None, self._preemptible(job))
+            if task.preemptible:
+                job.pause_hook = self.pause
+        self._tasks.append(task)
+        self._task_of[task.glet] = task
+        return task
+
+    def _serve_group(self, job: Job) -> None:
+        try:
+            job.spec.together(self, job)
+        except BaseException as exc:  # the runner ends its own jobs; any of its group it left fail here
+            with self._cv:
+                left = [j for j in self._running if j.batch == job.batch]
+            for j in left:
+                self.complete(j, "failed", error=exc)
+
+    def _serve_alone(self, job: Job) -> None:
+        try:
+            with cancel.running(job):
+                value = job.fn(*job.args, **job.kwargs)
+        except Cancelled as exc:
+            self.complete(job, "cancelled", error=exc)
+        except BaseException as exc:  # handed to the waiter, who shows it
+            self.complete(job, "failed", error=exc)
+        else:
+            self.complete(job, "done", result=value)
+
+    def pause(self) -> None:
+        """Called by a task between two steps of its work, off its clock: give the engine to the next in the fair
+        order if that is someone else (the hub charges this turn's time first). No-op outside a task that takes
+        turns, and inside ``torch.inference_mode`` (its state is the thread's, not the task's)."""
+        task = self._task_of.get(greenlet.getcurrent())
+        if task is None or not task.preemptible:
+            return
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.is_inference_mode_enabled():
+            return
+        with self._cv:
+            if len(self._tasks) == 1 and not self._queue:
+                return  # nobody else: no switch
+        grad = torch.is_grad_enabled() if torch is not None else None
+        task.hub.switch()
+        if grad is not None:
+            torch.set_grad_enabled(grad)
+
+    def _turn(self, task: _Task) -> None:
+        """Run ``task`` until it pauses or ends; charge the time to the clients it served."""
+        with self._cv:
+            payers = collections.Counter(j.client for j in self._members(task)) or \
+                collections.Counter([task.job.client])
+        t0 = time.monotonic()
+        task.glet.switch()
+        task.last_ran = time.monotonic()
+        spent = task.last_ran - t0
+        with self._cv:
+            rows = sum(payers.values())
+            for client, n in payers.items():
+                if client in self._vt:
+                    self._vt[client] += spent * n / rows
+            if task.glet.dead:
+                self._tasks.remove(task)
+                self._task_of.pop(task.glet, None)
 
     def _start(self, job: Job) -> None:
         self._queue.remove(job)
         job.state, job.started_at = "running", time.monotonic()
         self._served[job.session] = self._served_client[job.client] = job.started_at
         self._running.append(job)
+
+    def _idle_client(self, client: Any) -> None:
+        """Forget a client's charged time once it has nothing queued or running (under the lock): who comes back
+        starts level with the least-served active client, neither owed nor owing (the map stays bounded)."""
+        if not any(j.client == client for j in self._running) and not any(j.client == client for j in self._queue):
+            self._vt.pop(client, None)
 
     def _drop_stopped(self) -> int:
         """End the queued jobs nobody waits for any more; how many were dropped (the caller publishes the new
@@ -283,20 +459,21 @@ class Worker:
             job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
             self._counts["cancelled"] += 1
             self._remember(job)
+            self._idle_client(job.client)
         return len(stopped)
 
     def admit(self, group: Any, room: int) -> list[Job]:
         """For a running batch, between two steps: the queued jobs of ``group`` that come next in the fair order
-        and may take a seat (engine/jobs/seats.py), up to ``room``. None once a job outside the group is next:
-        that job runs when the batch drains."""
+        and may take a seat (engine/jobs/seats.py), up to ``room``. Jobs of other groups do not hold them back:
+        those take their own turns between the batch's steps."""
         out: list[Job] = []
         with self._cv:
             dropped = self._drop_stopped()
             held = [_seat(j) for j in self._running if j.batch == group]
             for job in self._ordered():
-                if len(out) >= room or job.batch != group or not self.batching:
+                if len(out) >= room or not self.batching:
                     break
-                if self._refusal(job, held) is not None:
+                if job.batch != group or self._refusal(job, held) is not None:
                     continue  # it waits; the next one in the fair order may fit
                 self._start(job)
                 held.append(_seat(job))
@@ -322,6 +499,7 @@ class Worker:
                 self._running.remove(job)
             self._counts[state] += 1
             self._remember(job)
+            self._idle_client(job.client)
         self._log(job)
 
     def _remember(self, job: Job) -> None:
@@ -366,23 +544,20 @@ class Worker:
 
     def place(self, job: Job) -> dict:
         """For a waiting page: its place in the fair order (1 = next; 0 = running), how many wait, what runs now
-        (kinds and a count: never anyone's prompt) and ``why`` it waits (a seats.refusal reason; ``alone`` when a
-        job that must run alone waits for the batch to drain ahead of it; None when it simply comes next)."""
+        (kinds and a count: never anyone's prompt) and ``why`` it waits (a seats.refusal reason; None when it
+        simply waits for its turn)."""
         with self._cv:
             order = self._ordered()
             running = list(self._running)
             place = 0 if job in running else (order.index(job) + 1 if job in order else 0)
             kinds = collections.Counter(j.kind for j in running)
             why = None
-            if place and running:
-                batched = [j for j in running if j.batch is not None and self.batching]
-                if job.batch is not None and self.batching and batched and batched[0].batch == job.batch:
-                    why = self._refusal(job, [_seat(j) for j in batched])
-                    ahead = order[:place - 1]
-                    if why is None and any(j.batch != job.batch for j in ahead):
-                        why = {"reason": "alone"}
-                elif batched and job.batch is None:
-                    why = {"reason": "drain"}  # it runs alone, after the batch's rows have left
+            if place and job.batch is not None and self.batching:
+                held = [_seat(j) for j in running if j.batch == job.batch]
+                if held:
+                    why = self._refusal(job, held)
+            elif place and self._preemptible(job):
+                why = self._alone_refusal(job)
             return {"place": place, "queued": len(order), "running": dict(kinds),
                     "batch": len(running) if any(j.batch is not None for j in running) else 0, "why": why}
 
@@ -425,50 +600,39 @@ class Worker:
         with self._cv:
             return not self._running and not self._queue
 
-    def _next(self) -> Job:
+    def _next(self, hub: greenlet.greenlet) -> _Task:
         with self._cv:
             while True:
                 if self._drop_stopped():
                     self._publish()  # the condition's lock is re-entrant: stats() may take it again
-                order = self._ordered()
-                if order:
-                    self._start(order[0])
-                    return order[0]
+                task = self._choose(hub)
+                if task is not None:
+                    return task
                 self._cv.wait()
 
     def _loop(self) -> None:
         if self._configure is not None:
             self._configure()
         self._native_ids.append(threading.get_native_id())
+        hub = greenlet.getcurrent()
         while True:
             self._torch_threads = _torch_threads()
-            job = self._next()
-            if job.fn is _end_thread:
-                self.complete(job, "done", result=None)
+            task = self._next(hub)
+            if task.job.fn is _end_thread and task.group is None:
+                self.complete(task.job, "done", result=None)
+                with self._cv:
+                    self._tasks.remove(task)
+                    self._task_of.pop(task.glet, None)
                 self._publish()
                 return
             self._publish()
-            if job.batch is not None and self.batching:  # asked of a kind that batches, and grouped: served together
-                try:
-                    job.spec.together(self, job)
-                except BaseException as exc:  # the runner ends its own jobs; anything it left fails here
-                    with self._cv:
-                        left = [j for j in self._running]
-                    for j in left:
-                        self.complete(j, "failed", error=exc)
+            fresh = task.last_ran == 0.0
+            self._turn(task)
+            if fresh or task.glet.dead:
                 self._publish()
-                continue
-            try:
-                with cancel.running(job):
-                    value = job.fn(*job.args, **job.kwargs)
-            except Cancelled as exc:
-                self.complete(job, "cancelled", error=exc)
-            except BaseException as exc:  # handed to the waiter, who shows it
-                self.complete(job, "failed", error=exc)
-            else:
-                self.complete(job, "done", result=value)
-            finally:
-                self._publish()
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_grad_enabled(True)  # a task that paused restores its own; a fresh one starts as a thread does
 
 
 def _end_thread() -> None:
