@@ -73,8 +73,7 @@ def test_queue_message_says_why_in_one_line():
 
     base = {"place": 2, "queued": 9, "running": {"answer": 8}, "batch": 8}
     for why in ({"reason": "full", "seats": 8}, {"reason": "session"}, {"reason": "long", "seats": 32, "kept": 8},
-                {"reason": "client_long", "limit": 6}, {"reason": "share", "clients": 3}, {"reason": "alone"},
-                {"reason": "drain"}):
+                {"reason": "client_long", "limit": 6}, {"reason": "share", "clients": 3}):
         words = why_words(why)
         assert words, why
         msg = queue_message({**base, "why": why}, 4.0)

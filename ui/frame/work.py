@@ -123,7 +123,9 @@ def _running_words(running: dict, batch: int) -> str:
         if kind == "answer":
             parts.append(f"a batch of {batch} answer{'s' if batch != 1 else ''}" if batch else "an answer")
         else:
-            parts.append(f"someone's {kind.replace('_', ' ')} (a timed experiment runs alone)")
+            # the passes a page asks for take turns (engine/jobs/worker.py); anything else is a timed experiment
+            turns = kind in ("analysis", "block_walk")
+            parts.append(f"someone's {kind.replace('_', ' ')}" + ("" if turns else " (a timed experiment runs alone)"))
     return ", ".join(parts)
 
 
@@ -145,10 +147,6 @@ def why_words(why: dict | None) -> str:
                 "computer may have at once")
     if r == "share":
         return "your computer already has its share of the batch while other computers wait"
-    if r == "alone":
-        return "a timed experiment ahead of it runs alone, once the batch running now has drained"
-    if r == "drain":
-        return "it runs alone (so its timings are its own) once the batch running now has drained"
     return ""
 
 
@@ -238,7 +236,7 @@ def _wait(job: worker.Job, pool: worker.Worker, ctx, events: dict[str, Callable]
         value = job.result()
         if slot is not None:
             with _unrecorded():
-                if job.batch is None and job.waited_s >= SAY_WAITED_S:
+                if job.spec is None and job.waited_s >= SAY_WAITED_S:  # a plain job: a timed experiment
                     slot.caption(f"This waited {job.waited_s:.0f} s for the engine (other sessions' work ran "
                                  "first), then ran alone: any time it measured is its own.")
                 else:
