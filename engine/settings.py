@@ -129,6 +129,17 @@ SERVERS = Setting("ILE_SERVERS", "list", "", "The serving engines a class may me
 TEACHER_TOKEN = Setting("ILE_TEACHER_TOKEN", "secret", "", "The token of the teacher's class view "
                         "(`/batching?teacher=<token>`); scripts/start.sh makes a fresh one for each start.", "class",
                         default_doc="a fresh token made by the process")
+CLASS_ENGINE = Setting("ILE_CLASS_ENGINE", "choice", "eager", "Class mode: the engine mode every student's session "
+                      "runs in until the teacher's own session picks another (a student's `?mode=` is ignored: a "
+                      "compile holds the engine for minutes).", "class", choices=("eager", "compiled"))
+TRUSTED_PROXIES = Setting("ILE_TRUSTED_PROXIES", "list", "", "Addresses of reverse proxies whose `X-Forwarded-For` "
+                          "names the student's computer, comma-separated; from any other address the header is "
+                          "ignored (scripts/start.sh hands it to the web server as `FORWARDED_ALLOW_IPS`).", "class",
+                          default_doc="none: the header is trusted from nobody")
+WARM_SECRET = Setting("ILE_WARM_SECRET", "secret", "", "The secret by which the start's warm-up session proves "
+                      "itself (`X-ILE-Warm-Up`); scripts/start.sh makes a fresh one for each start and gives it "
+                      "only to the server and scripts/warm.py.", "class",
+                      default_doc="none: no session is the warm-up")
 BATCHING = Setting("ILE_BATCHING", "flag", True, "Serve generation requests of many sessions in one continuous batch; "
                    "off serves them one at a time (the serial worker, for comparison).", "class")
 MAX_BATCH = Setting("ILE_MAX_BATCH", "int", 32, "Rows in one batch of the class worker.", "class", minimum=1)

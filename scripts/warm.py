@@ -4,7 +4,8 @@ visitor (open one session over Streamlit's own websocket, run the home page with
 Why warm: the first page after a start imports torch and every module, loads the model and runs the default prompt
 (about 100 s once on a busy laptop). This does that work right after the start, in the server itself, so the run is
 in the app's caches when a person (or a class opening the teacher's link) arrives. It draws nothing and changes no
-setting, and the server knows its session as the warm-up (the ``X-ILE-Warm-Up`` header): the class view never
+setting, and the server knows its session as the warm-up (the ``X-ILE-Warm-Up`` header, whose value is this start's
+``ILE_WARM_SECRET``: scripts/start.sh gives it to the server and to this script only): the class view never
 counts it as a student's answer, and it never shares a batch with one. Uses only what Streamlit itself depends on
 (its protobuf messages and the websockets client) and the app's stdlib address helper (ui/frame/address.py).
 
@@ -56,7 +57,7 @@ async def _run_home(url: str, timeout: float, query: str = "") -> bool:
     msg.rerun_script.page_script_hash = ""
     deadline = time.monotonic() + timeout
     async with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
-                       additional_headers={WARM_HEADER: "1"}, max_size=None) as ws:
+                       additional_headers={WARM_HEADER: settings.WARM_SECRET.get()}, max_size=None) as ws:
         await ws.send(msg.SerializeToString())
         while time.monotonic() < deadline:
             raw = await asyncio.wait_for(ws.recv(), timeout=max(1.0, deadline - time.monotonic()))

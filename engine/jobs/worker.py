@@ -513,7 +513,8 @@ class Worker:
 
     def _log(self, job: Job) -> None:
         """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
-        seconds), so a class's readiness can be read from the server itself (tests/browser/test_worker.py)."""
+        seconds), and its client's tag (never an address), so a class's readiness and who waited can be read from
+        the server itself (tests/browser/test_worker.py, test_class_trust.py)."""
         if not self._publish_to_file or not settings.WORKER_LOG.get():
             return
         off = self.wall_offset
@@ -522,7 +523,7 @@ class Worker:
         kind = f"{job.kind} (warm-up)" if job.warmup else job.kind  # a class's log readers skip it
         say(f"[engine] worker: {kind} {job.state} session={session_tag(job.session)} "
             f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
-            f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch})")
+            f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch}) client={session_tag(job.client)}")
 
     # -- what it is doing
     def stats(self) -> dict:

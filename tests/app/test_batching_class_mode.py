@@ -195,8 +195,10 @@ def test_a_kept_answer_does_not_tell_a_class_that_someone_else_asked(monkeypatch
     """Answers were kept for the whole server, so repeating another student's exact prompt came back at
     once with no progress box (1.0 s against 3.2 s for a new one): a test of whether someone asked it. In class
     mode a session reuses only its own kept answers, so the repeat does the same work as a new question; for one
-    person (open mode) the kept answer is reused, so this check can tell the two apart. Sessions on the teacher's
-    pinned class link share theirs: the whole room asks it, there is nothing to tell."""
+    person (open mode) the kept answer is reused, so this check can tell the two apart. On the class link (pin=1)
+    each student's question is their own, so kept answers stay per session there too (a shared scope answered a
+    classmate's question in 0.33 s against 8.3 s); only the teacher's pinned prompt (pin=prompt), which the whole
+    room asks, is shared."""
     monkeypatch.setenv("ILE_CLASS_MODE", class_mode)
     monkeypatch.setenv("ILE_MODELS", "tiny-random")
     prompt = f"a question nobody else should know about, {class_mode} 4711"
@@ -207,6 +209,10 @@ def test_a_kept_answer_does_not_tell_a_class_that_someone_else_asked(monkeypatch
         assert _ask_as(monkeypatch, "student-b", prompt, passes) == 0, "a student's own answer is kept for them"
     else:
         assert repeat == 0, "open mode reuses the kept answer"
-    linked = f"the teacher's class link, {class_mode}"
+    linked = f"a question typed on the class link, {class_mode}"
     assert _ask_as(monkeypatch, "student-c", linked, passes, pin="1") > 0
-    assert _ask_as(monkeypatch, "student-d", linked, passes, pin="1") == 0, "the class link's answer is shared"
+    again = _ask_as(monkeypatch, "student-d", linked, passes, pin="1")
+    assert (again > 0) if class_mode == "on" else (again == 0), "a classmate's question on the class link was told"
+    pinned = f"the teacher's pinned prompt, {class_mode}"
+    assert _ask_as(monkeypatch, "student-e", pinned, passes, pin="prompt") > 0
+    assert _ask_as(monkeypatch, "student-f", pinned, passes, pin="prompt") == 0, "the room's pinned prompt is shared"

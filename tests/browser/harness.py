@@ -34,7 +34,7 @@ def served_env_has_engine_wait_policy() -> bool:
 
 
 class App:
-    def __init__(self, script: str = "app.py"):
+    def __init__(self, script: str = "app.py", env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.run_log = SHOTS.parent / f"runs-{self.port}.log"  # one line per full script run (ui.frame.state.start_run)
@@ -42,7 +42,8 @@ class App:
         self.run_log.write_text("")
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.stats_path = SHOTS / f"worker-{self.port}.json"  # the engine worker's stats (engine/jobs/worker.py)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ILE_WORKER_STATS=str(self.stats_path), ILE_RUN_LOG=str(self.run_log),
+                   **(env or {}))
         if served_env_has_engine_wait_policy():
             # The test process imported the engine, which set OMP_WAIT_POLICY for itself: a person's `streamlit
             # run` has no such variable, so the server must set its own policy (it once did not, and

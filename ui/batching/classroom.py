@@ -5,58 +5,22 @@ requests and batch steps, without prompt text (engine/jobs/worker.py ``snapshot`
 the batching page's own charts: sessions connected, requests waiting and running, the batch size of every pass,
 and the last minutes of real requests as a Gantt chart, with throughput and latency percentiles.
 
-Who sees it: only a URL with the teacher's token, ``/batching?teacher=<token>``. The token is
-``ILE_TEACHER_TOKEN`` when set (scripts/start.sh sets one and prints the link); otherwise this server process makes
-one at start and prints the link in the server's log. Students never get the token: their pages, links and the
-share link carry no trace of it, and a wrong token shows nothing (the batching page as usual).
+Who sees it: only a URL with the teacher's token, ``/batching?teacher=<token>`` (ui/frame/teacher.py). Students
+never get the token: their pages, links and the share link carry no trace of it, and a wrong token shows nothing
+(the batching page as usual).
 """
 from __future__ import annotations
 
-import secrets
-import threading
 
 import numpy as np
 import streamlit as st
 
 from engine.jobs import worker
-from engine.core.serverlog import say
-from engine.settings import TEACHER_TOKEN
+from ui.frame.teacher import PARAM, is_teacher, teacher_token  # noqa: F401  (the class view's gate, in the frame)
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
-PARAM = "teacher"
 WINDOW_S = 300.0  # the last five minutes
 REFRESH_S = 2.0
-
-_LOCK = threading.Lock()
-_MADE: str | None = None
-
-
-def teacher_token() -> str:
-    """The token the class view's URL must carry (the environment's, or one made once for this process)."""
-    global _MADE
-    env = TEACHER_TOKEN.get()
-    if env:
-        return env
-    with _LOCK:
-        if _MADE is None:
-            _MADE = secrets.token_urlsafe(9)
-            say(f"[engine] Class view for the teacher (keep this link to yourself): {_server_url()}/batching?"
-                f"{PARAM}={_MADE}")
-        return _MADE
-
-
-def _server_url() -> str:
-    """This server's root for a link another machine can open (ui/frame/address.py), from its own options."""
-    from ui.frame.address import for_others
-
-    return for_others(st.get_option("server.address"), st.get_option("server.port"),
-                      st.get_option("server.baseUrlPath") or "").url
-
-
-def is_teacher() -> bool:
-    given = str(st.query_params.get(PARAM, "") or "")
-    return bool(given) and secrets.compare_digest(given.encode(), teacher_token().encode())
-
 
 def sessions_connected() -> int | None:
     """Browser sessions connected to this server now, or None if unknown. Streamlit has no public count: its

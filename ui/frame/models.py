@@ -25,7 +25,7 @@ from engine.core.compiled import DEFAULT_MODE, ModeError, cache_length, graph_of
 from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
-from ui.frame import state, work
+from ui.frame import state, teacher, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
 
@@ -181,6 +181,9 @@ def get_model(ref: ModelRef) -> LoadedModel:
         raise TypeError(f"get_model takes a ModelRef, not {type(ref).__name__}")
     pol = policy()
     mode, precision = ref.mode, ref.precision or None
+    if mode != DEFAULT_MODE and mode_is_the_teachers() and mode != teacher.room_mode():
+        raise ModelLoadError("On a class server the teacher chooses the engine mode; this room runs "
+                             f"{teacher.room_mode()}.")
     canon, target = pol.resolve(ref.name)
     if target == EMBEDDED:
         _ensure_embedded_converted()
@@ -317,9 +320,29 @@ def on_mode_change() -> None:
     state.set_value("mode", new)
 
 
+def mode_is_the_teachers() -> bool:
+    """Is this session's engine mode the teacher's to choose (a student's session on a class server)?"""
+    return policy().class_mode and not teacher.is_teacher()
+
+
+def session_mode(s: state.Settings) -> str:
+    """The engine mode this session runs in: its own setting, except on a class server, where a student's session
+    runs in the room's mode (ui/frame/teacher.py) and the teacher's own session sets it."""
+    if not policy().class_mode:
+        return s.mode
+    if teacher.is_teacher():
+        teacher.set_room_mode(s.mode)
+        return s.mode
+    return teacher.room_mode()
+
+
 def _checked_mode(s: state.Settings, lm: LoadedModel) -> LoadedModel:
-    """``lm`` (the eager model of the settings) in the settings' engine mode; a mode it cannot run leaves a one-line
-    message, the setting back at eager, and eager runs."""
+    """``lm`` (the eager model of the settings) in the session's engine mode (``session_mode``); a mode it cannot
+    run leaves a one-line message, the setting back at eager, and eager runs."""
+    mode = session_mode(s)
+    if mode != s.mode:  # a student's ?mode= on a class server: the room's mode, quietly (the sidebar says whose)
+        state.set_value("mode", mode)
+        s = state.settings()
     if s.mode == DEFAULT_MODE:
         return lm
     reason = mode_refused(lm.info, lm.device)

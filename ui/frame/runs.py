@@ -13,7 +13,7 @@ passes that wait together run as one. A page whose lesson is its step times asks
 
 Whose kept runs a session may reuse (``answer_scope``): for one person, everything kept; on a class server only
 its own, so a kept answer never tells a student that someone else asked the same prompt (it would come back at
-once, with no progress box); sessions on the teacher's pinned class link share theirs."""
+once, with no progress box), on a class link too; only the teacher's pinned prompt (``pin=prompt``) is shared."""
 from __future__ import annotations
 
 import contextlib
@@ -41,11 +41,12 @@ CLASS_LINK = "class link"  # the scope of the sessions on a pinned class link
 
 def answer_scope() -> str:
     """Whose kept runs this session may reuse: everyone's for one person (open mode); on a class server this
-    session's own (a kept answer coming back at once would tell a student that someone else asked that prompt),
-    except that sessions on the teacher's pinned class link share one scope (the whole room asks it)."""
+    session's own, on a class link too: a kept answer coming back at once, with no progress box, told a student
+    that a classmate had asked that prompt (0.33 s against 8.3 s for one nobody had asked). The room's shared
+    prompt (``pin=prompt``) is the one exception: everyone asks it, so sharing it tells nobody anything."""
     if not policy().class_mode:
         return SHARED
-    if state.pinned():
+    if state.pinned_prompt():
         return CLASS_LINK
     return f"session {work.session_id()}"
 

@@ -7,7 +7,8 @@ from ui.frame import state
 from engine.core.compiled import LABELS as MODE_LABELS, MODES, mode_of
 from engine.models.precision import LABELS, PRECISIONS, lm_precision
 from ui.frame.html import md_escape
-from ui.frame.models import current_model, model_box, on_mode_change, on_precision_change, start_background_preparation
+from ui.frame.models import (current_model, mode_is_the_teachers, model_box, on_mode_change, on_precision_change,
+                             start_background_preparation)
 
 
 PINNED = {"chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model, precision, mode
@@ -46,13 +47,16 @@ def render() -> None:
                           "decode page measures each.")
         if st.session_state.get("w_mode") != mode_of(lm):  # a refusal or a cancelled compile ran eager: say so here
             st.session_state["w_mode"] = mode_of(lm)
+        students = mode_is_the_teachers()  # a class server: the teacher's choice (ui/frame/teacher.py)
         st.selectbox("Engine", MODES, key="w_mode", format_func=MODE_LABELS.get,
-                     on_change=on_mode_change, disabled=state.pinned(),
+                     on_change=on_mode_change, disabled=state.pinned() or students,
                      help="Eager: PyTorch runs each of the decode step's hundreds of operators as Python calls it. "
                           "Compiled: a static KV cache and torch.compile turn the step into one graph of fused "
                           "kernels (on a GPU, replayed as one CUDA graph); compiled once per model, precision and "
                           "cache length before anything is timed. Prefill, analyses, batches and speculative "
                           "decoding run eager in both modes. Kept in the page address.")
+        if students:
+            st.caption(":material/school: On this class server the teacher chooses the engine mode for the room.")
         i = lm.info
         st.caption(f"{md_escape(i.source)}: {i.n_params / 1e6:,.1f} M parameters on {i.device} ({LABELS.get(lm_precision(lm))}"
                    + (f"; activations and KV cache in {i.dtype}" if lm_precision(lm) == "int8" else "") + ")")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import hmac
 import sys
 import threading
 from typing import Any, Callable
@@ -25,6 +26,7 @@ from engine.jobs import worker
 from engine.jobs.kinds import JobKind
 from engine.core.cancel import Cancelled
 from engine.core.loaded import LoadedModel, ModelRef
+from engine.settings import TRUSTED_PROXIES, WARM_SECRET
 
 POLL_S = 0.05
 relay = worker.relay
@@ -68,12 +70,17 @@ WARM_HEADER = "X-ILE-Warm-Up"  # sent by scripts/warm.py's session (the start's 
 
 
 def is_warm_up() -> bool:
-    """Is this session the start's warm-up (scripts/warm.py)? Its work is nobody's request: the worker runs it
-    alone and the class view leaves it out. A header anyone could send, and harmless: all it changes is that."""
+    """Is this session the start's warm-up (scripts/warm.py)? Its work is nobody's request: it runs alone and the
+    class view leaves it out. The header must carry this start's secret (``ILE_WARM_SECRET``, made by
+    scripts/start.sh): a header anyone could send let a script's jobs skip the seats and hide from the class view."""
+    secret = WARM_SECRET.get()
+    if not secret:
+        return False
     try:
-        return st.context.headers.get(WARM_HEADER) == "1"
+        given = st.context.headers.get(WARM_HEADER) or ""
     except Exception:  # no session (a test calling in), or another Streamlit
         return False
+    return hmac.compare_digest(given.encode(), secret.encode())
 
 
 def session_id() -> str | None:
@@ -85,14 +92,23 @@ THIS_MACHINE = "this machine"  # the client of every tab opened on the server's 
 
 
 def client_address() -> str:
-    """The address this session's browser connects from (Streamlit's st.context.ip_address, the TCP peer of the
-    session's websocket; None on the loopback, i.e. every tab of the server's own machine, which is one client).
-    The worker bounds what one client may hold of the class batch (engine/jobs/seats.py). Behind a reverse proxy
-    every student has the proxy's address, so the room shares one client's bounds."""
+    """The computer this session's browser connects from (Streamlit's st.context.ip_address; None on the loopback,
+    i.e. every tab of the server's own machine, which is one client). The worker bounds what one client may hold
+    of the engine (engine/jobs/seats.py).
+
+    Who may name another computer: only a proxy the teacher names (``ILE_TRUSTED_PROXIES``, which scripts/start.sh
+    hands to the web server as ``FORWARDED_ALLOW_IPS``). With none named, an ``X-Forwarded-For`` header decides
+    nothing: the web server's own default trusts it from this machine, so a peer taken from the header means the
+    real peer was this machine. Forging can then only merge a tab into another client, never split one computer
+    into many (34 forged addresses had taken 23 long rows instead of 3)."""
     try:
-        return st.context.ip_address or THIS_MACHINE
+        peer = st.context.ip_address
+        forwarded = st.context.headers.get("X-Forwarded-For") or ""
     except Exception:  # outside a session (a test calling run() directly)
         return THIS_MACHINE
+    if forwarded and not TRUSTED_PROXIES.get() and peer in {h.strip() for h in forwarded.split(",")}:
+        return THIS_MACHINE
+    return peer or THIS_MACHINE
 
 
 SHOW_QUEUE_AFTER_S = 0.4  # a wait shorter than this draws nothing
