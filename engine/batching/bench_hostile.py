@@ -8,6 +8,11 @@ question(s) alone, measured in the same run (what the seat bounds of engine/jobs
 - **beside a paste**: one student pastes a long prompt asking for many new tokens at the moment the others ask
   their short questions (the paste first), each from its own address: they reach the worker together.
 
+- **the whole page** (the home page's three asks in its order: the answer, then the prompt's analysis and the walk
+  through block 0), alone and beside each of: the N hostile sessions, two pastes, a classmate's long answer, and
+  three long answers that cannot be batched (they run alone, as a sliding-window model's do). The goal the class
+  server keeps: at most 2x the page alone + 5 s.
+
 Answer time = from the moment the requests reach the worker together (or the question's submit, beside the
 hostile sessions) to its last token, on the worker's own clock; greedy, chat template, no analysis pass (the home
 page asks for the analysis as a job of its own). Every answer is checked against the same
@@ -36,6 +41,8 @@ def add_arguments(p) -> None:
     p.add_argument("--question-tokens", type=int, default=24, help="new tokens each short question asks for")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a question's answer")
+    p.add_argument("--long-tokens", type=int, default=256, help="new tokens of a classmate's long answer")
+    p.add_argument("--no-page", action="store_true", help="skip the whole-page scenarios")
 
 
 def _paste(i: int, chars: int) -> str:
@@ -118,6 +125,70 @@ def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tu
     return out
 
 
+PAGE_GOAL = (2.0, 5.0)  # the whole page beside others: at most 2x its time alone + 5 s
+
+
+def _page(w, lm, question: str, n: int, timeout: float) -> tuple[float, list[int] | None]:
+    """The home page's three asks, in its order (the analysis and the block walk after the answer, as its sections
+    ask them): (seconds from the answer's submit to the walk's end, the answer's tokens)."""
+    from engine.jobs.classbatch import ANALYSIS, PromptRequest
+    from engine.loop.inspect import BLOCK_WALK, BlockWalkRequest
+
+    answer = _ask(w, lm, question, n, "student", "10.0.0.7")
+    seconds, ids = _answer(answer, timeout)
+    if ids is None:
+        return seconds, None
+    prompt = tuple(answer.result().prompt_ids)
+    for kind, request in ((ANALYSIS, PromptRequest(lm, prompt)), (BLOCK_WALK, BlockWalkRequest(lm, prompt, 0))):
+        job = w.ask(kind, request, session="student", client="10.0.0.7", key=("bench", kind.name))
+        if not job.wait(timeout):
+            job.cancel()
+            return float("inf"), None
+        job.result()  # a failure is raised here
+        last = job
+    return last.finished_at - answer.submitted_at, ids
+
+
+def _alone_kind():
+    """Answers of a kind that never batches: how a sliding-window model's answers are served (each alone, taking
+    turns), on this model."""
+    from engine.jobs.classbatch import answer_alone, answer_weight
+    from engine.jobs.kinds import JobKind
+
+    return JobKind("answer", alone=answer_alone, weight=answer_weight)
+
+
+def page_beside(lm: LoadedModel, question: str, n: int, args, others: str) -> dict:
+    """The whole page alone (``others`` "none") or beside other traffic, started first and running when the
+    student asks: "hostile" (N long sessions of one client), "pastes" (two pastes of two clients), "classmate"
+    (a classmate's long answer), "alone3" (three long answers that run alone)."""
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
+    from engine.core.sampling import SamplingSettings
+
+    def long(i, prompt, tokens, client, kind=ANSWER):
+        return w.ask(kind, AnswerRequest(lm, prompt, SamplingSettings(0.0), tokens, 0, True, analyse=False),
+                     session=f"o{i}", client=client, key=("bench-other", i))
+
+    with own_worker(max_batch=args.max_batch) as w:
+        if others == "hostile":
+            busy = [long(i, _paste(i, args.paste_chars), args.paste_tokens, "10.0.0.66") for i in range(args.hostile)]
+        elif others == "pastes":
+            busy = [long(i, _paste(i, args.paste_chars), args.paste_tokens, f"10.0.0.{60 + i}") for i in range(2)]
+        elif others == "classmate":
+            busy = [long(0, "Tell me a long story about the sea, with many chapters.", args.long_tokens, "10.0.0.5")]
+        elif others == "alone3":
+            kind = _alone_kind()
+            busy = [long(i, f"Tell me a long story number {i}.", args.long_tokens, f"10.0.1.{i}", kind)
+                    for i in range(3)]
+        else:
+            busy = []
+        if busy:
+            _wait(lambda: any(j.started_at for j in busy), args.timeout)  # the others are running
+        seconds, ids = _page(w, lm, question, n, args.timeout)
+        _cancel(busy)
+    return {"seconds": seconds, "ids": ids}
+
+
 def run(lm: LoadedModel, args) -> dict:
     from engine.core.loop import warm_up
 
@@ -129,7 +200,15 @@ def run(lm: LoadedModel, args) -> dict:
     hostile = beside_hostile(lm, questions[0], n, args)
     together = alone(lm, questions, n, args)
     pasted = beside_paste(lm, questions, n, args)
-    same = hostile["ids"] in (None, solo[1]) and all(p[1] in (None, a[1]) for p, a in zip(pasted, together))
+    page = {}
+    if not getattr(args, "no_page", False):
+        page = {k: page_beside(lm, questions[0], n, args, k) for k in ("none", "hostile", "pastes", "classmate", "alone3")}
+    same = hostile["ids"] in (None, solo[1]) and all(p[1] in (None, a[1]) for p, a in zip(pasted, together)) and \
+        all(v["ids"] in (None, solo[1]) for v in page.values())
+    base = page.get("none", {}).get("seconds")
+    page_s = {k: round(v["seconds"], 4) for k, v in page.items()}
+    within = {k: v["seconds"] <= PAGE_GOAL[0] * base + PAGE_GOAL[1] for k, v in page.items() if k != "none"} \
+        if base else {}
     # to 0.1 ms: a short answer on a small model can take under 5 ms, which two decimals wrote as 0.0 s
     secs = lambda rs: [round(s, 4) for s, _ in rs]  # noqa: E731
     return {
@@ -141,6 +220,7 @@ def run(lm: LoadedModel, args) -> dict:
         "ratio_hostile_vs_alone": hostile["seconds"] / solo[0],
         "questions_alone_s": secs(together), "questions_beside_paste_s": secs(pasted),
         "ratio_paste_vs_alone_worst": max(s for s, _ in pasted) / max(s for s, _ in together),
+        "page_s": page_s, "page_goal": f"<= {PAGE_GOAL[0]:g}x alone + {PAGE_GOAL[1]:g} s", "page_within_goal": within,
         "same_answers": same,
         "load_average_1min": [load_before, os.getloadavg()[0] if load_before is not None else None],  # before, after
         "cpus": os.cpu_count(),
@@ -164,5 +244,9 @@ def summary(r: dict) -> str:
         f"{len(r['questions_alone_s'])} questions together, alone:   {_seconds(r['questions_alone_s'])}",
         f"the same beside a paste:            {_seconds(r['questions_beside_paste_s'])} "
         f"(slowest {r['ratio_paste_vs_alone_worst']:.1f}x)",
+        *([f"the whole page (answer, analysis, block walk): alone {r['page_s']['none']:.2f} s; "
+           + "; ".join(f"beside {k} {v:.2f} s ({'within' if r['page_within_goal'][k] else 'OVER'} the goal)"
+                       for k, v in r["page_s"].items() if k != "none") + f" [goal {r['page_goal']}]"]
+          if r.get("page_s") else []),
         f"same answers as alone: {r['same_answers']}",
     ])

@@ -173,7 +173,7 @@ def test_bench_hostile_measures_a_question_alone_and_beside_hostile_traffic(tiny
     from engine.batching import bench_hostile
 
     args = SimpleNamespace(hostile=6, paste_chars=400, paste_tokens=200, questions=2, question_tokens=3,
-                           max_batch=8, timeout=60.0)
+                           max_batch=8, timeout=60.0, long_tokens=200, no_page=False)
     before = worker_threads()
     r = bench_hostile.run(tiny_lm, args)
     assert worker_threads() == before  # every worker it made is closed (Worker.close says why)
@@ -181,3 +181,8 @@ def test_bench_hostile_measures_a_question_alone_and_beside_hostile_traffic(tiny
     assert len(r["questions_alone_s"]) == len(r["questions_beside_paste_s"]) == 2
     assert 0 < r["hostile_rows_held"] <= seats.long_seats_per_client(8)
     assert "beside 6 hostile sessions" in bench_hostile.summary(r)
+    # the whole page (answer, analysis, block walk) in every scenario, each page finished before its others
+    assert set(r["page_s"]) == {"none", "hostile", "pastes", "classmate", "alone3"}
+    assert all(0 < s < float("inf") for s in r["page_s"].values()) and set(r["page_within_goal"]) == \
+        {"hostile", "pastes", "classmate", "alone3"}
+    assert "the whole page" in bench_hostile.summary(r)
