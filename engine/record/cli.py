@@ -109,11 +109,6 @@ def _model_missing(record: dict, name: str, exc, args) -> int:
 
 
 def verify_main(argv) -> int:
-    from engine.core.loaded import ModelLoadError
-    from engine.models.loading import load_model
-    from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
-    from engine.measure.threads import apply_policy
-
     ap = _parser("verify", "Run a saved run again on this machine and compare: the weights by hash, the tokens, the "
                            "logits step by step, the timings side by side.")
     ap.add_argument("--json", action="store_true", help="print JSON")
@@ -121,6 +116,11 @@ def verify_main(argv) -> int:
                                                   "are still compared with the record's by SHA-256)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     args = ap.parse_args(argv)
+    from engine.core.loaded import ModelLoadError
+    from engine.models.loading import load_model
+    from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
+    from engine.measure.threads import apply_policy
+
     record = _load_or_say(args.record)
     if record is None:
         if args.json:
