@@ -22,7 +22,6 @@ from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold
 from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError
 from engine.models.names import EMBEDDED
 from engine.record import cli as record_cli
-from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 import engine.settings as settings
 
 
@@ -43,6 +42,8 @@ BENCHES = {
 
 
 def _emit(args, result: dict, text: str) -> None:
+    from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
+
     out = json.dumps(strict(result), ensure_ascii=False, allow_nan=False)
     print(out if args.json else text)
     if getattr(args, "out", None):

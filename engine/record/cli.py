@@ -12,9 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.record.format import RecordError, load, save, strict
-
-REFUSED = 2
+REFUSED = 2  # engine.record.format (numpy) is imported where a record is read or written: --help needs neither
 
 
 def add_save_argument(p) -> None:
@@ -25,6 +23,8 @@ def add_save_argument(p) -> None:
 
 def write(record: dict, path: str) -> int:
     """Write a record where --save asked; a line on stderr says where and how big (stdout stays the run's output)."""
+    from engine.record.format import save
+
     try:
         size = save(record, path)
     except OSError as exc:
@@ -59,6 +59,8 @@ def _parser(command: str, description: str) -> argparse.ArgumentParser:
 
 
 def _load_or_say(path: str):
+    from engine.record.format import RecordError, load
+
     try:
         return load(path)
     except RecordError as exc:
@@ -159,6 +161,8 @@ def verify_main(argv) -> int:
     if note:
         d["notes"] = [note, *d["notes"]]
     if args.json:
+        from engine.record.format import strict
+
         print(json.dumps(strict(d), ensure_ascii=False, allow_nan=False))
     else:
         print(describe(d))
