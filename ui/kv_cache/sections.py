@@ -59,7 +59,7 @@ def calculator_and_paging() -> None:
     with st.expander("All presets: published configs and KV bytes per token at 16 bits"):
         st.dataframe(V.presets_table(), hide_index=True)
         if calc.p.note:
-            st.caption(f"{calc.name}: {calc.p.note}")
+            st.caption(f"{md_escape(calc.name)}: {md_escape(calc.p.note)}")
 
     st.header("4. Paged allocation", divider="gray")
     st.markdown(lesson("kv_cache", "paging", block=VLLM_BLOCK_SIZE))
