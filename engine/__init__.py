@@ -8,9 +8,9 @@ from engine.measure.threads import set_wait_policy_env
 def _point_compiled_kernel_cache() -> None:
     """torch.compile keeps compiled kernels on disk (its FX graph and AOTAutograd caches) in TORCHINDUCTOR_CACHE_DIR,
     by default a folder in the system's temporary directory, which a reboot or a clean-up empties. Point it beside
-    the converted models, so a later start compiles in seconds. It must be set before the first model loads:
-    loading one makes torch write its default into the variable. A value the user set wins; a cache folder that
-    cannot be written leaves torch's default."""
+    the converted models, so a later start compiles from it (tens of seconds on a busy 2-core CPU, not minutes). It
+    must be set before the first model loads: loading one makes torch write its default into the variable. A value
+    the user set wins; a cache folder that cannot be written leaves torch's default."""
     if settings.TORCHINDUCTOR_CACHE_DIR.is_set():
         return
     folder = settings.cache_dir() / "torchinductor"

@@ -9,26 +9,23 @@ engine mode, engine.core.compiled); a command whose work runs eager in any mode 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import importlib.util
 import json
+import re
 import sys
 
-from engine.cli_args import add_run_arguments
-from engine.record import cli as record_cli
-from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
-from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, to_mode
+# Only what builds the parser is imported here, none of it torch: every --help answers in well under a second, and
+# the work of a command (torch, transformers, the model) is imported once its arguments are read.
+from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold
+from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError
 from engine.models.names import EMBEDDED
-from engine.models.loading import load_model
-from engine.core.loaded import ModelLoadError
-from engine.models.precision import PRECISIONS
-from engine.core.prompt import PromptError
-from engine.core.sampling import SamplingSettings
-from engine.measure.threads import apply_policy
+from engine.record import cli as record_cli
 import engine.settings as settings
 
 
-# python -m engine bench NAME -> the module that runs it (imported only when the command line is built)
+# python -m engine bench NAME -> the module that runs it (imported only when that benchmark is asked for)
 BENCHES = {
     "attention": "engine.attention.bench",
     "batching": "engine.batching.bench",
@@ -45,6 +42,8 @@ BENCHES = {
 
 
 def _emit(args, result: dict, text: str) -> None:
+    from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
+
     out = json.dumps(strict(result), ensure_ascii=False, allow_nan=False)
     print(out if args.json else text)
     if getattr(args, "out", None):
@@ -52,7 +51,20 @@ def _emit(args, result: dict, text: str) -> None:
             f.write(out)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def bench_summary(name: str) -> str:
+    """The first sentence of benchmark ``name``'s module docstring, read from its source without importing it (its
+    imports take seconds), for ``bench --help``."""
+    spec = importlib.util.find_spec(BENCHES[name])
+    with open(spec.origin, encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read())) or ""
+    first = re.split(r"(?<=\.)\s", " ".join(doc.split("\n\n")[0].split()), maxsplit=1)[0]
+    return re.sub(r"^Benchmark:\s*", "", first).replace("``", "")
+
+
+def build_parser(argv=()) -> argparse.ArgumentParser:
+    """The command line; a benchmark's own arguments are added only for the one ``argv`` names (``bench NAME``), so
+    building it imports no benchmark and no torch."""
+    argv = list(argv)
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -70,38 +82,42 @@ def build_parser() -> argparse.ArgumentParser:
                             "the decode step (a CUDA graph on a GPU), compiled once before anything is timed")
 
     common(sub.add_parser("info", help="model facts"))
-    tr = sub.add_parser("trace", help="run the loop once and print the record")
+    tr = sub.add_parser("trace", help="run the loop once and print the record",
+                        description=f"Run the loop once and print the record. {GREEDY_NOTE}")
     common(tr)
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
     record_cli.add_save_argument(tr)
     if importlib.util.find_spec("engine.speculative.cli") is not None:
         race_cli = importlib.import_module("engine.speculative.cli")
-        rp = sub.add_parser("race", help="plain vs speculative decoding")
+        rp = sub.add_parser("race", help="plain vs speculative decoding",
+                            description=f"Plain vs speculative decoding on one prompt, measured in one run. "
+                                        f"{GREEDY_NOTE}")
         common(rp)
         race_cli.add_arguments(rp)
     bench = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
-    bsub = bench.add_subparsers(dest="bench", required=True)
+    bsub = bench.add_subparsers(dest="bench", required=True, metavar="NAME")
     for name in sorted(BENCHES):
-        bp = bsub.add_parser(name)
+        summary = bench_summary(name)
+        bp = bsub.add_parser(name, help=summary, description=summary)
         common(bp, precision=name != "threads")
-        mod = importlib.import_module(BENCHES[name])
-        if hasattr(mod, "add_arguments"):
-            mod.add_arguments(bp)
+        if argv[:2] == ["bench", name]:
+            mod = importlib.import_module(BENCHES[name])
+            if hasattr(mod, "add_arguments"):
+                mod.add_arguments(bp)
     sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
                                    "python -m engine prepare [--model embedded|gemma3-270m|all]")
     sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
                                   "--html OUT.html (no model loaded)")
     sub.add_parser("settings", help="rewrite docs/settings.md's table of environment variables from engine/settings.py")
     sub.add_parser("verify", help="run a saved run again here and compare: python -m engine verify RUN.json [--json]")
-    sb = sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, llama.cpp, ...) over its OpenAI API; "
-                                            "loads no local model")
-    importlib.import_module("engine.serving.bench").add_arguments(sb)
+    sub.add_parser("serve-bench", help="a serving engine (vLLM, SGLang, llama.cpp, ...) over its OpenAI API; "
+                                       "loads no local model")
     return ap
 
 
 def _serve_bench(argv) -> int:
-    """serve-bench parsed on its own: building the full parser imports every local benchmark (torch and more)."""
+    """serve-bench parsed on its own, with its own arguments."""
     sb = argparse.ArgumentParser(prog="python -m engine serve-bench",
                                  description="A serving engine measured over its OpenAI-compatible API.")
     mod = importlib.import_module("engine.serving.bench")
@@ -112,7 +128,6 @@ def _serve_bench(argv) -> int:
 def _prepare(argv) -> int:
     """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
     from engine.models.names import GEMMA
-    from engine.models.convert import convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
 
     pp = argparse.ArgumentParser(prog="python -m engine prepare",
                                  description="Convert the packaged models once (the app and the tests load them fast "
@@ -121,6 +136,8 @@ def _prepare(argv) -> int:
     pp.add_argument("--parent", type=int, default=None,
                     help="end when this process (the app that started the preparation) is gone")
     args = pp.parse_args(argv)
+    from engine.models.convert import convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+
     if args.parent is not None:
         from engine.models.background import exit_with_parent
 
@@ -136,9 +153,22 @@ def _prepare(argv) -> int:
     return 0
 
 
+def _settings(argv) -> int:
+    """Rewrite docs/settings.md's table from engine/settings.py (no model); --help and unknown arguments are
+    argparse's, before anything is written."""
+    argparse.ArgumentParser(prog="python -m engine settings",
+                            description="Rewrite the table of environment variables in docs/settings.md from "
+                                        "engine/settings.py (a test fails while the file is not current).",
+                            ).parse_args(argv)
+    print(f"wrote the settings table into {settings.write_docs()}")
+    return 0
+
+
 def in_mode(lm, mode: str, eager_only: str | None = None):
     """``lm`` in the engine ``mode`` asked for; where that mode cannot run (the model, the machine, or the command's
     own work: ``eager_only``), one line on stderr and the eager model."""
+    from engine.core.compiled import ModeError, to_mode
+
     if mode == DEFAULT_MODE:
         return lm
     if eager_only:
@@ -157,12 +187,16 @@ def main(argv=None) -> int:
         return _serve_bench(argv[1:])
     if argv[:1] == ["prepare"]:
         return _prepare(argv[1:])
-    if argv[:1] == ["settings"]:  # no model: rewrite docs/settings.md's table from engine/settings.py
-        print(f"wrote the settings table into {settings.write_docs()}")
-        return 0
+    if argv[:1] == ["settings"]:
+        return _settings(argv[1:])
     if argv[:1] in (["replay"], ["verify"]):  # parsed on their own: replay loads no model, verify the record's
         return (record_cli.replay_main if argv[0] == "replay" else record_cli.verify_main)(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
+    from engine.core.prompt import PromptError
+    from engine.core.sampling import SamplingSettings
+    from engine.measure.threads import apply_policy
+    from engine.models.loading import load_model
+
     apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:
         lm = load_model(args.model, device=args.device, precision=getattr(args, "load_precision", None))
@@ -170,8 +204,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.cmd == "race":
-        race_cli = importlib.import_module("engine.speculative.cli")
-        lm = in_mode(lm, args.mode, race_cli.EAGER_ONLY)
+        lm = in_mode(lm, args.mode, importlib.import_module("engine.speculative.cli").eager_only())
     elif args.cmd == "bench":
         lm = in_mode(lm, args.mode, getattr(importlib.import_module(BENCHES[args.bench]), "EAGER_ONLY", None))
     else:
@@ -201,7 +234,7 @@ def main(argv=None) -> int:
             return 2
         if args.save and record_cli.save_trace(lm, t, cal.result, args.save, "python -m engine trace"):
             return 2
-        text = (f"{t.encoded.text}\x1b[1m{t.generated_text}\x1b[0m\n\n{len(t.prompt_ids)} prompt tokens, "
+        text = (f"{t.encoded.text}{bold(t.generated_text)}\n\n{len(t.prompt_ids)} prompt tokens, "
                 f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "
                 f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason}); engine: {t.engine_mode}")
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)

@@ -177,6 +177,8 @@ CXX = Setting("CXX", "text", None, "The C++ compiler torch.compile's CPU backend
 TORCHINDUCTOR_CACHE_DIR = Setting("TORCHINDUCTOR_CACHE_DIR", "path", None, "Where torch keeps compiled kernels; the "
                                   "engine points it into the model cache unless it is set.", "external",
                                   default_doc="set by the engine: `$ILE_CACHE_DIR/torchinductor`")
+NO_COLOR = Setting("NO_COLOR", "text", None, "Any value: the command line writes no bold (no-color.org); it writes "
+                   "bold only to a terminal anyway.", "external")
 
 # ------------------------------------------------------------------------------------------ scripts
 WARM = Setting("ILE_WARM", "flag", True, "scripts/start.sh warms the server after a start (model loaded, the default "

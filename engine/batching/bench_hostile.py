@@ -1,5 +1,6 @@
-"""Benchmark: a short question's answer time on the class batcher beside hostile traffic, against the same
-question(s) alone, measured in the same run (what the seat bounds of engine/jobs/seats.py are for).
+"""Benchmark: a short question's answer time on the class batcher beside hostile traffic, against it alone.
+
+Both are measured in the same run (what the seat bounds of engine/jobs/seats.py are for).
 
 - **alone**: the short questions, nothing else on the worker.
 - **beside N hostile sessions**: one client (one address) opens N sessions, each a long paste (cut to the app's

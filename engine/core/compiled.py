@@ -34,11 +34,9 @@ from typing import Callable
 
 import torch
 
-from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.core.loaded import DEFAULT_MODE, MODES, LoadedModel, ModelLoadError  # noqa: F401  (the modes: here too)
 from engine.settings import CXX
 
-MODES = ("eager", "compiled")
-DEFAULT_MODE = "eager"
 LABELS = {"eager": "eager", "compiled": "compiled (torch.compile)"}  # the sidebar's words; its help says more
 SHORTEST = 256  # the shortest static cache: the app's default prompt and answer fit in it
 # Every (model, precision, cache length) is one more compiled entry of the same decode-step code object; dynamo's

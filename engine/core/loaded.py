@@ -2,13 +2,24 @@
 and the rule that picks a family's attention implementation. Everything that receives a loaded model (the loop,
 load-time precision, the tiny models, the analyses) imports this module, not the loader (engine.models.loading),
 so the loader can import them without a cycle.
+
+It imports no torch (torch comes in where a value needs it): the command line builds its help from the names here
+(MODES, PRECISIONS) without the seconds torch takes to import.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+# The vocabulary of a ModelRef's precision and mode: engine.models.precision casts or quantizes to a precision,
+# engine.core.compiled runs a mode; both re-export these names.
+PRECISIONS = ("float32", "bfloat16", "float16", "int8")
+MODES = ("eager", "compiled")
+DEFAULT_MODE = "eager"
 
 
 @dataclass(frozen=True)
@@ -21,7 +32,7 @@ class ModelRef:
 
     name: str
     precision: str = ""
-    mode: str = "eager"
+    mode: str = DEFAULT_MODE
 
     def at(self, precision: str | None = None, mode: str | None = None) -> "ModelRef":
         """The same model at another precision and/or engine mode (None keeps this one's)."""
@@ -30,7 +41,7 @@ class ModelRef:
 
     def label(self) -> str:
         """'embedded', 'embedded (int8, compiled)': for logs and captions, never parsed back."""
-        extra = [x for x in (self.precision, "" if self.mode == "eager" else self.mode) if x]
+        extra = [x for x in (self.precision, "" if self.mode == DEFAULT_MODE else self.mode) if x]
         return f"{self.name} ({', '.join(extra)})" if extra else self.name
 
 
@@ -69,6 +80,8 @@ class ModelInfo:
 
     @property
     def bytes_per_value(self) -> int:
+        import torch
+
         return torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
 
     def to_dict(self) -> dict:

@@ -115,6 +115,18 @@ def group(lm: LoadedModel) -> tuple | None:
     return ("trace", lm.ref, id(lm))
 
 
+def how_served(lm: LoadedModel, batching: bool | None = None) -> str:
+    """How answers on ``lm`` as loaded (its precision and engine mode) are served, in words for the sidebar: read
+    from ``group``, the one place that decides, so the words follow the decision wherever it moves."""
+    import engine.settings as settings
+
+    if not (settings.BATCHING.get() if batching is None else batching):
+        return "answers run one request at a time (batching is off on this server)"
+    if group(lm) is None:
+        return "answers on this model run one request at a time, not batched with other sessions'"
+    return "answers of several sessions on this model run together in one batch"
+
+
 class _Row:
     """One request in the batch: its settings, generator, tokens and raw step records."""
 

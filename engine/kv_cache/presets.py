@@ -37,6 +37,7 @@ class Preset:
     n_params: int
     weights_dtype: str
     context_window: int
+    context_source: str = ""  # where context_window is read: "config.json: max_position_embeddings", a model card
     tied_embeddings: bool = False
     intermediate_size: int = 0
     qkv_bias: bool = False

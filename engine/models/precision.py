@@ -33,9 +33,8 @@ import torch
 
 from engine.models import smoothing
 from engine.core.compiled import DEFAULT_MODE
-from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
+from engine.core.loaded import PRECISIONS, LoadedModel, ModelLoadError, ModelRef  # noqa: F401  (PRECISIONS: here too)
 
-PRECISIONS = ("float32", "bfloat16", "float16", "int8")
 LABELS = {
     "float32": "float32 (4 bytes per weight)",
     "bfloat16": "bfloat16 (2 bytes per weight)",

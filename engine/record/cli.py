@@ -12,9 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.record.format import RecordError, load, save, strict
-
-REFUSED = 2
+REFUSED = 2  # engine.record.format (numpy) is imported where a record is read or written: --help needs neither
 
 
 def add_save_argument(p) -> None:
@@ -25,6 +23,8 @@ def add_save_argument(p) -> None:
 
 def write(record: dict, path: str) -> int:
     """Write a record where --save asked; a line on stderr says where and how big (stdout stays the run's output)."""
+    from engine.record.format import save
+
     try:
         size = save(record, path)
     except OSError as exc:
@@ -59,6 +59,8 @@ def _parser(command: str, description: str) -> argparse.ArgumentParser:
 
 
 def _load_or_say(path: str):
+    from engine.record.format import RecordError, load
+
     try:
         return load(path)
     except RecordError as exc:
@@ -109,11 +111,6 @@ def _model_missing(record: dict, name: str, exc, args) -> int:
 
 
 def verify_main(argv) -> int:
-    from engine.core.loaded import ModelLoadError
-    from engine.models.loading import load_model
-    from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
-    from engine.measure.threads import apply_policy
-
     ap = _parser("verify", "Run a saved run again on this machine and compare: the weights by hash, the tokens, the "
                            "logits step by step, the timings side by side.")
     ap.add_argument("--json", action="store_true", help="print JSON")
@@ -121,6 +118,11 @@ def verify_main(argv) -> int:
                                                   "are still compared with the record's by SHA-256)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     args = ap.parse_args(argv)
+    from engine.core.loaded import ModelLoadError
+    from engine.models.loading import load_model
+    from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
+    from engine.measure.threads import apply_policy
+
     record = _load_or_say(args.record)
     if record is None:
         if args.json:
@@ -159,6 +161,8 @@ def verify_main(argv) -> int:
     if note:
         d["notes"] = [note, *d["notes"]]
     if args.json:
+        from engine.record.format import strict
+
         print(json.dumps(strict(d), ensure_ascii=False, allow_nan=False))
     else:
         print(describe(d))

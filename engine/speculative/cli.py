@@ -5,34 +5,43 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from engine.measure import noise
-from engine.cli_args import add_run_arguments
-from engine.speculative.drafters import DrafterError, make_drafter
-from engine.core.loaded import ModelLoadError
-from engine.core.prompt import PromptError, encode_prompt
-from engine.core.sampling import SamplingSettings
-from engine.speculative.decoding import EAGER_ONLY, MAX_K, race  # noqa: F401  (EAGER_ONLY: engine/__main__.py)
+from engine.cli_args import add_run_arguments, number
+from engine.record.cli import add_save_argument
+from engine.speculative import MAX_K
+
+# The race's work is imported when it runs (cli below): torch and transformers take seconds, and --help needs neither.
 
 
 def add_arguments(p) -> None:
-    from engine.record.cli import add_save_argument
-
     add_run_arguments(p, max_new_tokens=64)
     add_save_argument(p)
     p.add_argument("--drafter", default="lookup", help="lookup[:N | :M-N] | early-exit:L | model:NAME (model:self, "
-                                                       "model:random:L, or a model sharing the target's tokenizer)")
-    p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
+                                                       "model:random:L, or a model sharing the target's tokenizer); "
+                                                       "default: %(default)s")
+    p.add_argument("--k", type=number(int, 1, MAX_K), default=4,
+                   help=f"draft length per round, 1 to {MAX_K}; default: %(default)s")
+
+
+def eager_only() -> str:
+    """Why ``--mode compiled`` runs the race eager (engine.speculative.decoding.EAGER_ONLY)."""
+    from engine.speculative.decoding import EAGER_ONLY
+
+    return EAGER_ONLY
 
 
 def cli(lm, args, emit) -> int:
+    from engine.core.loaded import ModelLoadError
+    from engine.core.prompt import PromptError, encode_prompt
+    from engine.core.sampling import SamplingSettings
+    from engine.measure import noise
+    from engine.speculative.decoding import race
+    from engine.speculative.drafters import DrafterError, make_drafter
+
     try:
         enc = encode_prompt(lm.tokenizer, args.prompt, not args.no_chat_template)
         drafter = make_drafter(lm, args.drafter)
     except (PromptError, DrafterError, ModelLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not 1 <= args.k <= MAX_K:
-        print(f"error: --k must be between 1 and {MAX_K}", file=sys.stderr)
         return 2
     s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
     with noise.calibrated() as cal:

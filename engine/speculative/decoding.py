@@ -31,8 +31,7 @@ from engine.core.sampling import SamplingSettings, make_generator, sample, sampl
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
-
-MAX_K = 16
+from engine.speculative import MAX_K
 
 # `--mode compiled`: the race command and page say this in one line and run eager
 EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain run "

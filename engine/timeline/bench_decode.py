@@ -1,5 +1,7 @@
-"""Benchmark: the engine's greedy decode loop vs ``model.generate`` on the same model and prompts; or, with
-``--modes eager,compiled``, the engine modes against each other and against the bandwidth floor.
+"""Benchmark: the engine's greedy decode loop vs ``model.generate``, or (``--modes``) the engine modes.
+
+On the same model and prompts; with ``--modes eager,compiled``, the engine modes against each other and against
+the bandwidth floor.
 
 Both produce the same number of tokens (end-of-sequence ignored), greedy, with a KV cache. Runs alternate
 (engine, generate, engine, ...) after a warm-up, so slow drift of a shared machine hits both alike; the

@@ -90,3 +90,42 @@ def test_int8_kv_cache_is_one_byte_per_value():
     assert kp.kv_bytes_per_token(p, kp.DTYPE_BITS["int8"]) == 2 * 80 * 8 * 128 * 1 == 163_840
     int8, bf16 = kp.budget(p, 4096, 2, "int8"), kp.budget(p, 4096, 2, "bf16")
     assert int8.kv_total * 2 == bf16.kv_total and int8.kv_total == kp.budget(p, 4096, 2, "fp8").kv_total
+
+
+def test_every_context_window_says_where_it_is_read():
+    for p in kp.load_presets():
+        assert p.context_source.startswith(("config.json: ", "model card: ")), p.name
+
+
+def _configs_here() -> dict:
+    """Preset name -> a config.json on this machine for it: the Hugging Face cache's copy of its hub id, and for
+    SmolLM2-135M the packaged SmolLM2-135M-Instruct's converted copy (the same architecture and window)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from engine.models.convert import converted_dir
+
+    found = {}
+    for p in kp.load_presets():
+        path = try_to_load_from_cache(p.hf_id, "config.json")
+        if isinstance(path, str):
+            found[p.name] = path
+    embedded = converted_dir() / "config.json"
+    if embedded.is_file():
+        found.setdefault("SmolLM2-135M", str(embedded))
+    return found
+
+
+def test_context_windows_read_from_config_equal_the_configs_here():
+    import json
+    from pathlib import Path
+
+    configs = _configs_here()
+    if not configs:
+        pytest.skip("no preset's config.json is on this machine (the packaged model is not converted yet)")
+    for name, path in configs.items():
+        p = kp.preset(name)
+        if not p.context_source.startswith("config.json: "):
+            continue
+        cfg = json.loads(Path(path).read_text())
+        key = p.context_source.removeprefix("config.json: ")
+        assert p.context_window == cfg[key], (name, path)

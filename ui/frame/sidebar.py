@@ -24,6 +24,18 @@ def _widget(kind, label: str, name: str, on_change=None, **kw):
     return kind(label, value=getattr(state.settings(), name), key=f"w_{name}", on_change=on_change, **kw)
 
 
+def mode_help(lm) -> str:
+    """The engine selector's help; how a class's answers run comes from the class batcher's own decision for the
+    model as loaded (engine.jobs.classbatch.how_served), not from a sentence that could drift from it."""
+    from engine.jobs.classbatch import how_served
+
+    return ("Eager: PyTorch runs each of the decode step's hundreds of operators as Python calls it. Compiled: a "
+            "static KV cache and torch.compile turn the step into one graph of fused kernels (on a GPU, replayed as "
+            "one CUDA graph); compiled once per model, precision and cache length before anything is timed. Prefill, "
+            f"analyses and speculative decoding run eager in both modes. In this engine mode, {how_served(lm)}. "
+            "Kept in the page address.")
+
+
 def render() -> None:
     with st.sidebar:
         st.markdown("### Model and prompt")
@@ -50,11 +62,7 @@ def render() -> None:
         students = mode_is_the_teachers()  # a class server: the teacher's choice (ui/frame/teacher.py)
         st.selectbox("Engine", MODES, key="w_mode", format_func=MODE_LABELS.get,
                      on_change=on_mode_change, disabled=state.pinned() or students,
-                     help="Eager: PyTorch runs each of the decode step's hundreds of operators as Python calls it. "
-                          "Compiled: a static KV cache and torch.compile turn the step into one graph of fused "
-                          "kernels (on a GPU, replayed as one CUDA graph); compiled once per model, precision and "
-                          "cache length before anything is timed. Prefill, analyses, batches and speculative "
-                          "decoding run eager in both modes. Kept in the page address.")
+                     help=mode_help(lm))
         if students:
             st.caption(":material/school: On this class server the teacher chooses the engine mode for the room.")
         i = lm.info

@@ -15,6 +15,7 @@ from ui.kv_cache import view as V
 from ui.frame import state
 from ui.kv_cache.runs import snapshot_for
 from ui.kv_cache.figures import cache_heatmap, context_sweep, memory_bar, paging_chart, paging_totals, variants_bar
+from ui.frame.html import md_escape
 from ui.frame.layout import chart, common_mistake, try_this
 from ui.frame.lessons import lesson
 
@@ -58,7 +59,7 @@ def calculator_and_paging() -> None:
     with st.expander("All presets: published configs and KV bytes per token at 16 bits"):
         st.dataframe(V.presets_table(), hide_index=True)
         if calc.p.note:
-            st.caption(f"{calc.name}: {calc.p.note}")
+            st.caption(f"{md_escape(calc.name)}: {md_escape(calc.p.note)}")
 
     st.header("4. Paged allocation", divider="gray")
     st.markdown(lesson("kv_cache", "paging", block=VLLM_BLOCK_SIZE))
@@ -72,7 +73,8 @@ def calculator() -> V.Calc:
     name = c1.selectbox("Model (published config)", names, index=names.index("Llama-3-8B"), key="kv_preset")
     p = kp.preset(name)
     context = c2.number_input("Context (tokens)", 1, 10_000_000, 8192, step=1024, key="kv_context",
-                              help=f"Tokens per sequence. {name}'s native window: {p.context_window:,}.")
+                              help=f"Tokens per sequence. {name}'s published window: {p.context_window:,} "
+                                   f"({md_escape(p.context_source)}).")
     batch = c3.number_input("Batch (sequences)", 1, 4096, 1, key="kv_batch")
     kv_dtype = c4.selectbox("KV cache dtype", list(kp.DTYPE_BITS), index=1, key="kv_dtype",
                             help="fp8 and int8 caches store 1 byte per value (serving engines quantize keys and "
