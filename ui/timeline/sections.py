@@ -85,7 +85,7 @@ def roofline(lm, tl: T.Timeline) -> T.HardwareProbe:
     probe (section 7 uses its bandwidth)."""
     st.markdown(lesson("timeline", "roofline"))
     remeasure = st.button("Measure the hardware again", key="timeline_probe_again")
-    probe = runs.hardware_probe(lm.info.device, remeasure)
+    probe = runs.hardware_probe(lm.info.device, remeasure, lm.info.dtype)
     wbytes = T.decode_weight_bytes(lm)
     floor = T.decode_floor_ms(lm, probe.read_gb_s.median)
     metrics(V.probe_metrics(probe, floor, wbytes))
@@ -109,7 +109,7 @@ def roofline(lm, tl: T.Timeline) -> T.HardwareProbe:
 def read_bandwidth(lm) -> float:
     """The measured memory bandwidth (GB/s, median) section 7 uses: section 5's probe, kept for the session (so
     presenter view, which skips section 5, still has it)."""
-    return runs.hardware_probe(lm.info.device).read_gb_s.median
+    return runs.hardware_probe(lm.info.device, matmul_dtype=lm.info.dtype).read_gb_s.median
 
 
 def memory(lm, ids: tuple[int, ...]) -> None:
@@ -168,12 +168,12 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
         got = [runs.kernels_for(k, ids) for k in keys]
     if why:
         st.caption(f":material/info: Compiled mode: {md_escape(why)}; only eager is traced.")
-    probe = runs.hardware_probe(lm.info.device)
-    floor = T.decode_floor_ms(lm, probe.read_gb_s.median)
-    ridge = probe.matmul_gflop_s.median / probe.read_gb_s.median
-    pairs = [(p, regime(p, floor, T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in,
-                                                   p.plain_ms).intensity, ridge))
-             for m in got for p in m.value]
+    probe = runs.hardware_probe(lm.info.device, matmul_dtype=lm.info.dtype)
+    pairs = []
+    for p in (p for m in got for p in m.value):
+        point = T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
+        floor = T.pass_floor_ms(point, probe.read_gb_s.median, probe.matmul_gflop_s.median)
+        pairs.append((p, regime(p, floor, point.intensity, probe.ridge)))
     st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device)))
     st.dataframe(V.kernel_rows(pairs), hide_index=True)
     for col, key, m in zip(st.columns(len(got)), keys, got):
