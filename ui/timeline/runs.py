@@ -47,6 +47,15 @@ def kernels_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
                             again=measured.again_pressed(again_key("kernels")))
 
 
+def floor_check_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
+    """A decode step of this prompt and the bandwidth probe, alternating (engine.timeline.experiment.floor_beside_step),
+    kept per model and prompt."""
+    with st.spinner("Measuring the decode step and the memory bandwidth, alternately..."):
+        return measured.measure(("timeline_floor", ref, ids),
+                                lambda: work.run(T.floor_beside_step, get_model(ref), list(ids)),
+                                again=measured.again_pressed(again_key("floor")))
+
+
 def cache_comparison_for(ref: ModelRef, ids: tuple[int, ...], new_tokens: int) -> Measured:
     return measured.measure(("timeline_cache", ref, ids, new_tokens),
                             lambda: work.run(T.cache_comparison, get_model(ref), list(ids), new_tokens),
