@@ -78,7 +78,19 @@ def test_bench_profile_prints_ops_busy_and_top_ops_per_mode(tiny_lm):
             p = row[phase]
             assert p["ops_per_step"] > 0 and 0 < p["device_busy_fraction"] <= 1 and p["top_ops"]
             assert p["regime"] in ("launch/dispatch-bound", "compute-bound", "bandwidth-bound")
-    assert bench_profile.summary(r).count("decode:") == 2
+            assert p["floor_ms"] > 0 and p["pace"] == pytest.approx(p["floor_ms"] / p["plain_ms"])
+            assert p["plain_runs"] == 1 and p["plain_ms_range"][0] <= p["plain_ms"] <= p["plain_ms_range"][1]
+    assert r["matmul_dtype"] == tiny_lm.info.dtype  # the ridge of the model's own dtype
+    assert bench_profile.summary(r).count("decode:") == 2 and "of its floor's pace" in bench_profile.summary(r)
+
+
+def test_the_ridge_of_a_bfloat16_model_is_a_bfloat16_matmul(tiny_lm):
+    from engine.models.precision import to_precision
+    from engine.timeline import bench_profile
+
+    r = bench_profile.run(to_precision(tiny_lm, "bfloat16"), argparse.Namespace(modes="eager", prompt="Hi", repeats=1,
+                                                                                probe_mb=16))
+    assert r["matmul_dtype"] == "bfloat16" and "bfloat16 matmul" in bench_profile.summary(r)
 
 
 def test_a_cpu_kernel_is_an_operator_doing_its_own_work():

@@ -116,14 +116,15 @@ def test_bench_tiny_settings_returns_documented_keys(tiny_lm):
     r = bench_timeline.run(tiny_lm, args)
     for key in ("benchmark", "model", "device", "dtype", "threads", "new_tokens", "repeats", "sweep", "ttft_growth",
                 "tpot_growth", "breakdown", "hardware", "decode_weight_bytes", "decode_floor_ms", "decode_step_ms",
-                "bandwidth_utilisation", "note", "extended", "climb_started_at", "memory_short_at"):
+                "bandwidth_utilisation", "note", "extended", "climb_started_at", "memory_short_at", "floor_check"):
         assert key in r, key
     lengths = [row["prompt_tokens"] for row in r["sweep"]]  # doubled from 12 while prefill had not climbed
     assert lengths[:2] == [4, 12] and lengths[2:] == r["extended"] == [12 * 2**i for i in range(1, len(lengths) - 1)]
     assert set(r["breakdown"]) == {"prefill", "decode"}
     assert set(r["breakdown"]["decode"]["stage_ms"]) == set(T.STAGES)
-    assert r["bandwidth_utilisation"] > 0
-    assert "TTFT" in bench_timeline.summary(r)
+    assert r["bandwidth_utilisation"] > 0 and r["floor_check"]["step_ms"]["n"] == T.LESSON_RUNS
+    assert r["decode_step_ms"] == round(r["floor_check"]["step_ms"]["median"], 3)  # the step measured beside the probe
+    assert "TTFT" in bench_timeline.summary(r) and "measured beside it" in bench_timeline.summary(r)
 
 
 def test_the_sweep_knows_when_prefill_has_climbed_and_where_it_started():
