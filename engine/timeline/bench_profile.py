@@ -6,14 +6,15 @@ ridge_flop_per_byte (derived: measured matmul FLOP/s / read bandwidth), modes: {
 {ops_per_step (kernels, memcpy and memset on a GPU, never a profiler annotation; operators on a CPU),
 device_busy_fraction, top_ops: [{name, ms, count}], wall_ms (traced), plain_ms (untraced, median), plain_ms_range,
 plain_runs, intensity, floor_ms (the pass's own floor under the roof), pace (floor / plain_ms), regime,
-regime_reason}}}, refused: {mode: why}, note.
+regime_reason, flags (why the regime is no lesson: too few untraced runs, or two more than 1.5x apart)}}},
+refused: {mode: why}, note.
 """
 from __future__ import annotations
 
 from engine.core.compiled import DEFAULT_MODE, MODES
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
-from engine.measure.spread import LESSON_RUNS
+from engine.measure.spread import LESSON_RUNS, lesson_flags
 from engine.timeline import experiment as T
 from engine.timeline.bench_decode import in_modes
 from engine.timeline.profile import pace, profile_steps, regime
@@ -45,7 +46,9 @@ def run(lm: LoadedModel, args) -> dict:
             pass_floor = T.pass_floor_ms(point, probe.read_gb_s.median, probe.matmul_gflop_s.median)
             r = regime(p, pass_floor, point.intensity, ridge)
             row[p.phase] = {**p.to_dict(), "intensity": point.intensity, "floor_ms": pass_floor,
-                            "pace": pace(p, pass_floor), "regime": r.name, "regime_reason": r.reason}
+                            "pace": pace(p, pass_floor), "regime": r.name, "regime_reason": r.reason,
+                            "flags": list(lesson_flags(p.plain, f"{m} {p.phase} step (untraced)")
+                                          + lesson_flags(probe.read_gb_s, "the bandwidth probe"))}
         out[m] = row
     return {
         "benchmark": "profile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
@@ -72,5 +75,6 @@ def summary(r: dict) -> str:
                          f"{p['pace']:.1%} of its floor's pace: {p['regime']}")
             lines.append("                   top: " + ", ".join(f"{o['name']} {o['ms']:.2f} ms x{o['count']}"
                                                             for o in p["top_ops"][:4]))
+            lines += [f"                   noise: {f}" for f in p.get("flags", [])]
     lines += [f"refused: {why}" for why in r["refused"].values()]
     return "\n".join(lines)

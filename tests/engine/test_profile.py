@@ -80,6 +80,7 @@ def test_bench_profile_prints_ops_busy_and_top_ops_per_mode(tiny_lm):
             assert p["regime"] in ("launch/dispatch-bound", "compute-bound", "bandwidth-bound")
             assert p["floor_ms"] > 0 and p["pace"] == pytest.approx(p["floor_ms"] / p["plain_ms"])
             assert p["plain_runs"] == 1 and p["plain_ms_range"][0] <= p["plain_ms"] <= p["plain_ms_range"][1]
+            assert any("only 1 run(s)" in f for f in p["flags"])  # --repeats 1: no lesson, and it says so
     assert r["matmul_dtype"] == tiny_lm.info.dtype  # the ridge of the model's own dtype
     assert bench_profile.summary(r).count("decode:") == 2 and "of its floor's pace" in bench_profile.summary(r)
 
