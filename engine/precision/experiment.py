@@ -100,7 +100,7 @@ class PrecisionRow:
     def flags(self) -> tuple[str, ...]:
         """Why this row's decode time cannot carry a sentence: fewer than LESSON_RUNS repeats, or two repeats more
         than 1.5x apart (engine.measure.spread.lesson_flags); empty when it can."""
-        return lesson_flags(self.decode_ms, f"{self.precision} decode step")
+        return lesson_flags(self.decode_ms, f"{self.precision} decode step", "ms")
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,8 @@ def run(lm: LoadedModel, args) -> dict:
             r = regime(p, pass_floor, point.intensity, ridge)
             row[p.phase] = {**p.to_dict(), "intensity": point.intensity, "floor_ms": pass_floor,
                             "pace": pace(p, pass_floor), "regime": r.name, "regime_reason": r.reason,
-                            "flags": list(lesson_flags(p.plain, f"{m} {p.phase} step (untraced)")
-                                          + lesson_flags(probe.read_gb_s, "the bandwidth probe"))}
+                            "flags": list(lesson_flags(p.plain, f"{m} {p.phase} step (untraced)", "ms")
+                                          + lesson_flags(probe.read_gb_s, "the bandwidth probe", "GB/s"))}
         out[m] = row
     return {
         "benchmark": "profile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
@@ -56,12 +56,13 @@ def run(lm: LoadedModel, args) -> dict:
         "matmul_gflop_s": probe.matmul_gflop_s.median, "matmul_dtype": probe.matmul_dtype,
         "ridge_flop_per_byte": ridge, "modes": out,
         "refused": refused,
-        "note": "measured under torch.profiler: ops_per_step counts kernels, memcpy and memset on a GPU (profiler "
-                "annotations, the step's own range included, are never counted) and the innermost operators on a CPU; device_busy_fraction = union of the device lane's spans / the traced step's wall clock "
-                "(profiler bookkeeping included); plain_ms = the same step untraced; floor and ridge derived from the "
-                "measured bandwidth and matmul speed (the matmul in the model's dtype); a pass's floor_ms = max(bytes / "
-                "bandwidth, FLOPs / matmul speed) with the output head counted once; the regime is named from the "
-                "pace first; a compiled mode's prefill is eager",
+        "note": "measured under torch.profiler: ops_per_step counts kernels, memcpy and memset on a GPU "
+                "(profiler annotations, the step's own range included, are never counted) and the innermost "
+                "operators on a CPU; device_busy_fraction = union of the device lane's spans / the traced step's "
+                "wall clock (profiler bookkeeping included); plain_ms = the same step untraced; floor and ridge "
+                "derived from the measured bandwidth and matmul speed (the matmul in the model's dtype); a pass's "
+                "floor_ms = max(bytes / bandwidth, FLOPs / matmul speed) with the output head counted once; the "
+                "regime is named from the pace first; a compiled mode's prefill is eager",
     }
 
 

@@ -535,7 +535,8 @@ class FloorCheck:
     @property
     def flags(self) -> tuple[str, ...]:
         """Why these numbers cannot carry a sentence (engine.measure.spread.lesson_flags); empty when they can."""
-        return lesson_flags(self.step_ms, "the decode step") + lesson_flags(self.read_gb_s, "the bandwidth probe")
+        return (lesson_flags(self.step_ms, "the decode step", "ms")
+                + lesson_flags(self.read_gb_s, "the bandwidth probe", "GB/s"))
 
 
 PROBE_MB_MAX = 1024  # the probe's buffer is the step's weight bytes, up to this (and at least 64 MiB)

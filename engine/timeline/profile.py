@@ -4,11 +4,11 @@ Two lanes, as a GPU profiler draws them:
 - host: the work the CPU thread does to run the step: each operator called from Python (``aten::...``) or the
   compiled graph's call, with Python and dispatch in between;
 - device: on a GPU the kernels it ran, its memory copies and memsets (CUDA events; never a profiler annotation,
-  which on a GPU also shows up as a CUDA event: the step's own ``ile_step`` range spans the whole step, and counted
-  as a kernel it would make the device look busy all along); on a CPU, where host and device are one thread, the operators
-  that do their own work (aten operators and compiled kernels with most of their time their own, not their callees':
-  ``aten::linear`` is a wrapper, the ``aten::mm`` under it a kernel; one that only views, reshapes or allocates,
-  ``METADATA``, is not counted): the time spent computing.
+  which on a GPU also shows up as a CUDA event: the step's own ``ile_step`` range spans the whole step, and
+  counted as a kernel it would make the device look busy all along); on a CPU, where host and device are one
+  thread, the operators that do their own work (aten operators and compiled kernels with most of their time their
+  own, not their callees': ``aten::linear`` is a wrapper, the ``aten::mm`` under it a kernel; one that only views,
+  reshapes or allocates, ``METADATA``, is not counted): the time spent computing.
 
 From them: the number of kernels (GPU) or operators (CPU) per step, the device's busy time (the union of its
 spans) as a share of the step's wall clock, and the operators that took the most time. ``regime`` names what limits

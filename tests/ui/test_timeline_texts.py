@@ -38,6 +38,7 @@ def test_the_floor_sentence_follows_the_device_and_the_pace():
 def test_runs_that_disagree_or_are_too_few_make_no_floor_lesson():
     noisy, is_lesson = V.floor_text(check("cuda:0", 20.0, 0.1, step_hi=59.2))  # two repeats, 19.3 and 59.2 ms
     assert not is_lesson and "differ by 3.0" in noisy and "Measure again" in noisy and "kernels" not in noisy
+    assert "(20 to 59.2 ms)" in noisy and "The decode step:" in noisy and "e+" not in noisy
     few, is_lesson = V.floor_text(check("cpu", 60.0, 20.0, n=2))
     assert not is_lesson and "only 2 run(s)" in few
 

@@ -205,11 +205,11 @@ def regime_text(pairs, device: str, probe: T.HardwareProbe | None = None) -> str
     with the spread of its untraced runs; a step whose runs are too few or disagree (or a probe whose do) is not
     named: its line says why."""
     gpu = device.startswith("cuda")
-    probe_flags = lesson_flags(probe.read_gb_s, "the bandwidth probe") if probe is not None else ()
+    probe_flags = lesson_flags(probe.read_gb_s, "the bandwidth probe", "GB/s") if probe is not None else ()
     lines, named = [], {}
     for p, r in pairs:
         what = f"{p.mode} mode, {p.phase}{'' if p.graph or p.mode == 'eager' else ' (an eager pass)'}"
-        flags = lesson_flags(p.plain, f"the untraced {p.phase} step") + probe_flags
+        flags = lesson_flags(p.plain, f"the untraced {p.phase} step", "ms") + probe_flags
         if flags:
             lines.append(f"- **{what}: not named.** " + " ".join(flags) + " Measure again.")
             continue
@@ -219,6 +219,7 @@ def regime_text(pairs, device: str, probe: T.HardwareProbe | None = None) -> str
     e, c = named.get(("eager", "decode")), named.get(("compiled", "decode"))
     if e is not None and c is not None:
         lines.append(f"- Compiled, the decode step runs **{c.ops:,}** {c.op_word} instead of {e.ops:,} and takes "
-                     f"{c.plain_ms:.2f} ms instead of {e.plain_ms:.2f} ms untraced ({e.plain_ms / c.plain_ms:.2f}\u00d7)"
-                     + ("; on a GPU the whole step is one CUDA graph launch." if gpu else "."))
+                     f"{c.plain_ms:.2f} ms instead of {e.plain_ms:.2f} ms untraced "
+                     f"({e.plain_ms / c.plain_ms:.2f}\u00d7)" + ("; on a GPU the whole step is one CUDA graph launch."
+                                                                 if gpu else "."))
     return "\n".join(lines)
