@@ -176,3 +176,17 @@ def test_the_floor_is_measured_beside_the_step(tiny_lm):
     assert fc.floor_ms.median == pytest.approx(fc.weight_bytes / (fc.read_gb_s.median * 1e9) * 1000, rel=1e-6)
     assert fc.pace == pytest.approx(fc.floor_ms.median / fc.step_ms.median)
     assert all(isinstance(f, str) for f in fc.flags)
+
+
+def test_counting_the_head_at_every_position_overstated_prefill_by_the_heads_share():
+    """The issue's numbers, from each model's own sizes (tied heads): SmolLM2-135M's 49,152 x 576 head is a fifth of
+    its parameters (+26%); Gemma 3 270M's 262,144 x 640 head is most of them (about 2.5x at 23-58 tokens)."""
+    from types import SimpleNamespace
+
+    def ratio(n_params, vocab, hidden, tokens):
+        lm = SimpleNamespace(info=SimpleNamespace(n_params=n_params, vocab_size=vocab, hidden_size=hidden,
+                                                  tied_embeddings=True))
+        return 2.0 * n_params * tokens / T.pass_flops(lm, tokens)
+
+    assert 1.24 < ratio(134_515_008, 49_152, 576, 40) < 1.27
+    assert 2.3 < ratio(268_098_176, 262_144, 640, 23) < ratio(268_098_176, 262_144, 640, 58) < 2.7
