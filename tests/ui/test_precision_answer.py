@@ -28,3 +28,12 @@ def test_a_noisy_or_short_comparison_makes_no_verdict():
     assert "not a lesson yet" in noisy and "differ by 3.1" in noisy and "\u00d7** as fast" not in noisy
     short = answer_text(comparison(row("bfloat16", 269, 19.3, 39.25, 59.2, 2)), "cuda:0")
     assert "not a lesson yet" in short and "only 2 run(s)" in short and "0.51" not in short
+
+
+def test_the_gpu_answer_follows_the_engine_mode():
+    """Eager on a GPU, the answer tells of launches and suggests the compiled engine; compiled, it must not."""
+    cmp = comparison(row("bfloat16", 269, 19.9, 20.2, 20.6, 5))
+    assert "Switch the sidebar's engine to **compiled**" in answer_text(cmp, "cuda:0", "eager")
+    compiled = answer_text(cmp, "cuda:0", "compiled")
+    assert "Switch the sidebar" not in compiled and "one CUDA graph" in compiled
+    assert "CUDA" not in answer_text(cmp, "cpu", "compiled")

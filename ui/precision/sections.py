@@ -48,7 +48,7 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
     return cmp
 
 
-def answer_text(cmp: P.PrecisionComparison, device: str = "cpu") -> str:
+def answer_text(cmp: P.PrecisionComparison, device: str = "cpu", mode: str = DEFAULT_MODE) -> str:
     """The answer, written from the measurements: each speedup a median of at least LESSON_RUNS alternating repeats
     with its range; a speedup from fewer runs, or from runs more than 1.5x apart, is not made into a verdict."""
     ref = cmp.row(cmp.reference)
@@ -67,8 +67,9 @@ def answer_text(cmp: P.PrecisionComparison, device: str = "cpu") -> str:
                    "faster, but less than the bytes promise" if s > 1.05 else "no faster: the bytes are not the limit")
         parts.append(f"**{r.precision}** reads {b:.2f}\u00d7 fewer bytes per step and decoded **{s:.2f}\u00d7** as fast "
                      f"as float32 (median step {_ms(r.decode_ms)} vs {_ms(ref.decode_ms)}): {verdict}.")
-    return lesson("timeline", "precision answer gpu" if device.startswith("cuda") else "precision answer",
-                  verdicts=" ".join(parts))
+    name = ("precision answer" if not device.startswith("cuda") else
+            "precision answer gpu" if mode == DEFAULT_MODE else "precision answer gpu compiled")
+    return lesson("timeline", name, verdicts=" ".join(parts))
 
 
 def _ms(s) -> str:
@@ -95,7 +96,7 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     mode = lm.ref.mode
     res = res if res and res[0] == (base, mode) else None  # a comparison of this model in this engine mode
     try_this(lesson("timeline", "precision try this"),
-             answer_text(res[1], lm.info.device) if res else lesson("timeline", "precision answer first"),
+             answer_text(res[1], lm.info.device, mode) if res else lesson("timeline", "precision answer first"),
              key="precision_try")
     c = st.columns(3)
     chosen = c[0].multiselect("Precisions (float32 is always the reference)", options,
