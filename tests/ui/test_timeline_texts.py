@@ -57,3 +57,14 @@ def test_a_regime_is_named_with_its_spread_and_not_at_all_from_runs_that_disagre
     assert "launch/dispatch-bound" not in bad and "not named" in bad and "3.1" in bad
     few = V.regime_text([(_step(sp(22.4, 21.9, 23.0, n=2)), verdict)], "cuda:0", probe)
     assert "not named" in few and "only 2 run(s)" in few
+
+
+def test_compiled_against_eager_compares_counts_always_and_times_only_when_both_are_steady():
+    probe = T.HardwareProbe("cpu", 2, sp(4.0), sp(3.0), sp(30.0), 256.0, 1024)
+    verdict = Regime("bandwidth-bound", "close to its floor")
+    steady = V.regime_text([(_step(sp(22.4, 21.9, 23.0)), verdict), (_step(sp(2.4, 2.3, 2.5), "compiled"), verdict)],
+                           "cpu", probe)
+    assert "runs **400** kernels instead of 400 and takes 2.40 ms instead of 22.40 ms" in steady
+    noisy = V.regime_text([(_step(sp(22.4, 10.0, 23.0)), verdict), (_step(sp(2.4, 2.3, 2.5), "compiled"), verdict)],
+                          "cpu", probe)
+    assert "instead of 400 (their times are too noisy" in noisy and "22.40 ms untraced" not in noisy
