@@ -128,9 +128,14 @@ def _cuda_trace(with_activity_type: bool = True):
 
     step = ev(P.STEP, 0.0, 20_000.0, cpu, True, "user_annotation")
     host = [ev("aten::linear", 100.0 + 480 * i, 400.0 + 480 * i, cpu, parent=step) for i in range(40)]
+    # where the event has a kind, the kind alone must keep an annotation out: libkineto spells it
+    # "gpu_user_Annotation" in its name table, and does not always flag it as a user annotation
+    flagged = not with_activity_type
     events = [step, *host,
-              ev(P.STEP, 50.0, 20_050.0, cuda, True, "gpu_user_annotation"),  # the step's own range, on the GPU
-              ev("my_range", 60.0, 10_000.0, cuda, True, "gpu_user_annotation")]  # a user's range, on the GPU
+              ev(P.STEP, 50.0, 20_050.0, cuda, flagged, "gpu_user_Annotation"),  # the step's own range, on the GPU
+              ev("my_range", 60.0, 10_000.0, cuda, flagged, "gpu_user_annotation"),  # a user's range, on the GPU
+              *([ev("cudaDeviceSynchronize", 19_950.0, 20_000.0, cuda, kind="cuda_sync")] if with_activity_type
+                else [])]
     events += [ev("void gemv_kernel<bf16>", 300.0 + 480 * i, 340.0 + 480 * i, cuda, kind="kernel")
                for i in range(40)]
     events.append(ev("Memcpy DtoH (Device -> Pinned)", 19_900.0, 19_920.0, cuda, kind="gpu_memcpy"))
