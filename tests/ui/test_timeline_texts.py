@@ -49,7 +49,7 @@ def _step(plain, mode="eager"):
 
 
 def test_a_regime_is_named_with_its_spread_and_not_at_all_from_runs_that_disagree():
-    probe = T.HardwareProbe("cuda:0", 16, sp(4000.0), sp(3000.0), sp(700_000.0), 256.0, 1024, "bfloat16")
+    probe = sp(4000.0)  # GB/s, measured beside the step
     verdict = Regime("launch/dispatch-bound", "the step runs at 0.4% of its floor's pace")
     good = V.regime_text([(_step(sp(22.4, 21.9, 23.0)), verdict)], "cuda:0", probe)
     assert "launch/dispatch-bound" in good and "range 21.90 to 23.00, n=5" in good
@@ -60,7 +60,7 @@ def test_a_regime_is_named_with_its_spread_and_not_at_all_from_runs_that_disagre
 
 
 def test_compiled_against_eager_compares_counts_always_and_times_only_when_both_are_steady():
-    probe = T.HardwareProbe("cpu", 2, sp(4.0), sp(3.0), sp(30.0), 256.0, 1024)
+    probe = sp(4.0)
     verdict = Regime("bandwidth-bound", "close to its floor")
     steady = V.regime_text([(_step(sp(22.4, 21.9, 23.0)), verdict), (_step(sp(2.4, 2.3, 2.5), "compiled"), verdict)],
                            "cpu", probe)
@@ -68,3 +68,9 @@ def test_compiled_against_eager_compares_counts_always_and_times_only_when_both_
     noisy = V.regime_text([(_step(sp(22.4, 10.0, 23.0)), verdict), (_step(sp(2.4, 2.3, 2.5), "compiled"), verdict)],
                           "cpu", probe)
     assert "instead of 400 (their times are too noisy" in noisy and "22.40 ms untraced" not in noisy
+
+
+def test_a_noisy_bandwidth_names_no_regime():
+    verdict = Regime("bandwidth-bound", "close to its floor")
+    text = V.regime_text([(_step(sp(22.4, 21.9, 23.0)), verdict)], "cpu", sp(4.0, 1.2, 4.4))
+    assert "not named" in text and "The bandwidth probe: two runs differ by 3.7" in text and "GB/s" in text

@@ -170,12 +170,13 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
     if why:
         st.caption(f":material/info: Compiled mode: {md_escape(why)}; only eager is traced.")
     probe = runs.hardware_probe(lm.info.device, matmul_dtype=lm.info.dtype)
+    read = runs.floor_check_for(lm.ref, ids).value.read_gb_s  # section 5's: measured beside a decode step
     pairs = []
     for p in (p for m in got for p in m.value):
         point = T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
-        floor = T.pass_floor_ms(point, probe.read_gb_s.median, probe.matmul_gflop_s.median)
-        pairs.append((p, regime(p, floor, point.intensity, probe.ridge)))
-    st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device, probe)))
+        floor = T.pass_floor_ms(point, read.median, probe.matmul_gflop_s.median)
+        pairs.append((p, regime(p, floor, point.intensity, probe.matmul_gflop_s.median / read.median)))
+    st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device, read)))
     st.dataframe(V.kernel_rows(pairs), hide_index=True)
     for col, key, m in zip(st.columns(len(got)), keys, got):
         with col:

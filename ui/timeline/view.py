@@ -200,12 +200,12 @@ def kernels_caption(p) -> str:
             f"bookkeeping slows the traced step: the same step untraced took {p.plain_ms:.2f} ms (median).")
 
 
-def regime_text(pairs, device: str, probe: T.HardwareProbe | None = None) -> str:
+def regime_text(pairs, device: str, read_gb_s: T.Spread | None = None) -> str:
     """The lesson's verdict, one sentence per traced step, from its numbers (engine.timeline.profile.regime), each
-    with the spread of its untraced runs; a step whose runs are too few or disagree (or a probe whose do) is not
-    named: its line says why."""
+    with the spread of its untraced runs; a step whose runs are too few or disagree (or a bandwidth, ``read_gb_s``,
+    whose runs do) is not named: its line says why."""
     gpu = device.startswith("cuda")
-    probe_flags = lesson_flags(probe.read_gb_s, "the bandwidth probe", "GB/s") if probe is not None else ()
+    probe_flags = lesson_flags(read_gb_s, "the bandwidth probe", "GB/s") if read_gb_s is not None else ()
     lines, steps, named = [], {}, set()
     for p, r in pairs:
         what = f"{p.mode} mode, {p.phase}{'' if p.graph or p.mode == 'eager' else ' (an eager pass)'}"
