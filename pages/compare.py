@@ -30,7 +30,7 @@ if section("3. KV cache: bytes per token and at longer contexts"):
 
 if section("4. One decode step: time, stages, bytes read"):
     sections.decode(a, b)
-    st.markdown(lesson("compare", "decode note"))
+    st.markdown(lesson("compare", "decode note") + " " + lesson("timeline", "below floor"))  # one wording, both pages
 
 if section("5. The same prompt, the next token"):
     sections.top5(a, b, settings().prompt)

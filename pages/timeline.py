@@ -47,7 +47,7 @@ if section("4. Where one forward pass spends its time"):
     sections.breakdown(lm, ids, s)
 
 if section("5. Why decode is memory-bound"):
-    sections.roofline(lm, tl)
+    sections.roofline(lm, tl, ids)
 
 if section("6. Training vs inference: memory of one pass"):
     sections.memory(lm, ids)

@@ -47,3 +47,24 @@ class Spread:
     def overlaps(self, other: "Spread") -> bool:
         """True when the two min..max ranges overlap: the difference of the medians may be noise."""
         return self.lo <= other.hi and other.lo <= self.hi
+
+
+LESSON_RUNS = 5  # a figure a page turns into a sentence: the median of at least this many runs after a warm-up
+DISAGREE = 1.5  # two runs of the same work further apart than this (slowest / fastest) are noise, not a lesson
+
+
+def lesson_flags(s: Spread, what: str, unit: str = "") -> tuple[str, ...]:
+    """Why ``s`` (in ``unit``) cannot carry a sentence of a lesson (empty when it can): fewer than LESSON_RUNS runs,
+    or two runs that differ by more than DISAGREE times."""
+    flags, what = [], what[:1].upper() + what[1:]
+    if s.n < LESSON_RUNS:
+        flags.append(f"{what}: only {s.n} run(s), fewer than the {LESSON_RUNS} a lesson needs.")
+    if s.n >= 2 and s.lo > 0 and s.hi / s.lo > DISAGREE:
+        flags.append(f"{what}: two runs differ by {s.hi / s.lo:.1f}\u00d7 ({_num(s.lo)} to {_num(s.hi)}"
+                     f"{' ' + unit if unit else ''}), more than {DISAGREE:g}\u00d7: the machine's noise, not the work.")
+    return tuple(flags)
+
+
+def _num(x: float) -> str:
+    """Three significant figures without an exponent (1,090 rather than 1.09e+03)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"

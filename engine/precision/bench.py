@@ -3,11 +3,12 @@
 With ``--mode compiled`` every precision's copy runs compiled where it can (a row's ``mode`` says which ran).
 
 Keys of the result: benchmark, model, device, threads, small_pass_rows (passes of at most this many rows, such
-as a decode step, run on one thread: engine/measure/threads.py), prompt_tokens, new_tokens, repeats, read_gb_s,
+as a decode step, run on one thread: engine/measure/threads.py), prompt_tokens, new_tokens, repeats (at least
+LESSON_RUNS = 5, after a warm-up: a speedup is a lesson's sentence), repeats_asked, read_gb_s,
 text_positions, reference, rows: [{precision, dtype, decode_weight_bytes, floor_ms, prefill_ms, decode_ms
 (timings as {"median", "min", "max", "n"}), decode_tokens_per_s, speedup_vs_float32, prefill_speedup_vs_float32,
 tokens_identical (greedy tokens equal to float32 from the start), new_tokens, top1_agreement, mean_kl, max_kl,
-text}], llama_cpp: {...} or {"skipped": why}, note.
+text, flags (why its speedup is no lesson: too few repeats, or two more than 1.5x apart; empty when it is one)}], llama_cpp: {...} or {"skipped": why}, note.
 Compare ratios (speedups), not absolute times: the machine may be shared.
 """
 from __future__ import annotations
@@ -25,12 +26,13 @@ from engine.models.convert import embedded_gguf_path
 from engine.core.loaded import LoadedModel
 from engine.models.precision import PRECISIONS, supported, to_precision
 from engine.core.prompt import encode_prompt
+from engine.measure.spread import LESSON_RUNS
 from engine.measure.threads import small_pass_rows, threads_said
 
 
 def add_arguments(p) -> None:
     p.add_argument("--new-tokens", type=int, default=32)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=LESSON_RUNS, help=f"alternating repeats (at least {LESSON_RUNS})")
     p.add_argument("--precisions", default="", help=f"comma-separated, from {','.join(PRECISIONS)} "
                                                     "(default: all this device supports)")
     p.add_argument("--prompt", default=P.PROMPT)
@@ -99,7 +101,8 @@ def run(lm: LoadedModel, args) -> dict:
         modes.setdefault(p, mode_of(m))
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
     hw = hardware_probe(lm.device)
-    cmp = P.compare_precisions(models, ids, args.new_tokens, args.repeats, hw.read_gb_s.median)
+    repeats = max(LESSON_RUNS, int(args.repeats))  # fewer would make a noisy pair into a speedup (0.53x from 2)
+    cmp = P.compare_precisions(models, ids, args.new_tokens, repeats, hw.read_gb_s.median)
     rows = [{
         "precision": r.precision, "mode": modes[r.precision], "dtype": r.dtype,
         "decode_weight_bytes": r.decode_weight_bytes,
@@ -109,15 +112,14 @@ def run(lm: LoadedModel, args) -> dict:
         "prefill_speedup_vs_float32": round(cmp.prefill_speedup(r.precision), 3),
         "tokens_identical": r.same_tokens, "new_tokens": cmp.new_tokens,
         "top1_agreement": round(r.agreement.top1, 4), "mean_kl": round(r.agreement.mean_kl, 6),
-        "max_kl": round(r.agreement.max_kl, 6), "text": r.text,
+        "max_kl": round(r.agreement.max_kl, 6), "text": r.text, "flags": list(cmp.speedup_flags(r.precision)),
     } for r in cmp.rows]
-    llama = {"skipped": "--no-llama-cpp"} if args.no_llama_cpp else _llama_cpp(lm, ids, args.new_tokens,
-                                                                              args.repeats)
+    llama = {"skipped": "--no-llama-cpp"} if args.no_llama_cpp else _llama_cpp(lm, ids, args.new_tokens, repeats)
     return {
         "benchmark": "precision", "model": lm.ref.name, "device": lm.info.device, "threads": cmp.threads,
         "small_pass_rows": small_pass_rows() if lm.device.type == "cpu" else 0, "cpu_count": os.cpu_count(),
         "prompt_tokens": cmp.prompt_tokens, "new_tokens": cmp.new_tokens,
-        "repeats": cmp.repeats, "read_gb_s": round(hw.read_gb_s.median, 2), "text_positions": cmp.text_positions,
+        "repeats": cmp.repeats, "repeats_asked": int(args.repeats), "read_gb_s": round(hw.read_gb_s.median, 2), "text_positions": cmp.text_positions,
         "reference": cmp.reference, "rows": rows, "llama_cpp": llama,
         "note": "measured: prefill and decode times (alternating precisions each repeat, medians), bandwidth, "
                 "agreement; derived: weight bytes from the stored tensors, floor = bytes / read bandwidth, "
@@ -137,6 +139,7 @@ def summary(r: dict) -> str:
                      f"{x['decode_ms']['median']:>9.1f} {x['decode_tokens_per_s']:>7.1f} {x['speedup_vs_float32']:>6.2f}x "
                      f"{x['prefill_ms']['median']:>10.1f} {x['tokens_identical']:>3}/{x['new_tokens']:<4} "
                      f"{x['top1_agreement']:>6.1%} {x['mean_kl']:>8.4f}")
+    lines += [f"  noise: {f}" for f in dict.fromkeys(f for x in r["rows"] for f in x.get("flags", []))]
     ll = r["llama_cpp"]
     if "skipped" in ll:
         lines.append(f"llama.cpp: skipped ({ll['skipped']})")

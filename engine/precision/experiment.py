@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from engine.timeline.experiment import Spread
+from engine.measure.spread import LESSON_RUNS, Spread, lesson_flags
 from engine.core.loop import forward, new_cache, timed_greedy, warm_up
 from engine.core.loaded import LoadedModel
 from engine.models.precision import decode_weight_bytes, lm_precision
@@ -96,6 +96,12 @@ class PrecisionRow:
     def decode_tokens_per_s(self) -> float:
         return 1000.0 / self.decode_ms.median if self.decode_ms.median > 0 else float("nan")
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Why this row's decode time cannot carry a sentence: fewer than LESSON_RUNS repeats, or two repeats more
+        than 1.5x apart (engine.measure.spread.lesson_flags); empty when it can."""
+        return lesson_flags(self.decode_ms, f"{self.precision} decode step", "ms")
+
 
 @dataclass(frozen=True)
 class PrecisionComparison:
@@ -115,11 +121,17 @@ class PrecisionComparison:
         """Decode tokens/s of ``precision`` / tokens/s of the reference, medians of this one run."""
         return self.row(self.reference).decode_ms.median / self.row(precision).decode_ms.median
 
+    def speedup_flags(self, precision: str) -> tuple[str, ...]:
+        """Why ``speedup(precision)`` is not a lesson: its row's flags and the reference's (empty: it is one)."""
+        ref = self.row(self.reference)
+        return self.row(precision).flags + (ref.flags if precision != self.reference else ())
+
     def prefill_speedup(self, precision: str) -> float:
         return self.row(self.reference).prefill_ms.median / self.row(precision).prefill_ms.median
 
 
-def compare_precisions(models: list[LoadedModel], prompt_ids: list[int], new_tokens: int = 16, repeats: int = 3,
+def compare_precisions(models: list[LoadedModel], prompt_ids: list[int], new_tokens: int = 16,
+                       repeats: int = LESSON_RUNS,
                        read_gb_s: float = float("nan"), text: str = AGREEMENT_TEXT,
                        progress: Progress = _noop) -> PrecisionComparison:
     """``models``: the same model at several precisions, the reference (float32) first."""

@@ -8,8 +8,10 @@ Keys of the result (times in ms, every timing as {"median", "min", "max", "n"} o
   first length past STARTED x the shortest's TTFT, or null), memory_short_at (a length the device could not hold),
   breakdown: {prefill, decode: {tokens_in, stage_ms: {stage: timing}, shares: {stage: fraction}, hooked_total_ms,
               plain_total_ms, hook_overhead}},
-  hardware: {read_gb_s, copy_gb_s, matmul_gflop_s}, decode_weight_bytes, decode_floor_ms, decode_step_ms,
-  bandwidth_utilisation (floor / measured decode step), note.
+  hardware: {read_gb_s, copy_gb_s, matmul_gflop_s (in matmul_dtype, the model's)}, decode_weight_bytes,
+  floor_check: {step_ms, read_gb_s, floor_ms, probe_mb, flags}: a decode step and the bandwidth probe measured
+  alternately (engine.timeline.experiment.floor_beside_step), decode_floor_ms, decode_step_ms (their medians),
+  bandwidth_utilisation (floor / decode step: above 1 the step read faster than the probe), note.
 The ratios (growth, shares, utilisation) are what to compare across machines: absolute times on a shared
 machine are noisy.
 """
@@ -58,9 +60,9 @@ def run(lm: LoadedModel, args) -> dict:
         sw = T.Sweep(sw.rows + (row,), sw.new_tokens, sw.repeats)
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
     bd = T.stage_breakdown(lm, ids, args.breakdown_repeats, SamplingSettings(0.7, 50, 0.95))
-    hw = T.hardware_probe(lm.device, buffer_mb=args.probe_mb)
-    floor = T.decode_floor_ms(lm, hw.read_gb_s.median)
-    step = bd.decode.plain_total_ms.median
+    hw = T.hardware_probe(lm.device, buffer_mb=args.probe_mb, matmul_dtype=lm.info.dtype)
+    fc = T.floor_beside_step(lm, ids)
+    floor, step = fc.floor_ms.median, fc.step_ms.median
     first, last = sw.rows[0], sw.rows[-1]
     return {
         "benchmark": "timeline", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
@@ -72,12 +74,16 @@ def run(lm: LoadedModel, args) -> dict:
         "tpot_growth": round(last.tpot_ms.median / first.tpot_ms.median, 3),
         "breakdown": {"prefill": _pass(bd.prefill), "decode": _pass(bd.decode)},
         "hardware": {"read_gb_s": T.spread_dict(hw.read_gb_s), "copy_gb_s": T.spread_dict(hw.copy_gb_s),
-                     "matmul_gflop_s": T.spread_dict(hw.matmul_gflop_s)},
+                     "matmul_gflop_s": T.spread_dict(hw.matmul_gflop_s), "matmul_dtype": hw.matmul_dtype},
+        "floor_check": {"step_ms": T.spread_dict(fc.step_ms), "read_gb_s": T.spread_dict(fc.read_gb_s),
+                        "floor_ms": T.spread_dict(fc.floor_ms), "probe_mb": round(fc.probe_mb, 1),
+                        "flags": list(fc.flags)},
         "decode_weight_bytes": T.decode_weight_bytes(lm), "decode_floor_ms": round(floor, 3),
         "decode_step_ms": round(step, 3), "bandwidth_utilisation": round(floor / step, 4),
-        "note": "measured: sweep, stage times, bandwidth, matmul; derived: floor = weight bytes / read bandwidth, "
-                "utilisation = floor / median decode step (plain pass + sampling); growth = longest / shortest "
-                "prompt; shared machine: compare ratios, not absolute times",
+        "note": "measured: sweep, stage times, bandwidth, matmul; the decode step and its bandwidth probe "
+                "alternately, after a warm-up; derived: floor = weight bytes / read bandwidth, utilisation = floor / "
+                "median decode step (the forward pass); growth = longest / shortest prompt; shared machine: compare "
+                "ratios, not absolute times",
     }
 
 
@@ -92,6 +98,9 @@ def summary(r: dict) -> str:
     for phase in ("prefill", "decode"):
         shares = r["breakdown"][phase]["shares"]
         lines.append(f"{phase:>7}: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
-    lines.append(f"decode step {r['decode_step_ms']:.1f} ms vs floor {r['decode_floor_ms']:.1f} ms "
-                 f"({r['hardware']['read_gb_s']['median']:.1f} GB/s): utilisation {r['bandwidth_utilisation']:.0%}")
+    fc = r["floor_check"]
+    lines.append(f"decode step {r['decode_step_ms']:.2f} ms vs floor {r['decode_floor_ms']:.2f} ms "
+                 f"({fc['read_gb_s']['median']:.1f} GB/s measured beside it, {fc['step_ms']['n']} rounds): "
+                 f"utilisation {r['bandwidth_utilisation']:.0%}")
+    lines += [f"  noise: {f}" for f in fc["flags"]]
     return "\n".join(lines)

@@ -3,10 +3,12 @@
 Two lanes, as a GPU profiler draws them:
 - host: the work the CPU thread does to run the step: each operator called from Python (``aten::...``) or the
   compiled graph's call, with Python and dispatch in between;
-- device: on a GPU the kernels it ran (CUDA events); on a CPU, where host and device are one thread, the operators
-  that do their own work (aten operators and compiled kernels with most of their time their own, not their callees':
-  ``aten::linear`` is a wrapper, the ``aten::mm`` under it a kernel; one that only views, reshapes or allocates,
-  ``METADATA``, is not counted): the time spent computing.
+- device: on a GPU the kernels it ran, its memory copies and memsets (CUDA events; never a profiler annotation,
+  which on a GPU also shows up as a CUDA event: the step's own ``ile_step`` range spans the whole step, and
+  counted as a kernel it would make the device look busy all along); on a CPU, where host and device are one
+  thread, the operators that do their own work (aten operators and compiled kernels with most of their time their
+  own, not their callees': ``aten::linear`` is a wrapper, the ``aten::mm`` under it a kernel; one that only views,
+  reshapes or allocates, ``METADATA``, is not counted): the time spent computing.
 
 From them: the number of kernels (GPU) or operators (CPU) per step, the device's busy time (the union of its
 spans) as a share of the step's wall clock, and the operators that took the most time. ``regime`` names what limits
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -29,6 +31,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from engine.core import loop
 from engine.core.compiled import mode_of
 from engine.core.loaded import LoadedModel
+from engine.measure.spread import LESSON_RUNS, Spread
 from engine.measure.timing import now
 
 STEP = "ile_step"  # the profiler range around the traced pass
@@ -76,6 +79,7 @@ class StepProfile:
     spans: tuple[Span, ...]
     top_ops: tuple[OpTime, ...]
     graph: bool = False  # the pass ran as the compiled graph (compiled mode's decode step; a prefill never does)
+    plain: Spread = field(default_factory=lambda: Spread.of(()))  # the untraced runs: median, range, count
 
     @property
     def device_busy_fraction(self) -> float:
@@ -90,7 +94,8 @@ class StepProfile:
                 "tokens_in": self.tokens_in,
                 "context": self.context, "wall_ms": self.wall_ms, "plain_ms": self.plain_ms,
                 "ops_per_step": self.ops, "ops_are": self.op_word, "device_busy_ms": self.device_busy_ms,
-                "device_busy_fraction": self.device_busy_fraction,
+                "device_busy_fraction": self.device_busy_fraction, "plain_ms_range": [self.plain.lo, self.plain.hi],
+                "plain_runs": self.plain.n,
                 "top_ops": [{"name": o.name, "ms": o.ms, "count": o.count} for o in self.top_ops]}
 
 
@@ -122,6 +127,22 @@ def _cpu_kernel(e) -> bool:
     return not e.cpu_children or e.self_cpu_time_total >= OWN_WORK * span
 
 
+# What a GPU does of its own (kineto's activity types): kernels, copies and memsets. Everything else on the device
+# timeline (a "gpu_user_annotation": a record_function range, the step's own included) is a label, not work.
+DEVICE_WORK = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
+
+
+def is_device_work(e) -> bool:
+    """A GPU event that is work (a kernel, memcpy or memset), not a profiler annotation. Older torch has no
+    ``activity_type`` on its events: then the annotation flag and the names of the ranges decide."""
+    if e.device_type == torch.autograd.DeviceType.CPU or getattr(e, "is_user_annotation", False):
+        return False
+    kind = getattr(e, "activity_type", None)
+    if kind is not None:
+        return kind in DEVICE_WORK
+    return _is_op(e)
+
+
 def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
     """(step start us, step end us, host events, device events) of the traced step."""
     step = next(e for e in events if e.name == STEP and e.device_type == torch.autograd.DeviceType.CPU)
@@ -130,15 +151,16 @@ def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
            and t0 <= e.time_range.start and e.time_range.end <= t1]
     host = [e for e in cpu if e.cpu_parent is None or e.cpu_parent.name == STEP]
     if on_gpu:
-        device = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU and e.time_range.start >= t0]
+        device = [e for e in events if is_device_work(e) and e.time_range.start >= t0]
     else:
         device = [e for e in cpu if _cpu_kernel(e)]
     return t0, t1, host, device
 
 
 def summarise(events, phase: str, mode: str, device: str, tokens_in: int, context: int, plain_ms: float,
-              graph: bool = False) -> StepProfile:
-    """A StepProfile from the profiler's events of one traced step (the STEP range around it)."""
+              graph: bool = False, plain: Spread | None = None) -> StepProfile:
+    """A StepProfile from the profiler's events of one traced step (the STEP range around it); ``plain``: the
+    untraced runs whose median is ``plain_ms``."""
     on_gpu = device == "cuda"
     t0, t1, host, dev = _lanes(events, on_gpu)
     end = max([t1] + [e.time_range.end for e in dev])  # a GPU may finish after the host range closed
@@ -153,7 +175,7 @@ def summarise(events, phase: str, mode: str, device: str, tokens_in: int, contex
     top = sorted((OpTime(n, sum(v), len(v)) for n, v in per.items()), key=lambda o: -o.ms)[:TOP]
     busy = ms(_union_ms([(e.time_range.start, e.time_range.end) for e in dev]))
     return StepProfile(phase, mode, device, int(tokens_in), int(context), ms(end - t0), float(plain_ms), len(dev),
-                       busy, tuple(spans), tuple(top), bool(graph))
+                       busy, tuple(spans), tuple(top), bool(graph), plain if plain is not None else Spread.of(()))
 
 
 def _traced(lm, run, dev) -> tuple:
@@ -165,7 +187,7 @@ def _traced(lm, run, dev) -> tuple:
     return out, prof.events()
 
 
-def profile_steps(lm: LoadedModel, ids: list[int], repeats: int = 3) -> tuple[StepProfile, StepProfile]:
+def profile_steps(lm: LoadedModel, ids: list[int], repeats: int = LESSON_RUNS) -> tuple[StepProfile, StepProfile]:
     """(prefill, decode): one prefill over ``ids`` and one decode step after it, each traced once and also timed
     plain (``repeats`` times, median), on the loop this model runs (compiled mode: the decode step is its graph,
     warmed up first so no compile is traced)."""
@@ -193,9 +215,10 @@ def profile_steps(lm: LoadedModel, ids: list[int], repeats: int = 3) -> tuple[St
     tok = logits.argmax(-1, keepdim=True)  # [1, 1]
     served = loop.served_compiled(lm, cache)
     _, ev_dec = _traced(lm, lambda: loop.decode_step(lm, tok, cache), dev)
-    pre = summarise(ev_pre, "prefill", mode_of(lm), dev.type, len(ids), len(ids), statistics.median(plain_pre))
+    pre = summarise(ev_pre, "prefill", mode_of(lm), dev.type, len(ids), len(ids), statistics.median(plain_pre),
+                    plain=Spread.of(plain_pre))
     dec = summarise(ev_dec, "decode", mode_of(lm), dev.type, 1, len(ids) + 1, statistics.median(plain_dec),
-                    graph=served)
+                    graph=served, plain=Spread.of(plain_dec))
     return pre, dec
 
 
@@ -206,23 +229,36 @@ class Regime:
 
 
 BUSY_BELOW = 0.5  # a device idle more than half of the step is waiting on the host
+NEAR_FLOOR = 0.5  # a step at least this share of its floor's pace is bound by the roof it is under
+
+
+def pace(p: StepProfile, floor_ms: float) -> float:
+    """The step's pace against its floor: floor / untraced time (1 = as fast as the roof allows; nan: unknown)."""
+    return floor_ms / p.plain_ms if p.plain_ms > 0 and floor_ms > 0 else float("nan")
 
 
 def regime(p: StepProfile, floor_ms: float, intensity: float, ridge: float) -> Regime:
-    """What limits this step, named from its measured numbers: the device's busy share, the pass's arithmetic
-    intensity (FLOPs per byte) against the ridge of the measured roofline (matmul FLOP/s / read bandwidth), and
-    the step's plain time against its floor (the bytes it must read / the read bandwidth)."""
-    busy = p.device_busy_fraction
-    if busy < BUSY_BELOW:
+    """What limits this step, named from its measured pace first (Williams et al. 2009's roofline): ``floor_ms`` is
+    the pass's floor under the measured roof (max of bytes / read bandwidth and FLOPs / matmul FLOP/s), ``ridge``
+    the roof's ridge (matmul FLOP/s / read bandwidth, the matmul in the model's dtype).
+
+    - near its floor (pace >= NEAR_FLOOR): bound by the roof it is under, compute past the ridge, else bandwidth;
+    - else, the device idle most of the traced step: launch/dispatch-bound, whatever its FLOPs per byte;
+    - else (busy, yet far from the floor): the roof it is under, its kernels reaching only part of it."""
+    busy, at = p.device_busy_fraction, pace(p, floor_ms)
+    where = (f"the step runs at {at:.1%} of its floor's pace ({p.plain_ms:.2f} ms untraced vs a floor of "
+             f"{floor_ms:.3g} ms)" if at == at else f"the step takes {p.plain_ms:.2f} ms untraced")
+    dev = "GPU" if p.device == "cuda" else "CPU"
+    if not at >= NEAR_FLOOR and busy < BUSY_BELOW:
         return Regime("launch/dispatch-bound",
-                      f"the {'GPU' if p.device == 'cuda' else 'CPU'} computes only {busy:.0%} of the traced step; the "
-                      f"rest is the host calling {p.ops:,} {p.op_word} one by one")
+                      f"{where}, and the {dev} computes only {busy:.0%} of the traced step; the rest is the host "
+                      f"calling {p.ops:,} {p.op_word} one by one")
     if intensity >= ridge:
+        near = "close to its floor" if at >= NEAR_FLOOR else "its kernels reach only part of the arithmetic peak"
         return Regime("compute-bound",
-                      f"{intensity:,.0f} FLOPs per byte is past the roofline's ridge ({ridge:,.0f}): the arithmetic, "
-                      "not the memory, sets the pace")
-    pace = floor_ms / p.plain_ms if p.plain_ms > 0 else float("nan")
-    near = "close to its floor" if pace >= 0.5 else "its kernels reach only part of the bandwidth"
+                      f"{where}: {near}; {intensity:,.0f} FLOPs per byte is past the roofline's ridge ({ridge:,.0f}), "
+                      "so the arithmetic, not the memory, sets the pace")
+    near = "close to its floor" if at >= NEAR_FLOOR else "its kernels reach only part of the bandwidth"
     return Regime("bandwidth-bound",
-                  f"busy {busy:.0%} of the step at {intensity:,.1f} FLOPs per byte (ridge {ridge:,.0f}); the step "
-                  f"runs at {pace:.0%} of its floor's pace ({p.plain_ms:.2f} ms vs {floor_ms:.2f} ms): {near}")
+                  f"{where}: {near}; busy {busy:.0%} of the traced step at {intensity:,.1f} FLOPs per byte (ridge "
+                  f"{ridge:,.0f})")

@@ -51,7 +51,7 @@ def test_precision_section_measures_on_a_button():
     assert any("Fewer bytes, faster decode" in h.value for h in at.header)
     assert not any("precision" in str(d.value.columns) for d in at.dataframe)  # nothing runs before the button
     at.slider(key="precision_tokens").set_value(4)
-    at.slider(key="precision_repeats").set_value(1)
+    at.slider(key="precision_repeats").set_value(5)
     [b for b in at.button if b.key == "precision_run"][0].click()
     at.run()
     assert not errors(at), errors(at)

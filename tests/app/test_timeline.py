@@ -32,6 +32,9 @@ def test_timeline_page_measurements_on_tiny_model(passes):
     _click(at, "Measure the memory of one pass")
     labels = [m.label for m in at.metric]
     assert "Saved for backward" in labels and "Decode-step floor" in labels
+    # the floor sentence comes from the step and the probe measured beside it (a lesson, or why it is not one)
+    floor = [t.value for t in [*at.markdown, *at.warning] if "its floor" in t.value or "Not a lesson yet" in t.value]
+    assert floor and any("n=5" in t or "Not a lesson yet" in t for t in floor), floor
     # a rerun with nothing changed keeps every result on screen and runs no forward pass (cached, not recomputed)
     shown = ([c.value for c in at.caption], [(m.label, m.value) for m in at.metric], list(table["prompt tokens"]))
     before = passes["n"]

@@ -26,6 +26,9 @@ def test_timeline_measurements_in_browser(app_server, page):
     body = page.inner_text("body")
     assert "Same tokens out" in body
     assert "Saved for backward" in body
+    # section 5: the step against the floor measured beside it, in words that follow the measured pace
+    assert "measured beside it" in body or "Not a lesson yet" in body, body[:3000]
+    assert "hides better" not in body
     # timeline, cache on/off, stage shares, floor, roofline, memory
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 6
     screenshot(page, "timeline-measured")

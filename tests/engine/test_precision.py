@@ -129,6 +129,9 @@ def test_bench_precision_reports_every_precision(tiny_lm, one_thread):
         assert {"decode_tokens_per_s", "prefill_ms", "tokens_identical", "top1_agreement", "mean_kl"} <= set(x)
     assert "skipped" in r["llama_cpp"]  # the llama.cpp row runs only on the embedded GGUF
     assert "speedup" in B.summary(r)
+    # a speedup is the median of at least 5 alternating repeats (a GPU check's 2 repeats once read 0.53x for 0.99x)
+    assert r["repeats"] == 5 and r["repeats_asked"] == 1
+    assert all(x["flags"] == [] or "differ by" in " ".join(x["flags"]) for x in r["rows"])
 
 
 def test_bench_precision_in_compiled_mode_compiles_each_copy_it_can(tiny_lm):

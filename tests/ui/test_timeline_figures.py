@@ -74,10 +74,12 @@ def test_roofline_log_axes_and_points(tiny_lm):
 
 
 def test_floor_and_memory_charts():
-    hp = T.HardwareProbe("cpu", 2, sp(20.0), sp(15.0), sp(100.0), 256.0, 1024)
-    fig = F.floor_chart(27.0, sp(60.0, 55.0, 80.0), hp)
+    fc = T.FloorCheck("cpu", 540_000_000, 515.0, sp(60.0, 55.0, 80.0, 5), sp(20.0, 18.0, 21.0, 5),
+                      sp(27.0, 25.7, 30.0, 5))
+    fig = F.floor_chart(fc)
     _labelled(fig, x=False)
     assert list(fig.data[0].y) == [27.0, 60.0] and fig.data[0].error_y.array[1] == pytest.approx(20.0)
+    assert fig.data[0].error_y.arrayminus[0] == pytest.approx(1.3) and "beside" in fig.layout.title.text
     mem = T.MemoryComparison(32, "m", 4 * 2**20, 10, 0, 6 * 2**20, 2 * 2**20, 7 * 2**20, 3 * 2**20, 2 * 2**20)
     fig = F.memory_chart(mem)
     _labelled(fig, x=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.measure.spread import LESSON_RUNS
 from engine.precision import experiment as P
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.models.loading import default_device
@@ -47,20 +48,32 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
     return cmp
 
 
-def _reveal(cmp: P.PrecisionComparison, device: str = "cpu") -> str:
+def answer_text(cmp: P.PrecisionComparison, device: str = "cpu", mode: str = DEFAULT_MODE) -> str:
+    """The answer, written from the measurements: each speedup a median of at least LESSON_RUNS alternating repeats
+    with its range; a speedup from fewer runs, or from runs more than 1.5x apart, is not made into a verdict."""
     ref = cmp.row(cmp.reference)
     parts = []
     for r in cmp.rows:
         if r.precision == cmp.reference:
             continue
         b = ref.decode_weight_bytes / r.decode_weight_bytes
+        flags = cmp.speedup_flags(r.precision)
+        if flags:
+            parts.append(f"**{r.precision}** reads {b:.2f}\u00d7 fewer bytes per step, but its speed is not a lesson "
+                         f"yet: {' '.join(flags)} Compare again.")
+            continue
         s = cmp.speedup(r.precision)
         verdict = ("time followed the bytes closely" if s >= 0.8 * b else
                    "faster, but less than the bytes promise" if s > 1.05 else "no faster: the bytes are not the limit")
         parts.append(f"**{r.precision}** reads {b:.2f}\u00d7 fewer bytes per step and decoded **{s:.2f}\u00d7** as fast "
-                     f"as float32: {verdict}.")
-    return lesson("timeline", "precision answer gpu" if device.startswith("cuda") else "precision answer",
-                  verdicts=" ".join(parts))
+                     f"as float32 (median step {_ms(r.decode_ms)} vs {_ms(ref.decode_ms)}): {verdict}.")
+    name = ("precision answer" if not device.startswith("cuda") else
+            "precision answer gpu" if mode == DEFAULT_MODE else "precision answer gpu compiled")
+    return lesson("timeline", name, verdicts=" ".join(parts))
+
+
+def _ms(s) -> str:
+    return f"{s.median:.2f} ms (range {s.lo:.2f} to {s.hi:.2f}, n={s.n})"
 
 
 def precision_note(lm: LoadedModel) -> str:
@@ -83,13 +96,14 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     mode = lm.ref.mode
     res = res if res and res[0] == (base, mode) else None  # a comparison of this model in this engine mode
     try_this(lesson("timeline", "precision try this"),
-             _reveal(res[1], lm.info.device) if res else lesson("timeline", "precision answer first"),
+             answer_text(res[1], lm.info.device, mode) if res else lesson("timeline", "precision answer first"),
              key="precision_try")
     c = st.columns(3)
     chosen = c[0].multiselect("Precisions (float32 is always the reference)", options,
                               default=options, key="precision_choice")
     new_tokens = c[1].slider("Tokens per run", 4, 48, 16, key="precision_tokens")
-    repeats = c[2].slider("Repeats (alternating)", 1, 7, 3, key="precision_repeats")
+    repeats = c[2].slider("Repeats (alternating)", LESSON_RUNS, 9, LESSON_RUNS, key="precision_repeats",
+                          help=f"At least {LESSON_RUNS} after a warm-up: the answer above is written from their medians.")
     precisions = tuple(["float32"] + [p for p in options if p in chosen and p != "float32"])
     unsupported = [p for p in ("float16",) if p not in options]
     if unsupported:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.timeline.experiment import STAGES, Breakdown, CacheComparison, HardwareProbe, MemoryComparison, RooflinePoint, \
-    Sweep, Timeline
+from engine.timeline.experiment import STAGES, Breakdown, CacheComparison, FloorCheck, HardwareProbe, MemoryComparison, \
+    RooflinePoint, Sweep, Timeline
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 
@@ -105,18 +105,20 @@ def breakdown_chart(bd: Breakdown) -> go.Figure:
     return fig
 
 
-def floor_chart(floor_ms: float, step_ms, probe: HardwareProbe) -> go.Figure:
-    """The derived floor for a decode step (weights / bandwidth) beside the measured step (median, range)."""
+def floor_chart(fc: FloorCheck) -> go.Figure:
+    """The derived floor of a decode step (weights / bandwidth) beside the step, both from rounds measured alternately
+    (engine.timeline.experiment.floor_beside_step): medians, whiskers min to max."""
+    bars = (fc.floor_ms, fc.step_ms)
     fig = go.Figure(go.Bar(
-        x=["floor: weight bytes / bandwidth (derived)", "decode step (measured)"], y=[floor_ms, step_ms.median],
+        x=["floor: weight bytes / bandwidth (derived)", "decode step (measured)"], y=[b.median for b in bars],
         marker_color=[COLORS["muted"], COLORS["primary"]],
-        error_y=dict(type="data", symmetric=False, array=[0, step_ms.hi - step_ms.median],
-                     arrayminus=[0, step_ms.median - step_ms.lo], thickness=1.5),
-        text=[f"{floor_ms:.1f} ms", f"{step_ms.median:.1f} ms"], textposition="inside", insidetextanchor="start",
+        error_y=dict(type="data", symmetric=False, array=[b.hi - b.median for b in bars],
+                     arrayminus=[b.median - b.lo for b in bars], thickness=1.5),
+        text=[f"{b.median:.2f} ms" for b in bars], textposition="inside", insidetextanchor="start",
         textfont=dict(color="white", size=16)))
-    style(fig, f"One decode step vs its memory-bandwidth floor ({probe.read_gb_s.median:.1f} GB/s measured)",
+    style(fig, f"One decode step vs its memory-bandwidth floor ({fc.read_gb_s.median:.1f} GB/s measured beside it)",
           "", "time (ms)", height=360)
-    fig.update_yaxes(range=[0, max(floor_ms, step_ms.hi) * 1.25])
+    fig.update_yaxes(range=[0, max(b.hi for b in bars) * 1.25])
     return fig
 
 

@@ -47,6 +47,15 @@ def kernels_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
                             again=measured.again_pressed(again_key("kernels")))
 
 
+def floor_check_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
+    """A decode step of this prompt and the bandwidth probe, alternating (engine.timeline.experiment.floor_beside_step),
+    kept per model and prompt."""
+    with st.spinner("Measuring the decode step and the memory bandwidth, alternately..."):
+        return measured.measure(("timeline_floor", ref, ids),
+                                lambda: work.run(T.floor_beside_step, get_model(ref), list(ids)),
+                                again=measured.again_pressed(again_key("floor")))
+
+
 def cache_comparison_for(ref: ModelRef, ids: tuple[int, ...], new_tokens: int) -> Measured:
     return measured.measure(("timeline_cache", ref, ids, new_tokens),
                             lambda: work.run(T.cache_comparison, get_model(ref), list(ids), new_tokens),
@@ -104,29 +113,32 @@ def breakdown(ref: ModelRef, ids: tuple[int, ...], repeats: int, settings) -> Me
 
 
 _PROBE_LOCK = threading.Lock()
-# device -> (when measured, result), for every session; a machine has a few devices, a bound keeps it so
-_PROBES: BoundedStore[str, tuple[float, T.HardwareProbe]] = BoundedStore("hardware probes", 4)
+# (device, matmul dtype) -> (when measured, result), for every session; a machine has a few devices and a model a
+# few dtypes, a bound keeps it so
+_PROBES: BoundedStore[tuple[str, str], tuple[float, T.HardwareProbe]] = BoundedStore("hardware probes", 8)
 
 
-def shared_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
-    """The machine's bandwidth and matmul throughput, measured once per process and device and shared by every
+def shared_probe(device: str, remeasure: bool = False, matmul_dtype: str = "float32") -> T.HardwareProbe:
+    """The machine's bandwidth and matmul throughput (the matmul in ``matmul_dtype``, the model's: the ridge of a
+    bfloat16 model is a bfloat16 matmul's), measured once per process, device and dtype and shared by every
     session: each measurement allocates about 512 MiB, so 16 tabs opening the page at once must not run 16.
     One runs at a time; a re-measure asked for while another was running takes that one's fresh result."""
     asked = time.monotonic()
+    key = (device, matmul_dtype)
     with _PROBE_LOCK:
-        done = _PROBES.get(device)
+        done = _PROBES.get(key)
         if done is None or (remeasure and done[0] < asked):
-            done = (time.monotonic(), work.run(T.hardware_probe, device))  # on the engine worker
-            _PROBES.put(device, done)
+            done = (time.monotonic(), work.run(T.hardware_probe, device, matmul_dtype=matmul_dtype))  # engine worker
+            _PROBES.put(key, done)
         return done[1]
 
 
-def hardware_probe(device: str, remeasure: bool = False) -> T.HardwareProbe:
+def hardware_probe(device: str, remeasure: bool = False, matmul_dtype: str = "float32") -> T.HardwareProbe:
     """This session's copy of the shared measurement (the button measures again, for everyone)."""
-    key = f"timeline_probe_{device}"
+    key = f"timeline_probe_{device}_{matmul_dtype}"
     if remeasure or key not in st.session_state:
         with st.spinner("Measuring memory bandwidth and matmul throughput..."):
-            st.session_state[key] = shared_probe(device, remeasure)
+            st.session_state[key] = shared_probe(device, remeasure, matmul_dtype)
     return st.session_state[key]
 
 

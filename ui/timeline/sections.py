@@ -80,28 +80,29 @@ def breakdown(lm, ids: tuple[int, ...], settings: dict) -> None:
     measure_again_bar([bd_m.calibration], runs.again_key("breakdown"), "the stage timing")
 
 
-def roofline(lm, tl: T.Timeline) -> T.HardwareProbe:
+def roofline(lm, tl: T.Timeline, ids: tuple[int, ...]) -> T.HardwareProbe:
     """Section 5: the measured bandwidth and matmul speed, the decode-step floor and the roofline; returns the
     probe (section 7 uses its bandwidth)."""
     st.markdown(lesson("timeline", "roofline"))
     remeasure = st.button("Measure the hardware again", key="timeline_probe_again")
-    probe = runs.hardware_probe(lm.info.device, remeasure)
-    wbytes = T.decode_weight_bytes(lm)
-    floor = T.decode_floor_ms(lm, probe.read_gb_s.median)
-    metrics(V.probe_metrics(probe, floor, wbytes))
+    probe = runs.hardware_probe(lm.info.device, remeasure, lm.info.dtype)
+    fc_m = runs.floor_check_for(lm.ref, ids)
+    fc = fc_m.value
+    metrics(V.probe_metrics(probe, fc))
     st.caption(V.probe_caption(probe))
     st.caption(f"CPU thread policy in force: {thread_policy_line()}.")
+    chart(floor_chart(fc), "measured", V.floor_caption(fc, lm.info.dtype), key="timeline_floor")
+    text, is_lesson = V.floor_text(fc)
+    (st.markdown if is_lesson else st.warning)(text)
+    measure_again_bar([fc_m.calibration], runs.again_key("floor"), "the step and its floor")
     if not tl.tpot_ms.n:
-        st.info("Generate at least 2 tokens (sidebar) to compare a measured decode step with the floor.")
+        st.info("Generate at least 2 tokens (sidebar) to place a decode step of this run on the roofline.")
         return probe
-    util = V.utilisation(floor, tl)
-    chart(floor_chart(floor, tl.tpot_ms, probe), "derived", V.floor_caption(wbytes, lm.info.dtype, util),
-          key="timeline_floor")
-    st.markdown(lesson("timeline", "floor", step=tl.tpot_ms.median, floor=floor, util=util))
     chart(roofline_chart(probe, V.roofline_points(lm, tl)), "derived",
-          "Roof from the measured bandwidth and matmul speed. Each point: intensity = FLOPs / bytes with FLOPs "
-          "\u2248 2 \u00d7 parameters \u00d7 tokens and bytes \u2248 weights + KV cache (derived); height = those FLOPs / "
-          "the measured pass time. Left of the ridge a pass is limited by memory, right of it by arithmetic.",
+          f"Roof from the measured bandwidth and matmul speed (a {probe.matmul_dtype} matmul, the model's dtype). Each "
+          "point: intensity = FLOPs / bytes with FLOPs \u2248 2 \u00d7 parameters \u00d7 tokens, the output head once (only "
+          "the last position's logits are computed), and bytes \u2248 weights + KV cache (derived); height = those "
+          "FLOPs / the measured pass time. Left of the ridge a pass is limited by memory, right of it by arithmetic.",
           key="timeline_roofline")
     return probe
 
@@ -109,7 +110,7 @@ def roofline(lm, tl: T.Timeline) -> T.HardwareProbe:
 def read_bandwidth(lm) -> float:
     """The measured memory bandwidth (GB/s, median) section 7 uses: section 5's probe, kept for the session (so
     presenter view, which skips section 5, still has it)."""
-    return runs.hardware_probe(lm.info.device).read_gb_s.median
+    return runs.hardware_probe(lm.info.device, matmul_dtype=lm.info.dtype).read_gb_s.median
 
 
 def memory(lm, ids: tuple[int, ...]) -> None:
@@ -168,13 +169,14 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
         got = [runs.kernels_for(k, ids) for k in keys]
     if why:
         st.caption(f":material/info: Compiled mode: {md_escape(why)}; only eager is traced.")
-    probe = runs.hardware_probe(lm.info.device)
-    floor = T.decode_floor_ms(lm, probe.read_gb_s.median)
-    ridge = probe.matmul_gflop_s.median / probe.read_gb_s.median
-    pairs = [(p, regime(p, floor, T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in,
-                                                   p.plain_ms).intensity, ridge))
-             for m in got for p in m.value]
-    st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device)))
+    probe = runs.hardware_probe(lm.info.device, matmul_dtype=lm.info.dtype)
+    read = runs.floor_check_for(lm.ref, ids).value.read_gb_s  # section 5's: measured beside a decode step
+    pairs = []
+    for p in (p for m in got for p in m.value):
+        point = T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
+        floor = T.pass_floor_ms(point, read.median, probe.matmul_gflop_s.median)
+        pairs.append((p, regime(p, floor, point.intensity, probe.matmul_gflop_s.median / read.median)))
+    st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device, read)))
     st.dataframe(V.kernel_rows(pairs), hide_index=True)
     for col, key, m in zip(st.columns(len(got)), keys, got):
         with col:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.measure.spread import lesson_flags
 from engine.timeline import experiment as T
+from engine.timeline.profile import NEAR_FLOOR
+from ui.frame.lessons import lesson
 
 MB = 2**20
 
@@ -107,31 +110,44 @@ def hooks_caption(bd: T.Breakdown) -> str:
             f"{rng(bd.decode.plain_total_ms, nd=2)} (decode).")
 
 
-def probe_metrics(probe: T.HardwareProbe, floor_ms: float, wbytes: int) -> list[tuple[str, str, str]]:
-    """(label, value, help) for bandwidth, matmul throughput and the decode-step floor."""
+def probe_metrics(probe: T.HardwareProbe, fc: T.FloorCheck) -> list[tuple[str, str, str]]:
+    """(label, value, help) for bandwidth, matmul throughput and the decode-step floor (from the bandwidth measured
+    beside the step)."""
     return [("Memory bandwidth (read)", f"{probe.read_gb_s.median:.1f} GB/s",
              f"Measured: summing a {probe.buffer_mb:.0f} MiB tensor, range {probe.read_gb_s.lo:.1f} to "
              f"{probe.read_gb_s.hi:.1f} GB/s. Copy: {probe.copy_gb_s.median:.1f} GB/s (read + write)."),
             ("Matmul throughput", f"{probe.matmul_gflop_s.median:.0f} GFLOP/s",
-             f"Measured: {probe.matmul_n}x{probe.matmul_n} matrix multiply, 2n\u00b3 FLOPs, range "
-             f"{probe.matmul_gflop_s.lo:.0f} to {probe.matmul_gflop_s.hi:.0f}, {probe.threads} threads."),
-            ("Decode-step floor", f"{floor_ms:.1f} ms",
-             f"Derived: {wbytes / 1e6:.0f} MB of weights read per step / {probe.read_gb_s.median:.1f} GB/s.")]
+             f"Measured: {probe.matmul_n}x{probe.matmul_n} matrix multiply in {probe.matmul_dtype} (the model's "
+             f"dtype), 2n\u00b3 FLOPs, range {probe.matmul_gflop_s.lo:.0f} to {probe.matmul_gflop_s.hi:.0f}, "
+             f"{probe.threads} threads."),
+            ("Decode-step floor", f"{fc.floor_ms.median:.2f} ms",
+             f"Derived: {fc.weight_bytes / 1e6:.0f} MB of weights read per step / the bandwidth measured beside the "
+             f"step, {rng(fc.read_gb_s, 'GB/s')}.")]
 
 
 def probe_caption(probe: T.HardwareProbe) -> str:
     return (f"Measured on {probe.device} with {probe.threads} threads: read {rng(probe.read_gb_s, 'GB/s')}; "
-            f"copy {rng(probe.copy_gb_s, 'GB/s')}; matmul {rng(probe.matmul_gflop_s, 'GFLOP/s', 0)}.")
+            f"copy {rng(probe.copy_gb_s, 'GB/s')}; matmul in {probe.matmul_dtype} "
+            f"{rng(probe.matmul_gflop_s, 'GFLOP/s', 0)}.")
 
 
-def utilisation(floor_ms: float, tl: T.Timeline) -> float:
-    """Bandwidth utilisation = floor / measured median decode step."""
-    return floor_ms / tl.tpot_ms.median
+def floor_caption(fc: T.FloorCheck, dtype: str) -> str:
+    return (f"Measured alternately after a warm-up, {fc.step_ms.n} rounds of a {fc.probe_mb:.0f} MiB bandwidth probe "
+            f"then one decode step of this prompt (whiskers: min to max). Floor = {fc.weight_bytes / 1e6:.0f} MB of "
+            f"weights ({dtype}) / each round's bandwidth (derived). Pace = floor / step = {fc.pace:.0%} (medians).")
 
 
-def floor_caption(wbytes: int, dtype: str, util: float) -> str:
-    return (f"Floor = {wbytes / 1e6:.0f} MB of weights ({dtype}) / measured bandwidth; the decode step is the "
-            f"measured median of this run (whisker: min to max). Bandwidth utilisation = floor / step = {util:.0%}.")
+def floor_text(fc: T.FloorCheck) -> tuple[str, bool]:
+    """The lesson's sentence on the step against its floor, from the measured pace and the device (no GPU story on a
+    CPU, no CPU story on a GPU); and whether it is a lesson (False: the runs are too few or disagree, so the text
+    says that instead)."""
+    if fc.flags:
+        return lesson("timeline", "floor noisy", flags=" ".join(fc.flags)), False
+    step, floor = rng(fc.step_ms, nd=2), rng(fc.floor_ms, nd=2)
+    if fc.pace > 1:
+        return lesson("timeline", "floor below", step=step, floor=floor) + " " + lesson("timeline", "below floor"), True
+    name = "floor" if fc.pace >= NEAR_FLOOR else "floor gpu" if fc.device.startswith("cuda") else "floor cpu"
+    return lesson("timeline", name, step=step, floor=floor, pace=fc.pace), True
 
 
 def roofline_points(lm, tl: T.Timeline) -> list[T.RooflinePoint]:
@@ -184,15 +200,29 @@ def kernels_caption(p) -> str:
             f"bookkeeping slows the traced step: the same step untraced took {p.plain_ms:.2f} ms (median).")
 
 
-def regime_text(pairs, device: str) -> str:
-    """The lesson's verdict, one sentence per traced step, from its numbers (engine.timeline.profile.regime)."""
+def regime_text(pairs, device: str, read_gb_s: T.Spread | None = None) -> str:
+    """The lesson's verdict, one sentence per traced step, from its numbers (engine.timeline.profile.regime), each
+    with the spread of its untraced runs; a step whose runs are too few or disagree (or a bandwidth, ``read_gb_s``,
+    whose runs do) is not named: its line says why."""
     gpu = device.startswith("cuda")
-    lines = [f"- **{p.mode} mode, {p.phase}{'' if p.graph or p.mode == 'eager' else ' (an eager pass)'}: "
-             f"{r.name}.** {r.reason[0].upper()}{r.reason[1:]}." for p, r in pairs]
-    dec = {p.mode: p for p, _ in pairs if p.phase == "decode"}
-    if "eager" in dec and "compiled" in dec:
-        e, c = dec["eager"], dec["compiled"]
-        lines.append(f"- Compiled, the decode step runs **{c.ops:,}** {c.op_word} instead of {e.ops:,} and takes "
-                     f"{c.plain_ms:.2f} ms instead of {e.plain_ms:.2f} ms untraced ({e.plain_ms / c.plain_ms:.2f}\u00d7)"
+    probe_flags = lesson_flags(read_gb_s, "the bandwidth probe", "GB/s") if read_gb_s is not None else ()
+    lines, steps, named = [], {}, set()
+    for p, r in pairs:
+        what = f"{p.mode} mode, {p.phase}{'' if p.graph or p.mode == 'eager' else ' (an eager pass)'}"
+        steps[(p.mode, p.phase)] = p
+        flags = lesson_flags(p.plain, f"the untraced {p.phase} step", "ms") + probe_flags
+        if flags:
+            lines.append(f"- **{what}: not named.** " + " ".join(flags) + " Measure again.")
+            continue
+        named.add((p.mode, p.phase))
+        lines.append(f"- **{what}: {r.name}.** {r.reason[0].upper()}{r.reason[1:]} (untraced: "
+                     f"{rng(p.plain, nd=2)}).")
+    e, c = steps.get(("eager", "decode")), steps.get(("compiled", "decode"))
+    if e is not None and c is not None:
+        timed = {("eager", "decode"), ("compiled", "decode")} <= named  # counts are exact; times only when steady
+        lines.append(f"- Compiled, the decode step runs **{c.ops:,}** {c.op_word} instead of {e.ops:,}"
+                     + (f" and takes {c.plain_ms:.2f} ms instead of {e.plain_ms:.2f} ms untraced "
+                        f"({e.plain_ms / c.plain_ms:.2f}\u00d7)" if timed else " (their times are too noisy to "
+                                                                                "compare, above)")
                      + ("; on a GPU the whole step is one CUDA graph launch." if gpu else "."))
     return "\n".join(lines)
