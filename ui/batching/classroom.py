@@ -225,10 +225,10 @@ def section() -> bool:
     state.put_page_params(**{PARAM: st.query_params.get(PARAM)})  # the teacher's own link stays as it was
     note_teacher_tab()
     st.header("Your class, batched", divider="gray")
+    _numbers()  # first, on a projector's first screen (presenter view had them below the links, off screen)
     st.caption("Only this link shows this view (it carries the teacher's token: don't share it). No one's prompt "
                "is shown here: requests are numbers.")
-    # The live numbers come first, on the first screen of a projector; the links to give the room fold away once
-    # the class has asked (open at the start of a class, when they are what the teacher needs).
+    # the links to give the room fold away once the class has asked (open at the start of a class)
     with st.expander("Class links to give the room", icon=":material/link:",
                      expanded=not _answers(worker.get_worker().snapshot(KEEP_S))[0]):
         _class_link()
@@ -262,13 +262,9 @@ def _class_link() -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
-def _live() -> None:
-    from ui.batching.figures import gantt, occupancy_chart
-    from ui.frame.layout import chart
-
-    w = worker.get_worker()
-    snap = w.snapshot(KEEP_S)
-    res = class_result(snap, w.max_batch)
+def _numbers() -> None:
+    """The live numbers: sessions, requests waiting and running, the batch now, answers lately."""
+    snap = worker.get_worker().snapshot(KEEP_S)
     c = st.columns(5)
     n = sessions_connected()
     c[0].metric("Student sessions", "?" if n is None else n,
@@ -278,6 +274,17 @@ def _live() -> None:
     kinds = {j["kind"] for j in snap["running"]}
     c[3].metric("Batch size now", len(snap["running"]) if kinds == {"answer"} else (1 if snap["running"] else 0))
     c[4].metric("Answers, last 5 min", sum(h["finished"] >= -WINDOW_S for h in _answers(snap)[0]))
+
+
+@st.fragment(run_every=REFRESH_S)
+def _live() -> None:
+    """The class's last batch: in words, its batch sizes and its Gantt chart."""
+    from ui.batching.figures import gantt, occupancy_chart
+    from ui.frame.layout import chart
+
+    w = worker.get_worker()
+    snap = w.snapshot(KEEP_S)
+    res = class_result(snap, w.max_batch)
     others = [h for h in snap["finished"] if not h["batchable"] and not h.get("warmup") and h["finished"] >= -WINDOW_S]
     if not snap["batching"]:
         st.info("Batching is off on this server (ILE_BATCHING=off): answers run one at a time.")
