@@ -77,7 +77,8 @@ def steps(lm, stp):
     tops = token_strings(lm, [r.top_id for r in rows])
     fig = step_chart(toks, [r.prob for r in rows], [r.top_prob for r in rows], [r.entropy_bits for r in rows])
     df = pd.DataFrame([{"step": r.step, "appended": visible(t), "p(appended)": prob_text(r.prob),
-                        "top token": visible(tt), "p(top)": prob_text(r.top_prob), "entropy (bits)": round(r.entropy_bits, 2)}
+                        "top token": visible(tt), "p(top)": prob_text(r.top_prob),
+                        "entropy (bits)": round(r.entropy_bits, 2)}
                        for r, t, tt in zip(rows, toks, tops)])
     return fig, df, min(400, 38 + 35 * len(rows))
 
