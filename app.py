@@ -8,7 +8,7 @@ legacy_pages.legacy_mode_off()  # pages/ beside app.py: Streamlit's legacy route
 server_metrics.closed_to_a_class()  # a class server's /_stcore/metrics reports nothing (ui/frame/server_metrics.py)
 
 present = state.settings().present
-st.set_page_config(page_title="Inference Loop Explorer", page_icon=":material/all_inclusive:", layout="wide",
+st.set_page_config(page_title="Inference Loop Explorer", page_icon=str(nav.ICON), layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")
 state.start_run()
 style.inject(present)

@@ -36,7 +36,7 @@ for note in table.notes:
 
 n = len(table.rows)
 if section(None):
-    c1, c2 = st.columns(2)
+    c1, c2 = st.columns([3, 2])  # the first label is long: in halves, presenter view cut it at "newli..."
     raw = c1.toggle("Show raw vocabulary pieces (\u0120 = space, \u010a = newline)", key="tokenization_raw",
                     help="Byte-level BPE stores each byte as a printable stand-in character; this shows those "
                          "stored pieces instead of the text they decode to.")

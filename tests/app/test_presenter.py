@@ -36,7 +36,18 @@ def test_presenter_link_opens_presenting_with_answer_behind_a_toggle():
 
 
 def _section_label(at):
-    return next((m.value for m in at.markdown if "Section " in m.value and " of " in m.value), "")
+    return next((m.value for m in at.markdown if m.value.startswith("**Section ") and " of " in m.value), "")
+
+
+def test_one_section_bar_in_one_vocabulary():
+    """The home page showed two rows of section buttons, "Back" / "Next" under the title and "Previous" / "Next"
+    at the foot, beside the loop picture's own "Back": one bar now, its buttons named for what they move."""
+    at = run_page("pages/loop.py", model="tiny-random", max_new_tokens="3", present="1")
+    assert not errors(at), errors(at)
+    labels = [b.label for b in at.button]
+    assert labels.count("Previous section") == 1 and labels.count("Next section") == 1, labels
+    assert "Back" not in labels and "Previous" not in labels and "Next" not in labels, labels
+    assert [b.key for b in at.button if b.key.startswith("present_")] == ["present_prev", "present_next"]
 
 
 @pytest.mark.parametrize("path, first_next", [

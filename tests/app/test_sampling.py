@@ -61,3 +61,15 @@ def test_reset_button_takes_the_sidebar_values_again():
     assert at.slider(key="sampling_temperature").value == pytest.approx(0.3)
     assert at.slider(key="sampling_top_p").value == pytest.approx(0.8)
     assert torch.is_grad_enabled()  # the engine's inference_mode never leaks into the app thread
+
+
+def test_greedy_caption_and_small_probabilities_not_shown_as_zero():
+    """At T 0 the top-p caption says greedy keeps 1 token (it said "top-p keeps 32"); the every-position table keeps
+    a tiny probability (tiny-random's are about 1/vocab) unrounded, where four decimals printed it as 0."""
+    at = run_page("pages/sampling.py", model="tiny-random", max_new_tokens="2", temperature="0", top_p="0.9")
+    assert not errors(at), errors(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "1 token is kept" in captions and "Top-p = 0.9 keeps" not in captions
+    table = next(d.value for d in at.dataframe if "p(that token)" in d.value.columns)
+    probs = table["p(that token)"].dropna()
+    assert len(probs) and (probs > 0).all() and (probs < 1e-3).any(), probs.tolist()

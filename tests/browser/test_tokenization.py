@@ -31,3 +31,25 @@ def test_script_and_markup_are_literal(app_server, page):
     assert "\u27e8U+200B\u27e9" in chips.inner_text()  # the zero-width space is named, not lost
     assert "<|im_start|>" in chips.inner_text()
     screenshot(page, "tokenization-literal")
+
+
+# Draws ``text`` in the font of the element matching ``sel`` and returns its pixels as a string: a script with no
+# font on this machine draws every character as the same missing-glyph box (U+0378 is unassigned: always that box).
+_GLYPH = """([sel, text]) => {
+    const el = document.querySelector(sel);
+    const c = document.createElement('canvas'); c.width = 64; c.height = 48;
+    const g = c.getContext('2d'); g.font = '32px ' + getComputedStyle(el).fontFamily; g.fillText(text, 4, 36);
+    return Array.from(g.getImageData(0, 0, 64, 48).data).join(','); }"""
+
+
+def test_hindi_is_drawn_in_a_devanagari_font(app_server, page):
+    """The comparison's Hindi row showed as boxes: no Devanagari font was installed beside the CJK one
+    (scripts/install.sh --test installs fonts-noto-core)."""
+    page.goto(f"{app_server.url}/tokenization?model=tiny-random")
+    wait_idle(page)
+    assert_no_error(page)
+    sel = '[data-testid="stMarkdownContainer"]'
+    box = page.evaluate(_GLYPH, [sel, "\u0378"])
+    for ch in "\u0915\u0930\u0940":  # क र ी
+        assert page.evaluate(_GLYPH, [sel, ch]) != box, f"{ch!r} is drawn as a missing-glyph box"
+    assert page.evaluate(_GLYPH, [sel, "\u4e2d"]) != box  # CJK too

@@ -65,18 +65,25 @@ def test_a_line_drawn_unrecorded_inside_a_cached_function_is_not_replayed():
 
 
 def test_the_class_view_counts_the_runtimes_sessions(monkeypatch):
-    """ui/batching/classroom.py: Streamlit has no public count of connected sessions; ``sessions_connected``
-    asks the Runtime's session manager (``_session_mgr``) and says None when it cannot."""
+    """ui/batching/classroom.py: Streamlit has no public list of connected sessions; ``sessions_connected``
+    asks the Runtime's session manager (``_session_mgr``), leaves the teacher's tabs out, and says None when it
+    cannot."""
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
     from streamlit.runtime.runtime import Runtime, RuntimeConfig
     from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 
-    from ui.batching.classroom import sessions_connected
+    from types import SimpleNamespace
+
+    import streamlit.runtime.scriptrunner as scriptrunner
+
+    from ui.batching.classroom import note_teacher_tab, sessions_connected
+
+    ids = ["student-1", "student-2", "teacher-tab"]
 
     class ThreeSessions(WebsocketSessionManager):
-        def num_active_sessions(self) -> int:
-            return 3
+        def list_active_sessions(self):
+            return [SimpleNamespace(session=SimpleNamespace(id=i)) for i in ids]
 
     assert sessions_connected() is None  # no server in this process
     monkeypatch.setattr(Runtime, "_instance", None)  # restored after the test: no Runtime leaks to other tests
@@ -84,6 +91,13 @@ def test_the_class_view_counts_the_runtimes_sessions(monkeypatch):
                           uploaded_file_manager=MemoryUploadedFileManager("/upload"),
                           session_manager_class=ThreeSessions))
     assert sessions_connected() == 3
+    # The class view's own tab is the teacher's, not a student's: it counted itself ("sessions connected" 1 in an
+    # empty room).
+    monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda **_: SimpleNamespace(session_id="teacher-tab"))
+    note_teacher_tab()
+    assert sessions_connected() == 2
+    ids.remove("teacher-tab")  # the teacher closed that tab: forgotten, and the students still count
+    assert sessions_connected() == 2
 
 
 def test_the_warm_up_messages_have_the_fields_it_sends_and_reads():

@@ -78,3 +78,11 @@ def test_stage_bars_label_every_token_and_keep_their_numbers_readable():
         assert texts and all(t.constraintext == "none" and t.textfont.size >= 15 for t in texts)
         rows = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / show
         assert rows >= 1.5 * max(t.textfont.size for t in texts), rows
+
+
+def test_cumulative_curve_at_temperature_0_says_greedy_keeps_one():
+    """At T 0 the token is the argmax: the chart said "top-p keeps 32 tokens" from a top-p that is never applied."""
+    st = stages(LOGITS, SamplingSettings(0.0, 0, 0.9))
+    assert st.top_p_keep > 1  # the cut top-p would make: the chart must not report it
+    notes = " ".join(a.text for a in cumulative_curve(st).layout.annotations)
+    assert "greedy (T = 0) keeps 1 token" in notes and "top-p keeps" not in notes and "top-p =" not in notes

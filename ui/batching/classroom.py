@@ -11,6 +11,8 @@ never get the token: their pages, links and the share link carry no trace of it,
 """
 from __future__ import annotations
 
+import threading
+
 
 import numpy as np
 import streamlit as st
@@ -20,32 +22,67 @@ from ui.frame.teacher import PARAM, is_teacher, teacher_token  # noqa: F401  (th
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
 WINDOW_S = 300.0  # the last five minutes
+KEEP_S = float("inf")  # the snapshot the waves are cut from: all the worker keeps (engine.jobs.worker.HISTORY)
 REFRESH_S = 2.0
 
+_LOCK = threading.Lock()
+_TEACHER_TABS: set[str] = set()  # ids of the sessions that opened the class view: the teacher's own tabs
+
+
+def note_teacher_tab() -> None:
+    """Remember this session as one of the teacher's tabs (it stays one when it moves to another page)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is not None:
+        with _LOCK:
+            _TEACHER_TABS.add(ctx.session_id)
+
+
 def sessions_connected() -> int | None:
-    """Browser sessions connected to this server now, or None if unknown. Streamlit has no public count: its
-    Runtime's session manager is asked (tests/ui/test_library_internals.py fails when that changes)."""
+    """Browser sessions connected to this server now, the teacher's own tabs left out (``note_teacher_tab``); None
+    if unknown. Streamlit has no public list: its Runtime's session manager is asked
+    (tests/ui/test_library_internals.py fails when that changes)."""
     try:
         from streamlit.runtime import Runtime
 
-        return int(Runtime.instance()._session_mgr.num_active_sessions())
+        active = {info.session.id for info in Runtime.instance()._session_mgr.list_active_sessions()}
     except Exception:  # another Streamlit version: say nothing rather than guess
         return None
+    with _LOCK:
+        _TEACHER_TABS.intersection_update(active)  # a closed tab is forgotten
+        return len(active - _TEACHER_TABS)
 
 
 QUIET_GAP_S = 20.0  # a pause this long with no answer in flight starts a new wave of requests
 
 
-def latest_wave(rows: list[dict]) -> list[dict]:
-    """The requests since the engine last had no answer to work on for ``QUIET_GAP_S`` (rows by submit time):
-    the class asking now. Drawn over the whole five minutes, a wave of 20 answers in 8 s sat in the last twentieth
-    of a 135 s axis behind one answer from two minutes before, and tokens/s counted the idle minutes between."""
-    start, busy_until = 0, None
-    for i, h in enumerate(rows):
-        if busy_until is not None and h["submitted"] - busy_until >= QUIET_GAP_S:
-            start = i
+def waves(rows: list[dict]) -> list[list[dict]]:
+    """The requests (rows by submit time) cut into waves wherever the engine had no answer to work on for
+    ``QUIET_GAP_S``: a class asking together is one wave."""
+    out: list[list[dict]] = []
+    busy_until = None
+    for h in rows:
+        if busy_until is None or h["submitted"] - busy_until >= QUIET_GAP_S:
+            out.append([])
+        out[-1].append(h)
         busy_until = h["finished"] if busy_until is None else max(busy_until, h["finished"])
-    return rows[start:]
+    return out
+
+
+def latest_wave(rows: list[dict]) -> list[dict]:
+    """The wave the class view draws: the latest one while it runs or when several answers came together; a lone
+    answer after it (one student, or the teacher trying a prompt) does not replace the class's last batch, however
+    long ago that was (it was gone after 20 s idle and a single request, or after five minutes). Drawn over every
+    request kept instead, a wave of 20 answers in 8 s sat in the last twentieth of a 135 s axis behind one answer
+    from two minutes before, and tokens/s counted the idle minutes between."""
+    found = waves(rows)
+    if not found:
+        return []
+    last = found[-1]
+    if len(last) > 1 or any(h["state"] != "done" for h in last):
+        return last
+    return next((w for w in reversed(found) if len(w) > 1), last)
 
 
 def _answers(snap: dict) -> tuple[list[dict], list[dict]]:
@@ -57,13 +94,17 @@ def _answers(snap: dict) -> tuple[list[dict], list[dict]]:
     return done, live
 
 
-def _wave(snap: dict) -> list[dict]:
-    """The latest wave's answers by submit time, finished and running (a running one ends now, with the tokens it
-    has so far); times in seconds before now."""
+def _wave_rows(snap: dict) -> list[dict]:
+    """The answers finished and running (a running one ends now, with the tokens it has so far); times in seconds
+    before now."""
     done, live = _answers(snap)
-    live = [dict(j, submitted=-j["waited_s"] - j["running_s"], started=-j["running_s"], first_token=None,
-                 finished=0.0) for j in live]
-    return latest_wave(sorted(done + live, key=lambda h: h["submitted"]))
+    return done + [dict(j, submitted=-j["waited_s"] - j["running_s"], started=-j["running_s"], first_token=None,
+                        finished=0.0) for j in live]
+
+
+def _wave(snap: dict) -> list[dict]:
+    """The wave drawn (``latest_wave``), its answers by submit time."""
+    return latest_wave(sorted(_wave_rows(snap), key=lambda h: h["submitted"]))
 
 
 def class_result(snap: dict, max_batch: int) -> ServeResult | None:
@@ -130,6 +171,18 @@ def wave_words(snap: dict) -> str:
     return " ".join(out)
 
 
+def since_words(snap: dict) -> str:
+    """When the wave drawn is not the latest request: how long ago it ended, and the lone answers since."""
+    rows = sorted(_wave_rows(snap), key=lambda h: h["submitted"])
+    shown = latest_wave(rows)
+    if not shown or shown[-1] is rows[-1]:
+        return ""
+    later = rows[next(i for i, h in enumerate(rows) if h is shown[-1]) + 1:]
+    ended = max(h["finished"] for h in shown)
+    return (f" This batch ended {-ended:.0f} s ago; since then {_n(len(later), 'answer')} ran alone, "
+            "which does not replace it.")
+
+
 def section() -> bool:
     """The class view, when the URL carries the teacher's token (else nothing; returns whether it drew)."""
     if not is_teacher():
@@ -137,10 +190,15 @@ def section() -> bool:
     from ui.frame import state
 
     state.put_page_params(**{PARAM: st.query_params.get(PARAM)})  # the teacher's own link stays as it was
+    note_teacher_tab()
     st.header("Your class, batched", divider="gray")
+    _numbers()  # first, on a projector's first screen (presenter view had them below the links, off screen)
     st.caption("Only this link shows this view (it carries the teacher's token: don't share it). No one's prompt "
                "is shown here: requests are numbers.")
-    _class_link()
+    # the links to give the room fold away once the class has asked (open at the start of a class)
+    with st.expander("Class links to give the room", icon=":material/link:",
+                     expanded=not _answers(worker.get_worker().snapshot(KEEP_S))[0]):
+        _class_link()
     _live()
     return True
 
@@ -171,31 +229,39 @@ def _class_link() -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
-def _live() -> None:
-    from ui.batching.figures import gantt, occupancy_chart
-    from ui.frame.layout import chart
-
-    w = worker.get_worker()
-    snap = w.snapshot(WINDOW_S)
-    res = class_result(snap, w.max_batch)
+def _numbers() -> None:
+    """The live numbers: sessions, requests waiting and running, the batch now, answers lately."""
+    snap = worker.get_worker().snapshot(KEEP_S)
     c = st.columns(5)
     n = sessions_connected()
-    c[0].metric("Sessions connected", "?" if n is None else n)
+    c[0].metric("Student sessions", "?" if n is None else n,
+                help="Browser tabs open on this server, your own tabs (the ones with this view's link) left out.")
     c[1].metric("Requests waiting", len(snap["queued"]))
     c[2].metric("Running now", len(snap["running"]))
     kinds = {j["kind"] for j in snap["running"]}
     c[3].metric("Batch size now", len(snap["running"]) if kinds == {"answer"} else (1 if snap["running"] else 0))
-    c[4].metric("Answers, last 5 min", len(_answers(snap)[0]))
-    others = [h for h in snap["finished"] if not h["batchable"] and not h.get("warmup")]
+    c[4].metric("Answers, last 5 min", sum(h["finished"] >= -WINDOW_S for h in _answers(snap)[0]))
+
+
+@st.fragment(run_every=REFRESH_S)
+def _live() -> None:
+    """The class's last batch: in words, its batch sizes and its Gantt chart."""
+    from ui.batching.figures import gantt, occupancy_chart
+    from ui.frame.layout import chart
+
+    w = worker.get_worker()
+    snap = w.snapshot(KEEP_S)
+    res = class_result(snap, w.max_batch)
+    others = [h for h in snap["finished"] if not h["batchable"] and not h.get("warmup") and h["finished"] >= -WINDOW_S]
     if not snap["batching"]:
         st.info("Batching is off on this server (ILE_BATCHING=off): answers run one at a time.")
     if res is None:
-        st.info("No answers in the last five minutes yet. When students open the home page, their requests show "
-                "up here as they are served.")
+        st.info("No answers yet. When students open the home page, their requests show up here as they are "
+                "served, and the last batch stays here until the next one replaces it.")
     else:
         m = res.metrics()
         st.markdown(wave_words(snap) + (f" Mean batch **{m['mean_batch']:.1f}** rows per decode step."
-                                        if m["decode_steps"] else ""))
+                                        if m["decode_steps"] else "") + since_words(snap))
         peak = max((len(x.rids) for x in res.steps), default=1)
         fig = occupancy_chart(res, max(peak, 2))
         fig.layout.shapes, fig.layout.annotations = (), ()  # its line marks the experiment's max batch: not ours

@@ -89,3 +89,12 @@ def readable(fig: go.Figure, size: int = TICK_SIZE) -> go.Figure:
 def caption(kind: str, text: str) -> str:
     """'<kind>: <text>', where kind says whether numbers are measured, real model values, derived or illustrative."""
     return f"**{KINDS[kind]}.** {text}"
+
+
+def prob_text(p: float | None) -> str:
+    """A probability as a table shows it: three decimals, and scientific notation below 0.001 (a rank-791 token's
+    1.3e-05 printed as "0" at three or four decimals, which reads as impossible)."""
+    if p is None:
+        return ""
+    p = float(p)
+    return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.1e}"

@@ -1,8 +1,9 @@
 """Page building blocks: header, lesson boxes, a chart with its caption, and the presenter view's sections.
 
 Presenter view (the sidebar toggle, kept in the share link as ``present=1``): larger type, sidebar collapsed,
-one section of a page at a time with Previous / Next below it (and a slim copy under the title, so the first
-screen of a tall section has one too), and each "Try this" answer behind a button. After Previous or Next the view
+one section of a page at a time with one Previous section / Next section bar under the title, which stays in view
+while a tall section scrolls (two bars, "Back" above and "Previous" below, read as two different things beside the
+home page's own stage buttons), and each "Try this" answer behind a button. After Previous or Next the view
 goes back to the top, so the new section's heading is on screen. Every page declares its sections with
 ``if section("Title"):``; the first one is the page's introduction. The page title stays above every section.
 """
@@ -26,7 +27,7 @@ def presenting() -> bool:
 def begin_page(key: str) -> None:
     """Called by app.py once it knows the page: sections are counted per run, remembered per page. After
     Previous / Next the view goes back to the top of the page (title, bar, the new section's heading)."""
-    st.session_state[_RUN] = {"page": key, "count": 0, "nav": False}
+    st.session_state[_RUN] = {"page": key, "count": 0}
     if st.session_state.pop(_MOVED, False) and presenting():
         scroll_to_here(follow_s=1.5)
 
@@ -44,9 +45,8 @@ def section(title: str | None, divider: str = "gray") -> bool:
     header (``title`` None: the untitled introduction, or a block that draws its own headers, such as a fragment
     holding several numbered sections: presenter view shows it as one step).
 
-    Presenting, the Previous / Next bar is drawn here, when the section after the one on view is declared: that
-    is the bottom of the section on view, and it works on a page that ends early with st.stop() further down
-    (nothing can be drawn after st.stop(), so app.py's bar after the page would never appear there)."""
+    Presenting, the bar is drawn under the title once the page declares its second section (a page of one
+    section has nothing to move to); it works on a page that ends early with st.stop() further down."""
     run = st.session_state.setdefault(_RUN, {"page": "", "count": 0})
     index = run["count"]
     run["count"] += 1
@@ -57,13 +57,13 @@ def section(title: str | None, divider: str = "gray") -> bool:
     known = st.session_state.get(_total_key(), 0)  # the page's sections as its last run counted them (0: unknown)
     st.session_state[_total_key()] = max(known, run["count"])
     cur = st.session_state.get(_current_key(), 0)
-    if index == 0:  # the page's first section follows its title: a place for the slim bar...
+    if index == 0:  # the page's first section follows its title: a place for the bar...
         run["top"], run["known"] = st.empty(), known
     elif index == 1 and run.get("top") is not None:  # ...filled once the page has a second section to go to
-        with run["top"].container():
-            _top_bar(cur, run["known"])
-    if index == cur + 1 and not run.get("nav"):
-        _bar(cur, st.session_state[_total_key()], more=True)
+        with run["top"].container(key="present_bar"):
+            _bar(cur, run["known"])
+    if index == cur + 1:  # a section after the one on view exists: Next goes there
+        _next(True)
     if index != cur:
         return False
     if title:
@@ -76,19 +76,32 @@ def _move(key: str, to: int) -> None:
     st.session_state[_MOVED] = True
 
 
-def _top_bar(cur: int, total: int) -> None:
-    """A slim "Section i of n" / Back / Next under the page title: on the first screen however tall the section
-    is (the home page's loop picture fills 768 px before its own bar). ``total``: the sections the page's last run
-    declared (0 when unknown: Next stays enabled, and a step past the end comes back, see ``presenter_nav``)."""
+def _bar(cur: int, total: int) -> None:
+    """"Section i of n" / Previous section / Next section under the page title: on the first screen however tall
+    the section is (the home page's loop picture fills 768 px), and kept in view while the section scrolls
+    (ui/frame/style.py). ``total``: the sections the page's last run declared (0 when unknown), for the label
+    until ``presenter_nav`` corrects it."""
     key = _current_key()
-    label, prev, nxt = st.columns([5, 1.4, 1.4], vertical_alignment="center")
-    slot = label.empty()  # "of n" is corrected after the page ran, as the bottom bar's is
-    _label(slot, cur, total, top=True)
-    st.session_state[_RUN]["top_label"] = (slot, cur)
-    prev.button("Back", icon=":material/arrow_back:", disabled=cur == 0, key="present_prev_top", on_click=_move,
-                args=(key, cur - 1), width="stretch")
-    nxt.button("Next", icon=":material/arrow_forward:", disabled=total > 0 and cur + 1 >= total,
-               key="present_next_top", on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
+    label, prev, nxt = st.columns([4, 1.7, 1.7], vertical_alignment="center")
+    slot = label.empty()  # "of n" is corrected after the page ran (a section may have appeared since last run)
+    _label(slot, cur, total)
+    st.session_state[_RUN]["label"] = (slot, cur)
+    prev.button("Previous section", icon=":material/arrow_back:", disabled=cur == 0, key="present_prev",
+                on_click=_move, args=(key, cur - 1), width="stretch")
+    st.session_state[_RUN]["next"] = nxt.empty()  # filled once the page shows whether a next section exists
+
+
+def _next(enabled: bool) -> None:
+    """Next section, drawn once per run in the bar's slot: enabled when the page declared the section after the
+    one on view (a page's sections can appear after a click, so last run's count cannot tell)."""
+    run = st.session_state.get(_RUN, {})
+    slot = run.pop("next", None)
+    if slot is None:
+        return
+    key = _current_key()
+    cur = st.session_state.get(key, 0)
+    slot.button("Next section", icon=":material/arrow_forward:", disabled=not enabled, key="present_next",
+                on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
 
 
 def scroll_to_here(follow_s: float = 0.0) -> None:
@@ -119,31 +132,12 @@ def scroll_to_here(follow_s: float = 0.0) -> None:
 </script>""", unsafe_allow_javascript=True)
 
 
-def _bar(cur: int, total: int, more: bool) -> None:
-    """Previous / "Section i of n" / Next (drawn once per run)."""
-    st.session_state[_RUN]["nav"] = True
-    key = _current_key()
-    left, mid, right = st.columns([1, 2, 1])
-    left.button("Previous", icon=":material/arrow_back:", disabled=cur == 0, key="present_prev",
-                on_click=_move, args=(key, cur - 1), width="stretch")
-    label = mid.empty()  # "of n" is corrected after the page ran (a section may have appeared since last run)
-    _label(label, cur, total)
-    st.session_state[_RUN]["label"] = (label, cur)
-    right.button("Next", icon=":material/arrow_forward:", disabled=not more, key="present_next",
-                 on_click=_move, args=(key, cur + 1), type="primary", width="stretch")
-
-
-def _label(slot, cur: int, total: int, top: bool = False) -> None:
-    if top:
-        slot.caption(f"Section {cur + 1} of {max(total, cur + 1)}")
-        return
-    slot.markdown(f"<div style='text-align:center'>Section {cur + 1} of {max(total, cur + 1)}</div>",
-                  unsafe_allow_html=True)
+def _label(slot, cur: int, total: int) -> None:
+    slot.markdown(f"**Section {cur + 1} of {max(total, cur + 1)}**")
 
 
 def presenter_nav() -> None:
-    """Previous / Next under the last section (app.py calls it after the page ran; under any other section the
-    bar was drawn by ``section``). Remembers the page's number of sections for "Section i of n"."""
+    """After the page ran (app.py): remembers the page's number of sections and corrects "Section i of n"."""
     run = st.session_state.get(_RUN, {})
     total = run.get("count", 0)
     if not presenting() or total < 2:
@@ -154,12 +148,9 @@ def presenter_nav() -> None:
     if cur >= total:  # a remembered section this page no longer has (its sections changed): show the last one
         st.session_state[key] = total - 1
         st.rerun()
-    if not run.get("nav"):
-        _bar(cur, total, more=cur + 1 < total)
-    elif run.get("label"):
+    _next(False)  # no section after the one on view
+    if run.get("label"):
         _label(run["label"][0], run["label"][1], total)
-    if run.get("top_label"):
-        _label(run["top_label"][0], run["top_label"][1], total, top=True)
 
 
 def chart(fig, kind: str, text: str, key: str | None = None) -> None:

@@ -22,7 +22,7 @@ from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
 from engine.core.compiled import DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, to_mode
-from engine.core.loop import warm_up
+from engine.core.compile_watch import compile_warm_up, last_seconds, record_key
 from engine.core.prompt import PromptError, encode_prompt
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
 from ui.frame import state, teacher, work
@@ -372,15 +372,35 @@ def _cancel_compile() -> None:
                                        "next time.")
 
 
-# the warm-up's phases as loop.warm_up says them, and how far along each is
-_PHASES = (("Prefill", 0.05), ("Step 1", 0.15), ("Step 2", 0.85), ("Step 3", 0.95))
+# How far along the warm-up is, by what it last said: loop.warm_up's steps, and within step 1 torch's own compile
+# phases (engine.core.compile_watch's phrases). Used only when no earlier warm-up time is on record.
+_PHASES = (("Prefill", 0.03), ("Step 1", 0.05), ("tracing", 0.08), ("graph traced", 0.25), ("the compiler", 0.3),
+           ("inductor", 0.35), ("kernels built", 0.8), ("graph compiled", 0.85), ("Step 2", 0.9), ("Step 3", 0.95))
+
+
+def compile_progress_text(step: str, phase: str, seconds: float, last: float | None) -> str:
+    """The compile box's progress line: the warm-up's step, torch's phase within it, the time so far against the
+    last warm-up's time of the same model, precision, device and cache length."""
+    against = f"last time {last:.0f} s" if last else "no earlier time on record for this model and cache length"
+    return " · ".join(x for x in (step, phase, f"{seconds:.0f} s so far ({against})") if x)
+
+
+def compile_fraction(said: str, seconds: float, last: float | None, before: float) -> float:
+    """The bar's fraction: time against the last time when there is one (capped below 1: this one may be slower),
+    else the phase's place; never going back."""
+    if last:
+        guess = min(0.97, seconds / last)
+    else:
+        guess = next((f for p, f in _PHASES if said.startswith(p) or p in said), before)
+    return max(before, guess)
 
 
 def warm_for_run(page: str = "loop") -> None:
     """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
-    that run (prompt + max new tokens) is compiled now, in a status box with each phase, a clock and a button that
-    cancels to eager, so no page's measurement ever waits on a compile. A compile that fails leaves one line, the
-    mode back at eager."""
+    that run (prompt + max new tokens) is compiled now, in a status box with the warm-up's step, torch's phase
+    within it (engine.core.compile_watch), the graphs compiled and to do, the time so far against the last time,
+    and a button that cancels to eager, so no page's measurement ever waits on a compile. A compile that fails
+    leaves one line, the mode back at eager."""
     from ui.frame.nav import SIDEBAR_RUN
 
     s = state.settings()
@@ -397,34 +417,46 @@ def warm_for_run(page: str = "loop") -> None:
     length = cache_length(tokens, graph.max_positions)
     if length is None or graph.failure or graph.ready(tokens):
         return
-    with st.status(f"Compiled mode: compiling the decode step for a static KV cache of {length:,} positions...",
+    last = last_seconds(record_key(lm.ref.label(), str(lm.device), length))
+    done = sorted(graph.compile_s.items())
+    st.space(28)  # below Streamlit's header bar, where a page's title starts: the box's title was half under it
+    with st.status(f"Compiled mode: compiling the decode step for a {length:,}-position KV cache",
                    expanded=True) as box:
-        st.caption("Once per model, precision and cache length, before anything is timed: minutes on a 2-core "
-                   "CPU the first time; from torch's compile cache on disk still tens of seconds (17-78 s measured "
-                   "for SmolLM2 on a busy 2-core CPU).")
+        st.caption("One graph per model, precision and cache length, compiled before anything is timed: minutes "
+                   "on a 2-core CPU the first time; from torch's compile cache on disk still tens of seconds (17-78 s "
+                   "measured for SmolLM2 on a busy 2-core CPU). "
+                   f"Graphs to do: 1 (this cache length). Graphs compiled in this server so far: {len(done)}"
+                   + (" (" + ", ".join(f"{n:,} positions in {t:.0f} s" for n, t in done) + ")." if done else "."))
         st.button("Cancel: run eager", key="compile_cancel", on_click=_cancel_compile, icon=":material/cancel:")
         bar = st.progress(0.0, text="Waiting for the engine")
-        now = {"msg": "Waiting for the engine", "frac": 0.0, "t0": time.monotonic(), "drawn": 0.0}
+        now = {"step": "Waiting for the engine", "phase": "", "frac": 0.0, "t0": time.monotonic(), "drawn": 0.0}
 
         def draw(force: bool = False) -> None:
             t = time.monotonic()
             if force or t - now["drawn"] >= 1.0:
-                bar.progress(now["frac"], text=f"{md_escape(now['msg'])} ({t - now['t0']:.0f} s so far)")
+                said = now["phase"] or now["step"]
+                now["frac"] = compile_fraction(said, t - now["t0"], last, now["frac"])
+                bar.progress(now["frac"], text=md_escape(compile_progress_text(now["step"], now["phase"],
+                                                                               t - now["t0"], last)))
                 now["drawn"] = t
 
-        def phase(msg: str) -> None:
-            now["msg"], now["frac"] = msg, next((f for p, f in _PHASES if msg.startswith(p)), now["frac"])
+        def said(msg: str) -> None:
+            if msg.startswith(("Prefill", "Step ")):
+                now["step"], now["phase"] = msg, ""
+            else:  # torch's phase within the step (compile_watch)
+                now["phase"] = msg
             draw(force=True)
 
-        work.run(warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": phase},
+        work.run(compile_warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": said},
                  on_poll=draw, key=("compile", lm.ref, length))
         if graph.failure:
             box.update(label="Compiled mode could not compile this model: eager runs", state="error")
             st.error(md_escape(f"Compiled mode: {graph.failure}. Eager runs."), icon=":material/error:")
             state.set_value("mode", DEFAULT_MODE)
             return
-        box.update(label=f"Compiled: the decode step for {length:,} cache positions is ready "
-                         f"({graph.compile_s.get(length, 0.0):.0f} s to compile and warm up)",
+        took = graph.compile_s.get(length, 0.0)
+        box.update(label=f"Compiled: the decode step for {length:,} cache positions is ready ({took:.0f} s to "
+                         "compile and warm up" + (f"; last time {last:.0f} s)" if last else ")"),
                    state="complete", expanded=False)
 
 

@@ -9,6 +9,9 @@ import streamlit as st
 from ui.frame.legacy_pages import through_router  # noqa: F401  every page calls nav.through_router() first
 
 ROOT = Path(__file__).resolve().parents[2]
+# The tab's icon, served by this server: a material icon as page_icon makes the browser fetch it from Google's font
+# host on every page load, and the app is offline by default.
+ICON = ROOT / "assets" / "icon.svg"
 
 
 # URL paths are the file stems: the first runs of a server still go through Streamlit's legacy pages/ router,

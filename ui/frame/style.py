@@ -1,5 +1,6 @@
 """Page-wide CSS: readable captions everywhere, less empty space above the title (a page's key chart must fit
-the first 768 px of a projector), and the presenter view's larger type (a metric's value keeps its own size: the
+the first 768 px of a projector), and the presenter view's larger type and its section bar kept in view under
+Streamlit's header bar while a tall section scrolls (ui/frame/layout.py) (a metric's value keeps its own size: the
 larger paragraph rule would otherwise reach the paragraph inside it and print "390 ms" smaller than its label)."""
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ html { font-size: 20px; }
 [data-testid="stMain"] [data-testid="stMetricValue"] p, [data-testid="stMain"] [data-testid="stMetricValue"] div {
   font-size: inherit; line-height: 1.15; }
 [data-testid="stMainBlockContainer"] { padding-top: 4.5rem; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-present_bar) { position: sticky; top: var(--ile-header, 3.75rem);
+  z-index: 100; background: white; padding: 0.3rem 0; border-bottom: 1px solid #e2e8f0; }
 """
 
 

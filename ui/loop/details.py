@@ -5,6 +5,7 @@ from statistics import median
 
 import pandas as pd
 
+from ui.frame.figures import prob_text
 from ui.frame.html import visible
 
 
@@ -33,7 +34,7 @@ def top_logits_table(trace) -> pd.DataFrame:
 def steps_table(trace) -> pd.DataFrame:
     batched = trace.batched
     return pd.DataFrame([{"step": s.index, "phase": s.phase, "tokens in": s.tokens_in, "chosen": visible(s.token),
-                          "p(chosen)": round(s.prob, 3), "ms": round(s.seconds * 1000, 1),
+                          "p(chosen)": prob_text(s.prob), "ms": round(s.seconds * 1000, 1),
                           **({"requests in the pass": s.batch_size} if batched else {}),
                           "KV cache (KiB)": round(s.kv_bytes / 1024, 1)} for s in trace.steps])
 

@@ -37,7 +37,7 @@ def loop_picture(trace) -> None:
     n = len(trace.steps)
     t, stage = _position(trace)
     cols = st.columns(5)
-    back = cols[0].button("Back", icon=":material/skip_previous:", key="loop_back", width="stretch")
+    back = cols[0].button("Previous stage", icon=":material/skip_previous:", key="loop_back", width="stretch")
     nxt = cols[1].button("Next stage", icon=":material/arrow_forward:", key="loop_next", width="stretch", type="primary")
     tok = cols[2].button("Next token", icon=":material/skip_next:", key="loop_token", width="stretch",
                          disabled=t + 1 >= n)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, style
+from ui.frame.figures import COLORS, MIN_TICK_SIZE, style
 
 SHOWN_TIMINGS = 24  # the first timings drawn (a long race has a bar per round)
 
@@ -18,6 +18,8 @@ def timings_chart(timings, recorded_where: str) -> go.Figure:
     fig.add_trace(go.Bar(x=names, y=[t.here_s * 1000 for t in ts], name="measured here, now",
                          marker_color=COLORS["primary"],
                          text=[f"x{t.ratio:.2f}" if t.ratio == t.ratio else "" for t in ts], textposition="outside",
+                         # full size, upright above each pair: plotly shrank them to a narrow bar's width (tiny)
+                         textfont=dict(size=MIN_TICK_SIZE), constraintext="none", textangle=0, cliponaxis=False,
                          hovertemplate="%{x}: %{y:.1f} ms here, %{text} the recorded time<extra></extra>"))
     style(fig, "Every timing, recorded there and measured here (the label: here / recorded)", "what was timed",
           "wall time (ms)", height=440)

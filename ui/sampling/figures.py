@@ -108,10 +108,17 @@ def cumulative_curve(st) -> go.Figure:
     """Cumulative probability of the distribution top-p sees, with the top-p (and top-k) cut marked.
     The x-axis spans a little past the cut, so the interesting part fills the chart."""
     s = st.settings
-    keep = st.top_p_keep
+    keep = 1 if s.greedy else st.top_p_keep  # greedy takes the argmax: no filter decides, whatever top-p says
     span = int(min(st.cum_probs.size, max(20, 2 * keep + 5, (s.top_k + 5) if 0 < s.top_k <= 60 else 0)))
     shapes, notes = [], []
-    if s.top_p < 1.0:
+    if s.greedy:
+        shapes += [dict(type="rect", x0=0.5, x1=1.5, yref="paper", y0=0, y1=1, line_width=0,
+                        fillcolor=COLORS["good"], opacity=0.12),
+                   dict(type="line", x0=1.5, x1=1.5, yref="paper", y0=0, y1=1, line=dict(color=COLORS["good"]))]
+        notes.append(dict(text="greedy (T = 0) keeps 1 token: the most likely; top-p and top-k are not used",
+                          x=1.5, yref="paper", y=1, xanchor="left", yanchor="bottom", showarrow=False,
+                          font=dict(color=COLORS["good"])))
+    elif s.top_p < 1.0:
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, y0=s.top_p, y1=s.top_p,
                            line=dict(dash="dash", color=COLORS["warn"])))
         notes.append(dict(text=f"top-p = {s.top_p:g}", xref="paper", x=1, y=s.top_p, xanchor="right",
@@ -127,7 +134,7 @@ def cumulative_curve(st) -> go.Figure:
         else:
             notes.append(dict(text=f"top-p keeps {keep:,} tokens (beyond this chart)", xref="paper", yref="paper",
                               x=1, y=0.05, showarrow=False, xanchor="right"))
-    if 0 < s.top_k < st.vocab and s.top_k <= span:
+    if 0 < s.top_k < st.vocab and s.top_k <= span and not s.greedy:
         shapes.append(dict(type="line", x0=s.top_k + 0.5, x1=s.top_k + 0.5, yref="paper", y0=0, y1=1,
                            line=dict(dash="dot", color=COLORS["muted"])))
         notes.append(dict(text=f"top-k = {s.top_k}", x=s.top_k + 0.5, y=0.05, xanchor="left", showarrow=False))
@@ -136,7 +143,9 @@ def cumulative_curve(st) -> go.Figure:
                    marker=dict(size=5), line=dict(color=COLORS["primary"]), name="cumulative probability")],
         layout=dict(shapes=shapes, annotations=notes, showlegend=False, xaxis=dict(range=[0.5, span + 0.5]),
                     yaxis=dict(range=[0, 1.08])))
-    return style(fig, "Cumulative probability, most likely token first (after temperature and top-k)",
+    title = ("Cumulative probability at temperature 1, most likely token first (greedy takes rank 1)" if s.greedy
+             else "Cumulative probability, most likely token first (after temperature and top-k)")
+    return style(fig, title,
                  "token rank (1 = most likely)", "cumulative probability (0 to 1)", height=380)
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from engine.core.prompt import token_text
 from engine.sampling.stages import Stages
+from ui.frame.figures import prob_text
 from ui.frame.html import chips, visible
 from ui.sampling.figures import position_probs, step_chart
 
@@ -75,8 +76,9 @@ def steps(lm, stp):
     toks = token_strings(lm, [r.token_id for r in rows])
     tops = token_strings(lm, [r.top_id for r in rows])
     fig = step_chart(toks, [r.prob for r in rows], [r.top_prob for r in rows], [r.entropy_bits for r in rows])
-    df = pd.DataFrame([{"step": r.step, "appended": visible(t), "p(appended)": round(r.prob, 4), "top token": visible(tt),
-                        "p(top)": round(r.top_prob, 4), "entropy (bits)": round(r.entropy_bits, 2)}
+    df = pd.DataFrame([{"step": r.step, "appended": visible(t), "p(appended)": prob_text(r.prob),
+                        "top token": visible(tt), "p(top)": prob_text(r.top_prob),
+                        "entropy (bits)": round(r.entropy_bits, 2)}
                        for r, t, tt in zip(rows, toks, tops)])
     return fig, df, min(400, 38 + 35 * len(rows))
 
@@ -91,10 +93,11 @@ def every_position(lm, tr, pp, guesses):
     table = pd.DataFrame({
         "position": range(len(toks)), "token": [visible(t) for t in toks],
         "model's top guess for the next": [visible(g) for g in guesses],
-        "p(top guess)": pp.top_probs[:, 0].round(4),
+        "p(top guess)": pp.top_probs[:, 0],
         "token that came next": [visible(t) for t in toks[1:]] + ["(the token you generate)"],
-        "p(that token)": list(pp.actual_probs.round(4)) + [None],
+        "p(that token)": list(pp.actual_probs) + [None],
         "its rank": [int(r) for r in pp.actual_ranks] + [None],
     })
-    bars = {"p(top guess)": "%.3f", "p(that token)": "%.3g"}  # probability columns drawn as bars, their format
+    # probability columns drawn as bars, their format: unrounded, so a rank-791 token's 1.3e-05 is not shown as 0
+    bars = {"p(top guess)": "%.3g", "p(that token)": "%.3g"}
     return fig, caption, table, bars, min(420, 38 + 35 * len(toks))

@@ -1,0 +1,56 @@
+"""Compiled mode's warm-up, watched: torch's own compile steps reach the progress box as phrases, from the compiling
+thread only, and each warm-up's time is kept for the next one (the box stayed at "Step 1 of 3" through a 204 s
+compile, with nothing to compare the clock with)."""
+import threading
+
+import torch
+
+from engine.core import compile_watch as W
+from engine.core import compiled as C
+
+
+def test_torch_step_messages_become_phrases():
+    assert W.phrase("Step 1: torchdynamo start tracing step /x.py:10").startswith("tracing the decode step")
+    assert W.phrase("Step 3: torchinductor compiling FORWARDS graph 0").startswith("inductor writes")
+    assert W.phrase("Step 2: done compiler function inductor") == W.GRAPH_DONE
+    assert W.phrase("Step 2: something else") is None and W.phrase("") is None
+
+
+def test_a_real_compile_on_this_thread_is_heard_and_another_threads_is_not():
+    heard: list[str] = []
+
+    def scale(x):
+        return torch.sin(x) * 3.0 + 1.0
+
+    with W.watched(heard.append):
+        other = threading.Thread(target=lambda: torch.compile(lambda x: x * 5 - 2, dynamic=False)(torch.ones(4)))
+        other.start()
+        other.join()
+        assert heard == []  # another thread's compile is not this warm-up's
+        torch.compile(scale, dynamic=False)(torch.ones(4))
+    assert any(h.startswith("tracing the decode step") for h in heard), heard
+    assert heard[-1] == f"{W.GRAPH_DONE} (graphs compiled: 1)", heard
+    before = list(heard)
+    torch.compile(lambda x: x - 7, dynamic=False)(torch.ones(4))
+    assert heard == before  # listening ends with the block
+
+
+def test_the_last_time_is_kept_per_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
+    key = W.record_key("tiny-random (compiled)", "cpu", 256)
+    assert W.last_seconds(key) is None
+    W.remember(key, 204.26)
+    W.remember(W.record_key("other", "cpu", 256), 3.0)
+    assert W.last_seconds(key) == 204.3 and W.last_seconds(W.record_key("tiny-random (compiled)", "cpu", 512)) is None
+    (tmp_path / W.RECORD).write_text("not json")
+    assert W.last_seconds(key) is None  # a damaged record: no last time, no error
+
+
+def test_a_compile_warm_up_says_its_steps_and_keeps_its_time(tiny_lm, tmp_path, monkeypatch):
+    monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
+    lm = C.to_mode(tiny_lm, "compiled")
+    heard: list[str] = []
+    W.compile_warm_up(lm, 40, progress=heard.append)
+    assert [h[:6] for h in heard if h.startswith("Step ")] == ["Step 1", "Step 2", "Step 3"], heard
+    kept = W.last_seconds(W.record_key(lm.ref.label(), str(lm.device), 256))
+    assert kept is not None and abs(kept - C.graph_of(lm).compile_s[256]) <= 0.05
