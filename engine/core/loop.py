@@ -4,7 +4,8 @@ over the prompt, one decode step per new token, ``decode`` for n steps with a ca
 
 Two engine modes run behind this door (engine.core.compiled): eager, and compiled, where a decode step of a compiled
 model on the static cache that ``new_cache(lm, tokens=...)`` made for it runs as one compiled graph (a CUDA graph on
-a GPU). Every other pass of a compiled model (prefill, verify passes, padded batches, analyses) runs eager.
+a GPU), and so do a verify pass and a padded batch step on a static cache whose graph is compiled
+(``engine.core.compiled.ShapedGraphs``). Every other pass of a compiled model (prefill, analyses) runs eager.
 
 This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
 model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
@@ -25,7 +26,7 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import graph_of
+from engine.core.compiled import graph_of, is_static, rewind, shaped_of
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
@@ -112,6 +113,9 @@ def crop(cache, n: int) -> bool:
     """Roll the cache back to its first ``n`` tokens (speculative rejections, the stepper's "go back").
     transformers 5: ``DynamicCache.crop(-k)`` drops the last k. Returns False, changing nothing, when that
     cannot be exact (``can_crop``); the caller then rebuilds the cache from the kept tokens."""
+    if is_static(cache):  # compiled mode's static cache: only its length moves back
+        rewind(cache, n)
+        return True
     extra = cache.get_seq_length() - int(n)
     if not can_crop(cache, n):
         return False
@@ -142,6 +146,17 @@ def _on_model(model, t: torch.Tensor) -> torch.Tensor:
     return t.to(dev) if isinstance(dev, torch.device) and t.device != dev else t
 
 
+def _cache_pass(model):
+    """The plain pass that compiled mode compiles for a verify pass or a padded batch step
+    (engine.core.compiled.ShapedGraphs)."""
+
+    def cache_pass(ids, cache, attention_mask, position_ids, keep: int):  # ids [rows, n] -> [rows, keep, vocab]
+        return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=keep,
+                     attention_mask=attention_mask, position_ids=position_ids).logits
+
+    return cache_pass
+
+
 def _decode_call(model):
     """The plain decode step that compiled mode compiles (engine.core.compiled.DecodeGraph)."""
 
@@ -164,6 +179,10 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
             and served_compiled(lm, cache)):
         with pass_threads(1, ids.device), _door():
             return graph_of(lm).step(ids, cache, _decode_call)  # [1, 1, vocab]
+    shaped = shaped_of(lm)
+    if shaped is not None and shaped.serves(ids, cache, keep, attention_mask):
+        with pass_threads(1, ids.device), _door():  # a verify pass or a padded batch step, compiled
+            return shaped.run(_cache_pass, ids, cache, keep, attention_mask, position_ids)  # [rows, keep, vocab]
     kw = {}
     if attention_mask is not None:
         kw["attention_mask"] = _on_model(model, attention_mask)

@@ -77,12 +77,6 @@ def test_only_one_sequence_fed_token_by_token_gets_the_static_cache(tiny_compile
     assert len(steps) == 2
 
 
-def test_the_class_batcher_serves_a_compiled_model_alone(tiny_lm, tiny_compiled):
-    from engine.jobs.classbatch import group
-
-    assert group(tiny_lm) is not None and group(tiny_compiled) is None
-
-
 def test_every_pass_of_a_compiled_run_goes_through_the_door(tiny_compiled, door):
     run_trace(tiny_compiled, PROMPTS[1], GREEDY, 6, analyse=False)
     assert door["outside"] == 0 and door["through"] >= 1
