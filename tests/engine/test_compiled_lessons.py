@@ -54,3 +54,52 @@ def test_a_class_in_compiled_mode_is_one_batch_of_compiled_steps_equal_to_each_a
     assert name in dict(status.done) and status.current is None and status.failure is None
     assert C.last_compile_s(tiny_compiled, name) is not None  # kept in the cache folder for the next start
 
+
+# a prompt that repeats itself, so prompt lookup drafts from it
+REPEATING = list(range(5, 40)) + list(range(5, 20))
+
+
+@pytest.mark.parametrize("drafter", ["lookup", "early-exit:1"])
+def test_a_compiled_race_verifies_in_compiled_passes_and_equals_plain_greedy(tiny_lm, tiny_compiled, one_thread,
+                                                                             drafter):
+    from engine.speculative.decoding import race
+
+    r = race(tiny_compiled, REPEATING, drafter, 4, GREEDY, 24)
+    eager = race(tiny_lm, REPEATING, drafter, 4, GREEDY, 24)
+    assert r.identical and r.spec_ids == eager.plain_ids  # compiled speculative = plain greedy, token for token
+    assert r.plain_mode == "compiled" and r.spec_mode == "compiled"
+    assert eager.plain_mode == "eager" and eager.spec_mode == "eager"
+    d = r.to_dict()
+    assert d["plain"]["mode"] == "compiled" and d["speculative"]["mode"] == "compiled"
+    assert r.rounds and all(x.compiled for x in r.rounds)
+    assert r.drafted > 0 or drafter == "lookup"  # the tiny model's random text rarely repeats its prompt
+    before = loop_graphs()
+    race(tiny_compiled, REPEATING[:40], drafter, 4, GREEDY, 16)  # warmed: no compile inside a timed round
+    assert loop_graphs() == before
+
+
+def loop_graphs() -> int:
+    import torch._dynamo.utils as du
+
+    return int(du.counters["stats"]["unique_graphs"])
+
+
+def test_a_rejected_draft_is_rolled_back_in_the_static_cache(tiny_compiled):
+    """After a verify pass of k + 1 tokens keeps n, the next pass must see exactly the kept tokens: the logits of a
+    pass after the rollback equal those of a fresh cache fed only the kept tokens."""
+    import torch
+
+    from engine.core.loop import crop, forward, prefill
+    from engine.speculative.decoding import verify_cache, warm_verify
+
+    assert warm_verify(tiny_compiled, 64, 5)
+    kept = [5, 6, 7, 8, 9]
+    cache = verify_cache(tiny_compiled, 64)
+    prefill(tiny_compiled, torch.tensor([kept[:3]]), cache)
+    forward(tiny_compiled, torch.tensor([[kept[3], kept[4], 99, 98, 97]]), cache, keep=5)  # 3 rejected
+    assert crop(cache, 5)
+    after = forward(tiny_compiled, torch.tensor([[11, 12, 13, 14, 15]]), cache, keep=5)
+    fresh = verify_cache(tiny_compiled, 64)  # the same static cache, emptied
+    prefill(tiny_compiled, torch.tensor([kept]), fresh)
+    want = forward(tiny_compiled, torch.tensor([[11, 12, 13, 14, 15]]), fresh, keep=5)
+    assert torch.allclose(after, want, atol=1e-5)
