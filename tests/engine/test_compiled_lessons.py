@@ -103,3 +103,14 @@ def test_a_rejected_draft_is_rolled_back_in_the_static_cache(tiny_compiled):
     prefill(tiny_compiled, torch.tensor([kept]), fresh)
     want = forward(tiny_compiled, torch.tensor([[11, 12, 13, 14, 15]]), fresh, keep=5)
     assert torch.allclose(after, want, atol=1e-5)
+
+
+def test_bench_classroom_in_compiled_mode_says_its_batched_run_ran_compiled(tiny_compiled, one_thread):
+    from types import SimpleNamespace
+
+    from engine.batching import bench_classroom as classroom
+
+    r = classroom.run(tiny_compiled, SimpleNamespace(sessions=3, new_tokens=3, repeats=1, no_analysis=True))
+    assert r["engine_mode"] == "compiled" and r["batched_mode"] == "compiled" and r["serial_mode"] == "compiled"
+    assert r["same_answers"] and r["runs"][1]["largest_batch"] == 3
+    assert "compiled (" in classroom.summary(r)
