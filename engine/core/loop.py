@@ -26,7 +26,8 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import graph_of, is_static, rewind, shaped_of
+from engine.core.compiled import (decode_name, expected_line, graph_of, is_static, record_compile_s, rewind,
+                                   shaped_of)
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
@@ -299,6 +300,8 @@ def warm_up(lm, tokens: int | None = None, progress: Callable[[str], None] | Non
     if not served_compiled(lm, cache):
         return  # longer than any static cache: this run is eager
     say = progress or (lambda msg: None)
+    name = decode_name(cache.layers[0].max_cache_len)
+    say(expected_line(lm, name))  # before it starts: the last measured time, or that it is unknown
     t0 = time.perf_counter()
     say(f"Prefill into a static cache of {cache.layers[0].max_cache_len} positions (eager)")
     prefill(lm, ids, cache)
@@ -314,3 +317,4 @@ def warm_up(lm, tokens: int | None = None, progress: Callable[[str], None] | Non
             say(graph.fail(exc))
             return
     graph.record_warm(tokens, time.perf_counter() - t0)
+    record_compile_s(lm, name, time.perf_counter() - t0)
