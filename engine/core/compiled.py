@@ -231,6 +231,21 @@ def padded_batch(rows: int) -> int | None:
     return next((b for b in BATCH_SIZES if b >= int(rows)), None)
 
 
+# Prefill compiled: a prompt is padded on the right up to its bucket (causal attention: the real tokens never see the
+# padding) and the logits are kept at its last real position; the padding's cache positions are rolled back. Past the
+# largest bucket, prefill runs eager. Powers of four: few graphs, padding at most 4x.
+PREFILL_BUCKETS = (16, 64, 256, 1024)
+
+
+def prefill_bucket(tokens: int) -> int | None:
+    """The padded length a prefill of ``tokens`` tokens runs at, or None past the largest bucket (eager)."""
+    return next((b for b in PREFILL_BUCKETS if b >= int(tokens)), None)
+
+
+def prefill_name(bucket: int, length: int) -> str:
+    return f"prefill of up to {bucket} tokens, static cache of {length:,} positions"
+
+
 def verify_name(width: int, length: int) -> str:
     return f"verify pass of {width} tokens (k = {width - 1}), static cache of {length:,} positions"
 
@@ -280,7 +295,7 @@ class ShapedGraphs:
         return cache
 
     def owns(self, cache) -> bool:
-        return any(cache is c for c in self.caches.values())
+        return any(cache is c for c in self.caches.values()) or self.graph.owns(cache)
 
     def ready(self, name: str) -> bool:
         return name in self.compile_s and self.failure is None
@@ -292,6 +307,8 @@ class ShapedGraphs:
             return None
         rows, width = ids.shape
         length = cache.layers[0].max_cache_len
+        if isinstance(keep, torch.Tensor):  # the logits of one position, given as an index: a bucketed prefill
+            return prefill_name(width, length) if rows == 1 and attention_mask is None else None
         if rows == 1 and attention_mask is None and int(keep) == width > 1:
             return verify_name(width, length)
         if width == 1 and attention_mask is not None and int(keep) == 1 and rows in BATCH_SIZES:
@@ -319,10 +336,11 @@ class ShapedGraphs:
             ids = ids.clone(memory_format=torch.contiguous_format)
             attention_mask = None if attention_mask is None else attention_mask.contiguous()
             position_ids = None if position_ids is None else position_ids.contiguous()
+            keep = keep.clone() if isinstance(keep, torch.Tensor) else int(keep)  # an inference tensor, as in warm-up
         if self.graph.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
-            return self._fn(ids, cache, attention_mask, position_ids, int(keep)).clone()
-        return self._fn(ids, cache, attention_mask, position_ids, int(keep))
+            return self._fn(ids, cache, attention_mask, position_ids, keep).clone()
+        return self._fn(ids, cache, attention_mask, position_ids, keep)
 
     def start(self, name: str) -> None:
         self.current = (name, time.perf_counter())

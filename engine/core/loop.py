@@ -26,8 +26,8 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import (decode_name, expected_line, graph_of, is_static, record_compile_s, rewind,
-                                   shaped_of)
+from engine.core.compiled import (compiling, decode_name, expected_line, graph_of, is_static, prefill_bucket,
+                                   prefill_name, record_compile_s, rewind, shaped_of)
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
@@ -208,9 +208,50 @@ def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
         return model(input_ids=ids, use_cache=False, **kw)
 
 
-def prefill(lm, ids: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab]."""
+def prefill(lm, ids: torch.Tensor, cache, buckets: bool = False) -> torch.Tensor:
+    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab].
+    ``buckets`` (compiled mode): where ``prefill_compiled`` says so, the prompt runs as its bucket's compiled graph,
+    padded on the right, and the padding's positions are rolled back."""
+    if buckets and prefill_compiled(lm, ids.shape[1], cache):
+        n, past = ids.shape[1], int(cache.get_seq_length())
+        bucket = prefill_bucket(n)
+        x = torch.cat([ids, ids[:, -1:].expand(1, bucket - n)], dim=1)  # [1, bucket] right-padded
+        logits = forward(lm, x, cache, keep=torch.tensor([n - 1], device=x.device))  # [1, 1, vocab]
+        rewind(cache, past + n)
+        return logits[:, -1]
     return forward(lm, ids, cache)[:, -1]
+
+
+def prefill_compiled(lm, n: int, cache) -> bool:
+    """Does a prefill of ``n`` tokens on ``cache`` run as a compiled graph: compiled mode, one sequence on its static
+    cache with room for the padded bucket, and that bucket's graph compiled (``warm_prefill``)?"""
+    shaped = shaped_of(lm)
+    bucket = prefill_bucket(n)
+    if shaped is None or bucket is None or not shaped.owns(cache):
+        return False
+    length = cache.layers[0].max_cache_len
+    return int(cache.get_seq_length()) + bucket <= length and shaped.ready(prefill_name(bucket, length))
+
+
+def warm_prefill(lm, n: int, tokens: int, progress: Callable[[str], None] | None = None) -> bool:
+    """Compiled mode: compile the prefill graph of the bucket that holds ``n`` prompt tokens on the static cache of
+    a run of ``tokens`` tokens (untimed; three passes on CUDA to record and replay its CUDA graph). Returns whether
+    such a prefill runs compiled; False in eager mode, past the largest bucket or the longest static cache."""
+    shaped = shaped_of(lm)
+    bucket = prefill_bucket(n)
+    cache = new_cache(lm, tokens=tokens) if shaped is not None and bucket is not None else None
+    if cache is None or not served_compiled(lm, cache) or bucket > cache.layers[0].max_cache_len:
+        return False
+    name = prefill_name(bucket, cache.layers[0].max_cache_len)
+    if not shaped.ready(name):
+        ids = torch.zeros((1, bucket), dtype=torch.long, device=next(_module(lm).parameters()).device)
+        with compiling(lm, name, progress), torch.inference_mode():
+            forward(lm, ids[:, :2], cache)  # eager: a new static cache allocates its tensors on its first pass, and a
+            rewind(cache, 0)  # graph traced before that would not fit the allocated one
+            for _ in range(3 if shaped.graph.cuda_graphs else 1):
+                forward(lm, ids, cache, keep=torch.tensor([bucket - 1], device=ids.device))
+                rewind(cache, 0)
+    return prefill_compiled(lm, n, new_cache(lm, tokens=tokens))
 
 
 def decode_step(lm, token: torch.Tensor, cache) -> torch.Tensor:
@@ -249,17 +290,20 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
     return out, "max_new_tokens"
 
 
-def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0) -> tuple[list[int], float, list[float]]:
+def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0, buckets: bool = False
+                 ) -> tuple[list[int], float, list[float]]:
     """Greedy prefill then ``decode`` to ``n`` tokens in all (EOS ignored), each pass timed after a device sync:
     (token ids, prefill seconds, decode step seconds). The timed greedy loop of the timeline, precision and
     thread benchmarks. ``reserve``: a compiled model's static cache holds at least this many tokens (a sweep keeps
-    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed)."""
+    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed).
+    ``buckets``: the prefill runs compiled where its bucket's graph is (``prefill_compiled``; ``warm_prefill``
+    compiles it)."""
     dev = next(_module(lm).parameters()).device
     tokens = max(len(ids) + int(n), int(reserve))
     warm_up(lm, tokens)
     cache = new_cache(lm, tokens=tokens)
     t0 = now(dev)
-    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache)[0])  # [1, n] -> [vocab] -> id
+    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache, buckets)[0])  # [1, n] -> [vocab] -> id
     t_prefill = now(dev) - t0
     steps: list[float] = []
     out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s))

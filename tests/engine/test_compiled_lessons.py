@@ -114,3 +114,24 @@ def test_bench_classroom_in_compiled_mode_says_its_batched_run_ran_compiled(tiny
     assert r["engine_mode"] == "compiled" and r["batched_mode"] == "compiled" and r["serial_mode"] == "compiled"
     assert r["same_answers"] and r["runs"][1]["largest_batch"] == 3
     assert "compiled (" in classroom.summary(r)
+
+
+def test_a_compiled_prefill_runs_in_its_bucket_and_equals_eager(tiny_lm, tiny_compiled, one_thread):
+    """A prompt of 10 tokens runs as the 16-token bucket's graph (padded on the right, the padding rolled back):
+    the same greedy tokens as eager, no compile inside the timed run, and the sweep says which mode ran each
+    length (past the largest bucket: eager)."""
+    from engine.core import loop
+    from engine.timeline.experiment import prompt_length_sweep
+
+    ids = list(range(5, 15))
+    assert loop.warm_prefill(tiny_compiled, len(ids), 64)
+    assert loop.prefill_compiled(tiny_compiled, len(ids), loop.new_cache(tiny_compiled, tokens=64))
+    loop.warm_up(tiny_compiled, 64)  # the decode step's own graph, compiled outside the count below
+    before = loop_graphs()
+    comp = loop.timed_greedy(tiny_compiled, ids, 8, reserve=64, buckets=True)
+    assert loop_graphs() == before
+    assert comp[0] == loop.timed_greedy(tiny_lm, ids, 8)[0]
+    assert not loop.prefill_compiled(tiny_compiled, C.PREFILL_BUCKETS[-1] + 1, loop.new_cache(tiny_compiled, 2048))
+    sweep = prompt_length_sweep(tiny_compiled, (12,), new_tokens=2, repeats=1, reserve=64)
+    assert [r.prefill_mode for r in sweep.rows] == ["compiled"]
+    assert [r.prefill_mode for r in prompt_length_sweep(tiny_lm, (12,), 2, 1).rows] == ["eager"]
