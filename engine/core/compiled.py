@@ -389,6 +389,13 @@ def is_static(cache) -> bool:
     return bool(layers) and all(getattr(layer, "is_compileable", False) for layer in layers)
 
 
+def announce(lm, names) -> None:
+    """Graphs a warm-up is about to compile, in order: ``compile_status`` lists those not yet compiled as to do."""
+    shaped = shaped_of(lm)
+    if shaped is not None:
+        shaped.to_do += [n for n in names if n not in shaped.compile_s and n not in shaped.to_do]
+
+
 @contextmanager
 def compiling(lm, name: str, progress: Callable[[str], None] | None = None):
     """Around the warm-up passes that compile graph ``name`` of ``lm`` (untimed, before any measured pass): says

@@ -36,6 +36,7 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import Trace
+from engine.core.compiled import announce, cache_length, prefill_bucket, prefill_name
 from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_prefill, warm_up
 from engine.measure.spread import Spread  # noqa: F401  (re-exported: records here are built of it)
 
@@ -185,6 +186,9 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     reserve = max(int(reserve), max(lengths) + new_tokens)
     warm_up(lm, reserve)
     # compiled mode: each length's prefill bucket compiled before anything is timed (the last time said first)
+    length = cache_length(reserve, lm.info.max_positions)
+    announce(lm, [prefill_name(b, length) for b in sorted({prefill_bucket(n) for n in lengths} - {None})
+                  if length is not None and b <= length])
     mode = {n: "compiled" if warm_prefill(lm, n, reserve, progress=lambda msg: progress(0.0, msg)) else "eager"
             for n in lengths}
     for r in range(repeats + 1):  # round 0 is the warm-up, not recorded

@@ -133,5 +133,29 @@ def test_a_compiled_prefill_runs_in_its_bucket_and_equals_eager(tiny_lm, tiny_co
     assert comp[0] == loop.timed_greedy(tiny_lm, ids, 8)[0]
     assert not loop.prefill_compiled(tiny_compiled, C.PREFILL_BUCKETS[-1] + 1, loop.new_cache(tiny_compiled, 2048))
     sweep = prompt_length_sweep(tiny_compiled, (12,), new_tokens=2, repeats=1, reserve=64)
-    assert [r.prefill_mode for r in sweep.rows] == ["compiled"]
+    assert [r.prefill_mode for r in sweep.rows] == ["compiled"] and C.compile_status(tiny_compiled).to_do == ()
     assert [r.prefill_mode for r in prompt_length_sweep(tiny_lm, (12,), 2, 1).rows] == ["eager"]
+
+
+def test_compile_status_says_what_compiles_and_its_last_time_before_it_starts(tiny_lm, tmp_path, monkeypatch):
+    """A page can show the graph compiling, done and to do, seconds so far against the last time; before a graph's
+    first compile the line says its time is unknown, after it the measured time (kept in the cache folder)."""
+    monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
+    lm = C.to_mode(tiny_lm, "compiled")  # its own record: nothing compiled yet
+    assert C.compile_status(tiny_lm) is None and C.compile_status(lm).done == ()
+    name = C.batch_name(8, 256)
+    heard = []
+    shaped = C.shaped_of(lm)
+    C.announce(lm, [name, C.batch_name(16, 256)])
+    with C.compiling(lm, name, heard.append):
+        during = C.compile_status(lm)
+    assert heard == [f"compiling the {name}: first compile: unknown"]
+    assert during.current == name and during.seconds_so_far >= 0 and during.last_seconds is None
+    assert during.to_do == (C.batch_name(16, 256),) and "first compile: unknown" in during.line
+    after = C.compile_status(lm)
+    assert after.current is None and [n for n, _ in after.done] == [name] and after.to_do == (C.batch_name(16, 256),)
+    assert C.last_compile_s(lm, name) == pytest.approx(dict(after.done)[name], abs=0.1)
+    assert C.expected_line(lm, name).startswith(f"compiling the {name}: last time ")
+    with C.compiling(lm, C.batch_name(16, 256), heard.append):
+        raise RuntimeError("a graph break\nsecond line")
+    assert "\n" not in shaped.failure and "a graph break" in shaped.failure and C.compile_status(lm).failure

@@ -21,7 +21,7 @@ from engine.models.loading import default_device, load_model
 from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
-from engine.core.compiled import (DEFAULT_MODE, ModeError, cache_length, decode_name, graph_of, last_compile_s,
+from engine.core.compiled import (DEFAULT_MODE, announce, ModeError, cache_length, decode_name, graph_of, last_compile_s,
                                   refused as mode_refused, shaped_of, to_mode, verify_name)
 from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
@@ -472,6 +472,7 @@ def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
         steps.append((decode_name(cache_length(tokens, graph.max_positions)), warm_up, (lm, tokens)))
     if shaped is not None and not shaped.ready(verify_name(k + 1, length)):
         steps.append((verify_name(k + 1, length), warm_verify, (lm, tokens + k + 1, k + 1)))
+        announce(lm, [verify_name(k + 1, length)])
     for i, (name, fn, args) in enumerate(steps):
         with st.status(f"Compiled mode: compiling the {name} ({i + 1} of {len(steps)})...", expanded=True) as box:
             st.caption(f"Before the race is timed. {_last_time(lm, name)}")
