@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import (batch_name, cache_length, compiling, is_static, padded_batch, rewind,
-                                   shaped_of)
+from engine.core.compiled import (BATCH_SIZES, announce, batch_name, cache_length, compiling, is_static,
+                                   padded_batch, rewind, shaped_of)
 from engine.core.loaded import LoadedModel
 from engine.core.loop import forward, new_cache
 
@@ -217,3 +217,25 @@ def _static_decode(lm: LoadedModel, batch: Batch, tokens: list[int]) -> torch.Te
     logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[: len(tokens), -1]  # [B, vocab]
     batch.mask = torch.cat([batch.mask, batch.mask.new_ones(len(tokens), 1)], dim=-1)  # [B, L + 1]
     return logits
+
+
+def warm_batches(lm: LoadedModel, rows: int, prompt_tokens: int, progress=None) -> list[str]:
+    """Compile, ahead of a class, the batch step graphs of every padded size up to ``rows`` rows (BATCH_SIZES) on
+    the static cache that holds prompts of ``prompt_tokens`` tokens, so no student waits for a compile mid-answer
+    (each graph otherwise compiles the first time a batch reaches its size). Untimed; announced first, so
+    ``compile_status`` shows done and to do. Returns the graphs that are compiled; empty in eager mode."""
+    shaped = shaped_of(lm)
+    length = cache_length(int(prompt_tokens) + 1, shaped.graph.max_positions) if shaped is not None else None
+    top = padded_batch(rows) or BATCH_SIZES[-1]
+    sizes = [b for b in BATCH_SIZES if b <= top]
+    if length is None:
+        return []
+    announce(lm, [batch_name(b, length) for b in sizes])
+    done = []
+    for b in sizes:
+        batch = Batch(lm)  # b rows of one cached position each (zeros: a warm-up computes nothing anyone reads)
+        batch.cache, batch.mask, batch.rows = shaped.cache(b, length), torch.ones((b, 1), device=lm.device), [None] * b
+        rewind(batch.cache, 1)
+        if prepare_step(lm, batch, progress):
+            done.append(batch_name(b, length))
+    return done

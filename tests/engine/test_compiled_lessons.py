@@ -159,3 +159,25 @@ def test_compile_status_says_what_compiles_and_its_last_time_before_it_starts(ti
     with C.compiling(lm, C.batch_name(16, 256), heard.append):
         raise RuntimeError("a graph break\nsecond line")
     assert "\n" not in shaped.failure and "a graph break" in shaped.failure and C.compile_status(lm).failure
+
+
+def test_a_class_can_be_compiled_ahead_and_a_batch_past_the_largest_size_runs_eager(tiny_lm, tiny_compiled,
+                                                                                    one_thread, monkeypatch):
+    from engine.core import batch as B
+    from engine.core.batch import Batch, decode_logits, prefill_logits, prepare_step, warm_batches
+
+    monkeypatch.setattr(B, "BATCH_SIZES", (4,))  # the class test's graph only: a new one costs minutes here
+    want = [C.batch_name(4, C.SHORTEST)]
+    assert warm_batches(tiny_compiled, 3, 20) == want
+    status = C.compile_status(tiny_compiled)
+    assert set(want) <= set(dict(status.done)) and status.to_do == ()
+    prompts = [(5 + i, 6, 7) for i in range(C.BATCH_SIZES[-1] + 1)]  # 33 rows: a DynamicCache, eager steps
+    for lm in (tiny_compiled, tiny_lm):
+        batch = Batch(lm)
+        kv, mask, logits, _ = prefill_logits(lm, prompts)
+        batch.merge(kv, mask, list(prompts))
+        assert not prepare_step(lm, batch)
+        out = decode_logits(lm, batch, logits.argmax(-1).tolist()).argmax(-1).tolist()
+        if lm is tiny_compiled:
+            first = out
+    assert first == out
