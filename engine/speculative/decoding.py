@@ -31,7 +31,7 @@ from engine.core.sampling import SamplingSettings, make_generator, sample, sampl
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
-from engine.core.compiled import cache_length, compiling, shaped_of, verify_name
+from engine.core.compiled import announce, cache_length, compiling, shaped_of, verify_name
 
 MAX_K = 16
 
@@ -496,6 +496,8 @@ def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: Sa
     shared machine's drift hits both sides of each ratio alike."""
     ks = sorted({int(k) for k in ks if 1 <= int(k) <= MAX_K})
     drafter = drafter or make_drafter(lm, drafter_spec, **({"loader": loader} if loader else {}))
+    lengths = {k: cache_length(len(ids) + int(max_new_tokens) + k + 1, lm.info.max_positions) for k in ks}
+    announce(lm, [verify_name(k + 1, n) for k, n in lengths.items() if n])  # compiled: one verify graph per k
     points = []
     for i, k in enumerate(ks):
         r = race(lm, ids, drafter_spec, k, settings, max_new_tokens, seed, drafter=drafter)
