@@ -81,12 +81,13 @@ def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: 
     ready = np.array([j.finished_at - t0 for j in jobs])
     first = np.array([(j.first_token_at or j.finished_at) - t0 for j in jobs])
     tokens = sum(len(t.generated_ids) for t in traces)
-    # a batched step is in every trace that shared it: count each once, by (its size, its trace's step index)
+    # counted per answer: a batched step is a record in each answer that shared it
     decode = [s for t in traces for s in t.steps[1:]]
     compiled = sum(s.compiled for s in decode)
     return {"batching": batching, "mode": "compiled" if decode and compiled == len(decode) else
             "eager" if not compiled else "mixed", "decode_step_records": len(decode),
-            "decode_step_records_compiled": int(compiled), "last_ready_s": float(ready.max()), "first_ready_s": float(ready.min()),
+            "decode_step_records_compiled": int(compiled),
+            "last_ready_s": float(ready.max()), "first_ready_s": float(ready.min()),
             "p50_ready_s": float(np.percentile(ready, 50)), "p90_ready_s": float(np.percentile(ready, 90)),
             "mean_time_to_first_token_s": float(first.mean()), "tokens": tokens,
             "throughput_tok_s": tokens / float(ready.max()), "largest_batch": max(t.largest_batch for t in traces),

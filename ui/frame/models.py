@@ -21,8 +21,8 @@ from engine.models.loading import default_device, load_model
 from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
-from engine.core.compiled import (DEFAULT_MODE, announce, ModeError, cache_length, decode_name, graph_of, last_compile_s,
-                                  refused as mode_refused, shaped_of, to_mode, verify_name)
+from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
+                                  last_compile_s, refused as mode_refused, shaped_of, to_mode, verify_name)
 from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
