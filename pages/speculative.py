@@ -6,15 +6,14 @@ from ui.frame import nav
 from ui.speculative import sections
 from ui.frame.layout import chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
-from engine.speculative.decoding import EAGER_ONLY
-from ui.frame.models import current_model, eager_model
-from ui.speculative.view import self_draft_answer
+from ui.frame.models import current_model
+from ui.speculative.view import how_lanes_ran, self_draft_answer
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 from ui.record.sections import save_race
 
 nav.through_router()
 st.title("Speculative decoding: the race")
-lm = eager_model(current_model(), EAGER_ONLY)
+lm = current_model()  # compiled mode races compiled: plain decode steps and verify passes
 
 if section(None):
     st.markdown(lesson("speculative", "intro"))
@@ -25,6 +24,8 @@ params = sections.controls(lm)  # the race's settings, above every section (the 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
 result, raced = sections.lanes(params)  # stops the page here when the prompt or the drafter is refused
 st.caption(lesson("speculative", "clocks"))
+if result is not None:
+    st.caption(how_lanes_ran(result.run))
 
 # ---- summary (of the race shown: after a control moved, the last race, labelled with its own k) ---------
 if result is not None and section("Who won, and why" if raced == params else

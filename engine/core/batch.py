@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from engine.core.compiled import (BATCH_SIZES, announce, batch_name, cache_length, compiling, is_static,
+                                   padded_batch, rewind, shaped_of)
 from engine.core.loaded import LoadedModel
 from engine.core.loop import forward, new_cache
 
@@ -19,16 +21,22 @@ class Batch:
 
     def __init__(self, lm: LoadedModel):
         self.lm = lm
-        self.cache: DynamicCache | None = None
+        self.cache = None  # a DynamicCache; compiled mode: a static cache of rows padded up to a batch size
         self.mask: torch.Tensor | None = None  # [B, L] 1 = real cached position, 0 = padding
         self.rows: list = []  # one per row, the caller's own record (the lesson's slot, the class batcher's request)
 
     def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        if is_static(self.cache):  # its real rows and filled positions
+            b, n = self.mask.shape
+            return [(layer.keys[:b, :, :n], layer.values[:b, :, :n]) for layer in self.cache.layers]
         return [(layer.keys, layer.values) for layer in self.cache.layers]  # each [B, kv_heads, L, head_dim]
 
     def set_kv(self, kv, mask: torch.Tensor) -> None:
-        self.cache = DynamicCache(ddp_cache_data=kv, config=self.lm.model.config) if kv else None
+        """The batch's cache becomes ``kv`` (per layer (keys, values), each [B, kv_heads, L, head_dim]; copies,
+        never views of the batch's own static cache) with ``mask`` [B, L]."""
         self.mask = mask
+        self.cache = (into_static(self.lm, kv, mask.shape[1]) if kv else None) or (
+            DynamicCache(ddp_cache_data=kv, config=self.lm.model.config) if kv else None)
 
     def merge(self, kv_new, mask_new: torch.Tensor, rows: list) -> None:
         """Append rows: left-pad the shorter side with zeros (masked out) to a common length."""
@@ -113,6 +121,8 @@ def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
 def decode_logits(lm: LoadedModel, batch: Batch, tokens: list[int]) -> torch.Tensor:
     """One decode step for every row: the new token sits at position = that row's real cached tokens.
     Returns the logits [B, vocab] on the model's device."""
+    if is_static(batch.cache):
+        return _static_decode(lm, batch, tokens)
     dev = lm.device
     x = torch.tensor(tokens, device=dev)[:, None]  # [B, 1]
     pos = batch.mask.sum(-1, keepdim=True)  # [B, 1]
@@ -120,3 +130,112 @@ def decode_logits(lm: LoadedModel, batch: Batch, tokens: list[int]) -> torch.Ten
     logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[:, -1]  # [B, vocab]
     batch.mask = mask
     return logits
+
+
+# ------------------------------------------------------------------------------------------------ compiled mode
+# A compiled model's batch lives in a static cache (engine.core.compiled.ShapedGraphs.cache) of its rows padded up
+# to a size in BATCH_SIZES and a power-of-two length: the rows stay left-padded to a common length L, so every row's
+# new key goes to column L and the cache's one length counter serves them all. The padding rows decode a pad token
+# that attends to itself only, and their logits are dropped. A step whose graph is compiled runs compiled; until then
+# (``prepare_step`` compiles it, untimed), or past 32 rows or the longest cache, eager, with the same numbers.
+
+
+def into_static(lm: LoadedModel, kv, length: int):
+    """A static cache of ``lm`` (compiled mode) holding ``kv`` (per layer (keys, values) [B, kv_heads, length,
+    head_dim]) in its first rows and positions, with room for the next step; None in eager mode, past the largest
+    batch size, or past the longest cache (the caller keeps a DynamicCache)."""
+    shaped = shaped_of(lm)
+    rows = padded_batch(kv[0][0].shape[0]) if shaped is not None else None
+    size = cache_length(int(length) + 1, shaped.graph.max_positions) if rows else None
+    if size is None:
+        return None
+    cache = shaped.cache(rows, size)
+    with torch.inference_mode():
+        for layer, (k, v) in zip(cache.layers, kv):
+            layer.keys[: k.shape[0], :, : k.shape[2]].copy_(k)  # [B, kv_heads, length, head_dim]
+            layer.values[: v.shape[0], :, : v.shape[2]].copy_(v)
+            layer.cumulative_length.fill_(int(length))
+    return cache
+
+
+def _step_inputs(lm: LoadedModel, batch: Batch, tokens: list[int]):
+    """The padded step's inputs: ids [R, 1], attention mask [R, cache length], positions [R, 1] (R = padded rows)."""
+    cache = batch.cache
+    rows, size = cache.layers[0].keys.shape[0], cache.layers[0].max_cache_len
+    b, n = batch.mask.shape
+    dev = batch.mask.device
+    x = torch.full((rows, 1), lm.tokenizer.pad_token_id or 0, dtype=torch.long, device=dev)  # [R, 1]
+    x[:b, 0] = torch.tensor(tokens, device=dev)
+    mask = batch.mask.new_zeros(rows, size)  # [R, size] the positions each row attends to
+    mask[:b, :n] = batch.mask
+    mask[:, n] = 1  # every row's new token, a padding row's only one
+    pos = batch.mask.new_zeros(rows, 1)  # [R, 1]
+    pos[:b] = batch.mask.sum(-1, keepdim=True)
+    return x, mask, pos
+
+
+def step_graph(lm: LoadedModel, batch: Batch) -> str | None:
+    """The compiled graph the batch's next step needs (its name), or None when that step runs eager whatever is
+    compiled (eager mode, too many rows, too long)."""
+    shaped = shaped_of(lm)
+    if shaped is None or not is_static(batch.cache) or shaped.failure:
+        return None
+    first = batch.cache.layers[0]
+    n = batch.mask.shape[1]
+    if n + 1 > first.max_cache_len:
+        return None  # _static_decode moves it to a longer cache first; asked again after that step
+    return batch_name(first.keys.shape[0], first.max_cache_len)
+
+
+def prepare_step(lm: LoadedModel, batch: Batch, progress=None) -> bool:
+    """Before a timed batch step: compile its graph if it is not yet (a few passes on the batch's own cache, each
+    rolled back, so nothing changes; on CUDA the second records the CUDA graph, the third replays it). Returns
+    whether the step will run compiled."""
+    name = step_graph(lm, batch)
+    if name is None:
+        return False
+    shaped = shaped_of(lm)
+    if shaped.ready(name):
+        return True
+    tokens = [lm.tokenizer.pad_token_id or 0] * len(batch.rows)
+    n = batch.mask.shape[1]
+    with compiling(lm, name, progress), torch.inference_mode():
+        x, mask, pos = _step_inputs(lm, batch, tokens)
+        for _ in range(3 if shaped.graph.cuda_graphs else 1):
+            forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)
+            rewind(batch.cache, n)
+    return shaped.ready(name)
+
+
+def _static_decode(lm: LoadedModel, batch: Batch, tokens: list[int]) -> torch.Tensor:
+    n = batch.mask.shape[1]
+    if n + 1 > batch.cache.layers[0].max_cache_len:  # full: into a longer static cache, or a DynamicCache
+        batch.set_kv([(k.clone(), v.clone()) for k, v in batch.kv()], batch.mask)
+        if not is_static(batch.cache):
+            return decode_logits(lm, batch, tokens)
+    x, mask, pos = _step_inputs(lm, batch, tokens)
+    logits = forward(lm, x, batch.cache, attention_mask=mask, position_ids=pos)[: len(tokens), -1]  # [B, vocab]
+    batch.mask = torch.cat([batch.mask, batch.mask.new_ones(len(tokens), 1)], dim=-1)  # [B, L + 1]
+    return logits
+
+
+def warm_batches(lm: LoadedModel, rows: int, prompt_tokens: int, progress=None) -> list[str]:
+    """Compile, ahead of a class, the batch step graphs of every padded size up to ``rows`` rows (BATCH_SIZES) on
+    the static cache that holds prompts of ``prompt_tokens`` tokens, so no student waits for a compile mid-answer
+    (each graph otherwise compiles the first time a batch reaches its size). Untimed; announced first, so
+    ``compile_status`` shows done and to do. Returns the graphs that are compiled; empty in eager mode."""
+    shaped = shaped_of(lm)
+    length = cache_length(int(prompt_tokens) + 1, shaped.graph.max_positions) if shaped is not None else None
+    top = padded_batch(rows) or BATCH_SIZES[-1]
+    sizes = [b for b in BATCH_SIZES if b <= top]
+    if length is None:
+        return []
+    announce(lm, [batch_name(b, length) for b in sizes])
+    done = []
+    for b in sizes:
+        batch = Batch(lm)  # b rows of one cached position each (zeros: a warm-up computes nothing anyone reads)
+        batch.cache, batch.mask, batch.rows = shaped.cache(b, length), torch.ones((b, 1), device=lm.device), [None] * b
+        rewind(batch.cache, 1)
+        if prepare_step(lm, batch, progress):
+            done.append(batch_name(b, length))
+    return done

@@ -15,8 +15,12 @@ What it refuses, in one line each (``refused``), and eager runs instead:
   so dynamo recompiles the step at every position (a tiny Gemma 3 hit the recompile limit after 8 steps);
 - int8 on a CPU: torch.ao's packed int8 weights are opaque to torch.compile;
 - no compiler: dynamo unsupported here, no C++ compiler for the CPU backend, or no Triton for CUDA;
-- anything that is not one sequence fed one token at a time: a speculative verify pass and its rollback (``crop``),
-  the class batcher's padded batches, the stepper, analyses. Their caches are the eager loop's, so they run eager.
+- the stepper and analyses: their caches are the eager loop's, so they run eager.
+
+Shaped passes (``ShapedGraphs``, below): a speculative verify pass (one row, k + 1 tokens, rolled back by moving the
+static cache's length: ``rewind``) and the class batcher's decode step (rows padded up to a size in BATCH_SIZES) run
+as graphs of their own, one per shape, each compiled in a warm-up before anything is timed (``compiling``), its time
+recorded for the next start (``compile_status``, ``last_compile_s``).
 
 KV bytes: a static cache holds its whole length from the first step; ``engine.core.kv.kv_bytes`` counts the
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
@@ -28,8 +32,12 @@ reference is kept per (model, precision, mode).
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
-from dataclasses import replace
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -203,3 +211,295 @@ def to_mode(lm: LoadedModel, mode: str) -> LoadedModel:
     return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, replace(lm.info, mode=mode),
                        decode_graph=DecodeGraph(lm.model, lm.device, lm.info.max_positions))
 
+
+
+# ------------------------------------------------------------------------------------------------ shaped passes
+# Passes of other shapes than [1, 1] on a static cache, each its own compiled graph (``dynamic=False``; on CUDA one
+# CUDA graph per shape, recorded once): a speculative verify pass (one row, k + 1 tokens: one graph per k and cache
+# length) and the class batcher's decode step (one token per row, rows padded up to a size in BATCH_SIZES, as serving
+# engines capture them: one graph per size and cache length). Each is compiled lazily, in a warm-up before anything
+# is timed (``warm_shaped``'s callers), and the warm-up's time is recorded (``compile_status``, ``last_compile_s``).
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+COMPILE_TIMES = "compile_times.json"  # in the cache folder: the last measured compile time of each graph
+
+
+def padded_batch(rows: int) -> int | None:
+    """The batch size a batched decode step of ``rows`` rows runs at (the smallest in BATCH_SIZES that holds them),
+    or None when there are more rows than the largest: that step runs eager."""
+    return next((b for b in BATCH_SIZES if b >= int(rows)), None)
+
+
+# Prefill compiled: a prompt is padded on the right up to its bucket (causal attention: the real tokens never see the
+# padding) and the logits are kept at its last real position; the padding's cache positions are rolled back. Past the
+# largest bucket, prefill runs eager. Powers of four: few graphs, padding at most 4x.
+PREFILL_BUCKETS = (16, 64, 256, 1024)
+
+
+def prefill_bucket(tokens: int) -> int | None:
+    """The padded length a prefill of ``tokens`` tokens runs at, or None past the largest bucket (eager)."""
+    return next((b for b in PREFILL_BUCKETS if b >= int(tokens)), None)
+
+
+def prefill_name(bucket: int, length: int) -> str:
+    return f"prefill of up to {bucket} tokens, static cache of {length:,} positions"
+
+
+def verify_name(width: int, length: int) -> str:
+    return f"verify pass of {width} tokens (k = {width - 1}), static cache of {length:,} positions"
+
+
+def batch_name(rows: int, length: int) -> str:
+    return f"batched decode step of {rows} rows, static cache of {length:,} positions"
+
+
+def decode_name(length: int) -> str:
+    return f"decode step, static cache of {length:,} positions"
+
+
+class ShapedGraphs:
+    """A compiled model's shaped passes and their static caches (one per (rows, length): a CUDA graph replays on
+    fixed addresses), with what has been compiled and what is compiling now. Worker thread only."""
+
+    def __init__(self, graph: DecodeGraph):
+        self.graph = graph
+        self.caches: dict[tuple[int, int], object] = {}
+        self.compile_s: dict[str, float] = {}  # graph name -> seconds its warm-up took (compile included)
+        self.failure: str | None = None
+        self.current: tuple[str, float] | None = None  # (graph name, perf_counter at its start) while compiling
+        self.to_do: list[str] = []  # graph names a warm-up has announced and not yet compiled
+        self._fn = None
+
+    def cache(self, rows: int, length: int):
+        """The static cache of ``rows`` rows and ``length`` positions, its tensors allocated and zeroed, its
+        length 0."""
+        from transformers import StaticCache
+
+        key = (int(rows), int(length))
+        cache = self.caches.get(key)
+        model = self.graph.model
+        with torch.inference_mode():
+            if cache is None:
+                cache = StaticCache(config=model.config, max_cache_len=int(length))
+                cfg = model.config.get_text_config(decoder=True)
+                heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+                head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+                p = next(model.parameters())
+                shape = (int(rows), int(heads), 1, int(head_dim))  # lazy_initialization reads only shapes and kind
+                for layer in cache.layers:
+                    layer.lazy_initialization(p.new_empty(shape), p.new_empty(shape))
+                self.caches[key] = cache
+            else:
+                cache.reset()
+        return cache
+
+    def owns(self, cache) -> bool:
+        return any(cache is c for c in self.caches.values()) or self.graph.owns(cache)
+
+    def ready(self, name: str) -> bool:
+        return name in self.compile_s and self.failure is None
+
+    def name_of(self, ids: torch.Tensor, cache, keep: int, attention_mask: torch.Tensor | None) -> str | None:
+        """The graph that serves this pass (``ids`` [rows, n] on ``cache``), or None: one row of n tokens with no
+        mask and every position kept is a verify pass; one token per row with a mask is a batched decode step."""
+        if not self.owns(cache):
+            return None
+        rows, width = ids.shape
+        length = cache.layers[0].max_cache_len
+        if isinstance(keep, torch.Tensor):  # the logits of one position, given as an index: a bucketed prefill
+            return prefill_name(width, length) if rows == 1 and attention_mask is None else None
+        if rows == 1 and attention_mask is None and int(keep) == width > 1:
+            return verify_name(width, length)
+        if width == 1 and attention_mask is not None and int(keep) == 1 and rows in BATCH_SIZES:
+            return batch_name(rows, length)
+        return None
+
+    def serves(self, ids: torch.Tensor, cache, keep: int, attention_mask: torch.Tensor | None) -> bool:
+        """Does this pass run as a compiled graph: its graph is compiled, or is compiling now (its warm-up)?"""
+        name = self.name_of(ids, cache, keep, attention_mask)
+        return name is not None and self.failure is None and (
+            name in self.compile_s or (self.current is not None and self.current[0] == name))
+
+    def run(self, make: Callable[[torch.nn.Module], Callable], ids: torch.Tensor, cache, keep: int,
+            attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None) -> torch.Tensor:
+        """One compiled pass: ids [rows, n] -> logits [rows, keep, vocab] (a copy, as DecodeGraph.step's)."""
+        if self._fn is None:
+            import torch._dynamo as dynamo
+
+            if dynamo.config.recompile_limit < RECOMPILE_LIMIT:
+                dynamo.config.recompile_limit = RECOMPILE_LIMIT
+            kw = ({"mode": "reduce-overhead"} if self.graph.cuda_graphs
+                  else {"options": {"cpp.enable_kernel_profile": True}})
+            self._fn = torch.compile(make(self.graph.model), fullgraph=True, dynamic=False, **kw)
+        with torch.inference_mode():
+            ids = ids.clone(memory_format=torch.contiguous_format)
+            attention_mask = None if attention_mask is None else attention_mask.contiguous()
+            position_ids = None if position_ids is None else position_ids.contiguous()
+            keep = keep.clone() if isinstance(keep, torch.Tensor) else int(keep)  # an inference tensor, as in warm-up
+        if self.graph.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+            return self._fn(ids, cache, attention_mask, position_ids, keep).clone()
+        return self._fn(ids, cache, attention_mask, position_ids, keep)
+
+    def start(self, name: str) -> None:
+        self.current = (name, time.perf_counter())
+
+    def finish(self, lm, seconds: float | None, exc: BaseException | None = None) -> None:
+        """The graph compiling now is done (its warm-up took ``seconds``, kept here and in the cache folder), or it
+        failed (``exc``: one line, and the shaped passes of this model run eager from then on)."""
+        name = self.current[0] if self.current else None
+        self.current = None
+        if name in self.to_do:
+            self.to_do.remove(name)
+        if exc is not None:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            self.failure = f"torch.compile could not compile the {name} ({type(exc).__name__}: {first})"
+        elif name is not None and seconds is not None:
+            self.compile_s[name] = float(seconds)
+            record_compile_s(lm, name, seconds)
+
+
+_SHAPED: "weakref.WeakKeyDictionary[DecodeGraph, ShapedGraphs]" = weakref.WeakKeyDictionary()
+
+
+def shaped_of(lm) -> ShapedGraphs | None:
+    """The shaped passes of ``lm`` (a compiled LoadedModel), made on first use; None for an eager model or one whose
+    decode step failed to compile."""
+    graph = graph_of(lm)
+    if graph is None or graph.failure:
+        return None
+    shaped = _SHAPED.get(graph)
+    if shaped is None:
+        shaped = _SHAPED[graph] = ShapedGraphs(graph)
+    return shaped
+
+
+def rewind(cache, n: int) -> None:
+    """Roll a static cache back to its first ``n`` tokens (speculative rejections): only its length moves. The next
+    pass writes over the rejected positions, and until then the causal mask (built from the cache's length) hides
+    them."""
+    with torch.inference_mode():
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(int(n))
+
+
+def is_static(cache) -> bool:
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(getattr(layer, "is_compileable", False) for layer in layers)
+
+
+def announce(lm, names) -> None:
+    """Graphs a warm-up is about to compile, in order: ``compile_status`` lists those not yet compiled as to do."""
+    shaped = shaped_of(lm)
+    if shaped is not None:
+        shaped.to_do += [n for n in names if n not in shaped.compile_s and n not in shaped.to_do]
+
+
+@contextmanager
+def compiling(lm, name: str, progress: Callable[[str], None] | None = None):
+    """Around the warm-up passes that compile graph ``name`` of ``lm`` (untimed, before any measured pass): says
+    the last measured time (or that it is unknown) before it starts, marks it as compiling (its passes then run
+    compiled, ``ShapedGraphs.serves``), and records its time. A failure is one line on the graphs, and the shaped
+    passes run eager from then on; it does not propagate (cancellation does)."""
+    from engine.core.cancel import Cancelled
+
+    shaped = shaped_of(lm)
+    say = progress or (lambda msg: None)
+    say(expected_line(lm, name))
+    shaped.start(name)
+    t0 = time.perf_counter()
+    try:
+        yield
+    except Cancelled:
+        shaped.current = None
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure to compile: one line, and eager from now on
+        shaped.finish(lm, None, exc)
+        say(shaped.failure)
+    else:
+        shaped.finish(lm, time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------------------------------------ compile status
+def _times_key(lm, name: str) -> str:
+    info = lm.info
+    return f"{info.name} | {getattr(info, 'precision', '') or info.dtype} | {info.device} | {name}"
+
+
+def _times_path():
+    from engine.settings import cache_dir
+
+    return cache_dir() / COMPILE_TIMES
+
+
+def _read_times() -> dict:
+    try:
+        data = json.loads(_times_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def last_compile_s(lm, name: str) -> float | None:
+    """The last measured compile (and warm-up) time of graph ``name`` of this model, precision and device, kept
+    across restarts in the cache folder; None before the first."""
+    v = _read_times().get(_times_key(lm, name))
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def record_compile_s(lm, name: str, seconds: float) -> None:
+    try:
+        data = _read_times()
+        data[_times_key(lm, name)] = round(float(seconds), 1)
+        path = _times_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache folder: the time is still shown this session (ShapedGraphs.compile_s)
+
+
+def expected_line(lm, name: str) -> str:
+    """What a person is told before graph ``name`` compiles: the last measured time, or that it is unknown."""
+    last = last_compile_s(lm, name)
+    return (f"compiling the {name}: last time {last:.0f} s" if last is not None
+            else f"compiling the {name}: first compile: unknown")
+
+
+@dataclass(frozen=True)
+class CompileStatus:
+    """What a compiled model has compiled and is compiling, as plain values for a page to show."""
+
+    done: tuple[tuple[str, float], ...]  # (graph name, seconds its compile and warm-up took), this session
+    to_do: tuple[str, ...]  # graphs a warm-up has announced and not yet compiled
+    current: str | None  # the graph compiling now
+    seconds_so_far: float | None  # since the current graph started
+    last_seconds: float | None  # the current graph's last measured time (cache folder), None if never measured
+    failure: str | None
+
+    @property
+    def line(self) -> str:
+        if self.current is None:
+            return f"{len(self.done)} graphs compiled" + (f", {len(self.to_do)} to do" if self.to_do else "")
+        last = f"last time {self.last_seconds:.0f} s" if self.last_seconds is not None else "first compile: unknown"
+        return (f"compiling the {self.current}: {self.seconds_so_far:.0f} s so far ({last}); {len(self.done)} done, "
+                f"{len(self.to_do)} to do")
+
+
+def compile_status(lm) -> CompileStatus | None:
+    """The compile record of ``lm`` (a compiled LoadedModel; None for an eager one): the decode steps and shaped
+    passes compiled, announced and compiling. Safe to call from another thread (it only reads)."""
+    graph = graph_of(lm)
+    if graph is None:
+        return None
+    shaped = _SHAPED.get(graph)
+    done = [(decode_name(n), s) for n, s in sorted(graph.compile_s.items())]
+    current = to_do = None
+    if shaped is not None:
+        done += list(shaped.compile_s.items())
+        current, to_do = shaped.current, list(shaped.to_do)
+    name, t0 = current if current else (None, None)
+    return CompileStatus(tuple(done), tuple(n for n in to_do or () if n != name), name,
+                         None if t0 is None else time.perf_counter() - t0,
+                         None if name is None else last_compile_s(lm, name),
+                         graph.failure or (shaped.failure if shaped else None))

@@ -4,7 +4,8 @@ over the prompt, one decode step per new token, ``decode`` for n steps with a ca
 
 Two engine modes run behind this door (engine.core.compiled): eager, and compiled, where a decode step of a compiled
 model on the static cache that ``new_cache(lm, tokens=...)`` made for it runs as one compiled graph (a CUDA graph on
-a GPU). Every other pass of a compiled model (prefill, verify passes, padded batches, analyses) runs eager.
+a GPU), and so do a verify pass and a padded batch step on a static cache whose graph is compiled
+(``engine.core.compiled.ShapedGraphs``). Every other pass of a compiled model (prefill, analyses) runs eager.
 
 This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
 model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
@@ -25,7 +26,8 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import graph_of
+from engine.core.compiled import (compiling, decode_name, expected_line, graph_of, is_static, prefill_bucket,
+                                   prefill_name, record_compile_s, rewind, shaped_of)
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
@@ -112,6 +114,9 @@ def crop(cache, n: int) -> bool:
     """Roll the cache back to its first ``n`` tokens (speculative rejections, the stepper's "go back").
     transformers 5: ``DynamicCache.crop(-k)`` drops the last k. Returns False, changing nothing, when that
     cannot be exact (``can_crop``); the caller then rebuilds the cache from the kept tokens."""
+    if is_static(cache):  # compiled mode's static cache: only its length moves back
+        rewind(cache, n)
+        return True
     extra = cache.get_seq_length() - int(n)
     if not can_crop(cache, n):
         return False
@@ -142,6 +147,17 @@ def _on_model(model, t: torch.Tensor) -> torch.Tensor:
     return t.to(dev) if isinstance(dev, torch.device) and t.device != dev else t
 
 
+def _cache_pass(model):
+    """The plain pass that compiled mode compiles for a verify pass or a padded batch step
+    (engine.core.compiled.ShapedGraphs)."""
+
+    def cache_pass(ids, cache, attention_mask, position_ids, keep: int):  # ids [rows, n] -> [rows, keep, vocab]
+        return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=keep,
+                     attention_mask=attention_mask, position_ids=position_ids).logits
+
+    return cache_pass
+
+
 def _decode_call(model):
     """The plain decode step that compiled mode compiles (engine.core.compiled.DecodeGraph)."""
 
@@ -164,6 +180,10 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
             and served_compiled(lm, cache)):
         with pass_threads(1, ids.device), _door():
             return graph_of(lm).step(ids, cache, _decode_call)  # [1, 1, vocab]
+    shaped = shaped_of(lm)
+    if shaped is not None and shaped.serves(ids, cache, keep, attention_mask):
+        with pass_threads(1, ids.device), _door():  # a verify pass or a padded batch step, compiled
+            return shaped.run(_cache_pass, ids, cache, keep, attention_mask, position_ids)  # [rows, keep, vocab]
     kw = {}
     if attention_mask is not None:
         kw["attention_mask"] = _on_model(model, attention_mask)
@@ -188,9 +208,50 @@ def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
         return model(input_ids=ids, use_cache=False, **kw)
 
 
-def prefill(lm, ids: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab]."""
+def prefill(lm, ids: torch.Tensor, cache, buckets: bool = False) -> torch.Tensor:
+    """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab].
+    ``buckets`` (compiled mode): where ``prefill_compiled`` says so, the prompt runs as its bucket's compiled graph,
+    padded on the right, and the padding's positions are rolled back."""
+    if buckets and prefill_compiled(lm, ids.shape[1], cache):
+        n, past = ids.shape[1], int(cache.get_seq_length())
+        bucket = prefill_bucket(n)
+        x = torch.cat([ids, ids[:, -1:].expand(1, bucket - n)], dim=1)  # [1, bucket] right-padded
+        logits = forward(lm, x, cache, keep=torch.tensor([n - 1], device=x.device))  # [1, 1, vocab]
+        rewind(cache, past + n)
+        return logits[:, -1]
     return forward(lm, ids, cache)[:, -1]
+
+
+def prefill_compiled(lm, n: int, cache) -> bool:
+    """Does a prefill of ``n`` tokens on ``cache`` run as a compiled graph: compiled mode, one sequence on its static
+    cache with room for the padded bucket, and that bucket's graph compiled (``warm_prefill``)?"""
+    shaped = shaped_of(lm)
+    bucket = prefill_bucket(n)
+    if shaped is None or bucket is None or not shaped.owns(cache):
+        return False
+    length = cache.layers[0].max_cache_len
+    return int(cache.get_seq_length()) + bucket <= length and shaped.ready(prefill_name(bucket, length))
+
+
+def warm_prefill(lm, n: int, tokens: int, progress: Callable[[str], None] | None = None) -> bool:
+    """Compiled mode: compile the prefill graph of the bucket that holds ``n`` prompt tokens on the static cache of
+    a run of ``tokens`` tokens (untimed; three passes on CUDA to record and replay its CUDA graph). Returns whether
+    such a prefill runs compiled; False in eager mode, past the largest bucket or the longest static cache."""
+    shaped = shaped_of(lm)
+    bucket = prefill_bucket(n)
+    cache = new_cache(lm, tokens=tokens) if shaped is not None and bucket is not None else None
+    if cache is None or not served_compiled(lm, cache) or bucket > cache.layers[0].max_cache_len:
+        return False
+    name = prefill_name(bucket, cache.layers[0].max_cache_len)
+    if not shaped.ready(name):
+        ids = torch.zeros((1, bucket), dtype=torch.long, device=next(_module(lm).parameters()).device)
+        with compiling(lm, name, progress), torch.inference_mode():
+            forward(lm, ids[:, :2], cache)  # eager: a new static cache allocates its tensors on its first pass, and a
+            rewind(cache, 0)  # graph traced before that would not fit the allocated one
+            for _ in range(3 if shaped.graph.cuda_graphs else 1):
+                forward(lm, ids, cache, keep=torch.tensor([bucket - 1], device=ids.device))
+                rewind(cache, 0)
+    return prefill_compiled(lm, n, new_cache(lm, tokens=tokens))
 
 
 def decode_step(lm, token: torch.Tensor, cache) -> torch.Tensor:
@@ -231,17 +292,20 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
     return out, "max_new_tokens"
 
 
-def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0) -> tuple[list[int], float, list[float]]:
+def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0, buckets: bool = False
+                 ) -> tuple[list[int], float, list[float]]:
     """Greedy prefill then ``decode`` to ``n`` tokens in all (EOS ignored), each pass timed after a device sync:
     (token ids, prefill seconds, decode step seconds). The timed greedy loop of the timeline, precision and
     thread benchmarks. ``reserve``: a compiled model's static cache holds at least this many tokens (a sweep keeps
-    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed)."""
+    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed).
+    ``buckets``: the prefill runs compiled where its bucket's graph is (``prefill_compiled``; ``warm_prefill``
+    compiles it)."""
     dev = next(_module(lm).parameters()).device
     tokens = max(len(ids) + int(n), int(reserve))
     warm_up(lm, tokens)
     cache = new_cache(lm, tokens=tokens)
     t0 = now(dev)
-    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache)[0])  # [1, n] -> [vocab] -> id
+    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache, buckets)[0])  # [1, n] -> [vocab] -> id
     t_prefill = now(dev) - t0
     steps: list[float] = []
     out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s))
@@ -282,6 +346,8 @@ def warm_up(lm, tokens: int | None = None, progress: Callable[[str], None] | Non
     if not served_compiled(lm, cache):
         return  # longer than any static cache: this run is eager
     say = progress or (lambda msg: None)
+    name = decode_name(cache.layers[0].max_cache_len)
+    say(expected_line(lm, name))  # before it starts: the last measured time, or that it is unknown
     t0 = time.perf_counter()
     say(f"Prefill into a static cache of {cache.layers[0].max_cache_len} positions (eager)")
     prefill(lm, ids, cache)
@@ -297,3 +363,4 @@ def warm_up(lm, tokens: int | None = None, progress: Callable[[str], None] | Non
             say(graph.fail(exc))
             return
     graph.record_warm(tokens, time.perf_counter() - t0)
+    record_compile_s(lm, name, time.perf_counter() - t0)

@@ -41,7 +41,7 @@ import torch
 
 from transformers import DynamicCache
 
-from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice
+from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, prepare_step
 from engine.jobs import seats
 from engine.jobs.kinds import BatchHost, JobKind
 from engine.jobs.worker import relay
@@ -52,7 +52,6 @@ from engine.core.loaded import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
-from engine.core.compiled import graph_of
 from engine.core.trace import (MAX_NEW_TOKENS, PromptAnalysis, Trace, analyse_prompt, analyse_prompts,
                                build_trace, run_trace, step_record, step_stats)
 
@@ -100,13 +99,10 @@ def group(lm: LoadedModel) -> tuple | None:
     times changed a tiny Mistral's greedy tokens against its solo run (tests/engine/test_architectures.py), and
     an answer that differs from running alone is worse than a slower one. int8 runs alone too (its activation
     scale spans the batch's rows). Half precisions batch: their batched sums round differently, which can tip a
-    near tie (the answer's note says so; ui/loop/details.py)."""
+    near tie (the answer's note says so; ui/loop/details.py). A compiled model batches too: its batch steps run as
+    compiled graphs of padded batch sizes (engine.core.batch, compiled mode)."""
     facts = getattr(lm.info, "arch", None)
     if facts is not None and facts.has_windows:
-        return None
-    if graph_of(lm) is not None:
-        # compiled mode (engine.core.compiled): its graph runs one sequence on a static cache; a padded batch would run
-        # eager and the answer would not be the compiled mode's. Alone, as above.
         return None
     if getattr(lm.info, "precision", "") == "int8":
         # int8 quantizes each pass's activations with one scale over all its rows: another request's row moves
@@ -152,10 +148,11 @@ class _Row:
         return int(sample(logits, self.settings, self.gen))
 
     def keep(self, logits: torch.Tensor, tok: int, seconds: float, tokens_in: int, kv: tuple[int, int], rows: int,
-             stops: set[int]) -> None:
+             stops: set[int], compiled: bool = False) -> None:
         if self.first_logits is None:
             self.first_logits = logits
-        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, step_stats(logits, tok, self.settings), rows))
+        self.raw.append((len(self.tokens), tokens_in, seconds, kv, tok, step_stats(logits, tok, self.settings), rows,
+                         compiled))
         self.tokens.append(tok)
         self.job.tokens = len(self.tokens)
         if self.stream:
@@ -355,6 +352,7 @@ def _cancelled(job):
 def _decode(w, lm, batch: Batch, stops, dev) -> float:
     """One decode step for every row of the batch; returns its seconds."""
     rows = list(batch.rows)
+    compiled = prepare_step(lm, batch)  # compiled mode: this batch size's graph is compiled here, untimed
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
     toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
@@ -362,7 +360,7 @@ def _decode(w, lm, batch: Batch, stops, dev) -> float:
     w.note_step("decode", start, time.monotonic(), len(rows))
     for i, (r, tok) in enumerate(zip(rows, toks)):
         r.job.rows = max(r.job.rows, len(rows))
-        r.keep(logits[i], tok, seconds, 1, _row_kv(batch, i), len(rows), stops)
+        r.keep(logits[i], tok, seconds, 1, _row_kv(batch, i), len(rows), stops, compiled)
     return seconds
 
 

@@ -26,8 +26,8 @@ def spec_run(race: dict, model: str):
 
     rounds = tuple(SpecRound(
         r["index"], tuple(r["drafted"]), tuple(r["q"]), tuple(r["p"]), r["accepted"], r["token"], r["kind"],
-        r["source"], tuple(r["target_top_ids"]), tuple(r["target_top_probs"]), r["draft_seconds"], r["verify_seconds"])
-        for r in race["speculative"]["rounds"])
+        r["source"], tuple(r["target_top_ids"]), tuple(r["target_top_probs"]), r["draft_seconds"], r["verify_seconds"],
+        bool(r.get("compiled", False))) for r in race["speculative"]["rounds"])
     s = race["settings"]
     return SpecRun(model=model, drafter=race["drafter"], k=race["k"],
                    settings=SamplingSettings(s["temperature"], s["top_k"], s["top_p"], s["min_p"]), seed=race["seed"],

@@ -31,11 +31,11 @@ from engine.core.sampling import SamplingSettings, make_generator, sample, sampl
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
+from engine.core.compiled import announce, cache_length, compiling, shaped_of, verify_name
 from engine.speculative import MAX_K
 
-# `--mode compiled`: the race command and page say this in one line and run eager
-EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain run "
-              "beside them too, so the race compares like with like")
+# `--mode compiled` runs the race compiled: plain steps and verify passes (``warm_verify``); nothing runs eager for it
+EAGER_ONLY = None
 
 PASSAGE = (
     "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "
@@ -71,6 +71,7 @@ class SpecRound:
     target_top_probs: tuple[float, ...]
     draft_seconds: float
     verify_seconds: float  # target pass + accept/reject + cache rollback
+    compiled: bool = False  # the verify pass ran as a compiled graph (k + 1 tokens, drafts padded; compiled mode)
 
     @property
     def accept_probs(self) -> tuple[float, ...]:
@@ -108,6 +109,13 @@ class SpecRun:
     # The plain lane's step records (top-k logits, KV bytes) when it was decoded in this race; empty when an earlier
     # plain run was reused (a k sweep). A saved race is checked against them (engine/record).
     plain_steps: tuple = ()
+    plain_mode: str = ""  # how the plain lane ran: "compiled" | "eager" ("" when an earlier plain run was reused)
+
+    @property
+    def spec_mode(self) -> str:
+        """How the speculative lane's verify passes ran: "compiled", "eager", or "mixed" (some of each)."""
+        kinds = {r.compiled for r in self.rounds}
+        return "mixed" if len(kinds) > 1 else "compiled" if kinds == {True} else "eager"
 
     @property
     def plain_seconds(self) -> float:
@@ -244,8 +252,8 @@ class SpecRun:
             "seed": self.seed, "max_new_tokens": self.max_new_tokens, "threads": self.threads,
             "prompt_tokens": len(self.prompt_ids),
             "plain": {"ids": list(self.plain_ids), "tokens": list(self.plain_tokens), "seconds": self.plain_seconds,
-                      "tokens_per_second": self.plain_tokens_per_second},
-            "speculative": {"ids": list(self.spec_ids), "tokens": list(self.spec_tokens),
+                      "tokens_per_second": self.plain_tokens_per_second, "mode": self.plain_mode},
+            "speculative": {"ids": list(self.spec_ids), "tokens": list(self.spec_tokens), "mode": self.spec_mode,
                             "seconds": self.spec_seconds, "tokens_per_second": self.spec_tokens_per_second,
                             "prefill_seconds": self.spec_prefill_seconds,
                             "rounds": [dict(asdict(r), accept_probs=list(r.accept_probs)) for r in self.rounds]},
@@ -369,7 +377,10 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
     rounds: list[SpecRound] = []
     with torch.inference_mode():
         warm_up(lm, width=k + 1)  # the verify pass's shape too: its first run would otherwise land in round 1
-        cache = new_cache(lm, rollback=True)  # sliding-window layers can drop rejected drafts past the window
+        reserve = len(ids) + int(max_new_tokens) + k + 1  # the last round's padded draft too
+        width = k + 1 if k > 0 and warm_verify(lm, reserve, k + 1) else 0  # compiled mode: fixed-width passes
+        # sliding-window layers can drop rejected drafts past the window (eager); compiled, a static cache
+        cache = verify_cache(lm, reserve) if width else new_cache(lm, rollback=True)
         t0 = now(dev)
         logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
         out = [int(sample(logits, settings, gen))]
@@ -385,8 +396,10 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
             drafted = [int(t) for t in drafted[:want]]
             t1 = now(dev)
             past = len(context) - 1  # the cache holds every token but the last
-            x = torch.tensor([[context[-1]] + drafted], device=dev)  # [1, m+1]
-            logits = forward(lm, x, cache, keep=len(drafted) + 1)[0].float().cpu()  # verify: [m+1, vocab]
+            fed = [context[-1]] + drafted
+            fed += [fed[-1]] * (width - len(fed))  # compiled: one width per graph; the padding is rolled back below
+            x = torch.tensor([fed], device=dev)  # [1, m+1] (compiled: [1, k+1])
+            logits = forward(lm, x, cache, keep=len(fed))[0, : len(drafted) + 1].float().cpu()  # verify: [m+1, vocab]
             n, tok, kind, src, p, qq, dist = verify(logits, drafted, q, settings, gen)
             if not crop(cache, past + 1 + n):  # cannot happen with rollback=True; never continue on a wrong cache
                 raise RuntimeError("the KV cache could not be rolled back to the accepted tokens")
@@ -394,7 +407,7 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
             top_ids, top_probs = _top(dist)
             t2 = now(dev)
             rec = SpecRound(len(rounds), tuple(drafted), tuple(qq), tuple(p), n, tok, kind, src, top_ids,
-                            top_probs, t1 - t0, t2 - t1)
+                            top_probs, t1 - t0, t2 - t1, bool(width))
             rounds.append(rec)
             new = list(rec.emitted)
             for j, t in enumerate(new):
@@ -406,6 +419,35 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
             if on_round is not None:
                 on_round(rec)
     return out[:max_new_tokens], prefill_seconds, rounds
+
+
+def verify_cache(lm: LoadedModel, tokens: int):
+    """Compiled mode: the static cache of one row that a run of ``tokens`` tokens verifies on (its length as
+    ``warm_verify`` compiled it)."""
+    shaped = shaped_of(lm)
+    return shaped.cache(1, cache_length(tokens, shaped.graph.max_positions))
+
+
+def warm_verify(lm: LoadedModel, tokens: int, width: int, progress: Callable[[str], None] | None = None) -> bool:
+    """Compiled mode: make sure the verify pass of ``width`` tokens (k + 1) on the static cache that holds ``tokens``
+    is compiled (untimed, before the race: a prefill, then the pass and its rollback, three times on CUDA to record
+    and replay its CUDA graph). Returns whether verify passes of this run will run compiled; False in eager mode,
+    for a run longer than any static cache, or when the compile failed (the run is then eager)."""
+    shaped = shaped_of(lm)
+    length = cache_length(tokens, shaped.graph.max_positions) if shaped is not None else None
+    if length is None or shaped.failure:
+        return False
+    name = verify_name(width, length)
+    if shaped.ready(name):
+        return True
+    cache = shaped.cache(1, length)
+    tok = lm.tokenizer.eos_token_id or 0
+    with compiling(lm, name, progress), torch.inference_mode():
+        prefill(lm, torch.tensor([[tok] * 4], device=lm.device), cache)
+        for _ in range(3 if shaped.graph.cuda_graphs else 1):
+            forward(lm, torch.tensor([[tok] * width], device=lm.device), cache, keep=width)
+            crop(cache, 4)
+    return shaped.ready(name)
 
 
 def race(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int, settings: SamplingSettings = SamplingSettings(),
@@ -421,6 +463,7 @@ def race(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int, settings: S
         p_ids, steps, _, _ = generate_tokens(lm, list(ids), settings, max_new_tokens, seed, stop_at_eos,
                                              on_step=on_plain_step)
         plain = (tuple(p_ids), tuple(s.seconds for s in steps))
+    plain_mode = ("compiled" if any(s.compiled for s in steps) else "eager") if steps else ""
     s_ids, pre, rounds = speculative_generate(lm, list(ids), drafter, k, settings, max_new_tokens, seed, stop_at_eos,
                                               on_round=on_round, on_prefill=on_prefill)
     return SpecRun(
@@ -428,7 +471,7 @@ def race(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int, settings: S
         max_new_tokens=int(max_new_tokens), threads=torch.get_num_threads(), prompt_ids=tuple(ids),
         plain_ids=tuple(plain[0]), plain_step_seconds=tuple(plain[1]), spec_ids=tuple(s_ids),
         spec_prefill_seconds=pre, rounds=tuple(rounds), plain_tokens=tuple(token_text(lm.tokenizer, plain[0])),
-        spec_tokens=tuple(token_text(lm.tokenizer, s_ids)), plain_steps=tuple(steps),
+        spec_tokens=tuple(token_text(lm.tokenizer, s_ids)), plain_steps=tuple(steps), plain_mode=plain_mode,
     )
 
 
@@ -452,6 +495,8 @@ def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: Sa
     shared machine's drift hits both sides of each ratio alike."""
     ks = sorted({int(k) for k in ks if 1 <= int(k) <= MAX_K})
     drafter = drafter or make_drafter(lm, drafter_spec, **({"loader": loader} if loader else {}))
+    lengths = {k: cache_length(len(ids) + int(max_new_tokens) + k + 1, lm.info.max_positions) for k in ks}
+    announce(lm, [verify_name(k + 1, n) for k, n in lengths.items() if n])  # compiled: one verify graph per k
     points = []
     for i, k in enumerate(ks):
         r = race(lm, ids, drafter_spec, k, settings, max_new_tokens, seed, drafter=drafter)

@@ -68,7 +68,7 @@ def run(lm: LoadedModel, args) -> dict:
         "benchmark": "timeline", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": hw.threads, "new_tokens": sw.new_tokens, "repeats": sw.repeats,
         "sweep": [{"prompt_tokens": r.prompt_tokens, "ttft_ms": T.spread_dict(r.ttft_ms),
-                   "tpot_ms": T.spread_dict(r.tpot_ms)} for r in sw.rows],
+                   "tpot_ms": T.spread_dict(r.tpot_ms), "prefill_mode": r.prefill_mode} for r in sw.rows],
         "ttft_growth": round(last.ttft_ms.median / first.ttft_ms.median, 3),
         "extended": extended, "climb_started_at": T.climb_start(sw.rows), "memory_short_at": short,
         "tpot_growth": round(last.tpot_ms.median / first.tpot_ms.median, 3),

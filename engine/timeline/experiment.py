@@ -38,7 +38,8 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import Trace
-from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_up
+from engine.core.compiled import announce, cache_length, prefill_bucket, prefill_name
+from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_prefill, warm_up
 from engine.measure.spread import LESSON_RUNS, Spread, lesson_flags  # Spread re-exported: records here use it
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
@@ -109,6 +110,9 @@ class SweepRow:
     prompt_tokens: int
     ttft_ms: Spread  # measured over repeats
     tpot_ms: Spread  # median decode step of each repeat, then median (and range) over repeats
+    # how its prefill ran: "compiled" (its bucket's graph, padded to the bucket) or "eager" (eager mode, or a prompt
+    # past the largest bucket: engine.core.compiled.PREFILL_BUCKETS)
+    prefill_mode: str = "eager"
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,9 @@ def sweep_prompt(lm: LoadedModel, length: int) -> list[int]:
 
 def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int, reserve: int = 0
                     ) -> tuple[float, list[float]]:
-    """Greedy prefill + decode with the cache; returns (TTFT seconds, decode step seconds)."""
-    _, first, steps = timed_greedy(lm, ids, new_tokens, reserve=reserve)
+    """Greedy prefill + decode with the cache; returns (TTFT seconds, decode step seconds). Compiled mode: the
+    prefill runs as its bucket's graph where it is compiled (``warm_prefill``)."""
+    _, first, steps = timed_greedy(lm, ids, new_tokens, reserve=reserve, buckets=True)
     return first, steps
 
 
@@ -182,6 +187,12 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     total, done = len(lengths) * (repeats + 1), 0
     reserve = max(int(reserve), max(lengths) + new_tokens)
     warm_up(lm, reserve)
+    # compiled mode: each length's prefill bucket compiled before anything is timed (the last time said first)
+    length = cache_length(reserve, lm.info.max_positions)
+    announce(lm, [prefill_name(b, length) for b in sorted({prefill_bucket(n) for n in lengths} - {None})
+                  if length is not None and b <= length])
+    mode = {n: "compiled" if warm_prefill(lm, n, reserve, progress=lambda msg: progress(0.0, msg)) else "eager"
+            for n in lengths}
     for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
         for n in lengths:
             progress(done / total, f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}: {n} prompt tokens")
@@ -191,7 +202,7 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
                 tpot[n].append(statistics.median(steps) * 1000.0)
             done += 1
     progress(1.0, "done")
-    rows = tuple(SweepRow(n, Spread.of(ttft[n]), Spread.of(tpot[n])) for n in lengths)
+    rows = tuple(SweepRow(n, Spread.of(ttft[n]), Spread.of(tpot[n]), mode[n]) for n in lengths)
     return Sweep(rows, new_tokens, repeats)
 
 

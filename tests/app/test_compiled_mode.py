@@ -1,6 +1,6 @@
 """AppTest of the compiled engine mode (tiny model): chosen in the address and the sidebar, compiled before the
 page measures, the same greedy tokens as eager shown on the timeline page, the kernel-level trace in both modes side
-by side, one-line refusals with eager running, and the pages whose work runs eager saying so."""
+by side, one-line refusals with eager running, the race page racing compiled lanes and saying so."""
 from tests.app.test_pages import errors, run_page, shown
 
 
@@ -48,7 +48,9 @@ def test_the_home_page_answer_in_compiled_mode_is_the_compiled_loop():
     from ui.frame.runs import kept, run_key
 
     tr = kept(run_key(ModelRef("tiny-random", "", "compiled"), at.session_state["settings"].prompt, True, 5, 0.0, 50, 0.95, 0))
-    assert tr is not None and tr.engine_mode == "compiled" and not tr.timed_in_batcher
+    # served by the class batcher, as in eager mode, its steps the compiled batch graph's (a batch of 1)
+    assert tr is not None and tr.engine_mode == "compiled" and tr.timed_in_batcher
+    assert all(s.compiled for s in tr.steps[1:])
 
 
 def test_a_bad_mode_in_the_address_is_eager():
@@ -57,10 +59,19 @@ def test_a_bad_mode_in_the_address_is_eager():
     assert at.selectbox(key="w_mode").value == "eager"
 
 
-def test_the_race_page_runs_eager_and_says_so_in_compiled_mode():
-    at = run_page("pages/speculative.py", model="tiny-random", mode="compiled", max_new_tokens="4")
+def test_the_race_page_races_compiled_and_says_how_each_lane_ran_in_compiled_mode():
+    # a short prompt: the race fits the static cache of 256 positions, whose graphs the tiny model shares
+    at = run_page("pages/speculative.py", model="tiny-random", timeout=600, mode="compiled", max_new_tokens="4",
+                  race_prompt="story")
     assert not errors(at), errors(at)
-    assert any("this page runs eager" in c.value for c in at.caption)
+    assert not any("this page runs eager" in c.value for c in at.caption)
+    at.button(key="speculative_go").click().run()
+    assert not errors(at), errors(at)
+    said = _said(at)
+    assert ("plain lane's decode steps compiled (torch.compile graphs); speculative lane's verify passes compiled"
+            in said), said[-2000:]
+    # each graph's status box said what it compiles; compiled before the race, never inside its clocks
+    assert all(s.label.startswith("Compiled: the ") for s in at.status), [s.label for s in at.status]
 
 
 def test_the_compile_is_a_visible_warm_up_and_its_cancel_button_runs_eager():

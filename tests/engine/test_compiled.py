@@ -77,12 +77,6 @@ def test_only_one_sequence_fed_token_by_token_gets_the_static_cache(tiny_compile
     assert len(steps) == 2
 
 
-def test_the_class_batcher_serves_a_compiled_model_alone(tiny_lm, tiny_compiled):
-    from engine.jobs.classbatch import group
-
-    assert group(tiny_lm) is not None and group(tiny_compiled) is None
-
-
 def test_every_pass_of_a_compiled_run_goes_through_the_door(tiny_compiled, door):
     run_trace(tiny_compiled, PROMPTS[1], GREEDY, 6, analyse=False)
     assert door["outside"] == 0 and door["through"] >= 1
@@ -182,13 +176,22 @@ def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_co
     assert r["floor_ms_per_token"] > 0
 
 
-def test_cli_mode_refusal_is_one_line_and_eager_runs(capsys):
+def test_cli_mode_refusal_is_one_line_and_eager_runs(tiny_lm, capsys):
+    from engine.__main__ import in_mode
+
+    assert in_mode(tiny_lm, "compiled", "this command's passes run eager") is tiny_lm
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "compiled mode:" in err and "eager runs" in err
+
+
+def test_the_race_command_runs_compiled_and_says_so(capsys):
     from engine.__main__ import main
 
     assert main(["race", "--model", "tiny-random", "--mode", "compiled", "--prompt", "Hi", "--max-new-tokens",
                  "3", "--json"]) == 0
-    err = capsys.readouterr().err
-    assert "compiled mode:" in err and "eager runs" in err
+    out = capsys.readouterr().out
+    d = json.loads(out[out.index("{"):])
+    assert d["plain"]["mode"] == "compiled" and d["speculative"]["mode"] == "compiled"
 
 
 @pytest.mark.model

@@ -21,8 +21,10 @@ from engine.models.loading import default_device, load_model
 from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
-from engine.core.compiled import DEFAULT_MODE, ModeError, cache_length, graph_of, refused as mode_refused, to_mode
+from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
+                                  last_compile_s, refused as mode_refused, shaped_of, to_mode, verify_name)
 from engine.core.compile_watch import compile_warm_up, last_seconds, record_key
+from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
 from ui.frame import state, teacher, work
@@ -426,7 +428,8 @@ def warm_for_run(page: str = "loop") -> None:
                    "on a 2-core CPU the first time; from torch's compile cache on disk still tens of seconds (17-78 s "
                    "measured for SmolLM2 on a busy 2-core CPU). "
                    f"Graphs to do: 1 (this cache length). Graphs compiled in this server so far: {len(done)}"
-                   + (" (" + ", ".join(f"{n:,} positions in {t:.0f} s" for n, t in done) + ")." if done else "."))
+                   + (" (" + ", ".join(f"{n:,} positions in {t:.0f} s" for n, t in done) + "). " if done else ". ")
+                   + _last_time(lm, decode_name(length)))
         st.button("Cancel: run eager", key="compile_cancel", on_click=_cancel_compile, icon=":material/cancel:")
         bar = st.progress(0.0, text="Waiting for the engine")
         now = {"step": "Waiting for the engine", "phase": "", "frac": 0.0, "t0": time.monotonic(), "drawn": 0.0}
@@ -500,3 +503,44 @@ def current_model() -> LoadedModel:
         state.set_value("model", fallback)
         state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
         return get_model(ref_for(fallback, state.settings().precision))
+
+
+def _last_time(lm: LoadedModel, name: str) -> str:
+    last = last_compile_s(lm, name)
+    return f"Last time it took {last:.0f} s." if last is not None else "First compile: unknown."
+
+
+def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
+    """Compiled mode, before the race is measured: the plain lane's decode step (a run of ``tokens`` tokens) and the
+    verify pass of k + 1 tokens are compiled now, each in a status box that says its last measured compile time
+    (or that it is unknown) before it starts and a clock while it runs, so the race's clocks never hold a compile.
+    A compile that fails is one line, and the race runs eager where it must."""
+    from engine.speculative.decoding import warm_verify
+
+    graph = graph_of(lm)
+    if graph is None or graph.failure:
+        return
+    length = cache_length(tokens + k + 1, graph.max_positions)
+    if length is None:
+        return
+    shaped = shaped_of(lm)
+    steps = []
+    if not graph.ready(tokens):
+        steps.append((decode_name(cache_length(tokens, graph.max_positions)), warm_up, (lm, tokens)))
+    if shaped is not None and not shaped.ready(verify_name(k + 1, length)):
+        steps.append((verify_name(k + 1, length), warm_verify, (lm, tokens + k + 1, k + 1)))
+        announce(lm, [verify_name(k + 1, length)])
+    for i, (name, fn, args) in enumerate(steps):
+        with st.status(f"Compiled mode: compiling the {name} ({i + 1} of {len(steps)})...", expanded=True) as box:
+            st.caption(f"Before the race is timed. {_last_time(lm, name)}")
+            clock = st.empty()
+            t0 = time.monotonic()
+            work.run(fn, *args, on_poll=lambda: clock.caption(f"{time.monotonic() - t0:.0f} s so far"),
+                     key=("compile", lm.ref, name))
+            failure = graph.failure or (shaped.failure if shaped is not None else None)
+            if failure:
+                box.update(label="Compiled mode could not compile this graph: eager runs there", state="error")
+                st.error(md_escape(f"Compiled mode: {failure}."), icon=":material/error:")
+                return
+            box.update(label=f"Compiled: the {name} is ready ({time.monotonic() - t0:.0f} s)", state="complete",
+                       expanded=False)

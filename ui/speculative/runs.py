@@ -13,7 +13,7 @@ from engine.speculative.decoding import SpecRun, race, sweep_k
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
-from ui.frame.models import get_model, model_named
+from ui.frame.models import get_model, model_named, warm_race
 from ui.speculative.view import RaceResult
 from ui.speculative.figures import clock_html, lane_html
 
@@ -62,6 +62,7 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
     lm = get_model(params.model)
     ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
     drafter = make_drafter(lm, params.drafter, loader=model_named)
+    warm_race(lm, len(ids) + int(params.max_new_tokens), int(params.k))  # compiled mode: no compile inside a clock
     for lane, clock in ((plain_lane, plain_clock), (spec_lane, spec_clock)):
         lane.html(lane_html([], cursor=True))
         clock.html(clock_html(0.0, 0, 0))

@@ -296,3 +296,11 @@ def first_difference(run) -> tuple[int, str, str] | None:
         longer = run.plain_tokens if len(run.plain_ids) > i else run.spec_tokens
         return (i + 1, longer[i], "(end)") if longer is run.plain_tokens else (i + 1, "(end)", longer[i])
     return None
+
+
+def how_lanes_ran(run) -> str:
+    """One line on how each lane of a race ran (engine modes: ``SpecRun.plain_mode``, ``SpecRun.spec_mode``)."""
+    words = {"compiled": "compiled (torch.compile graphs)", "eager": "eager", "mixed": "partly compiled, partly eager"}
+    plain = words.get(run.plain_mode, "as in the earlier plain run")
+    return (f"How they ran: plain lane's decode steps {plain}; speculative lane's verify passes "
+            f"{words.get(run.spec_mode, run.spec_mode)}.")
