@@ -8,7 +8,10 @@ What is compared, and what it shows:
 - the logits, step by step: the recorded tokens are fed through the same loop stages as generation (prefill, then
   one cached decode step each: teacher forcing, so a run that went another way is still compared where it was) and
   the recorded top-k logits of each step are compared with this machine's at the same token ids;
-- the prompt's attention weights (a trace saved with its analysis) and the KV bytes after each step;
+- the prompt's attention weights (a trace saved with its analysis);
+- everything else the record derives from its ids and the model (engine.record.derived: every token string, each
+  step's top-k, probabilities and entropy, the first step's logits, the analysis, the KV bytes), the first
+  difference named by its path;
 - every timing, recorded and here, as a ratio (here / recorded). Timings are measurements of that machine at that
   moment: they are set side by side, never "verified".
 
@@ -343,7 +346,8 @@ def _verdict(kind: str, weights: dict, prompt: dict, tokens: dict, logits: dict,
 
 def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None = None, drafter=None
            ) -> Verification:
-    """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare.
+    """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare. Raises
+    RecordError for a record this model cannot run (a token id past its vocabulary).
     ``source_name``: what the loader was given for ``lm`` (its files are hashed from there); ``drafter``: a race's
     drafter already built (the app builds a draft model under its own model policy)."""
     from engine.models.precision import lm_precision
