@@ -146,3 +146,29 @@ def test_ids_past_this_models_vocabulary_are_one_line(tmp_path, tiny_lm, rec, ca
     assert main(["verify", str(p)]) == 2
     err = capsys.readouterr().err
     assert "past this model's vocabulary" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def race_rec(tiny_lm):
+    from engine.core.prompt import encode_prompt
+    from engine.measure import noise
+    from engine.speculative.decoding import race
+
+    text = "the cat sat on the mat, the cat sat on the mat, the cat sat on the"
+    enc = encode_prompt(tiny_lm.tokenizer, text, False)
+    run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 8, 0)
+    check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
+    return F.load(F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
+                                            build.model_identity(tiny_lm), build.machine_facts("cpu", 1), "t")))
+
+
+@pytest.mark.parametrize("edit, path", [
+    (lambda r: r["race"]["speculative"]["rounds"][0]["drafted_tokens"].__setitem__(0, " Berlin"),
+     "race.speculative.rounds[0].drafted_tokens[0]"),
+    (lambda r: r["race"]["plain"]["tokens"].__setitem__(2, " Berlin"), "race.plain.tokens[2]"),
+    # greedy: the target's probability of a draft is 0 or 1
+    (lambda r: r["race"]["speculative"]["rounds"][1]["p"].__setitem__(0, 0.5), "race.speculative.rounds[1].p[0]"),
+])
+def test_a_resealed_race_edit_is_named_by_its_path(tiny_lm, race_rec, edit, path):
+    v = V.verify(_resealed(race_rec, edit), tiny_lm)
+    assert v.status == "different" and v.derived["first"]["path"] == path, (v.verdict, v.derived["first"])
