@@ -11,7 +11,7 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F
 from tests.app.test_pages import errors, shown
-from tests.app.test_record import _open
+from tests.app.test_record import open_record
 
 LINKS = ('<a href="http://evil.example/x">click</a> <img src="http://evil.example/i.png"> '
          '[md](http://evil.example/m) ![im](http://evil.example/i.png)')
@@ -40,7 +40,7 @@ def hostile_record(tiny_lm) -> bytes:
 
 
 def test_a_records_machine_line_and_names_draw_no_link_or_image(hostile_record):
-    at = _open(hostile_record)
+    at = open_record(hostile_record)
     assert any("evil.example" in shown(t.value) for t in at.caption), "the machine line is shown (as text)"
     at.button(key="record_run_here").click().run()
     assert not errors(at), errors(at)

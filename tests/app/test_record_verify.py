@@ -11,7 +11,7 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F
 from tests.app.test_pages import errors, shown
-from tests.app.test_record import _open
+from tests.app.test_record import open_record
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def _sealed(rec, edit) -> bytes:
 
 
 def _run_here(data: bytes):
-    at = _open(data)
+    at = open_record(data)
     at.button(key="record_run_here").click().run()
     assert not errors(at), errors(at)
     return at

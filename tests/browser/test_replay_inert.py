@@ -6,7 +6,7 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F
 from engine.record.replay import replay_html
-from tests.browser.test_replay import _all_drawn, _open
+from tests.browser.test_replay import all_drawn, open_page
 
 LINK = '<a href="https://evil.example/">click</a><img src="https://evil.example/i.png">'
 
@@ -20,9 +20,9 @@ def test_a_records_strings_draw_no_link_or_image_on_the_replay_page(browser, tin
     rec = F.load(F.dumps(rec))
     path = tmp_path / "run.html"
     path.write_text(replay_html(rec), encoding="utf-8")
-    ctx, page, seen = _open(browser, path, "inert")
+    ctx, page, seen = open_page(browser, path, "inert")
     try:
-        assert _all_drawn(page) == []
+        assert all_drawn(page) == []
         title = page.evaluate("document.querySelector('#chart-attention .gtitle').textContent")
         assert "evil.example" in title and "<a href" in title  # the record's words, shown as the characters
         assert page.locator(".chart a, .chart img, main a, main img").count() == 0
