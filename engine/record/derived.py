@@ -37,12 +37,15 @@ class Findings:
 
     def __init__(self):
         self.checked, self.differ, self.first = 0, 0, None
+        self.paths: list[str] = []  # the first few that differ
         self.skipped: list[str] = []
 
     def _saw(self, path: str, same: bool, recorded, here) -> None:
         self.checked += 1
         if not same:
             self.differ += 1
+            if len(self.paths) < 10:
+                self.paths.append(path)
             if self.first is None:
                 self.first = {"path": path, "recorded": _quote(recorded), "here": _quote(here)}
 
@@ -61,7 +64,8 @@ class Findings:
             self.same(f"{path}[{i}]", a, b)
 
     def to_dict(self) -> dict:
-        return {"checked": self.checked, "differ": self.differ, "first": self.first, "not_compared": self.skipped}
+        return {"checked": self.checked, "differ": self.differ, "first": self.first, "paths": self.paths,
+                "not_compared": self.skipped}
 
 
 # ------------------------------------------------------------------------------------------------ ids
@@ -150,15 +154,19 @@ def _top_ids(f: Findings, path: str, recorded_ids, here_logit_at, here_sorted, t
                f"{float(here_logit_at(i)):.4g}, the top {j + 1} here {float(want):.4g}")
 
 
-def _steps(f: Findings, at: str, steps: list[dict], here: list[dict], tol) -> None:
-    """``here``: per step, from ``forced_steps`` (the logits at the recorded top ids, and step_stats here)."""
+def _steps(f: Findings, at: str, steps: list[dict], here: list[dict], tol, greedy: bool) -> None:
+    """``here``: per step, from ``forced_steps`` (the logits at the recorded top ids, and step_stats here). A greedy
+    step's probability is 1 for the argmax and 0 for the rest: where the chosen token's logit here is within the
+    tolerance of the largest (a near tie another setup may break), it is 1 as the record's argmax."""
     for i, (s, h) in enumerate(zip(steps, here)):
         top_ids, top_probs, chosen_p, entropy, top_logits = h["stats"]
         logit_at = dict(zip(s["top_ids"], h["picks"]))
         _top_ids(f, f"{at}[{i}].top_ids", s["top_ids"], logit_at.get, top_logits, tol.logit)
         for j, (p, q) in enumerate(zip(s["top_probs"], h["probs_at_recorded"])):
             f.near(f"{at}[{i}].top_probs[{j}]", p, q, tol.attention)
-        f.near(f"{at}[{i}].prob", s["prob"], chosen_p, tol.attention)
+        chosen = logit_at.get(s["token_id"])
+        tie = greedy and chosen is not None and top_logits[0] - float(chosen) <= tol.logit
+        f.near(f"{at}[{i}].prob", s["prob"], 1.0 if tie else chosen_p, tol.attention)
         f.near(f"{at}[{i}].entropy_bits", s["entropy_bits"], entropy, tol.logit)
 
 
@@ -172,14 +180,15 @@ def _first_logits(f: Findings, t: dict, first_here: np.ndarray, tol) -> None:
     f.same("trace.first_logits.top_ids", list(t["first_logits"]["top_ids"]), order.astype(int).tolist())
 
 
-def _table(f: Findings, path: str, rec: dict, here_ids, here_probs, tol: float) -> None:
-    """A [rows, k] table of ids and probabilities (the lens, the next-token table)."""
+def _table(f: Findings, path: str, rec: dict, here_ids, here_probs, tol: float, exact: bool) -> None:
+    """A [rows, k] table of ids and probabilities (the lens, the next-token table), ranked. The same setup computes
+    the same table: every id exactly. Another setup's rounding may reorder near ties, or push an id in the last
+    slots out of the top k: an id there only needs its recorded probability within the tolerance of the one ranked
+    there here (the table keeps no other probability to compare)."""
     for r, (ids, probs) in enumerate(zip(rec["ids"], rec["probs"])):
         h_ids, h_probs = [int(x) for x in here_ids[r]], [float(x) for x in here_probs[r]]
-        prob_of = dict(zip(h_ids, h_probs))
         for j, (i, p) in enumerate(zip(ids, probs)):
-            f._saw(f"{path}.ids[{r}][{j}]", i == h_ids[j] or (i in prob_of and abs(prob_of[i] - h_probs[j]) <= tol),
-                   i, h_ids[j])
+            f._saw(f"{path}.ids[{r}][{j}]", i == h_ids[j] or (not exact and abs(p - h_probs[j]) <= tol), i, h_ids[j])
             f.near(f"{path}.probs[{r}][{j}]", p, h_probs[j], tol)
 
 
@@ -195,8 +204,8 @@ def _analysis(f: Findings, a: dict, here, tol) -> None:
         f.near(f"trace.analysis.{key}{list(map(int, worst))}", float(rec[worst]), float(values[worst]), t, t)
     for j, (v, h) in enumerate(zip(a["hidden_preview"], here.hidden_preview)):
         f.near(f"trace.analysis.hidden_preview[{j}]", v, float(h), t, t)
-    _table(f, "trace.analysis.lens", a["lens"], here.lens_ids, here.lens_probs, t)
-    _table(f, "trace.analysis.positions", a["positions"], here.top_ids, here.top_probs, t)
+    _table(f, "trace.analysis.lens", a["lens"], here.lens_ids, here.lens_probs, t, tol.same_setup)
+    _table(f, "trace.analysis.positions", a["positions"], here.top_ids, here.top_probs, t, tol.same_setup)
 
 
 def _kv(f: Findings, lm, at: str, steps: list[dict], here_steps, record_dtype: str, formula=None) -> None:
@@ -221,7 +230,7 @@ def compare_trace(lm, record: dict, forced: list[dict], first_here: np.ndarray, 
     re-run's StepRecords; ``analysis_here``: analyse_prompt here, or None when the record has no analysis)."""
     t, f = record["trace"], Findings()
     _strings(f, lm, "trace", t, "trace")
-    _steps(f, "trace.steps", t["steps"], forced, tol)
+    _steps(f, "trace.steps", t["steps"], forced, tol, t["settings"]["temperature"] == 0)
     _first_logits(f, t, first_here, tol)
     if t["analysis"] is not None and analysis_here is not None:
         _analysis(f, t["analysis"], analysis_here, tol)
@@ -234,7 +243,7 @@ def compare_race(lm, record: dict, forced: list[dict], run, tol) -> dict:
     same) the target's probabilities of each round's drafts and its top-k."""
     r, f = record["race"], Findings()
     _strings(f, lm, "race", r, "race")
-    _steps(f, "race.plain.steps", r["plain"]["steps"], forced, tol)
+    _steps(f, "race.plain.steps", r["plain"]["steps"], forced, tol, r["settings"]["temperature"] == 0)
     _kv(f, lm, "race.plain.steps", r["plain"]["steps"], run.plain_steps, record["model"]["dtype"])
     rounds = r["speculative"]["rounds"]
     if [(x["drafted"], x["accepted"]) for x in rounds] == [(list(x.drafted), x.accepted) for x in run.rounds]:

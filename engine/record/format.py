@@ -12,8 +12,9 @@ re-running it (``engine.record.verify``); timings cannot be recomputed and are t
 of them is recomputed from the steps here.
 
 Loading is strict and never runs code from the file: plain ``json`` (no pickle, no eval), a size cap, duplicate keys,
-NaN and infinities refused, the schema (types, bounds, lengths), then consistency checks between fields (lengths
-that must agree, probabilities that must follow from the logits, attention rows that must sum to 1 and be causal).
+NaN and infinities refused, bounded sizes and nesting before anything walks it, the schema (types, bounds, lengths),
+then consistency checks between fields (lengths that must agree, probabilities that must follow from the logits,
+attention rows that must sum to 1 and be causal, the timing summary recomputed from the steps).
 Every refusal is a ``RecordError`` with one line for the person who handed the file in.
 """
 from __future__ import annotations
