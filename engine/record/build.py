@@ -16,6 +16,7 @@ from importlib import metadata
 import numpy as np
 
 from engine.record.format import FORMAT, VERSION, encode_array
+from engine.record.summaries import timings
 from engine.record.speculative import race_summary
 
 FIRST_TOP = 200  # tokens of the first step whose text the record keeps (the sampling sliders' bars)
@@ -187,17 +188,6 @@ def kv_formula(info, steps) -> list[int]:
     from engine.core.kv import layer_bytes_formula
 
     return [int(sum(layer_bytes_formula(info, s.kv_tokens))) for s in steps]
-
-
-def timings(step_seconds) -> dict:
-    """Prefill, and the decode steps as a median with its spread (engine.measure.noise.summarize)."""
-    from engine.measure.noise import summarize
-
-    decode = summarize(step_seconds[1:], "the decode steps")
-    total = float(sum(step_seconds))
-    return {"prefill_seconds": float(step_seconds[0]),
-            "decode_seconds": {k: getattr(decode, k) for k in ("median", "lo", "hi", "q1", "q3", "n")},
-            "tokens_per_second": len(step_seconds) / total if total > 0 else 0.0, "total_seconds": total}
 
 
 def trace_record(trace, tokenizer, identity: dict, machine: dict, saved_by: str) -> dict:

@@ -157,6 +157,11 @@ def verify_main(argv) -> int:
         result = verify(record, lm, source_name=name)
     except ModelLoadError as exc:  # a race's draft model that is not here
         return _model_missing(record, name, exc, args)
+    except RecordError as exc:  # a record this model cannot run (ids past its vocabulary)
+        print(f"error: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"status": "refused", "ok": False, "verdict": str(exc)}))
+        return REFUSED
     d = result.to_dict()
     if note:
         d["notes"] = [note, *d["notes"]]
@@ -176,7 +181,11 @@ def describe(d: dict) -> str:
     weights = ("not compared (no hashes on one side)" if not w["compared"] else
                "same files (SHA-256)" if w["same"] else "DIFFERENT files: " + ", ".join(
                    f"{n} {s}" for n, s in w["files"].items() if s != "same"))
+    found = d["derived"]
     lines = [d["verdict"], "", f"weights and tokenizer: {weights}",
+             f"derived again here from the token ids (strings, probabilities, the analysis, KV bytes): "
+             f"{found['checked']:,} values, " + (f"{found['differ']:,} differ, the first at {found['first']['path']}"
+                                                  if found["first"] else "all the same"),
              f"prompt ids from the recorded text: {'same' if d['prompt']['same_ids'] else 'DIFFERENT'}",
              f"tolerance: {tol['logit']:g} logits ({tol['why']})"]
     per = d["logits"]["per_step"]

@@ -8,11 +8,13 @@ Layout (docs/record-format.md describes every field; ``schema.json`` beside this
 ``content_sha256`` is the SHA-256 of the canonical JSON of everything else (keys sorted, no spaces, UTF-8). It
 catches a file changed after it was saved, by hand or by a broken copy. It is not a signature: whoever edits a
 record can recompute it. What the model computed (tokens, logits, attention, the prompt's ids) is checked again by
-re-running it (``engine.record.verify``); timings cannot be recomputed and are taken as measured.
+re-running it (``engine.record.verify``); timings cannot be recomputed and are taken as measured, but every summary
+of them is recomputed from the steps here.
 
 Loading is strict and never runs code from the file: plain ``json`` (no pickle, no eval), a size cap, duplicate keys,
-NaN and infinities refused, the schema (types, bounds, lengths), then consistency checks between fields (lengths
-that must agree, probabilities that must follow from the logits, attention rows that must sum to 1 and be causal).
+NaN and infinities refused, bounded sizes and nesting before anything walks it, the schema (types, bounds, lengths),
+then consistency checks between fields (lengths that must agree, probabilities that must follow from the logits,
+attention rows that must sum to 1 and be causal, the timing summary recomputed from the steps).
 Every refusal is a ``RecordError`` with one line for the person who handed the file in.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import json
 import math
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,13 @@ import numpy as np
 FORMAT = "inference-loop-explorer/run"
 VERSION = 1
 MAX_BYTES = 64 * 2**20  # a 512-token prompt on SmolLM2 is ~19 MB (its attention weights, kept for 160 positions)
+# Counted in the raw bytes before parsing: a 4096-token race (the schema's longest run) has ~0.4 million commas (each
+# of its steps keeps four top-10 lists), a trace under 0.1 million; the base64 of the arrays has none. A file of
+# small numbers that fills MAX_BYTES would have ~30 million: parsed, each is a Python object, and each one the schema
+# refuses was an error object of its own (a million bad ids took 124 s and +3.4 GB to refuse).
+MAX_VALUES = 1_000_000
+MAX_DEPTH = 32  # a record nests 8 deep; JSON nested ~1000 deep ran Python's recursion out in json.dumps
+MAX_SCHEMA_ERRORS = 8  # the schema's errors looked at: the shallowest of the first few is said, the rest never built
 DTYPES = {"float16": "<f2", "float32": "<f4"}
 PROB_LOGIT_TOLERANCE = 1e-3  # |log(p_j / p_0) - (logit_j - logit_0)|: softmax in float32 keeps this to ~1e-6
 ROW_SUM_TOLERANCE = 0.02  # attention rows stored in float16 sum to 1 within this
@@ -117,6 +127,8 @@ def parse(data: bytes) -> dict:
     duplicate keys, NaN or infinity, not an object)."""
     if len(data) > MAX_BYTES:
         raise RecordError(f"This file is {len(data) / 2**20:,.1f} MB; a saved run is at most {MAX_BYTES // 2**20} MB.")
+    if data.count(b",") > MAX_VALUES:
+        raise RecordError(f"This file holds over {MAX_VALUES:,} values, far more than any saved run: it is not read.")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -134,7 +146,50 @@ def parse(data: bytes) -> dict:
         raise RecordError(f"This file is not a usable saved run: {why}.") from None
     if not isinstance(doc, dict):
         raise RecordError("This file is JSON but not a saved run (not a JSON object).")
+    check_sizes(doc)
     return doc
+
+
+@lru_cache(maxsize=1)
+def _largest(keyword: str) -> int:
+    """The largest value of ``keyword`` (maxItems, maxProperties) anywhere in the schema."""
+    found, stack = [], [schema()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get(keyword), int):
+                found.append(node[keyword])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return max(found)
+
+
+def check_sizes(doc) -> None:
+    """Refuse, before the schema looks at anything, an array longer or an object wider than any the schema allows
+    anywhere, or nesting deeper than MAX_DEPTH: one walk without recursion, and the schema's work (and its errors)
+    after it stay bounded by the format's own sizes."""
+    items, keys = _largest("maxItems"), _largest("maxProperties")  # wider than any object with fixed fields
+    stack = [(doc, ())]
+    while stack:
+        node, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise RecordError(f"This file is not a saved run: its JSON is nested far too deep (a saved run "
+                              f"nests at most {MAX_DEPTH} levels).")
+        if isinstance(node, list):
+            if len(node) > items:
+                raise RecordError(f"This saved run is not valid at {_where(path)}: {len(node):,} items (no list in "
+                                  f"this format has more than {items:,}).")
+            stack.extend((v, (*path, i)) for i, v in enumerate(node))
+        elif isinstance(node, dict):
+            if len(node) > keys:
+                raise RecordError(f"This saved run is not valid at {_where(path)}: {len(node):,} fields (no object in "
+                                  f"this format has more than {keys:,}).")
+            stack.extend((v, (*path, k)) for k, v in node.items())
+
+
+def _where(path) -> str:
+    return "/".join(str(p)[:40] for p in path) or "the top level"
 
 
 @lru_cache(maxsize=1)
@@ -168,14 +223,36 @@ def _said(error) -> str:
     return f"it breaks the rule {kind!r}"
 
 
-def _check_schema(doc: dict) -> None:
-    from jsonschema import Draft202012Validator
+def _one_of(validator, subschemas, instance, schema):
+    """``oneOf`` that builds no error it does not report: jsonschema's own lists every error of every failing
+    branch (and the instance's repr), so a large wrong branch cost memory in proportion to its size. Where only one
+    branch is not plain ``null``, its errors are said lazily (they name the field); otherwise one error."""
+    from jsonschema import ValidationError
 
-    validator = Draft202012Validator(schema())
-    error = next(iter(sorted(validator.iter_errors(doc), key=lambda e: len(list(e.absolute_path)))), None)
-    if error is not None:
-        where = "/".join(str(p)[:40] for p in error.absolute_path) or "the top level"
-        raise RecordError(f"This saved run is not valid at {where}: {_said(error)}.")
+    fits = [s for s in subschemas if validator.evolve(schema=s).is_valid(instance)]
+    if len(fits) == 1:
+        return
+    others = [s for s in subschemas if s != {"type": "null"}]
+    if not fits and instance is not None and len(others) == 1:
+        yield from validator.descend(instance, others[0])
+    else:
+        yield ValidationError("none or several of the shapes allowed", validator="oneOf", validator_value=subschemas,
+                              instance=None, schema=schema)
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    from jsonschema import Draft202012Validator, validators
+
+    lazy = validators.extend(Draft202012Validator, {"oneOf": _one_of})
+    return lazy(schema())
+
+
+def _check_schema(doc: dict) -> None:
+    first = list(islice(_validator().iter_errors(doc), MAX_SCHEMA_ERRORS))
+    if first:
+        error = min(first, key=lambda e: len(e.absolute_path))
+        raise RecordError(f"This saved run is not valid at {_where(error.absolute_path)}: {_said(error)}.")
 
 
 def load(data: bytes | str | Path) -> dict:
@@ -311,6 +388,8 @@ def _check_analysis(a: dict, n_layers: int, n_heads: int, n: int, where: str) ->
 
 
 def _check_trace(t: dict, model: dict) -> None:
+    from engine.record.summaries import timings
+
     vocab, n = model["vocab_size"], len(t["prompt"]["ids"])
     _check_prompt(t["prompt"], vocab, "trace/prompt")
     steps, gen = t["steps"], t["generated_ids"]
@@ -332,11 +411,20 @@ def _check_trace(t: dict, model: dict) -> None:
     s0 = steps[0]
     if np.abs(logits[s0["top_ids"]] - np.asarray(s0["top_logits"], dtype=np.float32)).max() > 1e-4:
         _fail("trace/first_logits", "the first step's logits are not the ones its top-k was taken from")
-    tm = t["timings"]
-    if tm["prefill_seconds"] != s0["seconds"] or tm["decode_seconds"]["n"] != len(steps) - 1:
-        _fail("trace/timings", "the timing summary does not match the steps")
+    _check_summary(t["timings"], strict(timings([s["seconds"] for s in steps])), "trace/timings")
     if t["analysis"] is not None:
         _check_analysis(t["analysis"], model["n_layers"], model["n_heads"], n, "trace/analysis")
+
+
+def _check_summary(recorded: dict, derived: dict, where: str) -> None:
+    """A summary derived from the record's own numbers (engine.record.build.timings): every value as they give it."""
+    for key, want in derived.items():
+        value = recorded.get(key, "missing")
+        if isinstance(want, dict):
+            _check_summary(value if isinstance(value, dict) else {}, want, f"{where}/{key}")
+        elif not (value == want or (isinstance(value, float) and isinstance(want, float)
+                                    and math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12))):
+            _fail(f"{where}/{key}", "it is not what the steps' own times give")
 
 
 def _check_race(r: dict, model: dict) -> None:

@@ -8,7 +8,10 @@ What is compared, and what it shows:
 - the logits, step by step: the recorded tokens are fed through the same loop stages as generation (prefill, then
   one cached decode step each: teacher forcing, so a run that went another way is still compared where it was) and
   the recorded top-k logits of each step are compared with this machine's at the same token ids;
-- the prompt's attention weights (a trace saved with its analysis) and the KV bytes after each step;
+- the prompt's attention weights (a trace saved with its analysis);
+- everything else the record derives from its ids and the model (engine.record.derived: every token string, each
+  step's top-k, probabilities and entropy, the first step's logits, the analysis, the KV bytes), the first
+  difference named by its path;
 - every timing, recorded and here, as a ratio (here / recorded). Timings are measurements of that machine at that
   moment: they are set side by side, never "verified".
 
@@ -31,6 +34,7 @@ from engine.core.sampling import SamplingSettings
 from engine.measure import noise
 from engine.record.build import calibration_dict, engine_mode, is_tokenizer, is_weights, machine_facts, \
     model_identity
+from engine.record import derived
 from engine.record.format import decode_array
 
 # Largest |logit difference| accepted, by the coarser precision of the two runs (logit units). "same": the same
@@ -90,6 +94,7 @@ class Verification:
     recorded_machine: dict
     here_machine: dict
     notes: tuple[str, ...] = field(default=())
+    derived: dict = field(default_factory=dict)  # {"checked", "differ", "first": {"path", "recorded", "here"}, ...}
 
     @property
     def ok(self) -> bool:
@@ -152,25 +157,41 @@ def compare_files(recorded: dict, here: dict) -> dict:
 
 
 @torch.inference_mode()
-def forced_logits(lm, prompt_ids, tokens, pick_ids) -> list[np.ndarray]:
+def _forced(lm, prompt_ids, tokens, n: int):
     """Teacher forcing through the loop's own stages: the prompt's prefill, then one cached decode step per
-    recorded token; after step i, the logits at ``pick_ids[i]`` (the ids the record kept for that step)."""
+    recorded token; yields the logits after each of the ``n`` steps."""
     dev = lm.device
     cache = new_cache(lm)
-    logits = prefill(lm, torch.tensor([list(prompt_ids)], device=dev), cache)[0].float().cpu()  # [vocab]
-    out = [logits[list(pick_ids[0])].numpy()]
-    for i in range(1, len(pick_ids)):
-        logits = decode_step(lm, torch.tensor([[int(tokens[i - 1])]], device=dev), cache)[0].float().cpu()  # [vocab]
-        out.append(logits[list(pick_ids[i])].numpy())
-    return out
+    yield prefill(lm, torch.tensor([list(prompt_ids)], device=dev), cache)[0].float().cpu()  # [vocab]
+    for i in range(1, n):
+        yield decode_step(lm, torch.tensor([[int(tokens[i - 1])]], device=dev), cache)[0].float().cpu()  # [vocab]
 
 
-def logit_differences(lm, prompt_ids, steps: list[dict], tol: Tolerance) -> dict:
-    """Largest |recorded - here| over each step's recorded top-k logits."""
+def forced_logits(lm, prompt_ids, tokens, pick_ids) -> list[np.ndarray]:
+    """After teacher-forced step i, the logits at ``pick_ids[i]`` (the ids the record kept for that step)."""
+    return [lg[list(pick_ids[i])].numpy() for i, lg in enumerate(_forced(lm, prompt_ids, tokens, len(pick_ids)))]
+
+
+def forced_steps(lm, prompt_ids, steps: list[dict], settings: SamplingSettings) -> tuple[list[dict], np.ndarray]:
+    """Each recorded step computed again by teacher forcing: the logits and softmax probabilities at its recorded
+    top ids, and what the loop keeps of a step (``step_stats``: the top-k here, the chosen token's probability under
+    ``settings``, the entropy); and the first step's logits over the whole vocabulary."""
+    from engine.core.trace import step_stats
+
+    out, first = [], None
+    for s, lg in zip(steps, _forced(lm, prompt_ids, [s["token_id"] for s in steps], len(steps))):  # lg: [vocab]
+        first = lg.numpy() if first is None else first
+        ids = list(s["top_ids"])
+        out.append({"picks": lg[ids].numpy(), "probs_at_recorded": lg.softmax(-1)[ids].numpy(),
+                    "stats": step_stats(lg, s["token_id"], settings)})
+    return out, first
+
+
+def logit_differences(steps: list[dict], here: list[dict], tol: Tolerance) -> dict:
+    """Largest |recorded - here| over each step's recorded top-k logits (``here``: ``forced_steps``)."""
     if not steps:
         return {"per_step": [], "largest": None, "at_step": None, "within": None}
-    here = forced_logits(lm, prompt_ids, [s["token_id"] for s in steps], [s["top_ids"] for s in steps])
-    per = [float(np.abs(np.asarray(s["top_logits"], dtype=np.float64) - h).max()) for s, h in zip(steps, here)]
+    per = [float(np.abs(np.asarray(s["top_logits"], dtype=np.float64) - h["picks"]).max()) for s, h in zip(steps, here)]
     at = int(np.argmax(per))
     return {"per_step": per, "largest": per[at], "at_step": at, "within": per[at] <= tol.logit}
 
@@ -206,20 +227,23 @@ def _check_prompt(lm, p: dict) -> tuple[dict, list[int]]:
 # ------------------------------------------------------------------------------------------------ the re-runs
 
 
-def _rerun_trace(lm, t: dict, tol: Tolerance, probe, drafter=None) -> tuple:
+def _rerun_trace(lm, record: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     from engine.core.trace import analyse_prompt, generate_tokens
 
+    t = record["trace"]
     s = SamplingSettings(**t["settings"])
     ids = t["prompt"]["ids"]
     with noise.calibrated(probe) as cal:
         gen, steps, _, _ = generate_tokens(lm, list(ids), s, t["max_new_tokens"], t["seed"])
     rec_steps = t["steps"]
     tokens = token_comparison(t["generated_ids"], gen, rec_steps, tol, t["generated_tokens"], lm.tokenizer)
-    logits = logit_differences(lm, ids, rec_steps, tol)
-    attention = None
+    forced, first = forced_steps(lm, ids, rec_steps, s.clamp())
+    logits = logit_differences(rec_steps, forced, tol)
+    attention = analysis = None
     if t["analysis"] is not None:
         rec = decode_array(t["analysis"]["attentions"], "trace/analysis/attentions")
-        here = analyse_prompt(lm, list(ids)).attentions.astype(np.float32)
+        analysis = analyse_prompt(lm, list(ids))
+        here = analysis.attentions.astype(np.float32)
         if rec.shape == here.shape and rec.size:
             diff = float(np.abs(rec - here).max())
             attention = {"largest": diff, "within": diff <= tol.attention, "shape": list(rec.shape)}
@@ -236,12 +260,14 @@ def _rerun_trace(lm, t: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     if rd and hd:
         times.append(Timing("median decode step", statistics.median(rd), statistics.median(hd)))
     times.append(Timing("whole run", sum(a["seconds"] for a in rec_steps), sum(b.seconds for b in steps)))
-    return tokens, logits, attention, kv, tuple(times), cal.result
+    found = derived.compare_trace(lm, record, forced, first, analysis, steps, tol)
+    return tokens, logits, attention, kv, tuple(times), cal.result, found
 
 
-def _rerun_race(lm, r: dict, tol: Tolerance, probe, drafter=None) -> tuple:
+def _rerun_race(lm, record: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     from engine.speculative.decoding import race
 
+    r = record["race"]
     s = SamplingSettings(**r["settings"])
     ids = r["prompt"]["ids"]
     with noise.calibrated(probe) as cal:
@@ -258,7 +284,8 @@ def _rerun_race(lm, r: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     tokens["same"] = tokens["plain"]["same"] and tokens["speculative"]["same"]
     tokens["first_difference"] = tokens["plain"]["first_difference"]
     tokens["near_tie"] = tokens["plain"]["near_tie"]
-    logits = logit_differences(lm, ids, plain["steps"], tol)
+    forced, _ = forced_steps(lm, ids, plain["steps"], s.clamp())
+    logits = logit_differences(plain["steps"], forced, tol)
     kv_same = [a["kv_bytes"] == b.kv_bytes for a, b in zip(plain["steps"], run.plain_steps)]
     kv = {"same": bool(kv_same) and all(kv_same), "recorded_last": plain["steps"][-1]["kv_bytes"] if plain["steps"]
           else None, "here_last": run.plain_steps[-1].kv_bytes if run.plain_steps else None}
@@ -271,16 +298,18 @@ def _rerun_race(lm, r: dict, tol: Tolerance, probe, drafter=None) -> tuple:
     times += [Timing(f"round {i + 1}: draft + verify", a["draft_seconds"] + a["verify_seconds"],
                      b.draft_seconds + b.verify_seconds) for i, (a, b) in enumerate(zip(spec["rounds"], run.rounds))]
     extra = {"speedup_recorded": r["summary"]["speedup"], "speedup_here": run.speedup}
-    return tokens, logits, None, {**kv, **extra}, tuple(times), cal.result
+    found = derived.compare_race(lm, record, forced, run, tol)
+    return tokens, logits, None, {**kv, **extra}, tuple(times), cal.result, found
 
 
 # ------------------------------------------------------------------------------------------------ the verdict
 
 
 def _verdict(kind: str, weights: dict, prompt: dict, tokens: dict, logits: dict, attention, tol: Tolerance,
-             times: tuple) -> tuple[str, str]:
-    """(status, one-line verdict): the weights first (another model confirms nothing), then the prompt, the tokens,
-    the logits and the attention weights."""
+             times: tuple, found: dict) -> tuple[str, str]:
+    """(status, one-line verdict): the weights first (another model confirms nothing), then the prompt, every value
+    derived again here (engine.record.derived: the first that differs, by its path), the tokens, the logits and the
+    attention weights."""
     same_setup = tol.same_setup
     whole = next((t for t in times if t.what in ("whole run", "plain lane (wall clock)")), None)
     pace = f" This machine took {whole.ratio:.2f}x the recorded time." if whole and whole.ratio == whole.ratio else ""
@@ -290,6 +319,11 @@ def _verdict(kind: str, weights: dict, prompt: dict, tokens: dict, logits: dict,
     if not prompt["same_ids"]:
         return "different", ("Not reproduced: this tokenizer does not turn the recorded prompt text into the "
                              "recorded ids (an edited prompt or another tokenizer)." + pace)
+    if found.get("first"):
+        d = found["first"]
+        return "different", (f"Not reproduced: the record's {d['path']} is {d['recorded']}, but derived here from its "
+                             f"token ids and this model it is {d['here']} ({found['differ']:,} of {found['checked']:,} "
+                             f"derived values differ)." + pace)
     largest = logits["largest"]
     worst = (f"largest logit difference {largest:.2g} at step {logits['at_step']}, tolerance {tol.logit:g}"
              if largest is not None else "no logits recorded")
@@ -312,7 +346,8 @@ def _verdict(kind: str, weights: dict, prompt: dict, tokens: dict, logits: dict,
 
 def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None = None, drafter=None
            ) -> Verification:
-    """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare.
+    """Re-run ``record`` (a loaded, checked saved run: engine.record.format.load) on ``lm`` and compare. Raises
+    RecordError for a record this model cannot run (a token id past its vocabulary).
     ``source_name``: what the loader was given for ``lm`` (its files are hashed from there); ``drafter``: a race's
     drafter already built (the app builds a draft model under its own model policy)."""
     from engine.models.precision import lm_precision
@@ -323,10 +358,11 @@ def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None 
     weights = compare_files(record["model"]["identity"], model_identity(lm, source_name))
     kind = record["kind"]
     body = record[kind]
+    derived.check_ids(kind, body, lm.info.vocab_size)
     prompt, _ = _check_prompt(lm, body["prompt"])
     rerun = _rerun_trace if kind == "trace" else _rerun_race
-    tokens, logits, attention, kv, times, cal = rerun(lm, body, tol, probe, drafter)
-    status, verdict = _verdict(kind, weights, prompt, tokens, logits, attention, tol, times)
+    tokens, logits, attention, kv, times, cal, found = rerun(lm, record, tol, probe, drafter)
+    status, verdict = _verdict(kind, weights, prompt, tokens, logits, attention, tol, times, found)
     notes = []
     if record["machine"]["calibration"] and record["machine"]["calibration"]["flags"]:
         notes.append("The recorded machine was busy while the run was measured: "
@@ -336,5 +372,7 @@ def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None 
     if kind == "trace" and body["timed_in_batcher"]:
         notes.append("The recorded steps were timed in a class batch; the re-run here ran alone.")
     here_machine = {**here_machine, "calibration": calibration_dict(cal)}
+    if found["not_compared"]:
+        notes.append("Not compared here: " + "; ".join(found["not_compared"]) + ".")
     return Verification(kind, status, verdict, tol, weights, prompt, tokens, logits, attention, kv, times,
-                        record["machine"], here_machine, tuple(notes))
+                        record["machine"], here_machine, tuple(notes), found)

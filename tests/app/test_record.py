@@ -22,7 +22,7 @@ def tiny_record(tiny_lm) -> bytes:
     return F.dumps(build.trace_record(tr, tiny_lm.tokenizer, build.model_identity(tiny_lm), machine, "test"))
 
 
-def _open(data: bytes, passes=None, **query):
+def open_record(data: bytes, passes=None, **query):
     """The saved-run page with ``data`` uploaded; ``passes`` (the forward-pass counter) restarts at the upload."""
     at = run_page(PAGE, model="tiny-random", **query)
     assert not errors(at), errors(at)
@@ -64,7 +64,7 @@ def test_the_files_the_buttons_build_load_and_replay(tiny_lm):
 
 
 def test_an_upload_is_shown_and_runs_here_only_on_request(tiny_record, passes):
-    at = _open(tiny_record, passes)
+    at = open_record(tiny_record, passes)
     assert passes["n"] == 0  # showing a record runs no model
     assert HOSTILE in [c.value for c in at.code]  # the prompt as text, in a code block
     assert {"record_save_html"} <= _downloads(at) and "record_save_json" not in _downloads(at)
@@ -83,7 +83,7 @@ def test_an_upload_is_shown_and_runs_here_only_on_request(tiny_record, passes):
     (lambda b: b"<html><script>alert(1)</script></html>", "not valid JSON"),
 ])
 def test_a_bad_upload_is_refused_in_one_line(tiny_record, damage, words, passes):
-    at = _open(damage(tiny_record), passes)
+    at = open_record(damage(tiny_record), passes)
     said = [shown(e.value) for e in at.error]
     assert len(said) == 1 and words in said[0], said
     assert not at.get("plotly_chart") and passes["n"] == 0
@@ -95,7 +95,7 @@ def test_a_class_server_runs_only_the_models_it_offers(tiny_record, monkeypatch,
     data = F.dumps({k: v for k, v in rec.items() if k != "content_sha256"})
     monkeypatch.setenv("ILE_CLASS_MODE", "on")
     monkeypatch.setenv("ILE_MODELS", "tiny-random")
-    at = _open(data, passes)
+    at = open_record(data, passes)
     said = " ".join(shown(i.value) for i in at.info)
     assert "does not offer the model" in said and "needs no model" in said
     assert not [b for b in at.button if b.key == "record_run_here"] and passes["n"] == 0
@@ -112,7 +112,7 @@ def test_a_race_record_runs_here_beside_the_record(tiny_lm):
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
     data = F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
                                      build.model_identity(tiny_lm), build.machine_facts("cpu", 2), "test"))
-    at = _open(data)
+    at = open_record(data)
     at.button(key="record_run_here").click().run()
     assert not errors(at), errors(at)
     said = [shown(s.value) for s in at.success]
@@ -123,7 +123,7 @@ def test_a_race_record_runs_here_beside_the_record(tiny_lm):
 def test_a_model_this_machine_lacks_is_named_and_the_replay_offered(tiny_record):
     rec = json.loads(tiny_record)
     rec["model"]["name"] = "/nonexistent/not-here"
-    at = _open(F.dumps({k: v for k, v in rec.items() if k != "content_sha256"}))
+    at = open_record(F.dumps({k: v for k, v in rec.items() if k != "content_sha256"}))
     at.button(key="record_run_here").click().run()
     assert not errors(at), errors(at)
     said = " ".join(shown(e.value) for e in at.error)
@@ -138,7 +138,7 @@ def test_a_record_asking_for_more_work_than_any_page_is_not_run(tiny_record, pas
     t["prompt"]["tokens"] = t["prompt"]["tokens"] * 40
     t["steps"][0]["tokens_in"] = len(t["prompt"]["ids"])
     t["analysis"] = None
-    at = _open(F.dumps({k: v for k, v in rec.items() if k != "content_sha256"}), passes)
+    at = open_record(F.dumps({k: v for k, v in rec.items() if k != "content_sha256"}), passes)
     said = " ".join(shown(i.value) for i in at.info)
     assert "this server runs at most" in said and passes["n"] == 0
     assert not [b for b in at.button if b.key == "record_run_here"]

@@ -21,7 +21,7 @@ def _machine(lm):
     return build.machine_facts(str(lm.device), torch.get_num_threads())
 
 
-def _open(browser, path, name):
+def open_page(browser, path, name):
     """The page from disk, offline, every request but the file itself refused and recorded."""
     ctx = browser.new_context(viewport={"width": 1366, "height": 768})
     ctx.set_offline(True)
@@ -40,7 +40,7 @@ def _open(browser, path, name):
     return ctx, page, seen
 
 
-def _all_drawn(page) -> list[str]:
+def all_drawn(page) -> list[str]:
     """Chart ids whose plotly graph has no SVG or no trace."""
     return page.evaluate("""Array.from(document.querySelectorAll('.chart')).filter(
         d => !d.querySelector('.main-svg') || !d.data || !d.data.length).map(d => d.id)""")
@@ -59,9 +59,9 @@ def trace_page(embedded_lm, tmp_path_factory):
 def test_a_saved_run_replays_offline_with_working_sliders(browser, trace_page):
     path, rec = trace_page
     t, model = rec["trace"], rec["model"]
-    ctx, page, seen = _open(browser, path, "trace")
+    ctx, page, seen = open_page(browser, path, "trace")
     try:
-        assert _all_drawn(page) == []
+        assert all_drawn(page) == []
         assert set(page.evaluate("Array.from(document.querySelectorAll('.chart')).map(d => d.id)")) == {
             "chart-embeddings", "chart-attention", "chart-lens", "chart-sampling", "chart-timeline", "chart-kv"}
         # every chart says what its numbers are, and a measured one when and where
@@ -144,9 +144,9 @@ def test_a_saved_race_replays_both_lanes_offline(browser, tiny_lm, tmp_path):
                                            build.model_identity(tiny_lm), _machine(tiny_lm), "test")))
     path = tmp_path / "race.html"
     path.write_text(replay_html(rec), encoding="utf-8")
-    ctx, page, seen = _open(browser, path, "race")
+    ctx, page, seen = open_page(browser, path, "race")
     try:
-        assert _all_drawn(page) == []
+        assert all_drawn(page) == []
         spans = page.locator(".lane").nth(1).locator("span")
         full = spans.count()
         assert full == len(run.spec_ids) + sum(len(r.rejected) for r in run.rounds)

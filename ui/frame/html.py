@@ -34,6 +34,12 @@ _MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=\"'&@^%")
 WJ = "\u2060"  # word joiner: invisible, and it breaks the bare-URL and e-mail patterns of GitHub markdown
 
 
+def plotly_text(text) -> str:
+    """Text for a plotly title, legend, hover or annotation: plotly draws a subset of HTML there (<a href>, <b>, <br>,
+    <span style>...), so <, > and & are written as entities, which plotly shows as the characters themselves."""
+    return html.escape(str(text), quote=False)
+
+
 def md_escape(text: str) -> str:
     """User text made literal inside Streamlit markdown (st.markdown, st.error, st.caption, st.spinner...):
     every ASCII punctuation mark is backslash-escaped (CommonMark allows that for any of them), so no link,

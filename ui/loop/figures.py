@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from ui.frame.archwords import STREAM_AXIS, stream_labels
 from ui.frame.figures import COLORS, style
-from ui.frame.html import visible
+from ui.frame.html import plotly_text, visible
 
 
 def top_probs_bar(tokens, probs, chosen: str | None, title: str) -> go.Figure:
@@ -32,7 +32,7 @@ def step_times_bar(steps) -> go.Figure:
     colors = [COLORS["warn"] if s.phase == "prefill" else COLORS["primary"] for s in steps]
     batch = max((getattr(s, "batch_size", 1) for s in steps), default=1)
     fig = go.Figure(go.Bar(x=xs, y=ms, marker_color=colors,
-                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {s.token!r}"
+                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {plotly_text(repr(s.token))}"
                                       + (f"; measured in a batch of {s.batch_size}" if s.batch_size > 1 else "")
                                       for s in steps]))
     title = "Time of each forward pass (orange: prefill over the whole prompt; blue: one decode step)"

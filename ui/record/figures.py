@@ -4,16 +4,18 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ui.frame.figures import COLORS, MIN_TICK_SIZE, style
+from ui.frame.html import plotly_text
 
 SHOWN_TIMINGS = 24  # the first timings drawn (a long race has a bar per round)
 
 
 def timings_chart(timings, recorded_where: str) -> go.Figure:
-    """Every timing, recorded and here, side by side (ms), the ratio here / recorded written on each pair."""
+    """Every timing, recorded and here, side by side (ms), the ratio here / recorded written on each pair.
+    ``recorded_where`` comes from the record (its machine's name): drawn as plain text."""
     ts = list(timings)[:SHOWN_TIMINGS]
     names = [t.what for t in ts]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=names, y=[t.recorded_s * 1000 for t in ts], name=f"recorded on {recorded_where}",
+    fig.add_trace(go.Bar(x=names, y=[t.recorded_s * 1000 for t in ts], name=plotly_text(f"recorded on {recorded_where}"),
                          marker_color=COLORS["muted"]))
     fig.add_trace(go.Bar(x=names, y=[t.here_s * 1000 for t in ts], name="measured here, now",
                          marker_color=COLORS["primary"],

@@ -69,6 +69,7 @@ def summary(record: dict) -> None:
     """What the record says: its facts, its tokens, its measured timings, and its replay page."""
     st.dataframe(view.facts_table(record), hide_index=True)
     body = record[record["kind"]]
+    where = md_escape(view.machine_line(record["machine"]))  # the record's own words: a caption is markdown
     st.markdown(lesson("record", "prompt"))
     st.code(body["prompt"]["text"], language=None, wrap_lines=True)
     if record["kind"] == "trace":
@@ -78,8 +79,8 @@ def summary(record: dict) -> None:
         st.markdown(lesson("record", "answer tokens"))
         st.html(chips(body["generated_tokens"], body["generated_ids"], highlight={0}))
         chart(step_times_bar(steps_of(body["steps"])), "recorded",
-              f"Recorded on {view.machine_line(record['machine'])}, {view.when(record)}: wall time per forward pass "
-              "incl. sampling, after a device sync.")
+              f"Recorded on {where}, {view.when(record)}: wall time per forward pass incl. sampling, after a device "
+              "sync.")
     else:
         from engine.record.speculative import spec_run
         from ui.speculative.figures import progress_lines
@@ -87,8 +88,8 @@ def summary(record: dict) -> None:
         run = spec_run(body, record["model"]["name"])
         st.markdown(lesson("record", "race", speedup=run.speedup, shown=md_escape(body["check"]["shown"]),
                            accepted=run.acceptance_rate, drafter=md_escape(run.drafter), k=run.k))
-        chart(progress_lines(run), "recorded", f"Recorded on {view.machine_line(record['machine'])}, "
-                                               f"{view.when(record)}: tokens written against engine-measured time.")
+        chart(progress_lines(run), "recorded", f"Recorded on {where}, {view.when(record)}: tokens written against "
+                                               "engine-measured time.")
     downloads(record["model"]["name"], record["kind"], lambda: record, "record_save", record_too=False)
 
 
@@ -99,8 +100,8 @@ def compare(record: dict) -> None:
         st.info(md_escape(why_not) + " " + lesson("record", "replay anyway"), icon=":material/block:")
         return
     v = runs.verification(record)
-    label = f"Run it here on {record['model']['name']}" + (" (again)" if v is not None else "")
-    if st.button(label[:120], type="primary", icon=":material/replay:", key="record_run_here"):
+    label = f"Run it here on {md_escape(record['model']['name'][:100])}" + (" (again)" if v is not None else "")
+    if st.button(label, type="primary", icon=":material/replay:", key="record_run_here"):
         try:
             with st.spinner("Running the record again on this machine, alone on the engine..."):
                 v = runs.run_here(record)

@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.frame.figures import COLORS, style
+from ui.frame.html import plotly_text
 
 # token role -> (background, text decoration, legend words)
 ROLE_STYLE = {
@@ -65,7 +66,7 @@ def progress_lines(run) -> go.Figure:
     same = bool(getattr(run, "same_work", False))
     fig.add_trace(go.Scatter(x=np.r_[0, run.spec_prefill_seconds, st_],
                              y=np.r_[0, 1, np.minimum(s_tokens, len(run.spec_ids))], mode="lines+markers",
-                             name=f"speculative ({run.drafter}, k={run.k})" + (": nothing drafted" if same else ""),
+                             name=plotly_text(f"speculative ({run.drafter}, k={run.k})") + (": nothing drafted" if same else ""),
                              line=dict(color=COLORS["muted"] if same else COLORS["good"], width=3, shape="hv",
                                        dash="dash" if same else None), marker=dict(size=6)))
     title = "The race: tokens written against time"

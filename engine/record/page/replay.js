@@ -66,9 +66,11 @@
     Plotly.newPlot(d, traces, lay, { displaylogo: false, responsive: true });
     return d;
   }
-  function axis(title, extra) { return Object.assign({ title: { text: title } }, extra || {}); }
+  // Plotly draws a subset of HTML in titles (<a href>, <b>, <br>...): a title may hold the record's own words (its
+  // architecture's layer kinds), so every title is escaped here and none is written with markup.
+  function axis(title, extra) { return Object.assign({ title: { text: esc(title) } }, extra || {}); }
   function title(text) {  // top left, above the legend (which sits just above the plot)
-    return { text: text, font: { size: 19 }, x: 0, xref: "paper", xanchor: "left", y: 0.985, yref: "container",
+    return { text: esc(text), font: { size: 19 }, x: 0, xref: "paper", xanchor: "left", y: 0.985, yref: "container",
              yanchor: "top" };
   }
 
