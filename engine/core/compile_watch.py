@@ -4,21 +4,17 @@ The compile is one blocking call (``decode_step``'s first compiled pass), minute
 it is doing at each step of it through its own loggers (dynamo: "torchdynamo start tracing", "calling compiler
 function inductor"; inductor: "torchinductor compiling FORWARDS graph 0", "... done compiling ..."): ``watched``
 listens there, on the compiling thread only, and passes each step on as a phrase, with the graphs compiled so far.
-The seconds of each finished warm-up are kept on disk (``remember``), per model, precision, device and cache
-length, so the next one can be shown against the last: a restart keeps torch's compile cache, and so this record.
+The seconds of each finished warm-up are kept on disk by the warm-up itself, per model, precision, device and graph
+(``engine.core.compiled.last_compile_s``), so the next one can be shown against the last.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from engine.settings import cache_dir
 
-RECORD = "compile_warmups.json"  # in the app's cache folder, beside torch's compiled kernels
 LOGGERS = ("torch._dynamo", "torch._inductor")
 
 # torch's step messages (their start) -> what a person reads; "{graph}" is the graph's number in this warm-up
@@ -86,43 +82,9 @@ def watched(say: Callable[[str], None] | None) -> Iterator[None]:
                 h.setLevel(h_level)
 
 
-def record_key(label: str, device: str, length: int) -> str:
-    return f"{label} | {device} | decode step, static cache of {int(length)} positions"
-
-
-def last_seconds(key: str) -> float | None:
-    """The seconds the last warm-up of ``key`` took (``record_key``), or None when none was kept."""
-    try:
-        value = json.loads((cache_dir() / RECORD).read_text()).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def remember(key: str, seconds: float) -> None:
-    """Keep ``seconds`` as the last warm-up time of ``key`` (written whole, then renamed: never half a file)."""
-    path = cache_dir() / RECORD
-    try:
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        data = data if isinstance(data, dict) else {}
-        data[key] = round(float(seconds), 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{RECORD}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        pass  # a read-only cache folder: the next warm-up is shown without a last time
-
-
 def compile_warm_up(lm, tokens: int, progress: Callable[[str], None] | None = None) -> None:
     """``loop.warm_up`` for compiled mode, with torch's compile steps passed to ``progress`` as they happen."""
-    from engine.core.compiled import cache_length, graph_of
     from engine.core.loop import warm_up
 
-    graph = graph_of(lm)
-    length = None if graph is None else cache_length(tokens, graph.max_positions)
-    had = graph is not None and length in graph.compile_s
     with watched(progress):
-        warm_up(lm, tokens, progress=progress)
-    if graph is not None and not had and length in graph.compile_s:
-        remember(record_key(lm.ref.label(), str(lm.device), length), graph.compile_s[length])
+        warm_up(lm, tokens, progress=progress)  # it keeps the graph's time (engine.core.compiled.last_compile_s)

@@ -150,7 +150,7 @@ def parse(data: bytes) -> dict:
     return doc
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=2)
 def _largest(keyword: str) -> int:
     """The largest value of ``keyword`` (maxItems, maxProperties) anywhere in the schema."""
     found, stack = [], [schema()]

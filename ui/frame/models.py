@@ -23,7 +23,7 @@ from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
 from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
                                   last_compile_s, refused as mode_refused, shaped_of, to_mode, verify_name)
-from engine.core.compile_watch import compile_warm_up, last_seconds, record_key
+from engine.core.compile_watch import compile_warm_up
 from engine.core.loop import warm_up
 from engine.core.prompt import PromptError, encode_prompt
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
@@ -419,7 +419,7 @@ def warm_for_run(page: str = "loop") -> None:
     length = cache_length(tokens, graph.max_positions)
     if length is None or graph.failure or graph.ready(tokens):
         return
-    last = last_seconds(record_key(lm.ref.label(), str(lm.device), length))
+    last = last_compile_s(lm, decode_name(length))
     done = sorted(graph.compile_s.items())
     st.space(28)  # below Streamlit's header bar, where a page's title starts: the box's title was half under it
     with st.status(f"Compiled mode: compiling the decode step for a {length:,}-position KV cache",
