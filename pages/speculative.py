@@ -7,7 +7,7 @@ from ui.speculative import sections
 from ui.frame.layout import chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
 from engine.speculative.decoding import EAGER_ONLY
-from engine.speculative.repeats import REPEATS
+from engine.speculative.repeats import default_repeats
 from ui.frame.models import current_model, eager_model
 from ui.speculative.view import self_draft_answer
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
@@ -25,7 +25,7 @@ params = sections.controls(lm)  # the race's settings, above every section (the 
 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
 result, raced = sections.lanes(params)  # stops the page here when the prompt or the drafter is refused
-st.caption(lesson("speculative", "clocks", n=REPEATS))
+st.caption(lesson("speculative", "clocks", n=default_repeats()))
 
 # ---- summary (of the race shown: after a control moved, the last race, labelled with its own k) ---------
 if result is not None and section("Who won, and why" if raced == params else

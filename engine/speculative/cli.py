@@ -13,7 +13,7 @@ from engine.core.loaded import ModelLoadError
 from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import EAGER_ONLY, MAX_K  # noqa: F401  (EAGER_ONLY: engine/__main__.py)
-from engine.speculative.repeats import REPEATS, race_repeats
+from engine.speculative.repeats import LESSON_RUNS, default_repeats, race_repeats
 
 
 def add_arguments(p) -> None:
@@ -24,9 +24,10 @@ def add_arguments(p) -> None:
     p.add_argument("--drafter", default="lookup", help="lookup[:N | :M-N] | early-exit:L | model:NAME (model:self, "
                                                        "model:random:L, or a model sharing the target's tokenizer)")
     p.add_argument("--k", type=int, default=4, help=f"draft length per round (1..{MAX_K})")
-    p.add_argument("--repeats", type=int, default=REPEATS,
-                   help=f"races measured after one warm-up race; the figures are their medians (default {REPEATS}, "
-                        f"as the page; fewer is flagged as not enough for a lesson)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"races timed after one warm-up race; the figures are their medians (default: "
+                        f"ILE_RACE_REPEATS, {LESSON_RUNS} unless set, as the page; fewer than {LESSON_RUNS} are "
+                        "flagged as too few to teach from)")
 
 
 def cli(lm, args, emit) -> int:
@@ -39,6 +40,8 @@ def cli(lm, args, emit) -> int:
     if not 1 <= args.k <= MAX_K:
         print(f"error: --k must be between 1 and {MAX_K}", file=sys.stderr)
         return 2
+    if args.repeats is None:
+        args.repeats = default_repeats()
     if args.repeats < 1:
         print("error: --repeats must be at least 1", file=sys.stderr)
         return 2

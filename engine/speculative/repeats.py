@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
+import engine.settings as settings
 from engine.core.loaded import LoadedModel
 from engine.core.sampling import SamplingSettings
 from engine.measure import noise
@@ -24,7 +25,7 @@ from engine.measure.spread import Spread
 from engine.speculative.decoding import SpecRun, race
 from engine.speculative.drafters import Drafter, make_drafter
 
-REPEATS = 5  # the fewest runs whose median a page turns into a sentence
+LESSON_RUNS = 5  # the fewest runs whose median a page turns into a sentence
 WARM_UP_TOKENS = 16  # the warm-up race: enough rounds to run the drafter and the verify pass before any timing
 
 
@@ -89,8 +90,8 @@ class RaceRepeats:
         """Why these runs cannot be made into a lesson (empty when they can): too few runs, or identical work
         timed more than noise.DISAGREE apart."""
         out = []
-        if self.n < REPEATS:
-            out.append(f"Only {self.n} run(s): a lesson needs the median of at least {REPEATS}.")
+        if self.n < LESSON_RUNS:
+            out.append(f"Only {self.n} run(s): a lesson needs the median of at least {LESSON_RUNS}.")
         shown = self.shown
         pairs = [(f"median of {self.n}", self.plain_prefill.median, self.spec_prefill.median)]
         if self.n > 1 and shown.plain_step_seconds:  # the pair the lanes' clocks show
@@ -129,18 +130,24 @@ class RaceRepeats:
                 "noise": self.is_noise, "flags": list(self.flags)}
 
 
+def default_repeats() -> int:
+    """Races measured after the warm-up: ILE_RACE_REPEATS (LESSON_RUNS unless set lower for a slow machine)."""
+    return settings.RACE_REPEATS.get()
+
+
 def race_repeats(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int,
-                 settings: SamplingSettings = SamplingSettings(), max_new_tokens: int = 64, seed: int = 0,
-                 repeats: int = REPEATS, drafter: Drafter | None = None,
+                 sampling: SamplingSettings = SamplingSettings(), max_new_tokens: int = 64, seed: int = 0,
+                 repeats: int | None = None, drafter: Drafter | None = None,
                  on_progress: Callable[[int, int], None] | None = None) -> RaceRepeats:
     """A warm-up race (untimed, ``WARM_UP_TOKENS`` at most: the first run in a fresh process pays one-off costs
     that made a CLI race read 0.72x where the same race read 5.87x after), then ``repeats`` races
-    (engine.speculative.decoding.race). ``on_progress(done, total)`` hears each finished run."""
+    (engine.speculative.decoding.race; None: default_repeats()). ``on_progress(done, total)`` hears each run."""
+    total = max(1, int(default_repeats() if repeats is None else repeats))
     drafter = drafter or make_drafter(lm, drafter_spec)
-    race(lm, ids, drafter_spec, k, settings, min(max_new_tokens, WARM_UP_TOKENS), seed, drafter=drafter)
+    race(lm, ids, drafter_spec, k, sampling, min(max_new_tokens, WARM_UP_TOKENS), seed, drafter=drafter)
     runs = []
-    for i in range(max(1, int(repeats))):
-        runs.append(race(lm, ids, drafter_spec, k, settings, max_new_tokens, seed, drafter=drafter))
+    for i in range(total):
+        runs.append(race(lm, ids, drafter_spec, k, sampling, max_new_tokens, seed, drafter=drafter))
         if on_progress is not None:
-            on_progress(i + 1, max(1, int(repeats)))
+            on_progress(i + 1, total)
     return RaceRepeats(tuple(runs))

@@ -3,11 +3,11 @@ clearly, and judges the speedup against its bounds."""
 import pytest
 
 import engine.speculative.repeats as ui_spec  # the page's races run through race_repeats, which calls race
-from engine.speculative.repeats import REPEATS
+from engine.speculative.repeats import default_repeats
 from tests.app.test_pages import errors, run_page, shown
 
 PAGE = "pages/speculative.py"
-RACES = REPEATS + 1  # one Start: a warm-up race, then REPEATS measured races
+RACES = default_repeats() + 1  # one Start: a warm-up race, then ILE_RACE_REPEATS measured races (5 unless set)
 
 
 def _metric(at, label):

@@ -1,5 +1,5 @@
 """A race a lesson can stand on (engine.speculative.repeats): the prefill both lanes pay never decides it, identical
-work timed more than 1.5x apart makes it noise, its figures are medians of REPEATS runs after a warm-up race, and
+work timed more than 1.5x apart makes it noise, its figures are medians of 5 runs (ILE_RACE_REPEATS) after a warm-up race, and
 the command line warms up and repeats as the page does."""
 import json
 import math
@@ -43,7 +43,7 @@ def test_the_issue_race_read_as_a_win_on_its_own_wall_clock():
 
 
 def test_a_prefill_pair_far_apart_makes_the_race_noise_not_a_win():
-    series = R.RaceRepeats((SLOW_SPEC,) * R.REPEATS)
+    series = R.RaceRepeats((SLOW_SPEC,) * R.LESSON_RUNS)
     assert series.is_noise and any("prefill is the same work" in f and "3.6x apart" in f for f in series.flags)
     result = race_view.judge(series, _quiet())
     box, text, _ = race_view.verdict(result)
@@ -84,7 +84,7 @@ def test_one_lane_timed_far_apart_over_its_runs_is_noise():
 
 
 def test_fewer_runs_than_a_lesson_needs_are_flagged():
-    series = R.RaceRepeats((_with(GOOD, 0.5, 0.5, scale_spec=1.3),) * (R.REPEATS - 1))
+    series = R.RaceRepeats((_with(GOOD, 0.5, 0.5, scale_spec=1.3),) * (R.LESSON_RUNS - 1))
     assert series.is_noise and any("at least 5" in f for f in series.flags)
 
 
@@ -95,21 +95,22 @@ def test_disagreement_is_the_ratio_above_its_threshold_only():
 
 
 def test_race_repeats_warms_up_then_measures_every_run(tiny_lm, monkeypatch):
-    """A warm-up race of at most WARM_UP_TOKENS, then REPEATS full races; greedy, so every run writes plain
+    """A warm-up race of at most WARM_UP_TOKENS, then ILE_RACE_REPEATS full races; greedy, so every run writes plain
     greedy's tokens (float32)."""
     calls = []
     real = R.race
     monkeypatch.setattr(R, "race", lambda *a, **kw: calls.append(a[5]) or real(*a, **kw))
     ids = list(encode_prompt(tiny_lm.tokenizer, "the cat sat on the mat, the cat sat on the", False).ids)
     series = R.race_repeats(tiny_lm, ids, "lookup", 3, SamplingSettings(), 24, 0)
-    assert calls == [R.WARM_UP_TOKENS] + [24] * R.REPEATS
-    assert series.n == R.REPEATS and all(r.identical for r in series.runs)
+    n = R.default_repeats()
+    assert calls == [R.WARM_UP_TOKENS] + [24] * n
+    assert series.n == n and all(r.identical for r in series.runs)
     assert len({r.spec_ids for r in series.runs}) == 1
     assert math.isfinite(series.shared_prefill_seconds) and series.shown in series.runs
 
 
 def test_the_race_command_warms_up_and_reports_medians(monkeypatch, capsys):
-    """`python -m engine race` ran one cold race; now it runs the page's warm-up and REPEATS races and writes
+    """`python -m engine race` ran one cold race; now it runs the page's warm-up and ILE_RACE_REPEATS races and writes
     their medians, spread and noise flags beside the median run."""
     from engine.__main__ import main
 
@@ -124,12 +125,26 @@ def test_the_race_command_warms_up_and_reports_medians(monkeypatch, capsys):
     finally:
         torch.set_num_threads(before)
     d = json.loads(capsys.readouterr().out)
-    assert calls == [R.WARM_UP_TOKENS] + [20] * R.REPEATS
+    n = R.default_repeats()
+    assert calls == [R.WARM_UP_TOKENS] + [20] * n
     rep = d["repeats"]
-    assert rep["n"] == R.REPEATS and rep["warmed_up"] and len(rep["decode_speedup"]["values"]) == R.REPEATS
+    assert rep["n"] == n and rep["warmed_up"] and len(rep["decode_speedup"]["values"]) == n
     assert rep["decode_speedup"]["lo"] <= rep["decode_speedup"]["median"] <= rep["decode_speedup"]["hi"]
     assert rep["noise"] == bool(rep["flags"]) and set(rep["flags"]) <= set(d["flags"])
     assert d["identical_output"] is True
+
+
+def test_a_slow_machine_may_time_fewer_races_and_is_told_they_are_too_few(tiny_lm, monkeypatch):
+    monkeypatch.delenv("ILE_RACE_REPEATS", raising=False)
+    assert R.default_repeats() == R.LESSON_RUNS == 5
+    monkeypatch.setenv("ILE_RACE_REPEATS", "2")
+    calls = []
+    real = R.race
+    monkeypatch.setattr(R, "race", lambda *a, **kw: calls.append(a[5]) or real(*a, **kw))
+    ids = list(encode_prompt(tiny_lm.tokenizer, "the cat sat on the mat, the cat sat on the", False).ids)
+    series = R.race_repeats(tiny_lm, ids, "lookup", 3, SamplingSettings(), 8, 0)
+    assert calls == [8, 8, 8] and series.n == 2  # the warm-up is cut to the tokens asked for
+    assert series.is_noise and any("at least 5" in f for f in series.flags)
 
 
 def test_the_race_command_refuses_no_repeats(capsys):

@@ -10,7 +10,7 @@ from engine.speculative.drafters import make_drafter
 from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
 from engine.speculative.decoding import SpecRun, sweep_k
-from engine.speculative.repeats import REPEATS, race_repeats
+from engine.speculative.repeats import default_repeats, race_repeats
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
@@ -57,8 +57,8 @@ def again_requested() -> bool:
 
 def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock) -> RaceResult:
     """Race plain against speculative decoding with the page quiet (nothing is drawn while either lane is
-    measured, so neither pays for drawing): a warm-up race, then REPEATS races; then replay the median run's lanes
-    at the engine-measured pace. The measurement carries its calibration (when, under what load). Raises
+    measured, so neither pays for drawing): a warm-up race, then ILE_RACE_REPEATS races; then replay the median
+    run's lanes at the engine-measured pace. The measurement carries its calibration (when, under what load). Raises
     PromptError / DrafterError / ModelLoadError for the page to show."""
     lm = get_model(params.model)
     ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
@@ -66,13 +66,14 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
     for lane, clock in ((plain_lane, plain_clock), (spec_lane, spec_clock)):
         lane.html(lane_html([], cursor=True))
         clock.html(clock_html(0.0, 0, 0))
-    bar = st.progress(0.0, text=f"Racing on the engine: a warm-up race, then {REPEATS} races with the page quiet "
+    repeats = default_repeats()
+    bar = st.progress(0.0, text=f"Racing on the engine: a warm-up race, then {repeats} races with the page quiet "
                                 "(the lanes then replay the median one at its measured pace)...")
     with measured.calibrated() as cal:
         # on the engine worker, with this page quiet: no UI work inside either lane's clock (the bar moves
         # between runs only)
         series = work.run(race_repeats, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens,
-                          params.seed, REPEATS, drafter=drafter, on_progress=work.relay("progress"),
+                          params.seed, repeats, drafter=drafter, on_progress=work.relay("progress"),
                           key=("race", params),
                           events={"progress": lambda i, n: bar.progress(i / n, text=f"Race {i} of {n} done")})
     bar.empty()
