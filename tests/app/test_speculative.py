@@ -113,7 +113,9 @@ def test_k_sweep_on_demand():
     assert not any("Best k" in m.value or "No k" in m.value for m in at.markdown)
     next(b for b in at.button if b.key == "speculative_sweep").click().run()
     assert not errors(at), errors(at)
-    assert any("Best k" in m.value or "No k made" in m.value for m in at.markdown)
+    # a verdict: a best k, none, or (the plain lane's identical runs timed far apart) noise
+    assert any("Best k" in m.value or "No k made" in m.value or "This sweep is noise" in m.value
+               for m in at.markdown)
 
 
 def test_early_exit_on_a_two_block_model_races_without_a_slider():

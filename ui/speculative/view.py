@@ -182,10 +182,12 @@ def self_draft_answer(result: RaceResult | None) -> str:
     if result is None or result.run.drafter != f"model:{result.run.model}":  # model:self is named after the target
         return answer
     check, speedup = result.check, result.series.decode_speedup.median
-    if speedup < 1.0 and not result.series.is_noise:
+    if result.series.is_noise:
+        return answer + "\n\n" + lesson("speculative", "answer self noise")
+    if speedup < 1.0:
         return answer + "\n\n" + lesson("speculative", "answer self agrees", speedup=speedup)
     why = lesson("speculative", "why busy" if result.calibration.disturbed else
-                 "why noise" if check.no_gain or result.series.is_noise else "why one lane")
+                 "why noise" if check.no_gain else "why one lane")
     return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=speedup, why=why)
 
 
@@ -324,7 +326,8 @@ def round_detail(rnd, t) -> tuple[list[str], pd.DataFrame, str]:
 
 
 def sweep_flags(points) -> list[str]:
-    """Bound checks for every k of a sweep (an impossible speedup, a gain with nothing accepted)."""
+    """Bound checks for every k of a sweep (an impossible speedup, a gain with nothing accepted), and the plain lane
+    timed more than noise.DISAGREE apart across the ks (the same work each time: the sweep is then noise)."""
     out = []
     for p in points:
         check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
@@ -332,11 +335,24 @@ def sweep_flags(points) -> list[str]:
         if p.decode_speedup == p.decode_speedup and p.decode_speedup > p.k + 1:
             out.append(f"k = {p.k}, decode only: impossible, {p.decode_speedup:.2f}x is above the ceiling "
                        f"k + 1 = {p.k + 1}x. The machine was probably busy during one lane: measure again.")
+    out += sweep_noise(points)
     return out
 
 
+def sweep_noise(points) -> list[str]:
+    """The plain lane did the same work for every k; timed more than noise.DISAGREE apart, the sweep is noise."""
+    plain = [p.plain_decode_seconds for p in points if p.plain_decode_seconds == p.plain_decode_seconds]
+    gap = noise.disagreement(min(plain), max(plain)) if plain else 0.0
+    if not gap:
+        return []
+    return [lesson("speculative", "sweep noise", lo=min(plain), hi=max(plain), gap=gap)]
+
+
 def sweep_verdict(points, drafter: str) -> str:
-    """The best k of a sweep, or that no k beat plain decoding."""
+    """The best k of a sweep (one race per k, so a neighbour within noise may be as good), that no k beat plain
+    decoding, or that the sweep is noise."""
+    if sweep_noise(points):
+        return lesson("speculative", "sweep is noise")
     best = max(points, key=lambda p: p.measured_speedup)
     return lesson("speculative", "best k" if best.measured_speedup >= 1 else "no k", drafter=drafter, k=best.k,
                   speedup=best.measured_speedup)
