@@ -58,7 +58,8 @@ def cli(lm, args, emit) -> int:
     d["plain"]["text"] = lm.tokenizer.decode(list(r.plain_ids))
     d["speculative"]["text"] = lm.tokenizer.decode(list(r.spec_ids))
     verdict = (f"x{dec.median:.2f} decode only (median of {series.n}, {dec.lo:.2f}-{dec.hi:.2f}), "
-               f"x{wall.median:.2f} wall clock with one shared prefill of {series.shared_prefill_seconds * 1000:.0f} ms "
+               f"x{wall.median:.2f} wall clock with one shared prefill of "
+               f"{series.shared_prefill_seconds * 1000:.0f} ms "
                f"({wall.lo:.2f}-{wall.hi:.2f})"
                + ("; NOISE, not a result: see the warnings" if series.is_noise else ""))
     text = (f"{series.n} races after one warm-up race; the median one:\n"

@@ -34,6 +34,7 @@ class RaceRepeats:
     """The runs of one race, in the order measured (warm-up not included), and what they say together."""
 
     runs: tuple[SpecRun, ...]
+    warmed_up: bool = False  # an untimed race ran first (race_repeats)
 
     @property
     def n(self) -> int:
@@ -118,8 +119,9 @@ class RaceRepeats:
 
     def to_dict(self) -> dict:
         """What the command line adds to the shown run's JSON."""
-        d, w = self.decode_speedup, self.speedup
-        return {"n": self.n, "warmed_up": True, "shown_run": self.runs.index(self.shown),
+        d, w, shown = self.decode_speedup, self.speedup, self.shown
+        return {"n": self.n, "warmed_up": self.warmed_up,
+                "shown_run": next(i for i, r in enumerate(self.runs) if r is shown),
                 "decode_speedup": {**d.range_dict(), "values": [r.decode_speedup for r in self.runs]},
                 "wall_speedup_shared_prefill": {**w.range_dict(), "values": [self.wall_speedup(r) for r in self.runs]},
                 "shared_prefill_seconds": self.shared_prefill_seconds,
@@ -150,4 +152,4 @@ def race_repeats(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int,
         runs.append(race(lm, ids, drafter_spec, k, sampling, max_new_tokens, seed, drafter=drafter))
         if on_progress is not None:
             on_progress(i + 1, total)
-    return RaceRepeats(tuple(runs))
+    return RaceRepeats(tuple(runs), warmed_up=True)

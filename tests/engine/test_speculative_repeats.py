@@ -1,6 +1,6 @@
 """A race a lesson can stand on (engine.speculative.repeats): the prefill both lanes pay never decides it, identical
-work timed more than 1.5x apart makes it noise, its figures are medians of 5 runs (ILE_RACE_REPEATS) after a warm-up race, and
-the command line warms up and repeats as the page does."""
+work timed more than 1.5x apart makes it noise, its figures are medians of 5 runs (ILE_RACE_REPEATS) after a
+warm-up race, and the command line warms up and repeats as the page does."""
 import json
 import math
 
