@@ -116,6 +116,9 @@ WORKER_LOG = Setting("ILE_WORKER_LOG", "flag", True, "One line per finished job 
                      "log, with when it was submitted and when it was ready.", "app")
 WORKER_STATS = Setting("ILE_WORKER_STATS", "path", None, "A file the engine worker rewrites with its state whenever a "
                        "job starts or ends (the browser tests watch it go idle).", "app")
+RACE_REPEATS = Setting("ILE_RACE_REPEATS", "int", 5, "Races the speculative page and `python -m engine race` time after "
+                       "a warm-up race; their figures are the medians. Fewer than 5 (for a slow machine) are shown, "
+                       "flagged as too few to teach from.", "app", minimum=1)
 
 # ------------------------------------------------------------------------------------------ serving a class
 CLASS_MODE = Setting("ILE_CLASS_MODE", "choice", "auto", "Class mode: only the allow-list's models and the listed "

@@ -6,6 +6,7 @@ from ui.frame import nav
 from ui.speculative import sections
 from ui.frame.layout import chart, section, try_this, what_you_see
 from ui.frame.lessons import lesson
+from engine.speculative.repeats import default_repeats
 from ui.frame.models import current_model
 from ui.speculative.view import how_lanes_ran, self_draft_answer
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
@@ -23,7 +24,7 @@ params = sections.controls(lm)  # the race's settings, above every section (the 
 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
 result, raced = sections.lanes(params)  # stops the page here when the prompt or the drafter is refused
-st.caption(lesson("speculative", "clocks"))
+st.caption(lesson("speculative", "clocks", n=default_repeats()))
 if result is not None:
     st.caption(how_lanes_ran(result.run))
 

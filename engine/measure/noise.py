@@ -30,6 +30,7 @@ BUSY_MESSAGE = "This machine was busy during the measurement; numbers may be off
 PROBE_SLOWDOWN = 1.5  # probe this much slower than before / than the best seen: disturbed
 OTHER_CORES_BUSY = 0.5  # other processes used at least half a core on average: disturbed
 WIDE_SPREAD = 0.25  # interquartile range above a quarter of the median: noisy
+DISAGREE = 1.5  # two timings of identical work further apart than this (the larger over the smaller): noise
 
 
 # ---------------------------------------------------------------------------------------------- repeats
@@ -204,6 +205,16 @@ def check_speedup(speedup: float, k: int, accepted: int, tokens_per_pass: float,
         no_gain = True
         shown = "no gain"
     return SpeedupCheck(float(speedup), shown, no_gain, tuple(flags))
+
+
+def disagreement(seconds_a: float, seconds_b: float) -> float:
+    """Two timings of identical work: how many times apart they are (the larger over the smaller) when that is more
+    than ``DISAGREE``, else 0.0. Such a pair says the machine's noise is larger than any effect measured beside it,
+    so nothing measured with it may become a lesson. Non-finite or non-positive timings give 0.0 (nothing to say)."""
+    lo, hi = sorted((float(seconds_a), float(seconds_b)))
+    if not (lo > 0 and hi < float("inf")):
+        return 0.0
+    return hi / lo if hi / lo > DISAGREE else 0.0
 
 
 @dataclass(frozen=True)

@@ -486,6 +486,7 @@ class SweepPoint:
     identical: bool
     accepted: int = 0
     decode_speedup: float = float("nan")  # measured, each lane's time after its first token (SpecRun.decode_speedup)
+    plain_decode_seconds: float = float("nan")  # the plain lane, re-measured for this k: the same work at every k
 
 
 def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: SamplingSettings = SamplingSettings(),
@@ -503,7 +504,7 @@ def sweep_k(lm: LoadedModel, ids: list[int], drafter_spec: str, ks, settings: Sa
         # the formula as the rounds happened: a draft is cut to the tokens still wanted, so with few tokens
         # requested a large k never drafts k (the plain thm. 3.8 line would promise what cannot happen)
         points.append(SweepPoint(k, r.acceptance_rate, r.tokens_per_pass, r.c, r.speedup, r.predicted.rounds,
-                                 r.identical, r.accepted, r.decode_speedup))
+                                 r.identical, r.accepted, r.decode_speedup, r.plain_decode_seconds))
         if on_progress is not None:
             on_progress(i + 1, len(ks))
     return tuple(points)

@@ -41,7 +41,8 @@ def test_batching_lesson_beside_a_busy_process(app_server, page):
 
 def test_race_decode_only_speedup_beside_a_busy_process(app_server, page):
     """The race's decode-only speedup (each lane after its first token) on the quote prompt, prompt lookup, k = 4,
-    greedy: speculation wins there (98% acceptance on a quiet machine), or the page says the run was disturbed."""
+    greedy: speculation wins there (98% acceptance on a quiet machine), or the page says the run was disturbed or
+    noise."""
     from engine.measure.noise import BUSY_MESSAGE
 
     page.goto(f"{app_server.url}/speculative?temperature=0&max_new_tokens=48&race_drafter=lookup&race_k=4")
@@ -51,7 +52,8 @@ def test_race_decode_only_speedup_beside_a_busy_process(app_server, page):
     metric = page.locator('[data-testid="stMetric"]', has_text="Decode-only speedup").first.inner_text()
     identical = page.locator('[data-testid="stMetric"]', has_text="Identical output").first.inner_text()
     body = page.inner_text("body")
-    said = BUSY_MESSAGE in body or "probably busy" in body
+    # or the race is noise: identical work timed more than 1.5x apart (engine/speculative/repeats.py)
+    said = BUSY_MESSAGE in body or "probably busy" in body or "Noise, not a result" in body
     m = re.search(r"([\d.]+)x", metric)
     print(f"busy machine: race decode-only speedup {metric.splitlines()[-1]!r}; disturbed said: {said}")
     assert "yes" in identical  # greedy speculative output equals plain greedy output, busy or not

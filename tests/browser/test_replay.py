@@ -133,12 +133,33 @@ def test_a_saved_run_replays_offline_with_working_sliders(browser, trace_page):
         ctx.close()
 
 
+def _lasting(run, plain_s: float, spec_s: float):
+    """``run`` with each lane's measured times scaled to last ``plain_s`` and ``spec_s`` seconds in all (the tiny
+    model races in milliseconds, where both clocks would read 0.0x s and could not tell the lanes' ends apart)."""
+    from engine.speculative.decoding import SpecRun
+
+    fp, fs = plain_s / run.plain_seconds, spec_s / run.spec_seconds
+    rounds = tuple(r.__class__(**{**r.__dict__, "draft_seconds": r.draft_seconds * fs,
+                                  "verify_seconds": r.verify_seconds * fs}) for r in run.rounds)
+    return SpecRun(**{**run.__dict__, "plain_step_seconds": tuple(x * fp for x in run.plain_step_seconds),
+                      "plain_steps": (), "spec_prefill_seconds": run.spec_prefill_seconds * fs, "rounds": rounds})
+
+
+def _clocks(page) -> list[str]:
+    """Each lane's clock, seconds only ("0.90"), plain first."""
+    return [t.split()[1] for t in page.locator(".clock").all_inner_texts()]
+
+
 def test_a_saved_race_replays_both_lanes_offline(browser, tiny_lm, tmp_path):
+    """Both lanes replay at the recorded pace, and each lane's clock stops at its own end: the speculative clock ran
+    on to the plain lane's end, so both read "3.03 s" beside a 1.12x scoreboard."""
     text = "the cat sat on the mat, the cat sat on the mat, the cat sat on the"
     enc = encode_prompt(tiny_lm.tokenizer, text, False)
     from engine.speculative.decoding import race
 
-    run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 16, 0)
+    run = _lasting(race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 16, 0), 0.9, 0.3)
+    ends = [f"{run.plain_seconds:.2f}", f"{run.spec_seconds:.2f}"]
+    assert ends == ["0.90", "0.30"]
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
     rec = F.load(F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
                                            build.model_identity(tiny_lm), _machine(tiny_lm), "test")))
@@ -147,6 +168,7 @@ def test_a_saved_race_replays_both_lanes_offline(browser, tiny_lm, tmp_path):
     ctx, page, seen = open_page(browser, path, "race")
     try:
         assert all_drawn(page) == []
+        assert _clocks(page) == ends  # the finished race, drawn on load
         spans = page.locator(".lane").nth(1).locator("span")
         full = spans.count()
         assert full == len(run.spec_ids) + sum(len(r.rejected) for r in run.rounds)
@@ -163,6 +185,7 @@ def test_a_saved_race_replays_both_lanes_offline(browser, tiny_lm, tmp_path):
             page.wait_for_timeout(100)
         assert states[-1] == "done", states[-5:]
         assert spans.count() == full  # replayed to the end, every piece back
+        assert _clocks(page) == ends  # each lane's clock stopped at its own end
         assert page.locator(".lane .r-rejected").count() == sum(len(r.rejected) for r in run.rounds) > 0
         assert seen["console"] == [] and seen["requests"] == [path.as_uri()], seen
     finally:

@@ -112,3 +112,30 @@ def _quiet():
     from engine.measure.noise import Calibration
 
     return Calibration(0.0, 1.0, 0.01, 0.01, 0.01, 0.0, 0.1)
+
+
+def test_a_sweep_whose_plain_lane_was_timed_far_apart_names_no_best_k():
+    """The plain lane is re-measured for every k: the same work each time. Timed more than 1.5x apart, the sweep
+    is noise, and its verdict names no best k (one race per k cannot carry that lesson)."""
+    from engine.speculative.decoding import SweepPoint
+
+    quiet = [SweepPoint(k, 0.9, 2.0, 0.01, s, 2.2, True, 10, s, 1.0 + k / 100) for k, s in ((1, 1.3), (2, 1.6))]
+    assert race_view.sweep_flags(quiet) == [] and "Best k" in race_view.sweep_verdict(quiet, "lookup")
+    noisy = quiet + [SweepPoint(4, 0.9, 2.0, 0.01, 1.9, 2.2, True, 10, 1.9, 1.6)]
+    assert any("1.6x" in f and "same work" in f for f in race_view.sweep_flags(noisy))
+    verdict = race_view.sweep_verdict(noisy, "lookup")
+    assert "noise" in verdict and "Best k" not in verdict
+
+
+def test_the_self_draft_answer_never_reads_a_noisy_race():
+    from engine.speculative.decoding import SpecRun
+    from engine.speculative.repeats import RaceRepeats
+
+    run = spec_run([(4, 4, 0.2)] * 6, step=0.04)  # model:self: drafting costs more than a target step per token
+    run = SpecRun(**{**run.__dict__, "drafter": "model:m"})
+    assert run.decode_speedup < 1
+    quiet = race_view.judge(RaceRepeats((run,) * 5), _quiet())
+    assert "Your run agrees" in race_view.self_draft_answer(quiet)
+    noisy = race_view.judge(RaceRepeats((SpecRun(**{**run.__dict__, "spec_prefill_seconds": 0.05}),) * 5), _quiet())
+    answer = race_view.self_draft_answer(noisy)
+    assert "cannot say" in answer and "agrees" not in answer and "not slower" not in answer

@@ -9,7 +9,8 @@ import streamlit as st
 from engine.speculative.drafters import make_drafter
 from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
-from engine.speculative.decoding import SpecRun, race, sweep_k
+from engine.speculative.decoding import SpecRun, sweep_k
+from engine.speculative.repeats import default_repeats, race_repeats
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
@@ -56,9 +57,9 @@ def again_requested() -> bool:
 
 def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock) -> RaceResult:
     """Race plain against speculative decoding with the page quiet (nothing is drawn while either lane is
-    measured, so neither pays for drawing), then replay both lanes at the engine-measured pace. The
-    measurement carries its calibration (when, under what load). Raises PromptError / DrafterError /
-    ModelLoadError for the page to show."""
+    measured, so neither pays for drawing): a warm-up race, then ILE_RACE_REPEATS races; then replay the median
+    run's lanes at the engine-measured pace. The measurement carries its calibration (when, under what load). Raises
+    PromptError / DrafterError / ModelLoadError for the page to show."""
     lm = get_model(params.model)
     ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
     drafter = make_drafter(lm, params.drafter, loader=model_named)
@@ -66,15 +67,21 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
     for lane, clock in ((plain_lane, plain_clock), (spec_lane, spec_clock)):
         lane.html(lane_html([], cursor=True))
         clock.html(clock_html(0.0, 0, 0))
-    with st.spinner("Racing on the engine: both lanes run first with the page quiet, then replay at the measured "
-                    "pace..."):
-        with measured.calibrated() as cal:
-            # on the engine worker, with this page quiet: no UI work inside either lane's clock
-            run = work.run(race, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens,
-                           params.seed, drafter=drafter, key=("race", params))
-    result = race_view.judge(run, cal.result)
+    repeats = default_repeats()
+    bar = st.progress(0.0, text=f"Racing on the engine: a warm-up race, then {repeats} races with the page quiet "
+                                "(the lanes then replay the median one at its measured pace)...")
+    with measured.calibrated() as cal:
+        # on the engine worker, with this page quiet: no UI work inside either lane's clock (the bar moves
+        # between runs only)
+        series = work.run(race_repeats, lm, ids, params.drafter, params.k, params.settings, params.max_new_tokens,
+                          params.seed, repeats, drafter=drafter, on_progress=work.relay("progress"),
+                          key=("race", params),
+                          events={"progress": lambda i, n: bar.progress(i / n, text=f"Race {i} of {n} done")})
+    bar.empty()
+    result = race_view.judge(series, cal.result)
     kept.put(("speculative race", params), result)
     st.session_state[_LAST] = (params, result)
+    run = result.run
     race_view.replay(run, plain_pieces_of(run), lane_pieces(run), plain_lane, plain_clock, spec_lane, spec_clock)
     show_final(run, plain_lane, plain_clock, spec_lane, spec_clock)
     return result

@@ -157,9 +157,10 @@ def scoreboard(result: RaceResult, params: RaceParams) -> None:
     for col, (label, value, help_) in zip(st.columns(7), RV.metrics(result)):  # first: on screen under the lanes
         col.metric(label, value, help=help_)
     busy_warning(result.calibration, "speculative_again")
-    for flag in (result.check.flags if run.measurable else ()):
+    for flag in (result.check.flags if run.measurable else ()) + RV.flags_apart(result):
         st.warning(flag, icon=":material/report:")
-    st.caption(f"Measured on this machine in one run ({run.threads} CPU threads; {result.calibration.describe()}). "
+    st.caption(f"Measured on this machine: {result.series.n} runs after a warm-up race, the two speedups their medians "
+               f"({run.threads} CPU threads; {result.calibration.describe()}). "
                "Expected speedup by the paper's formula (1 - a^(k+1)) / ((1 - a)(k c + 1)).")
     verdict = RV.verdict(result)
     if verdict:
@@ -168,7 +169,9 @@ def scoreboard(result: RaceResult, params: RaceParams) -> None:
     for flag in RV.decode_flags(result):
         st.warning(flag, icon=":material/report:")
     if run.measurable:
-        st.markdown(RV.gap_table(run))
+        st.markdown(RV.gap_table(run, result.series))
+    st.markdown(lesson("speculative", "runs", n=result.series.n))
+    st.dataframe(RV.runs_table(result.series), hide_index=True)
     if params.temperature == 0 and not run.identical:
         pos, plain, spec = RV.first_difference(run) or (0, "", "")
         dtype = get_model(params.model).info.dtype

@@ -17,6 +17,7 @@ import pandas as pd
 
 from engine.measure import noise
 from engine.speculative.decoding import SpecRun
+from engine.speculative.repeats import RaceRepeats
 from ui.frame.html import md_escape, visible
 from ui.frame.lessons import lesson
 from ui.speculative.figures import clock_html, lane_html
@@ -27,11 +28,18 @@ MAX_REPLAY_S = 12.0  # a long race is replayed faster, both lanes by the same fa
 
 @dataclass(frozen=True)
 class RaceResult:
-    """One race with the conditions it was measured under and its speedup judged against its bounds."""
+    """A race's runs with the conditions they were measured under and the headline judged against its bounds.
+    ``run`` is the one the lanes replay (RaceRepeats.shown); ``check`` judges the median wall-clock speedup with one
+    shared prefill (RaceRepeats.speedup)."""
 
     run: SpecRun
     calibration: noise.Calibration
     check: noise.SpeedupCheck
+    repeats: RaceRepeats | None = None  # None: this one run alone (a lesson needs more: RaceRepeats.flags)
+
+    @property
+    def series(self) -> RaceRepeats:
+        return self.repeats if self.repeats is not None else RaceRepeats((self.run,))
 
     @property
     def same_work(self) -> noise.SameWorkGap | None:
@@ -40,7 +48,8 @@ class RaceResult:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return self.check.flags + self.calibration.flags + (self.same_work.flags if self.same_work else ())
+        return (self.check.flags + self.calibration.flags + self.series.flags
+                + (self.same_work.flags if self.same_work else ()))
 
 
 def plain_noise(run: SpecRun) -> float:
@@ -50,9 +59,13 @@ def plain_noise(run: SpecRun) -> float:
     return float(min(max(spread, 0.05), 0.5)) if spread == spread else 0.1
 
 
-def judge(run: SpecRun, calibration: noise.Calibration) -> RaceResult:
-    return RaceResult(run, calibration,
-                      noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass, plain_noise(run)))
+def judge(measured: SpecRun | RaceRepeats, calibration: noise.Calibration) -> RaceResult:
+    """The page's reading of a race: its median run to replay, and the median wall-clock speedup (one shared
+    prefill) against its bounds. A single SpecRun is judged as a race of one run."""
+    series = measured if isinstance(measured, RaceRepeats) else RaceRepeats((measured,))
+    run = series.shown
+    return RaceResult(run, calibration, noise.check_speedup(series.speedup.median, run.k, run.accepted,
+                                                            run.tokens_per_pass, plain_noise(run)), series)
 
 
 def schedule(run: SpecRun, spec_pieces: list[tuple[str, str]]):
@@ -108,10 +121,12 @@ def _x(value: float) -> str:
     return f"{value:.2f}x" if value == value else "n/a"
 
 
-def gap_rows(run: SpecRun) -> list[tuple[str, str, str]]:
+def gap_rows(run: SpecRun, series: RaceRepeats | None = None) -> list[tuple[str, str, str]]:
     """(step, speedup, why) from the paper's formula to the wall clock, one assumption changed per line: rounds
-    as they happened, the measured verify cost, then the measured decode-only and wall-clock speedups. The
-    formula's lines count decode rounds only, so the decode-only line is the one to compare them with."""
+    as they happened, the measured verify cost, then the measured decode-only and wall-clock speedups of ``run``
+    (the wall clock with the one prefill ``series`` shares between the lanes). The formula's lines count decode
+    rounds only, so the decode-only line is the one to compare them with."""
+    series = series if series is not None else RaceRepeats((run,))
     rounds, k = len(run.rounds), run.k
     if run.rounds_with_drafts == rounds and run.drafted_per_round >= k:
         as_run = lesson("speculative", "gap every round", k=k)
@@ -132,30 +147,31 @@ def gap_rows(run: SpecRun) -> list[tuple[str, str, str]]:
         ("+ measured verify cost", _x(run.predicted.as_run), verify),
         ("Measured, decode only", _x(run.decode_speedup),
          lesson("speculative", "gap decode", accepted=run.accepted, tested=run.tested)),
-        ("Measured, wall clock", _x(run.speedup),
-         lesson("speculative", "gap prefill", plain_ms=run.plain_step_seconds[0] * 1000,
-                plain_share=run.plain_prefill_share, spec_ms=run.spec_prefill_seconds * 1000,
-                spec_share=run.spec_prefill_share)),
+        ("Measured, wall clock", _x(series.wall_speedup(run)),
+         lesson("speculative", "gap prefill", shared_ms=series.shared_prefill_seconds * 1000,
+                measured=2 * series.n, plain_ms=run.plain_step_seconds[0] * 1000,
+                spec_ms=run.spec_prefill_seconds * 1000)),
     ]
 
 
-def gap_table(run: SpecRun) -> str:
+def gap_table(run: SpecRun, series: RaceRepeats | None = None) -> str:
     """The gap rows as a markdown table under their one-line heading."""
     lines = [lesson("speculative", "gap intro"), "", "| | speedup | what changed |", "|---|---:|---|"]
-    lines += [f"| {step} | **{value}** | {' '.join(why.split())} |" for step, value, why in gap_rows(run)]
+    lines += [f"| {step} | **{value}** | {' '.join(why.split())} |" for step, value, why in gap_rows(run, series)]
     return "\n".join(lines)
 
 
 def decode_check(result: RaceResult) -> noise.SpeedupCheck:
-    """The decode-only speedup judged against the same bounds (k + 1, tokens per target pass)."""
+    """The median decode-only speedup judged against the same bounds (k + 1, tokens per target pass)."""
     run = result.run
-    return noise.check_speedup(run.decode_speedup, run.k, run.accepted, run.tokens_per_pass, plain_noise(run))
+    return noise.check_speedup(result.series.decode_speedup.median, run.k, run.accepted, run.tokens_per_pass,
+                               plain_noise(run))
 
 
 def decode_flags(result: RaceResult) -> tuple[str, ...]:
     """Bound checks of the decode-only speedup that the wall-clock checks did not already say."""
     run = result.run
-    if not run.measurable or run.decode_speedup != run.decode_speedup:
+    if not run.measurable or result.series.decode_speedup.median != result.series.decode_speedup.median:
         return ()
     return tuple(f"Decode only: {f}" for f in decode_check(result).flags if f not in result.check.flags)
 
@@ -165,28 +181,38 @@ def self_draft_answer(result: RaceResult | None) -> str:
     answer = lesson("speculative", "answer self")
     if result is None or result.run.drafter != f"model:{result.run.model}":  # model:self is named after the target
         return answer
-    run, check = result.run, result.check
-    if run.speedup < 1.0:
-        return answer + "\n\n" + lesson("speculative", "answer self agrees", speedup=run.speedup)
+    check, speedup = result.check, result.series.decode_speedup.median
+    if result.series.is_noise:
+        return answer + "\n\n" + lesson("speculative", "answer self noise")
+    if speedup < 1.0:
+        return answer + "\n\n" + lesson("speculative", "answer self agrees", speedup=speedup)
     why = lesson("speculative", "why busy" if result.calibration.disturbed else
                  "why noise" if check.no_gain else "why one lane")
-    return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=run.speedup, why=why)
+    return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=speedup, why=why)
+
+
+def _spread(s) -> str:
+    return f"median of {s.n} runs ({_x(s.lo)} to {_x(s.hi)})" if s.n > 1 else f"{s.n} run"
 
 
 def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
-    """(label, value, help) of the seven summary numbers; n/a where a one-token race timed nothing."""
-    run, ok, na = result.run, result.run.measurable, "n/a"
-    decode = decode_check(result).shown if ok and run.decode_speedup == run.decode_speedup else na
+    """(label, value, help) of the seven summary numbers; n/a where a one-token race timed nothing. The two
+    speedups are medians over the race's runs, their range in the help."""
+    run, ok, na, series = result.run, result.run.measurable, "n/a", result.series
+    dec, wall = series.decode_speedup, series.speedup
+    decode = decode_check(result).shown if ok and dec.median == dec.median else na
     return [("Acceptance rate a", f"{run.acceptance_rate:.0%}",
              "accepted drafts / drafts the target judged (a rejection ends a round, later drafts are not judged)"),
             ("Tokens per target pass", f"{run.tokens_per_pass:.2f}", "plain decoding: exactly 1"),
             ("Cost ratio c", f"{run.c:.3f}" if ok else na,
              "draft seconds per drafted token / median plain decode step"),
             ("Measured speedup", result.check.shown if ok else na,
-             f"wall clock, prefill included: speculative tokens/s / plain tokens/s, this run: {run.speedup:.2f}x"),
+             f"wall clock with one prefill for both lanes ({series.shared_prefill_seconds * 1000:,.0f} ms, the "
+             f"median of all {2 * series.n} measured: the same work in both): speculative tokens/s / plain "
+             f"tokens/s, {_spread(wall)}"),
             ("Decode-only speedup", decode,
-             f"each lane's time after its first token (the shared prefill left out), this run: "
-             f"{_x(run.decode_speedup)}; the number to compare with the formula"),
+             f"each lane's time after its first token (the shared prefill left out), {_spread(dec)}; the headline, "
+             "and the number to compare with the formula"),
             ("Paper's formula", f"{run.predicted.paper:.2f}x" if ok else na,
              "(1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured a and c (Leviathan et al. 2023); it counts "
              "decode rounds only, so compare it with the decode-only speedup"),
@@ -198,8 +224,10 @@ def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
 
 def verdict(result: RaceResult) -> tuple[str, str, str] | None:
     """(box kind: info / warning / success, text, icon) saying what this race's speedup means; None when its
-    bound checks already said it (their warnings stand alone)."""
-    run, check = result.run, result.check
+    bound checks already said it (their warnings stand alone). The headline is the median decode-only speedup
+    (the prefill both lanes pay left out); runs that timed identical work far apart make it noise, never a win or
+    a loss."""
+    run, check, series = result.run, result.check, result.series
     if not run.measurable and len(run.plain_step_seconds) >= 2 and run.drafted == 0:
         gap = result.same_work
         return "info", lesson("speculative", "nothing drafted", rounds=len(run.rounds),
@@ -207,18 +235,48 @@ def verdict(result: RaceResult) -> tuple[str, str, str] | None:
     if not run.measurable:
         return "info", lesson("speculative", "not enough tokens", tokens=len(run.plain_ids)), \
             ":material/hourglass_empty:"
+    dec, wall = series.decode_speedup, series.speedup
+    numbers = dict(decode=_x(dec.median), lo=_x(dec.lo), hi=_x(dec.hi), n=series.n, wall=_x(wall.median),
+                   prefill_ms=series.shared_prefill_seconds * 1000, per_pass=run.tokens_per_pass, c=run.c)
+    if run.accepted == 0 and check.no_gain:
+        return "info", lesson("speculative", "no gain", accepted=run.accepted, per_pass=run.tokens_per_pass,
+                              speedup=wall.median), ":material/trending_flat:"
+    if says_noise(result):
+        return "warning", lesson("speculative", "noise", why=" ".join(series.flags), **numbers), ":material/blur_on:"
     if check.no_gain:
         return "info", lesson("speculative", "no gain", accepted=run.accepted, per_pass=run.tokens_per_pass,
-                              speedup=run.speedup), ":material/trending_flat:"
-    if run.speedup < 1.0:
-        return "warning", lesson("speculative", "slower", speedup=run.speedup, c=run.c, per_pass=run.tokens_per_pass,
-                                  decode=_x(run.decode_speedup)), \
-            ":material/trending_down:"
+                              speedup=wall.median), ":material/trending_flat:"
+    if dec.median < 1.0:
+        return "warning", lesson("speculative", "slower", **numbers), ":material/trending_down:"
     if not check.flags:
-        return "success", lesson("speculative", "faster", speedup=run.speedup, per_pass=run.tokens_per_pass, c=run.c,
-                                  decode=_x(run.decode_speedup)), \
-            ":material/trending_up:"
+        return "success", lesson("speculative", "faster", **numbers), ":material/trending_up:"
     return None
+
+
+def says_noise(result: RaceResult) -> bool:
+    """The verdict is the noise box (it then holds every reason, RaceRepeats.flags): a measurable race with
+    something accepted whose runs cannot carry a lesson."""
+    run = result.run
+    return run.measurable and not (run.accepted == 0 and result.check.no_gain) and result.series.is_noise
+
+
+def flags_apart(result: RaceResult) -> tuple[str, ...]:
+    """The runs' noise flags to show as warnings of their own: all of them, unless the verdict says them."""
+    return () if says_noise(result) else result.series.flags
+
+
+def runs_table(series: RaceRepeats) -> pd.DataFrame:
+    """One row per measured run: each lane's prefill (the same work: its gap is noise) and decode time, and the
+    run's two speedups; the run the lanes replay is marked."""
+    shown = series.shown
+    return pd.DataFrame([{"run": i + 1, "replayed": "\u25b6" if r is shown else "",
+                          "prefill ms, plain": round(r.plain_step_seconds[0] * 1000, 1),
+                          "prefill ms, speculative": round(r.spec_prefill_seconds * 1000, 1),
+                          "decode s, plain": round(r.plain_decode_seconds, 3),
+                          "decode s, speculative": round(r.spec_decode_seconds, 3),
+                          "decode-only speedup": round(r.decode_speedup, 2),
+                          "wall clock, shared prefill": round(series.wall_speedup(r), 2)}
+                         for i, r in enumerate(series.runs)])
 
 
 _NAMES = {"model": "model", "prompt": "race prompt", "chat": "chat template", "drafter": "drafter", "k": "k",
@@ -268,7 +326,8 @@ def round_detail(rnd, t) -> tuple[list[str], pd.DataFrame, str]:
 
 
 def sweep_flags(points) -> list[str]:
-    """Bound checks for every k of a sweep (an impossible speedup, a gain with nothing accepted)."""
+    """Bound checks for every k of a sweep (an impossible speedup, a gain with nothing accepted), and the plain lane
+    timed more than noise.DISAGREE apart across the ks (the same work each time: the sweep is then noise)."""
     out = []
     for p in points:
         check = noise.check_speedup(p.measured_speedup, p.k, p.accepted, p.tokens_per_pass)
@@ -276,11 +335,24 @@ def sweep_flags(points) -> list[str]:
         if p.decode_speedup == p.decode_speedup and p.decode_speedup > p.k + 1:
             out.append(f"k = {p.k}, decode only: impossible, {p.decode_speedup:.2f}x is above the ceiling "
                        f"k + 1 = {p.k + 1}x. The machine was probably busy during one lane: measure again.")
+    out += sweep_noise(points)
     return out
 
 
+def sweep_noise(points) -> list[str]:
+    """The plain lane did the same work for every k; timed more than noise.DISAGREE apart, the sweep is noise."""
+    plain = [p.plain_decode_seconds for p in points if p.plain_decode_seconds == p.plain_decode_seconds]
+    gap = noise.disagreement(min(plain), max(plain)) if plain else 0.0
+    if not gap:
+        return []
+    return [lesson("speculative", "sweep noise", lo=min(plain), hi=max(plain), gap=gap)]
+
+
 def sweep_verdict(points, drafter: str) -> str:
-    """The best k of a sweep, or that no k beat plain decoding."""
+    """The best k of a sweep (one race per k, so a neighbour within noise may be as good), that no k beat plain
+    decoding, or that the sweep is noise."""
+    if sweep_noise(points):
+        return lesson("speculative", "sweep is noise")
     best = max(points, key=lambda p: p.measured_speedup)
     return lesson("speculative", "best k" if best.measured_speedup >= 1 else "no k", drafter=drafter, k=best.k,
                   speedup=best.measured_speedup)

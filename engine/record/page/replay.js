@@ -445,13 +445,15 @@
     }
     function clock(c, sec, tokens) { c.textContent = "clock " + sec.toFixed(2) + " s   " + tokens + " tokens   " + (sec > 0 ? (tokens / sec).toFixed(1) : "0.0") + " tokens/s"; }
     function count(times, now) { var n = 0; while (n < times.length && times[n] <= now) n++; return n; }
-    var end = Math.max(sch.plainT[sch.plainT.length - 1] || 0, sch.specT[sch.specT.length - 1] || 0);
+    // each lane's clock stops at its own end (its last token); the replay lasts until the later one
+    var plainEnd = sch.plainT[sch.plainT.length - 1] || 0, specEnd = sch.specT[sch.specT.length - 1] || 0;
+    var end = Math.max(plainEnd, specEnd);
     var factor = Math.max(1, end / 12);
     function frame(now) {
       var np = count(sch.plainT, now), ns = count(sch.specT, now);
       paint(pl.box, plainPieces, np); paint(sp.box, sch.pieces, ns);
-      clock(pl.clock, Math.min(now, sch.plainT[sch.plainT.length - 1]), np);
-      clock(sp.clock, Math.min(now, end), sch.pieces.slice(0, ns).filter(function (p) { return p[1] !== "rejected"; }).length);
+      clock(pl.clock, Math.min(now, plainEnd), np);
+      clock(sp.clock, Math.min(now, specEnd), sch.pieces.slice(0, ns).filter(function (p) { return p[1] !== "rejected"; }).length);
     }
     var raf = null;
     play.addEventListener("click", function () {
