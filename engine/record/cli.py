@@ -151,6 +151,7 @@ def verify_main(argv) -> int:
             lm = to_mode(lm, record["model"]["engine_mode"])
         except (ModeError, ValueError) as exc:
             note = " ".join(filter(None, [note, f"The record's engine mode does not run here ({exc}); compared eager."]))
+    from engine.record.format import RecordError
     from engine.record.verify import verify
 
     try:

@@ -12,6 +12,7 @@ from engine.core.trace import run_trace
 from engine.record import build, format as F
 from tests.app.test_pages import errors, shown
 from tests.app.test_record import open_record
+from tests.record_edits import strings
 
 LINKS = ('<a href="http://evil.example/x">click</a> <img src="http://evil.example/i.png"> '
          '[md](http://evil.example/m) ![im](http://evil.example/i.png)')
@@ -19,15 +20,6 @@ HTML = re.compile(r"<\s*(a|img)\b", re.I)
 MARKUP = re.compile(r"(?<!\\)<\s*(a|img)\b|\]\(http", re.I)  # not escaped: markdown's "\<" and plotly's "&lt;" are text
 
 
-def _strings(node):
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for v in node.values():
-            yield from _strings(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _strings(v)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +44,6 @@ def test_a_records_machine_line_and_names_draw_no_link_or_image(hostile_record):
     assert len(charts) >= 2
     for c in charts:
         fig = json.loads(c.proto.spec)
-        bad = [s for s in _strings(fig) if HTML.search(s)]  # plotly draws no markdown, only its HTML subset
+        bad = [s for s in strings(fig) if HTML.search(s)]  # plotly draws no markdown, only its HTML subset
         assert not bad, bad
-    assert any("evil.example" in s for c in charts for s in _strings(json.loads(c.proto.spec)))  # shown, escaped
+    assert any("evil.example" in s for c in charts for s in strings(json.loads(c.proto.spec)))  # shown, escaped

@@ -3,12 +3,12 @@ other strings over the same ids, re-sealed, is not reproduced and the page names
 this model's vocabulary is said in one line."""
 import json
 
-import numpy as np
 import pytest
 import torch
 
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
+from tests.record_edits import claim_twice_the_vocabulary
 from engine.record import build, format as F
 from tests.app.test_pages import errors, shown
 from tests.app.test_record import open_record
@@ -46,13 +46,7 @@ def test_other_strings_over_the_same_ids_are_not_reproduced_in_the_app(record):
 
 
 def test_ids_past_this_models_vocabulary_are_one_line_in_the_app(record):
-    def big(r):
-        vocab = r["model"]["vocab_size"]
-        values = F.decode_array(r["trace"]["first_logits"]["values"], "v")
-        r["trace"]["first_logits"]["values"] = F.encode_array(np.concatenate([values, np.full(vocab, -100.0)]),
-                                                              "float32")
-        r["model"]["vocab_size"] = 2 * vocab
-        r["trace"]["prompt"]["ids"][1] = 2 * vocab - 1
+    big = claim_twice_the_vocabulary
 
     at = _run_here(_sealed(record, big))
     said = [shown(e.value) for e in at.error]

@@ -10,6 +10,7 @@ import torch
 
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
+from tests.record_edits import claim_twice_the_vocabulary
 from engine.record import build, format as F, verify as V
 
 
@@ -130,13 +131,7 @@ def test_ids_past_this_models_vocabulary_are_one_line(tmp_path, tiny_lm, rec, ca
     traceback looking the ids up here."""
     from engine.__main__ import main
 
-    def big(r):
-        vocab = r["model"]["vocab_size"]
-        values = F.decode_array(r["trace"]["first_logits"]["values"], "v")
-        r["trace"]["first_logits"]["values"] = F.encode_array(np.concatenate([values, np.full(vocab, -100.0)]),
-                                                              "float32")
-        r["model"]["vocab_size"] = 2 * vocab
-        r["trace"]["prompt"]["ids"][1] = 2 * vocab - 1
+    big = claim_twice_the_vocabulary
 
     forged = _resealed(rec, big)
     with pytest.raises(F.RecordError, match=f"{2 * tiny_lm.info.vocab_size - 1:,}, past this model's vocabulary"):

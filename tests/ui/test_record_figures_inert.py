@@ -7,31 +7,23 @@ import re
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record.verify import Timing
+from tests.record_edits import strings
 
 LINK = '<a href="https://evil.example/">x</a>'
 HTML = re.compile(r"<\s*a\b", re.I)
 
 
-def _strings(node):
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for v in node.values():
-            yield from _strings(v)
-    elif isinstance(node, (list, tuple)):
-        for v in node:
-            yield from _strings(v)
 
 
 def _markup(fig) -> list[str]:
-    return [s for s in _strings(fig.to_plotly_json()) if HTML.search(s)]
+    return [s for s in strings(fig.to_plotly_json()) if HTML.search(s)]
 
 
 def test_the_timings_legend_shows_a_device_name_as_text():
     from ui.record.figures import timings_chart
 
     fig = timings_chart([Timing("prefill", 0.01, 0.02)], LINK)
-    assert _markup(fig) == [] and any("evil.example" in s for s in _strings(fig.to_plotly_json()))
+    assert _markup(fig) == [] and any("evil.example" in s for s in strings(fig.to_plotly_json()))
 
 
 def test_the_step_bars_hover_shows_a_token_as_text(tiny_lm):

@@ -68,7 +68,7 @@ def dice_and_sections(lm, tr, lead=None) -> None:
     st.header("3. Where top-p cuts", divider="gray")
     st.markdown(lesson("sampling", "top-p"))
     chart(cumulative_curve(sg), "model",
-          f"Running total of the probabilities after temperature and top-k, most likely token first. "
+          "Running total of the probabilities after temperature and top-k, most likely token first. "
           + ("Temperature 0 is greedy: the most likely token is taken, so 1 token is kept and top-p is not used."
              if sg.greedy else f"Top-p = {settings.top_p:g} keeps {sg.top_p_keep:,} token(s)."),
           key="sampling_cum_chart")
