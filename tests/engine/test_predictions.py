@@ -99,3 +99,64 @@ def test_band_uses_quartiles_from_four_samples():
     m, lo, hi, n = G.band([1, 2, 3, 4, 100])
     assert (m, n) == (3, 5) and hi < 100 and lo >= 1
     assert G.band([1.0, 5.0]) == (3.0, 1.0, 5.0, 2)
+
+
+# ------------------------------------------------------------------ from the pages' own records (built synthetic)
+
+import numpy as np  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from engine.batching.experiment import SweepPoint  # noqa: E402
+from engine.measure.spread import Spread  # noqa: E402
+from engine.predictions import records as R  # noqa: E402
+from engine.timeline.experiment import Sweep, SweepRow, Timeline, TimelineBar  # noqa: E402
+
+
+def _timeline(prefill_ms, step_ms, prompt=40, steps=8):
+    bars = [TimelineBar(0, "prefill", prompt, 0.0, prefill_ms, "a")]
+    bars += [TimelineBar(i, "decode", 1, 0.0, step_ms * (1 + 0.01 * (i % 2)), "b") for i in range(1, steps)]
+    return Timeline(tuple(bars), prompt, steps, prefill_ms, Spread.of([b.ms for b in bars[1:]]), 0.0, 0.0, 0.0)
+
+
+def test_timeline_record_graded_each_way():
+    assert R.timeline_verdict(_timeline(60.0, 30.0)).answer == "narrower"
+    assert R.timeline_verdict(_timeline(1200.0, 30.0)).answer == "as wide"
+    assert R.timeline_verdict(_timeline(60.0, 30.0, steps=1)).outcome is Outcome.NOT_MEASURED  # no decode step
+
+
+def test_sweep_record_graded_each_way():
+    def row(n, ttft, tpot):
+        return SweepRow(n, Spread(ttft, ttft * 0.97, ttft * 1.03, 3), Spread(tpot, tpot * 0.97, tpot * 1.03, 3))
+    cpu = Sweep((row(512, 900.0, 35.0), row(16, 30.0, 30.0)), 6, 3)  # rows in any order
+    h200 = Sweep((row(16, 21.0, 8.0), row(4096, 23.0, 8.3)), 6, 3)
+    assert R.sweep_verdict(cpu).answer == "first token" and R.sweep_verdict(h200).answer == "neither"
+    assert R.sweep_verdict(Sweep((row(16, 21.0, 8.0),), 6, 3)).outcome is Outcome.NOT_MEASURED
+
+
+def _cmp(f32, half, name="bfloat16"):
+    rows = {"float32": SimpleNamespace(precision="float32", decode_ms=Spread(f32, f32 * 0.98, f32 * 1.02, 3)),
+            name: SimpleNamespace(precision=name, decode_ms=Spread(half, half * 0.98, half * 1.02, 3))}
+    return SimpleNamespace(rows=tuple(rows.values()), row=rows.__getitem__)
+
+
+def test_precision_record_graded_each_way():
+    assert R.precision_verdict(_cmp(40.0, 20.0)).answer == "twice"
+    assert R.precision_verdict(_cmp(40.0, 44.0)).answer == "not faster"
+    assert R.precision_verdict(_cmp(40.0, 20.0, "float16")).answer == "twice"
+    assert R.precision_verdict(_cmp(40.0, 20.0, "int8")).outcome is Outcome.NOT_MEASURED
+    assert R.precision_verdict(None).outcome is Outcome.NOT_MEASURED
+
+
+def test_race_record_graded_only_for_model_self():
+    run = SimpleNamespace(measurable=True, speedup=0.7, drafter="model:embedded", model="embedded")
+    assert R.race_verdict(run, 0.1).answer == "slower"
+    assert R.race_verdict(SimpleNamespace(**{**vars(run), "speedup": 1.5}), 0.1).answer == "faster"
+    assert R.race_verdict(SimpleNamespace(**{**vars(run), "drafter": "lookup"}), 0.1).outcome is Outcome.NOT_MEASURED
+
+
+def test_batch_record_graded_each_way():
+    def pt(b, ms):
+        return SweepPoint(b, np.array([ms / 1000 * (1 + 0.01 * (i % 3)) for i in range(6)]), 16, 0, 6)
+    assert R.batch_verdict([pt(1, 30.0), pt(8, 60.0)]).answer == "less"
+    assert R.batch_verdict([pt(1, 30.0), pt(8, 245.0)]).answer == "about bt"
+    assert R.batch_verdict([pt(1, 30.0), pt(4, 60.0)]).outcome is Outcome.NOT_MEASURED  # no batch of 8 measured

@@ -20,10 +20,10 @@ def test_every_question_parses_and_is_decided():
         assert q.section in sections(q.topic), f"{q.id}: choices without their question"
 
 
-@pytest.mark.parametrize("qid, rule", [("timeline.try this", "prefill_vs_decode"),
-                                       ("timeline.precision try this", "half_precision"),
-                                       ("speculative.try self", "speculation_wins"),
-                                       ("batching.try batch", "batch_step")])
+@pytest.mark.parametrize("qid, rule", [("timeline.try-this", "prefill_vs_decode"),
+                                       ("timeline.precision-try-this", "half_precision"),
+                                       ("speculative.try-self", "speculation_wins"),
+                                       ("batching.try-batch", "batch_step")])
 def test_the_measurable_questions_are_decided_by_the_run(qid, rule):
     q = Q.by_id(qid)
     assert q is not None and q.decider is Q.Decider.MEASURED and q.rule == rule
@@ -34,7 +34,7 @@ GOOD = "- a: One\n- b: Two\ndecided by: fact b"
 
 def test_parse_reads_choices_and_rule():
     q = Q.parse("loop", "try this", GOOD)
-    assert q.keys == ("a", "b") and q.rule == "b" and q.id == "loop.try this" and q.text_of("b") == "Two"
+    assert q.keys == ("a", "b") and q.rule == "b" and q.id == "loop.try-this" and q.text_of("b") == "Two"
 
 
 @pytest.mark.parametrize("text, says", [
@@ -54,6 +54,6 @@ def test_parse_refuses_with_one_line(text, says):
 
 
 def test_by_id_refuses_forged_ids():
-    assert Q.by_id("timeline.try this") is not None
-    for forged in ("timeline.nope", "", None, 3, ["timeline.try this"], "../../etc/passwd"):
+    assert Q.by_id("timeline.try-this") is not None
+    for forged in ("timeline.nope", "", None, 3, ["timeline.try-this"], "../../etc/passwd"):
         assert Q.by_id(forged) is None

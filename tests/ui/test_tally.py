@@ -3,8 +3,8 @@ reload (a closed session) never counted twice, closed at the reveal, cleared by 
 from ui.frame.questions import Question, by_id
 from ui.frame.tally import Pick, Tally
 
-Q = by_id("timeline.try this")
-OTHER = by_id("loop.try this")
+Q = by_id("timeline.try-this")
+OTHER = by_id("loop.try-this")
 
 
 def test_a_thousand_clicks_count_once_and_a_change_moves_the_pick():

@@ -42,7 +42,7 @@ class Choice:
 
 @dataclass(frozen=True)
 class Question:
-    id: str  # "<topic>.<section>", e.g. "timeline.try this": the tally's key and the ?q= value
+    id: str  # "<topic>.<section, spaces as hyphens>", e.g. "timeline.try-this": the tally's key and the ?q= value
     topic: str
     section: str
     choices: tuple[Choice, ...]
@@ -92,7 +92,7 @@ def parse(topic: str, section: str, text: str) -> Question:
         if set(RULES[name].answers) != set(keys):
             raise LessonError(f"{where}: the rule {name!r} decides among {list(RULES[name].answers)}, the choices are "
                               f"{keys}.")
-    return Question(f"{topic}.{section}", topic, section, tuple(choices), decider, name)
+    return Question(f"{topic}.{section.replace(' ', '-')}", topic, section, tuple(choices), decider, name)
 
 
 def question(topic: str, section: str) -> Question | None:
