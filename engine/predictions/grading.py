@@ -165,13 +165,14 @@ def batch_step(one_ms: Sequence[float], batch_ms: Sequence[float], batch: int) -
                                          ("about t", "less", "about bt", "more")))
 
 
-def same_tokens(ids: Sequence[int]) -> Verdict:
-    """Are the given spellings one token, some shared, or all different? Read from the tokenizer: no noise."""
+def same_tokens(ids: Sequence) -> Verdict:
+    """Are the given spellings the same tokens, some shared, or all different? ``ids``: each spelling's token id
+    (or tuple of ids). Read from the tokenizer: no noise."""
     n, distinct = len(ids), len(set(ids))
     if n < 2:
         return NOT_MEASURED
     answer = "same" if distinct == 1 else "different" if distinct == n else "some"
-    return Verdict(Outcome.DECIDED, answer, (Evidence("distinct ids", distinct, distinct, distinct, n, ""),))
+    return Verdict(Outcome.DECIDED, answer, (Evidence("different encodings", distinct, distinct, distinct, n, ""),))
 
 
 def rope_shift(score_near: float, score_shifted: float, rel_tol: float = 1e-3) -> Verdict:

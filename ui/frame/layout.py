@@ -198,7 +198,9 @@ def lesson_intro(topic: str) -> None:
     this" (assets/lessons/<topic>.md's sections of those names)."""
     st.markdown(lesson(topic, "intro"))
     what_you_see(lesson(topic, "what you see"))
-    try_this(lesson(topic, "try this"), lesson(topic, "answer"), key=f"{topic}_try")
+    from ui.frame.predict import ask  # it draws with this module's boxes
+
+    ask(topic, "try this", lesson(topic, "answer"), key=f"{topic}_try")
 
 
 def common_mistake(text: str) -> None:

@@ -76,11 +76,15 @@ def picks_per_client() -> int:
     return max(1, int(worker.get_worker().max_batch))
 
 
-def ask(topic: str, section: str, answer: str, key: str, verdict: Verdict | None = None, text: str | None = None,
+Decides = Verdict | Callable[[], Verdict] | None
+
+
+def ask(topic: str, section: str, answer: str, key: str, verdict: Decides = None, text: str | None = None,
         pending: str | None = None) -> None:
     """The question of ``## <section>`` of ``topic``'s lesson, its choices, and the reveal: ``answer`` (the lesson's
-    prose), ``verdict`` (what this run's numbers decide; None: nothing measured yet, ``pending`` says how to
-    measure it). ``text`` replaces the lesson's question text (a question with the run's numbers in it)."""
+    prose), ``verdict`` (what this run's numbers decide, or a function that reads it at the reveal, for a page that
+    measures below its question; None: nothing measured yet, ``pending`` says how to measure it). ``text``
+    replaces the lesson's question text (a question with the run's numbers in it)."""
     text = text if text is not None else lesson(topic, section)
     q = Q.question(topic, section)
     if q is None:
@@ -98,7 +102,7 @@ def ask(topic: str, section: str, answer: str, key: str, verdict: Verdict | None
             _alone(q, answer, key, verdict, pending)
 
 
-def _alone(q: Q.Question, answer: str, key: str, verdict: Verdict | None, pending: str | None) -> None:
+def _alone(q: Q.Question, answer: str, key: str, verdict: Decides, pending: str | None) -> None:
     pick = st.radio("Your prediction", q.keys, index=None, format_func=q.text_of, key=f"{key}_pick")
     if presenting():  # the room answers aloud: the toggle reveals with or without a pick on this screen
         if st.toggle("Reveal the answer", key=f"{key}_reveal"):
@@ -112,7 +116,7 @@ def _alone(q: Q.Question, answer: str, key: str, verdict: Verdict | None, pendin
 
 
 @st.fragment(run_every=POLL_S)
-def _in_class(q: Q.Question, answer: str, key: str, verdict: Verdict | None, pending: str | None) -> None:
+def _in_class(q: Q.Question, answer: str, key: str, verdict: Decides, pending: str | None) -> None:
     from ui.frame.work import client_address, session_id
 
     sid, live = session_id(), open_sessions()
@@ -121,7 +125,8 @@ def _in_class(q: Q.Question, answer: str, key: str, verdict: Verdict | None, pen
         if presenting():
             left, right = st.columns([1, 1], gap="medium")
             with left:
-                chart(tally_chart(q, TALLY.counts(q, live), right_choice(q, verdict)), "counted",
+                right = right_choice(q, verdict() if callable(verdict) else verdict)
+                chart(tally_chart(q, TALLY.counts(q, live), right), "counted",
                       "Picks of this class, one per open page, anonymous.", key=f"{key}_tally")
             with right:
                 reveal(q, mine, answer, verdict, pending)
@@ -130,7 +135,8 @@ def _in_class(q: Q.Question, answer: str, key: str, verdict: Verdict | None, pen
         return
     keys = list(q.keys)
     pick = st.radio("Your prediction (anonymous; you can change it until your teacher reveals the answer)", keys,
-                    index=keys.index(mine) if mine in keys else None, format_func=q.text_of, key=f"{key}_pick")
+                    index=keys.index(mine) if mine in keys else None, format_func=q.text_of,
+                    key=f"{key}_pick_{TALLY.round}")  # a new round starts from no pick, in every tab
     if pick is not None and pick != mine:
         said = TALLY.pick(q, sid, client_address(), pick, picks_per_client(), live)
         if said is Pick.CROWD:
@@ -195,6 +201,6 @@ def grade_words(q: Q.Question, pick: str | None, verdict: Verdict | None, pendin
     return head + mark + body
 
 
-def reveal(q: Q.Question, pick: str | None, answer: str, verdict: Verdict | None, pending: str | None) -> None:
+def reveal(q: Q.Question, pick: str | None, answer: str, verdict: Decides, pending: str | None) -> None:
     st.markdown(grade_words(q, pick, verdict, pending))
     st.markdown(answer)

@@ -173,6 +173,14 @@ def self_draft_answer(result: RaceResult | None) -> str:
     return answer + "\n\n" + lesson("speculative", "answer self differs", speedup=run.speedup, why=why)
 
 
+def self_draft_verdict(result: RaceResult | None):
+    """The 'Try this' question about model:self, graded by this race when it used model:self (the speedup against
+    the spread of the plain steps, ``plain_noise``)."""
+    from engine.predictions.records import race_verdict
+
+    return race_verdict(None if result is None else result.run, plain_noise(result.run) if result else 0.1)
+
+
 def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
     """(label, value, help) of the seven summary numbers; n/a where a one-token race timed nothing."""
     run, ok, na = result.run, result.run.measurable, "n/a"
