@@ -62,3 +62,27 @@ def test_in_class_a_pick_is_counted_once_and_the_reveal_opens_the_answer(class_m
     at.run()
     assert _pick(at).value is None  # the new round starts from no pick
     assert sum(TALLY.counts(Q).values()) == 0
+
+
+def test_the_class_view_tallies_reveals_and_starts_a_new_round(class_mode, monkeypatch):
+    """The teacher's class view: the live tally of the chosen question (a bar chart of counts only), "Reveal to the
+    class" reveals it in the tally every student's box reads, "New round" clears every pick."""
+    monkeypatch.setenv("ILE_TEACHER_TOKEN", "t0ken-for-tests")
+    for i, choice in enumerate(["narrower", "narrower", "wider"]):
+        TALLY.pick(Q, f"student-{i}", f"10.0.0.{i}", choice, per_client=32)
+    at = run_page("pages/batching.py", model="tiny-random")
+    at.query_params["teacher"] = "t0ken-for-tests"
+    at.run()
+    assert not errors(at), errors(at)
+    assert at.selectbox(key="class_question").value == "timeline.try-this"  # the question the room is answering
+    assert next(m for m in at.metric if m.label == "Picks").value == "3"
+    link = next(c.value for c in at.code if "q=timeline.try-this" in c.value)
+    assert "/timeline?" in link and "pin=1" in link and "t0ken" not in link and "teacher" not in link
+    tree = repr(at._tree)
+    assert "10.0.0." not in tree and "student-" not in tree  # counts only
+    at.button(key="class_reveal").click().run()
+    assert not errors(at), errors(at)
+    assert TALLY.revealed(Q)
+    at.button(key="class_new_round").click().run()
+    assert not errors(at), errors(at)
+    assert len(TALLY) == 0 and not TALLY.revealed(Q)

@@ -143,7 +143,7 @@ def _in_class(q: Q.Question, answer: str, key: str, verdict: Decides, pending: s
             st.warning("This address already casts as many picks as the class has seats: yours is not counted.",
                        icon=":material/group_off:")
         elif said is Pick.CLOSED:
-            st.rerun(scope="fragment")
+            st.caption("The answer was just revealed: picks are closed.")
     if presenting():
         chart(tally_chart(q, TALLY.counts(q, live)), "counted", "Picks of this class so far, one per open page, "
               "anonymous; the answer shows when the teacher reveals it.", key=f"{key}_tally")
