@@ -86,3 +86,11 @@ def test_the_class_view_tallies_reveals_and_starts_a_new_round(class_mode, monke
     at.button(key="class_new_round").click().run()
     assert not errors(at), errors(at)
     assert len(TALLY) == 0 and not TALLY.revealed(Q)
+
+
+@pytest.mark.parametrize("forged", ["<script>alert(1)</script>", "timeline.nope", "../../etc/passwd", "x" * 5000])
+def test_a_forged_question_in_the_address_is_ignored(forged):
+    at = run_page("pages/timeline.py", model="tiny-random", max_new_tokens="2", q=forged)
+    assert not errors(at), errors(at)
+    assert not any("Your teacher sent you" in c.value for c in at.caption)
+    assert any(str(r.key).startswith("timeline_try_pick") for r in at.radio)  # the question is still there

@@ -141,7 +141,8 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
         if screenshots_wanted():  # docs/class.md's pictures, at a projector's 1366x768
             presenter = teacher_ctx.new_page()
             presenter.goto(f"{url}/timeline?model=tiny-random&max_new_tokens=2&present=1")
-            presenter.locator('[data-testid="stPlotlyChart"]').filter(has_text="predictions").first.wait_for()
+            presenter.get_by_text("The answer opens here when your teacher reveals it").first.wait_for()
+            presenter.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for()
             _shot(presenter, "class-predict-presenter-tally")
             teacher.bring_to_front()
             teacher.get_by_text("The class predicts").scroll_into_view_if_needed()

@@ -20,7 +20,7 @@ from engine.predictions import grading as G
 from engine.predictions.grading import Outcome, Verdict
 from ui.frame import questions as Q
 from ui.frame import state
-from ui.frame.layout import chart, presenting, try_this
+from ui.frame.layout import chart, presenting, try_this, what_you_see
 from ui.frame.lessons import lesson
 from ui.frame.tally import TALLY, Pick
 from ui.frame.tally_chart import tally_chart
@@ -204,3 +204,11 @@ def grade_words(q: Q.Question, pick: str | None, verdict: Verdict | None, pendin
 def reveal(q: Q.Question, pick: str | None, answer: str, verdict: Decides, pending: str | None) -> None:
     st.markdown(grade_words(q, pick, verdict, pending))
     st.markdown(answer)
+
+
+def lesson_intro(topic: str) -> None:
+    """A page's first screen when it has no chart before a click: its lesson's intro, "what you see" and "try
+    this" (assets/lessons/<topic>.md's sections of those names)."""
+    st.markdown(lesson(topic, "intro"))
+    what_you_see(lesson(topic, "what you see"))
+    ask(topic, "try this", lesson(topic, "answer"), key=f"{topic}_try")
