@@ -79,7 +79,9 @@ def _wait_picks(teacher, want: int, timeout: float) -> float:
     raise AssertionError(f"the teacher's tally read {_picks(teacher)}, not {want}, after {timeout:.0f} s")
 
 
-def _shot(page, name: str) -> None:
+def _shot(page, name: str, top: str) -> None:
+    """The projector's view (1366x768) with the element showing ``top`` at its top."""
+    page.get_by_text(top).first.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(1500)  # charts draw after their data arrives
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
@@ -130,7 +132,7 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
         if _quiet():
             assert took <= TALLY_S, f"the tally took {took:.1f} s"
         if screenshots_wanted():
-            _shot(students[-1], "class-predict-student")
+            _shot(students[-1], "class-predict-student", "Try this.")
 
         students[1].reload()  # a reload is a new session: the old pick stops counting, nothing counts twice
         _box(students[1])
@@ -143,10 +145,9 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
             presenter.goto(f"{url}/timeline?model=tiny-random&max_new_tokens=2&present=1")
             presenter.get_by_text("The answer opens here when your teacher reveals it").first.wait_for()
             presenter.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for()
-            _shot(presenter, "class-predict-presenter-tally")
+            _shot(presenter, "class-predict-presenter-tally", "Try this.")
             teacher.bring_to_front()
-            teacher.get_by_text("The class predicts").scroll_into_view_if_needed()
-            _shot(teacher, "class-predict-teacher")
+            _shot(teacher, "class-predict-teacher", "The class predicts")
 
         teacher.get_by_role("button", name="Reveal to the class").click()
         t0, waiting = time.time(), set(range(STUDENTS))
@@ -167,7 +168,7 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
         if presenter is not None:
             presenter.bring_to_front()
             presenter.get_by_text("This run decides").or_(presenter.get_by_text("Too noisy to decide")).first.wait_for()
-            _shot(presenter, "class-predict-presenter-answer")
+            _shot(presenter, "class-predict-presenter-answer", "Try this.")
             presenter.close()
 
         students[0].goto(url + "/timeline?model=tiny-random&max_new_tokens=2&q=%3Cscript%3Ealert(1)%3C/script%3E")

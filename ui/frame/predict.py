@@ -125,8 +125,8 @@ def _in_class(q: Q.Question, answer: str, key: str, verdict: Decides, pending: s
         if presenting():
             left, right = st.columns([1, 1], gap="medium")
             with left:
-                right = right_choice(q, verdict() if callable(verdict) else verdict)
-                chart(tally_chart(q, TALLY.counts(q, live), right), "counted",
+                answer_key = right_choice(q, verdict() if callable(verdict) else verdict)
+                chart(tally_chart(q, TALLY.counts(q, live), answer_key), "counted",
                       "Picks of this class, one per open page, anonymous.", key=f"{key}_tally")
             with right:
                 reveal(q, mine, answer, verdict, pending)
