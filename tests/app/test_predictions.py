@@ -96,7 +96,7 @@ def test_a_forged_question_in_the_address_is_ignored(forged):
     assert any(str(r.key).startswith("timeline_try_pick") for r in at.radio)  # the question is still there
 
 
-def test_presenter_view_shows_the_tally_then_the_answer_beside_it(class_mode):
+def test_presenter_view_shows_the_tally_then_the_answer_under_it(class_mode):
     at = run_page("pages/timeline.py", model="tiny-random", max_new_tokens="4", present="1")
     assert not errors(at), errors(at)
     TALLY.pick(Q, "someone", "10.0.0.1", "wider", per_client=32)
@@ -108,4 +108,4 @@ def test_presenter_view_shows_the_tally_then_the_answer_beside_it(class_mode):
     assert not errors(at), errors(at)
     text = _texts(at)
     assert "This run decides:" in text or "Too noisy to decide" in text
-    assert len(at.get("plotly_chart")) == charts  # the tally is still there, beside the answer
+    assert len(at.get("plotly_chart")) == charts  # the tally is still there, above the answer

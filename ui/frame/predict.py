@@ -122,16 +122,11 @@ def _in_class(q: Q.Question, answer: str, key: str, verdict: Decides, pending: s
     sid, live = session_id(), open_sessions()
     mine = TALLY.mine(q, sid)
     if TALLY.revealed(q):
-        if presenting():
-            left, right = st.columns([1, 1], gap="medium")
-            with left:
-                answer_key = right_choice(q, verdict() if callable(verdict) else verdict)
-                chart(tally_chart(q, TALLY.counts(q, live), answer_key), "counted",
-                      "Picks of this class, one per open page, anonymous.", key=f"{key}_tally")
-            with right:
-                reveal(q, mine, answer, verdict, pending)
-        else:
-            reveal(q, mine, answer, verdict, pending)
+        if presenting():  # the tally, then the answer under it (the lesson box is a narrow column already)
+            answer_key = right_choice(q, verdict() if callable(verdict) else verdict)
+            chart(tally_chart(q, TALLY.counts(q, live), answer_key), "counted",
+                  "Picks of this class, one per open page, anonymous; green: the answer.", key=f"{key}_tally")
+        reveal(q, mine, answer, verdict, pending)
         return
     keys = list(q.keys)
     pick = st.radio("Your prediction (anonymous; you can change it until your teacher reveals the answer)", keys,
