@@ -9,7 +9,9 @@ from ui.batching import view as V
 from ui.batching import classroom as class_view
 from ui.frame import nav
 from ui.batching.figures import workload_chart
-from ui.frame.layout import beside, chart, section, try_this, what_you_see
+from ui.frame.layout import beside, chart, section, what_you_see
+from ui.frame.predict import ask
+from engine.predictions.records import batch_verdict
 from ui.frame.lessons import lesson
 from engine.batching.experiment import EAGER_ONLY
 from ui.frame.models import current_model, eager_model
@@ -19,12 +21,13 @@ st.title("Batching: serving many users at once")
 class_view.section()  # the teacher's live view of this server's own traffic (only with the teacher's token)
 lm = eager_model(current_model(), EAGER_ONLY)
 
+batch_box = None  # the first screen's question, filled once the sweep below has (or has not) measured it
 if section(None):
     st.markdown(lesson("batching", "intro"))
     main, side = beside()  # the requests on the first screen, the lesson boxes beside them
     with side:
         what_you_see(lesson("batching", "what you see"))
-        try_this(lesson("batching", "try batch"), lesson("batching", "answer batch"), key="batching_try_sweep")
+        batch_box = st.container()
     with main:
         cfg = sections.settings()
         reqs = runs.workload_for(lm.ref, cfg.ws)
@@ -36,6 +39,10 @@ ran = sections.run_button(cfg.key(lm.ref))  # nothing below is measured until pr
 
 if ran:
     sweep, results, load = sections.measure(lm.ref, cfg)
+if batch_box is not None:
+    with batch_box:
+        ask("batching", "try batch", lesson("batching", "answer batch"), key="batching_try_sweep",
+            verdict=batch_verdict(sweep if ran else None), pending=lesson("batching", "try batch pending"))
 
 if ran and section("2. One user leaves the hardware idle"):
     sections.one_user(sweep)

@@ -4,7 +4,8 @@ import streamlit as st
 
 from ui.compare import sections
 from ui.frame import nav
-from ui.frame.layout import beside, section, try_this, what_you_see
+from ui.frame.layout import beside, section, what_you_see
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.frame.state import settings
 
@@ -19,7 +20,7 @@ if section(None):  # the introduction with section 1: the facts are the first sc
     with main:
         what_you_see(lesson("compare", "what you see"))
     with side:
-        try_this(lesson("compare", "try this"), lesson("compare", "answer"), key="compare_try")
+        ask("compare", "try this", lesson("compare", "answer"), key="compare_try")
 
 if section("2. Where the parameters are"):
     sections.params(a, b)

@@ -4,7 +4,8 @@ import streamlit as st
 
 from ui.frame import nav
 from ui.frame.html import chips
-from ui.frame.layout import chart, notes, section, try_this, what_you_see
+from ui.frame.layout import chart, notes, section, what_you_see
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.loop.details import batch_note, embedding_table, numbers, steps_table, top_logits_table
 from ui.loop.figures import step_times_bar, top_probs_bar
@@ -24,7 +25,7 @@ with trace_page() as tr:  # the page in its progress box's place (see trace_page
         st.markdown(lesson("loop", "glance"))
         loop_picture(tr)
         what_you_see(lesson("loop", "what you see", **v))
-        try_this(lesson("loop", "try this"), lesson("loop", "answer", **v), key="loop_try")
+        ask("loop", "try this", lesson("loop", "answer", **v), key="loop_try")
 
     if section("1. Text"):
         st.markdown(lesson("loop", "text", **v))

@@ -3,7 +3,8 @@ import ui.frame.boot  # noqa: F401  first: every module imported once, in one th
 import streamlit as st
 
 from ui.frame import nav
-from ui.frame.layout import lesson_intro, section
+from ui.frame.layout import section
+from ui.frame.predict import lesson_intro
 from ui.record import sections
 
 nav.through_router()

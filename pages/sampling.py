@@ -4,7 +4,8 @@ import streamlit as st
 
 from ui.frame import nav
 from ui.sampling import view as SV
-from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.layout import beside, chart, notes, section, what_you_see
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
 from ui.frame.runs import current_trace
@@ -22,8 +23,7 @@ def lead() -> None:
     with main:
         what_you_see(lesson("sampling", "what you see", source=lm.info.source))
     with side:
-        try_this(lesson("sampling", "try temperature"), lesson("sampling", "answer temperature"),
-                 key="sampling_try_temperature")
+        ask("sampling", "try temperature", lesson("sampling", "answer temperature"), key="sampling_try_temperature")
 
 
 if section(None):  # the introduction, then the fragment's own headers 1-5: presenter view's first step has the dice

@@ -4,7 +4,8 @@ import streamlit as st
 
 from ui.frame import nav
 from ui.serving import sections
-from ui.frame.layout import lesson_intro, section
+from ui.frame.layout import section
+from ui.frame.predict import lesson_intro
 from ui.frame.html import md_escape
 from ui.serving.view import fmt
 

@@ -4,11 +4,12 @@ import streamlit as st
 
 from ui.frame import nav
 from ui.speculative import sections
-from ui.frame.layout import chart, section, try_this, what_you_see
+from ui.frame.layout import chart, section, what_you_see
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from engine.speculative.repeats import default_repeats
 from ui.frame.models import current_model
-from ui.speculative.view import how_lanes_ran, self_draft_answer
+from ui.speculative.view import how_lanes_ran, self_draft_answer, self_draft_verdict
 from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
 from ui.record.sections import save_race
 
@@ -49,7 +50,8 @@ if result is not None and section("Who won, and why" if raced == params else
         sections.rounds(run, lm.tokenizer)
     save_race(result, raced)  # this race as one file, and as a page that replays both lanes offline
 
-try_this(lesson("speculative", "try self"), self_draft_answer(result), key="speculative_try")
+ask("speculative", "try self", self_draft_answer(result), key="speculative_try", verdict=self_draft_verdict(result),
+    pending=lesson("speculative", "try self pending"))
 
 # ---- k sweep on demand ----------------------------------------------------------------------------------
 if result is not None and section("Where is the best k?"):

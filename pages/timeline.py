@@ -7,7 +7,9 @@ from ui.frame import nav
 from ui.precision import sections as precision_view
 from ui.timeline import sections
 from ui.timeline import view as V
-from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.layout import beside, chart, notes, section, what_you_see
+from ui.frame.predict import ask
+from engine.predictions.records import timeline_verdict
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
 from ui.frame.runs import current_trace
@@ -34,7 +36,7 @@ if section(None):
     with side:
         what_you_see(lesson("timeline", "what you see"))
         st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
-        try_this(lesson("timeline", "try this"), lesson("timeline", "answer"), key="timeline_try")
+        ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=timeline_verdict(tl))
     st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
 if section("2. With and without the KV cache"):

@@ -7,7 +7,9 @@ from engine.core.prompt import PromptError
 from ui.frame import nav
 from ui.tokenization import sections as tokenization_pair
 from ui.tokenization import view as V
-from ui.frame.layout import chart, section, try_this, what_you_see
+from ui.frame.layout import chart, section, what_you_see
+from ui.frame.predict import ask
+from engine.predictions.grading import same_tokens
 from ui.frame.html import md_escape
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model, offered, policy
@@ -48,9 +50,10 @@ if section(None):
           "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
           "token), from this model's own tokenizer; no forward pass is needed.")
     what_you_see(lesson("tokenization", "what you see", vocab=info.vocab_size, source=info.source))
-    answer = V.paris_answer(paris_ids(lm.ref))
+    paris = paris_ids(lm.ref)
+    answer = V.paris_answer(paris)
     if answer:
-        try_this(lesson("tokenization", "try this"), answer, key="tokenization_try")
+        ask("tokenization", "try this", answer, key="tokenization_try", verdict=same_tokens(paris))
 
 if section("Counts"):
     cols = st.columns(5)

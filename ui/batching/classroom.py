@@ -198,12 +198,15 @@ def section() -> bool:
     # the links to give the room fold away once the class has asked (open at the start of a class)
     with st.expander("Class links to give the room", icon=":material/link:",
                      expanded=not _answers(worker.get_worker().snapshot(KEEP_S))[0]):
-        _class_link()
+        root = _class_link()
+    from ui.batching import class_predictions
+
+    class_predictions.section(root, state.class_link_params())  # the room's picks, revealed by the teacher
     _live()
     return True
 
 
-def _class_link() -> None:
+def _class_link() -> str:
     """The links to give the room: the sidebar's current model, precision and settings, pinned; the prompt each
     student's own (the default) or pinned too. Their address is one another machine can open (ui/frame/address.py:
     never the teacher's own localhost), or a line says why there is none."""
@@ -226,6 +229,7 @@ def _class_link() -> None:
     st.code(f"{reach.url}/?{urlencode(state.class_link_params(prompt=True))}", language=None)
     if reach.problem:
         st.warning(reach.problem, icon=":material/wifi_off:")
+    return reach.url
 
 
 @st.fragment(run_every=REFRESH_S)

@@ -10,7 +10,8 @@ from ui.batching import view as V
 from ui.frame import nav
 from ui.batching.figures import (gantt, kv_over_time, latency_bars, load_chart, occupancy_chart, sweep_step_time,
                                  sweep_throughput_bar)
-from ui.frame.layout import chart, try_this
+from ui.frame.layout import chart
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.frame.measured import measure_again_bar
 
@@ -75,7 +76,7 @@ def one_user(sweep) -> None:
 def policies(results, max_batch: int) -> None:
     """Section 3: the same requests served by each policy, on the real wall clock."""
     st.markdown(lesson("batching", "policies"))
-    try_this(lesson("batching", "try policy"), lesson("batching", "answer policy"), key="batching_try_policy")
+    ask("batching", "try policy", lesson("batching", "answer policy"), key="batching_try_policy")
     st.dataframe(V.policy_table(results))
     st.caption(V.policies_caption(results))
     x_max = V.x_max(results)

@@ -17,6 +17,8 @@ from ui.embeddings.runs import learned_for, neighbours_for, relative_for, rope_f
 from ui.embeddings.figures import (cosine_heatmap, learned_heatmap, neighbours_bar, relative_heatmap, relative_lines,
                                    rope_angle_heatmap, rope_wavelength_line)
 from ui.frame.layout import chart, try_this
+from ui.frame.predict import ask
+from engine.predictions.grading import rope_shift
 from ui.frame.lessons import lesson
 from ui.tokenization.figures import label
 
@@ -120,8 +122,8 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
               "score equals the un-rotated q\u00b7k.")
         if demo.scores.shape[0] > 13:
             a, b = demo.scores[3, 0], demo.scores[13, 10]
-            try_this(lesson("embeddings", "try rope"), lesson("embeddings", "answer rope", a=a, b=b),
-                     key="embeddings_try")
+            ask("embeddings", "try rope", lesson("embeddings", "answer rope", a=a, b=b), key="embeddings_try",
+                verdict=rope_shift(float(a), float(b)))
     elif info.position_encoding == "learned":
         n_pos = st.slider("Positions to show", 16, 256, 64, step=16, key="embeddings_positions")
         lp = learned_for(lm.ref, int(n_pos))

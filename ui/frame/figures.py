@@ -18,6 +18,7 @@ KINDS = {
     "model": "Real values from the model",
     "derived": "Derived from a formula",
     "illustrative": "Illustrative",
+    "counted": "Counted from this class's picks",  # the class tally (ui/frame/tally.py)
 }
 
 # Every figure starts from plotly's white template, set once as plotly's default: a new figure takes it as it is built,

@@ -13,7 +13,6 @@ import streamlit as st
 
 from ui.frame import state
 from ui.frame.figures import TICK_SIZE, caption, readable
-from ui.frame.lessons import lesson
 
 _RUN = "_sections"  # this run's page key and the number of sections declared so far
 _MOVED = "_present_moved"  # set by Previous / Next: the next run brings the view back to the top
@@ -182,14 +181,6 @@ def try_this(question: str, answer: str, key: str) -> None:
             return
         with st.expander("Made your prediction? Reveal what happens"):
             st.markdown(answer)
-
-
-def lesson_intro(topic: str) -> None:
-    """A page's first screen when it has no chart before a click: its lesson's intro, "what you see" and "try
-    this" (assets/lessons/<topic>.md's sections of those names)."""
-    st.markdown(lesson(topic, "intro"))
-    what_you_see(lesson(topic, "what you see"))
-    try_this(lesson(topic, "try this"), lesson(topic, "answer"), key=f"{topic}_try")
 
 
 def common_mistake(text: str) -> None:

@@ -14,7 +14,9 @@ from engine.models.precision import LABELS, lm_precision, supported
 from ui.frame.html import md_escape
 from engine.core.prompt import encode_prompt
 from engine.measure.threads import threads_said
-from ui.frame.layout import chart, try_this
+from ui.frame.layout import chart
+from ui.frame.predict import ask
+from engine.predictions.records import precision_verdict
 from ui.frame.lessons import lesson
 from ui.frame import kept, work
 from ui.frame.models import get_model, ref_for
@@ -95,9 +97,10 @@ def render(lm: LoadedModel, read_gb_s: float) -> None:
     res = kept.get(RESULT)
     mode = lm.ref.mode
     res = res if res and res[0] == (base, mode) else None  # a comparison of this model in this engine mode
-    try_this(lesson("timeline", "precision try this"),
-             answer_text(res[1], lm.info.device, mode) if res else lesson("timeline", "precision answer first"),
-             key="precision_try")
+    ask("timeline", "precision try this",
+        answer_text(res[1], lm.info.device, mode) if res else lesson("timeline", "precision answer first"),
+        key="precision_try", verdict=precision_verdict(res[1] if res else None),
+        pending=lesson("timeline", "precision answer first"))
     c = st.columns(3)
     chosen = c[0].multiselect("Precisions (float32 is always the reference)", options,
                               default=options, key="precision_choice")

@@ -12,7 +12,8 @@ from ui.frame import errors
 from engine.sampling.stepper import MAX_STEPS
 from engine.sampling.stages import total_variation
 from ui.sampling import view as SV
-from ui.frame.layout import chart, presenting, try_this
+from ui.frame.layout import chart, presenting
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.sampling.controls import actions, draws_of, histogram_rows, local_settings, stages_of, stepper, view_step
 from ui.sampling.view import md_code, token_strings
@@ -75,7 +76,7 @@ def dice_and_sections(lm, tr, lead=None) -> None:
 
     st.header("4. Roll the dice many times", divider="gray")
     draws(lm, sg, logits, settings, seed)
-    try_this(lesson("sampling", "try draws"), lesson("sampling", "answer draws"), key="sampling_try_draws")
+    ask("sampling", "try draws", lesson("sampling", "answer draws"), key="sampling_try_draws")
 
     st.header("5. Step through generation", divider="gray")
     if stp.step == 0:

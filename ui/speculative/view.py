@@ -195,6 +195,14 @@ def _spread(s) -> str:
     return f"median of {s.n} runs ({_x(s.lo)} to {_x(s.hi)})" if s.n > 1 else f"{s.n} run"
 
 
+def self_draft_verdict(result: RaceResult | None):
+    """The 'Try this' question about model:self, graded by this race when it used model:self (the speedup against
+    the spread of the plain steps, ``plain_noise``)."""
+    from engine.predictions.records import race_verdict
+
+    return race_verdict(None if result is None else result.run, plain_noise(result.run) if result else 0.1)
+
+
 def metrics(result: RaceResult) -> list[tuple[str, str, str]]:
     """(label, value, help) of the seven summary numbers; n/a where a one-token race timed nothing. The two
     speedups are medians over the race's runs, their range in the help."""

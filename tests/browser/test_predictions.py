@@ -1,0 +1,184 @@
+"""A class predicts together, in a real browser on a class server: a teacher tab (the class view) and student tabs
+(10 by default; ILE_CLASS_SESSIONS=N) open the timeline question from the teacher's link and pick; the teacher's
+tally counts every pick within 2 s of the last, a reload does not vote twice, "Reveal to the class" opens the
+answer on every student's page within 3 s (their boxes poll; no reload), and a forged ?q= shows no error."""
+import os
+import time
+
+import pytest
+
+from engine import settings
+from tests.browser.harness import CHROMIUM, FLAGS, SHOTS, App, assert_no_error, screenshots_wanted
+
+TOKEN = "t0ken-for-the-class-test"
+STUDENTS = settings.CLASS_SESSIONS.get() or 10
+LINK = "/timeline?model=tiny-random&max_new_tokens=2&pin=1&q=timeline.try-this"
+CHOICES = ["No, much narrower", "About as wide", "Wider"]
+TALLY_S = 2.0 + 1.0  # the goal, 2 s from the last pick the server takes, plus the click's own trip to it
+REVEAL_S = 3.0
+
+
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def _quiet() -> bool:
+    """Are the timing goals measurable here? On a machine running more than a process per core (a shared test
+    machine: 9 sessions and a compiler on 2 cores measured load 15-18) the times are printed, not judged; the
+    counts, the reveal reaching every page and the reload are checked always."""
+    return os.getloadavg()[0] <= (os.cpu_count() or 1)
+
+REVEALED = ("This run decides:", "Too noisy to decide")
+
+
+# Each person of a room looks at their own page: none is a background tab, whose timers Chromium slows to one a
+# minute after five minutes (the boxes' polling stopped: a teacher's tally read 0 for 2 minutes)
+VISIBLE = ["--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+           "--disable-backgrounding-occluded-windows"]
+
+
+@pytest.fixture(scope="module")
+def room():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS + VISIBLE, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def class_server():
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ILE_CLASS_MODE", "on")
+    mp.setenv("ILE_MODELS", "tiny-random")
+    mp.setenv("ILE_TEACHER_TOKEN", TOKEN)
+    try:
+        app = App()
+    finally:
+        mp.undo()
+    yield app
+    app.stop()
+
+
+def _picks(teacher) -> int | None:
+    """The teacher's tally count ("Picks" metric), or None before it is drawn."""
+    got = teacher.evaluate("""() => { const m = [...document.querySelectorAll('[data-testid="stMetric"]')]
+        .find(e => e.innerText.startsWith('Picks')); return m ? m.querySelector('[data-testid="stMetricValue"]')
+        .innerText : null; }""")
+    return None if got is None else int(got)
+
+
+def _wait_picks(teacher, want: int, timeout: float) -> float:
+    """Seconds until the teacher's tally reads ``want`` (raises after ``timeout``)."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if _picks(teacher) == want:
+            return time.time() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"the teacher's tally read {_picks(teacher)}, not {want}, after {timeout:.0f} s")
+
+
+def _shot(page, name: str, top: str) -> None:
+    """The projector's view (1366x768) with the element showing ``top`` at its top."""
+    page.get_by_text(top).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1500)  # charts draw after their data arrives
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def _box(page) -> None:
+    """Wait until the page has run to its end (its last link drawn; a class page never reads idle: its question box
+    polls the tally every second) and shows its question's choices. A click while the first run still waits for a
+    measurement is taken only when that run ends."""
+    page.get_by_text("Go deeper: Batching").wait_for(timeout=300_000)
+    page.locator('[data-testid="stRadio"]').filter(has_text="Your prediction").first.wait_for(timeout=300_000)
+
+
+def _pick(page, text: str) -> None:
+    page.locator('[data-testid="stRadio"]').filter(has_text="Your prediction").first.get_by_text(text, exact=True).click()
+
+
+def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
+    browser = room
+    url = class_server.url
+    teacher_ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    teacher_ctx.set_default_timeout(180_000)  # 2 shared cores: a page's first load can take a while
+    teacher = teacher_ctx.new_page()
+    teacher.goto(f"{url}/batching?model=tiny-random&teacher={TOKEN}")
+    teacher.get_by_role("button", name="Reveal to the class").wait_for(timeout=300_000)
+    assert_no_error(teacher)
+    assert _picks(teacher) == 0
+    contexts, students = [], []
+    try:
+        for _ in range(STUDENTS):  # one profile each: one person each
+            ctx = browser.new_context(viewport={"width": 1366, "height": 768}, reduced_motion="reduce")
+            ctx.set_default_timeout(180_000)
+            contexts.append(ctx)
+            page = ctx.new_page()
+            page.goto(url + LINK, wait_until="commit")
+            students.append(page)
+        for page in students:
+            _box(page)
+            assert_no_error(page)
+            assert "Your teacher sent you to this question" in page.inner_text("body")
+        for i, page in enumerate(students):
+            _pick(page, CHOICES[i % 3])
+        for _ in range(5):  # one student clicks again and again: still one pick
+            _pick(students[0], CHOICES[1])
+            _pick(students[0], CHOICES[0])
+        took = _wait_picks(teacher, STUDENTS, timeout=120)
+        print(f"tally: {STUDENTS} picks on the teacher's view {took:.2f} s after the last click ({_load()})")
+        if _quiet():
+            assert took <= TALLY_S, f"the tally took {took:.1f} s"
+        if screenshots_wanted():
+            _shot(students[-1], "class-predict-student", "Try this.")
+
+        students[1].reload()  # a reload is a new session: the old pick stops counting, nothing counts twice
+        _box(students[1])
+        _wait_picks(teacher, STUDENTS - 1, timeout=120)
+        _pick(students[1], CHOICES[2])
+        _wait_picks(teacher, STUDENTS, timeout=120)
+        presenter = None
+        if screenshots_wanted():  # docs/class.md's pictures, at a projector's 1366x768
+            presenter = teacher_ctx.new_page()
+            presenter.goto(f"{url}/timeline?model=tiny-random&max_new_tokens=2&present=1")
+            presenter.get_by_text("The answer opens here when your teacher reveals it").first.wait_for()
+            presenter.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for()
+            _shot(presenter, "class-predict-presenter-tally", "Try this.")
+            teacher.bring_to_front()
+            _shot(teacher, "class-predict-teacher", "The class predicts")
+
+        teacher.get_by_role("button", name="Reveal to the class").click()
+        t0, waiting = time.time(), set(range(STUDENTS))
+        while waiting and time.time() - t0 < 60:
+            for i in list(waiting):
+                body = students[i].inner_text("body")
+                if any(w in body for w in REVEALED):
+                    waiting.discard(i)
+            time.sleep(0.1)
+        took = time.time() - t0
+        print(f"reveal: every one of {STUDENTS} student pages showed the answer {took:.2f} s after the click ({_load()})")
+        assert not waiting, f"{len(waiting)} student pages never showed the reveal"
+        if _quiet():
+            assert took <= REVEAL_S, f"the reveal took {took:.1f} s to reach every page"
+        for page in students:
+            assert_no_error(page)
+            assert "Your pick" in page.inner_text("body")
+        if presenter is not None:
+            presenter.bring_to_front()
+            presenter.get_by_text("This run decides").or_(presenter.get_by_text("Too noisy to decide")).first.wait_for()
+            _shot(presenter, "class-predict-presenter-answer", "Try this.")
+            presenter.close()
+
+        students[0].goto(url + "/timeline?model=tiny-random&max_new_tokens=2&q=%3Cscript%3Ealert(1)%3C/script%3E")
+        _box(students[0])
+        assert_no_error(students[0])
+        assert "Your teacher sent you" not in students[0].inner_text("body")
+
+        teacher.get_by_role("button", name="New round").click()
+        _wait_picks(teacher, 0, timeout=120)
+    finally:
+        for ctx in contexts:
+            ctx.close()
+        teacher_ctx.close()
