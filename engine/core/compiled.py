@@ -21,6 +21,9 @@ What it refuses, in one line each (``refused``), and eager runs instead:
 KV bytes: a static cache holds its whole length from the first step; ``engine.core.kv.kv_bytes`` counts the
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
 
+The compiled step runs the model with its projections fused (engine.core.fused: q/k/v one matrix multiply, gate/up
+another), a second module tree over the same weights; prefill and everything eager run the model as loaded.
+
 A compiled model is a second ``LoadedModel`` over the same weights (``to_mode``); the shared model object is never
 changed. Its reference (engine.core.loaded.ModelRef) says ``mode="compiled"``, so everything kept per model
 reference is kept per (model, precision, mode).
@@ -34,6 +37,7 @@ from typing import Callable
 
 import torch
 
+from engine.core.fused import fuse
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.settings import CXX
 
@@ -110,6 +114,7 @@ class DecodeGraph:
         self.caches: dict[int, object] = {}
         self.compile_s: dict[int, float] = {}  # cache length -> seconds its warm-up took (compile included)
         self.failure: str | None = None
+        self.fusion = None  # engine.core.fused.FusedModel: the tree the step compiles, made with the step
         self._fn = None
 
     @property
@@ -127,7 +132,8 @@ class DecodeGraph:
             # CUDA: "reduce-overhead" captures the step as a CUDA graph. CPU: inductor's C++ kernels, each wrapped in
             # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs).
             kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
-            self._fn = torch.compile(make(self.model), fullgraph=True, dynamic=False, **kw)
+            self.fusion = fuse(self.model)  # here, on the worker: it re-points the eager weights (same values)
+            self._fn = torch.compile(make(self.fusion.model), fullgraph=True, dynamic=False, **kw)
         return self._fn
 
     def cache(self, tokens: int):
