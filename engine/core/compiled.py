@@ -159,9 +159,10 @@ class DecodeGraph:
         length = cache_length(tokens, self.max_positions)
         return length is not None and length in self.compile_s
 
-    def step(self, ids: torch.Tensor, cache, make: Callable[[torch.nn.Module], Callable]) -> torch.Tensor:
-        """One compiled decode step: ids [1, 1] -> logits [1, 1, vocab] (a copy: a CUDA graph's output is
-        overwritten by its next replay). ``make``: see ``_compiled``."""
+    def step(self, ids: torch.Tensor, cache, make: Callable[[torch.nn.Module], Callable], *extra):
+        """One compiled decode step: ids [1, 1] (and ``extra``, the step's other tensors) -> what the step returns,
+        each tensor a copy on CUDA (a CUDA graph's outputs are overwritten by its next replay). ``make``: see
+        ``_compiled``."""
         fn = self._compiled(make)
         # One kind of input every time (dynamo guards on strides and dispatch keys, and would compile again): a fresh
         # contiguous inference tensor, whether the caller's ids were a view of a longer row or made outside
@@ -170,8 +171,9 @@ class DecodeGraph:
             ids = ids.clone(memory_format=torch.contiguous_format)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
-            return fn(ids, cache).clone()
-        return fn(ids, cache)
+            out = fn(ids, cache, *extra)
+            return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+        return fn(ids, cache, *extra)
 
     def fail(self, exc: BaseException) -> str:
         """Record why compiling failed (one line); every later run of this model is eager."""

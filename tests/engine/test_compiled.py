@@ -92,7 +92,7 @@ def test_a_compile_that_fails_is_one_line_and_eager_runs(tiny_lm, monkeypatch):
     lm = C.to_mode(tiny_lm, "compiled")
 
     def broken(make):
-        def fn(ids, cache):
+        def fn(ids, cache, *extra):
             raise RuntimeError("a graph break this test made\nwith a second line")
         return fn
 
