@@ -212,13 +212,19 @@ def test_cache_lengths_are_few_and_hold_the_run():
 def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_compiled):
     from engine.timeline import bench_decode
 
-    args = argparse.Namespace(new_tokens=6, repeats=1, modes="eager,compiled", probe_mb=16)
+    args = argparse.Namespace(new_tokens=6, repeats=1, modes="eager,compiled", probe_mb=16, peer="transformers")
     r = bench_decode.run(tiny_lm, args)
     json.dumps(r)
     assert set(r["modes"]) == {"eager", "compiled"} and r["refused"] == {}
     assert r["modes"]["eager"]["ratio_to_eager"] == 1.0
     for row in r["modes"].values():
         assert row["same_tokens"] is True and row["tokens_per_s"] > 0 and row["of_floor"] > 0
+        assert row["kernels_per_step"] == sum(row["kernels_by_kind"].values()) > 0
+    eager, comp = r["modes"]["eager"], r["modes"]["compiled"]
+    assert comp["kernels_by_kind"]["matmul"] < eager["kernels_by_kind"]["matmul"]  # fused projections
+    peer = r["peers"]["transformers"]
+    assert peer["same_tokens"] is True and peer["decode_ms_per_token"] > 0
+    assert "kernels" in bench_decode.summary(r) and "transformers" in bench_decode.summary(r)
     assert r["modes"]["compiled"]["ran_as"] == "compiled"
     assert r["floor_ms_per_token"] > 0
 
