@@ -52,7 +52,7 @@ KINDS = ("matmul", "attention", "norm", "copy", "elementwise")
 # names a kernel after the operators fused into it, so a kernel with a norm's rsqrt in it is a norm even when a
 # residual add rides along, and one that writes the KV cache (index_copy) is a copy.
 _MATMUL = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::_weight_int8pack_mm",
-           "mkldnn::_linear_pointwise", "gemm", "gemv", "cutlass", "xmma", "sgemm", "splitk", "cublas")
+           "mkldnn::_linear_pointwise", "mkl_linear", "gemm", "gemv", "cutlass", "xmma", "sgemm", "splitk", "cublas")
 _ATTENTION = ("scaled_dot_product", "flash_fwd", "fmha", "attention_kernel", "efficient_attention")
 _NORM = ("rsqrt", "layer_norm", "rms_norm", "native_layer_norm", "group_norm")
 _COPY = ("copy_", "index_copy", "index_put", "clone", "aten::cat", "memcpy", "memset", "aten::fill_", "aten::zero_")
