@@ -37,7 +37,6 @@ from typing import Callable
 
 import torch
 
-from engine.core.fused import fuse
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.settings import CXX
 
@@ -114,7 +113,7 @@ class DecodeGraph:
         self.caches: dict[int, object] = {}
         self.compile_s: dict[int, float] = {}  # cache length -> seconds its warm-up took (compile included)
         self.failure: str | None = None
-        self.fusion = None  # engine.core.fused.FusedModel: the tree the step compiles, made with the step
+        self.fusion = None  # engine.core.fused.FusedModel: the tree the step compiles (engine.core.loop sets it)
         self._fn = None
 
     @property
@@ -132,8 +131,8 @@ class DecodeGraph:
             # CUDA: "reduce-overhead" captures the step as a CUDA graph. CPU: inductor's C++ kernels, each wrapped in
             # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs).
             kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
-            self.fusion = fuse(self.model)  # here, on the worker: it re-points the eager weights (same values)
-            self._fn = torch.compile(make(self.fusion.model), fullgraph=True, dynamic=False, **kw)
+            model = self.fusion.model if self.fusion is not None else self.model
+            self._fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
         return self._fn
 
     def cache(self, tokens: int):

@@ -13,7 +13,8 @@ How, without touching the eager model the pages read:
   rotary, cache update, attention), so no family's attention is written again here.
 - The weights are concatenated once, and the eager model's q, k, v, gate and up parameters are then re-pointed at
   views of the concatenated tensor: the same values, contiguous, so eager computes exactly what it did, and the
-  fusion costs no second copy of the weights. Done on the engine worker, between jobs (``DecodeGraph``).
+  fusion costs no second copy of the weights. Done on the engine worker, before the first compiled step
+  (``engine.core.loop.drawn_step``).
 
 What is refused, one line each (``FusedModel.refused``), and the unfused tree compiles instead: projections that are
 not plain ``nn.Linear`` (quantized), with different inputs, dtypes or devices, some with a bias and some without, or
@@ -28,6 +29,7 @@ import inspect
 import logging
 import weakref
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -159,10 +161,12 @@ def _rebuilt(mod: torch.nn.Module, path: str, new_at: dict) -> torch.nn.Module:
 _MEMO: "weakref.WeakKeyDictionary[torch.nn.Module, FusedModel]" = weakref.WeakKeyDictionary()
 
 
-def fuse(model: torch.nn.Module, check: bool = True) -> FusedModel:
+def fuse(model: torch.nn.Module, check: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None
+         ) -> FusedModel:
     """The compiled step's tree for ``model``: projections fused where they can be (see the module docstring), made
-    once per model. ``check``: compare the fused tree's logits with the eager model's on a few tokens, and refuse
-    (the eager tree) when they differ."""
+    once per model. ``check(module, ids [1, t]) -> logits``: a pass with no cache (engine.core.loop passes its own,
+    the one door to the model); with it, the fused tree's logits are compared with the eager model's on a few
+    tokens, and a tree that differs is refused."""
     if model in _MEMO:
         return _MEMO[model]
     try:
@@ -179,8 +183,8 @@ def fuse(model: torch.nn.Module, check: bool = True) -> FusedModel:
             counts[names] = counts.get(names, 0) + 1
         tree = _rebuilt(model, "", new_at)
         out = FusedModel(tree, counts)
-        if check:
-            why = _differs(model, tree)
+        if check is not None:
+            why = _differs(model, tree, check)
             if why:
                 out = FusedModel(model, {}, why)
     if out.refused:
@@ -189,15 +193,13 @@ def fuse(model: torch.nn.Module, check: bool = True) -> FusedModel:
     return out
 
 
-def _differs(model: torch.nn.Module, tree: torch.nn.Module) -> str | None:
+def _differs(model: torch.nn.Module, tree: torch.nn.Module, logits_of) -> str | None:
     """Why the fused tree does not compute the eager model's logits on a few tokens, or None."""
-    from engine.core.loop import full_pass  # the loop imports the compiled mode, which imports this module
-
     vocab = int(model.get_input_embeddings().weight.shape[0])
     ids = torch.arange(1, CHECK_TOKENS + 1, device=next(model.parameters()).device)[None] % vocab  # [1, t]
     with torch.inference_mode():
-        want = full_pass(model, ids).logits.float()  # [1, t, vocab]
-        got = full_pass(tree, ids).logits.float()
+        want = logits_of(model, ids).float()  # [1, t, vocab]
+        got = logits_of(tree, ids).float()
     err = float((got - want).abs().max())
     scale = max(float(want.abs().max()), 1e-6)
     if not err <= CHECK_RTOL * scale:

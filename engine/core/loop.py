@@ -28,6 +28,7 @@ from transformers import DynamicCache
 
 from engine.core.compiled import graph_of
 from engine.core.device_sampling import draw, knobs, noise
+from engine.core.fused import fuse
 from engine.core.sampling import SamplingSettings
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
@@ -222,8 +223,11 @@ def drawn_step(lm, ids: torch.Tensor, cache, d: DeviceDraw) -> tuple[torch.Tenso
     next id [1, 1]). Only for a cache the compiled graph serves (``served_compiled``)."""
     check_cancelled()
     ids = _on_model(_module(lm), ids)
+    graph = graph_of(lm)
+    if graph.fusion is None:  # here, on the worker, before the first compile: it re-points the eager weights
+        graph.fusion = fuse(graph.model, check=lambda m, x: full_pass(m, x).logits)
     with pass_threads(1, ids.device), _door():
-        return graph_of(lm).step(ids, cache, _decode_call, d.knobs, d.noise())
+        return graph.step(ids, cache, _decode_call, d.knobs, d.noise())
 
 
 def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
