@@ -9,8 +9,9 @@ equivalent to the Gumbel-max trick), so ``noise(...)`` draws ``q`` from the run'
 the same order (temperature -> top-k -> top-p -> min-p, each keeping at least one token, ties surviving top-k),
 written without Python branches on the settings: "off" values select a mask that keeps everything.
 
-On a GPU the noise is drawn on the GPU from a generator seeded with the run's seed (no host copy per step): the
-same distribution, not the CPU's stream of numbers.
+The noise is drawn where the run's generator lives: the engine's generator is a CPU one (make_generator), so a seed
+gives the same tokens on every device, and on a GPU each sampled step copies its noise (vocab floats) to the device.
+A greedy step draws nothing.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def knobs(s: SamplingSettings, device) -> torch.Tensor:
 
 
 def noise(shape, generator: torch.Generator, device) -> torch.Tensor:
-    """q ~ Exp(1) of ``shape`` [batch, vocab], drawn as ``torch.multinomial`` draws it (the CPU generator of
-    engine.core.sampling.make_generator gives its very numbers); on another device with that device's generator."""
+    """q ~ Exp(1) of ``shape`` [batch, vocab], drawn on the generator's device as ``torch.multinomial`` draws it
+    (the CPU generator of engine.core.sampling.make_generator gives its very numbers), then moved to ``device``."""
     return torch.empty(shape, dtype=torch.float32, device=generator.device).exponential_(1, generator=generator).to(
         device)
 
