@@ -173,6 +173,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
             "ran_as": mode_of(mlm) if served[m] and (g is None or not g.failure) else DEFAULT_MODE,
             "warm_up_s": dict(sorted(g.compile_s.items())) if g is not None else {},
             **({"failure": g.failure} if g is not None and g.failure else {}),
+            **({"fusion": g.fusion.describe()} if g is not None and g.fusion is not None else {}),
         }
     peers = {peer_name: {**peer.row(1000.0 / eager_tps), "same_tokens": peer_same}} if peer is not None else {}
     return {
