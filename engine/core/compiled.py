@@ -132,10 +132,10 @@ class DecodeGraph:
             # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs), and the
             # weights frozen as constants packed for MKL: no copy of each matmul's input row, fewer operators, a
             # faster step, at the cost of a packed copy of the linear weights (docs/benchmarks.md, issue 51).
-            kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {
-                "options": {"cpp.enable_kernel_profile": True, "freezing": True}}
+            kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
             model = self.fusion.model if self.fusion is not None else self.model
-            self._fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
+            fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
+            self._fn = fn if self.cuda_graphs else _frozen(fn)
         return self._fn
 
     def cache(self, tokens: int):
@@ -187,6 +187,18 @@ class DecodeGraph:
         length = cache_length(tokens, self.max_positions)
         if length is not None:
             self.compile_s[length] = seconds
+
+
+def _frozen(fn: Callable) -> Callable:
+    """``fn`` compiled (on its first call, and any recompile) with inductor's freezing: passed as a torch.compile
+    option it did not take effect here (the step kept aten::mm), so the config is patched around each call."""
+    import torch._inductor.config as inductor_config
+
+    def frozen(*args):
+        with inductor_config.patch(freezing=True):
+            return fn(*args)
+
+    return frozen
 
 
 def graph_of(lm) -> DecodeGraph | None:
