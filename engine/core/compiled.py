@@ -25,6 +25,9 @@ recorded for the next start (``compile_status``, ``last_compile_s``).
 KV bytes: a static cache holds its whole length from the first step; ``engine.core.kv.kv_bytes`` counts the
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
 
+The compiled step runs the model with its projections fused (engine.core.fused: q/k/v one matrix multiply, gate/up
+another), a second module tree over the same weights; prefill and everything eager run the model as loaded.
+
 A compiled model is a second ``LoadedModel`` over the same weights (``to_mode``); the shared model object is never
 changed. Its reference (engine.core.loaded.ModelRef) says ``mode="compiled"``, so everything kept per model
 reference is kept per (model, precision, mode).
@@ -116,6 +119,7 @@ class DecodeGraph:
         self.caches: dict[int, object] = {}
         self.compile_s: dict[int, float] = {}  # cache length -> seconds its warm-up took (compile included)
         self.failure: str | None = None
+        self.fusion = None  # engine.core.fused.FusedModel: the tree the step compiles (engine.core.loop sets it)
         self._fn = None
 
     @property
@@ -131,9 +135,13 @@ class DecodeGraph:
             if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:
                 torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
             # CUDA: "reduce-overhead" captures the step as a CUDA graph. CPU: inductor's C++ kernels, each wrapped in
-            # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs).
+            # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs), and the
+            # weights frozen as constants packed for MKL: no copy of each matmul's input row, fewer operators, a
+            # faster step, at the cost of a packed copy of the linear weights (docs/benchmarks.md, issue 51).
             kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
-            self._fn = torch.compile(make(self.model), fullgraph=True, dynamic=False, **kw)
+            model = self.fusion.model if self.fusion is not None else self.model
+            fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
+            self._fn = fn if self.cuda_graphs else _frozen(fn)
         return self._fn
 
     def cache(self, tokens: int):
@@ -159,9 +167,10 @@ class DecodeGraph:
         length = cache_length(tokens, self.max_positions)
         return length is not None and length in self.compile_s
 
-    def step(self, ids: torch.Tensor, cache, make: Callable[[torch.nn.Module], Callable]) -> torch.Tensor:
-        """One compiled decode step: ids [1, 1] -> logits [1, 1, vocab] (a copy: a CUDA graph's output is
-        overwritten by its next replay). ``make``: see ``_compiled``."""
+    def step(self, ids: torch.Tensor, cache, make: Callable[[torch.nn.Module], Callable], *extra):
+        """One compiled decode step: ids [1, 1] (and ``extra``, the step's other tensors) -> what the step returns,
+        each tensor a copy on CUDA (a CUDA graph's outputs are overwritten by its next replay). ``make``: see
+        ``_compiled``."""
         fn = self._compiled(make)
         # One kind of input every time (dynamo guards on strides and dispatch keys, and would compile again): a fresh
         # contiguous inference tensor, whether the caller's ids were a view of a longer row or made outside
@@ -170,8 +179,9 @@ class DecodeGraph:
             ids = ids.clone(memory_format=torch.contiguous_format)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
-            return fn(ids, cache).clone()
-        return fn(ids, cache)
+            out = fn(ids, cache, *extra)
+            return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+        return fn(ids, cache, *extra)
 
     def fail(self, exc: BaseException) -> str:
         """Record why compiling failed (one line); every later run of this model is eager."""
@@ -183,6 +193,18 @@ class DecodeGraph:
         length = cache_length(tokens, self.max_positions)
         if length is not None:
             self.compile_s[length] = seconds
+
+
+def _frozen(fn: Callable) -> Callable:
+    """``fn`` compiled (on its first call, and any recompile) with inductor's freezing: passed as a torch.compile
+    option it did not take effect here (the step kept aten::mm), so the config is patched around each call."""
+    import torch._inductor.config as inductor_config
+
+    def frozen(*args):
+        with inductor_config.patch(freezing=True):
+            return fn(*args)
+
+    return frozen
 
 
 def graph_of(lm) -> DecodeGraph | None:

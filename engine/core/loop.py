@@ -21,6 +21,7 @@ import contextvars
 import time
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -28,6 +29,9 @@ from transformers import DynamicCache
 
 from engine.core.compiled import (compiling, decode_name, expected_line, graph_of, is_static, prefill_bucket,
                                    prefill_name, record_compile_s, rewind, shaped_of)
+from engine.core.device_sampling import draw, knobs, noise
+from engine.core.fused import fuse
+from engine.core.sampling import SamplingSettings
 from engine.core.loaded import LoadedModel
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
@@ -159,12 +163,53 @@ def _cache_pass(model):
 
 
 def _decode_call(model):
-    """The plain decode step that compiled mode compiles (engine.core.compiled.DecodeGraph)."""
+    """The plain decode step that compiled mode compiles (engine.core.compiled.DecodeGraph), the next token's draw
+    included (engine.core.device_sampling): the whole step is one graph."""
 
-    def decode_call(ids, cache):  # ids [1, 1] -> logits [1, 1, vocab]
-        return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    def decode_call(ids, cache, knobs, q):  # ids [1, 1], knobs [4], q [1, vocab]
+        logits = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits  # [1, 1, V]
+        return logits, draw(logits[:, -1], knobs, q)[:, None]  # [1, 1, vocab], next id [1, 1]
 
     return decode_call
+
+
+@dataclass(frozen=True)
+class DeviceDraw:
+    """What a compiled decode step needs to draw the next token itself: the settings as a tensor and the noise of
+    the draw, each step's from the run's generator (engine.core.device_sampling)."""
+
+    knobs: torch.Tensor  # [4]
+    greedy: bool
+    generator: torch.Generator | None
+    vocab: int
+    device: torch.device
+    ones: torch.Tensor  # [1, vocab]: a greedy step's noise (unused by its argmax)
+
+    def noise(self) -> torch.Tensor:
+        return self.ones if self.greedy else noise((1, self.vocab), self.generator, self.device)  # [1, vocab]
+
+
+@torch.inference_mode()
+def device_draw(lm, settings: SamplingSettings = SamplingSettings(), generator: torch.Generator | None = None
+                ) -> DeviceDraw:
+    """The draw of a run with ``settings`` and ``generator`` (None: greedy), on ``lm``'s device."""
+    model = _module(lm)
+    dev = next(model.parameters()).device
+    head = model.get_output_embeddings()
+    vocab = int(head.weight.shape[0]) if head is not None else int(model.config.vocab_size)
+    s = settings.clamp()
+    return DeviceDraw(knobs(s, dev), s.greedy or generator is None, generator, vocab, dev,
+                      torch.ones(1, vocab, device=dev))
+
+
+_GREEDY_DRAWS: "weakref.WeakKeyDictionary[torch.nn.Module, DeviceDraw]" = weakref.WeakKeyDictionary()
+
+
+def _greedy_draw(lm) -> DeviceDraw:
+    model = _module(lm)
+    if model not in _GREEDY_DRAWS:
+        _GREEDY_DRAWS[model] = device_draw(lm)
+    return _GREEDY_DRAWS[model]
 
 
 @torch.inference_mode()
@@ -178,8 +223,7 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
     ids = _on_model(model, ids)
     if (keep == 1 and attention_mask is None and position_ids is None and tuple(ids.shape) == (1, 1)
             and served_compiled(lm, cache)):
-        with pass_threads(1, ids.device), _door():
-            return graph_of(lm).step(ids, cache, _decode_call)  # [1, 1, vocab]
+        return drawn_step(lm, ids, cache, _greedy_draw(lm))[0]  # [1, 1, vocab]
     shaped = shaped_of(lm)
     if shaped is not None and shaped.serves(ids, cache, keep, attention_mask):
         with pass_threads(1, ids.device), _door():  # a verify pass or a padded batch step, compiled
@@ -191,6 +235,19 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
         kw["position_ids"] = _on_model(model, position_ids)
     with pass_threads(ids.numel(), ids.device), _door():  # a small pass: one CPU thread (engine/measure/threads.py)
         return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=int(keep), **kw).logits
+
+
+@torch.inference_mode()
+def drawn_step(lm, ids: torch.Tensor, cache, d: DeviceDraw) -> tuple[torch.Tensor, torch.Tensor]:
+    """One compiled decode step that also draws the next token on the device: ids [1, 1] -> (logits [1, 1, vocab],
+    next id [1, 1]). Only for a cache the compiled graph serves (``served_compiled``)."""
+    check_cancelled()
+    ids = _on_model(_module(lm), ids)
+    graph = graph_of(lm)
+    if graph.fusion is None:  # here, on the worker, before the first compile: it re-points the eager weights
+        graph.fusion = fuse(graph.model, check=lambda m, x: full_pass(m, x).logits)
+    with pass_threads(1, ids.device), _door():
+        return graph.step(ids, cache, _decode_call, d.knobs, d.noise())
 
 
 def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
@@ -268,24 +325,36 @@ StepCallback = Callable[[int, int, torch.Tensor, float], None]
 
 
 def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | None = None,
-           pick: Callable[[torch.Tensor], int] = greedy, stops=frozenset()) -> tuple[list[int], str]:
+           pick: Callable[[torch.Tensor], int] = greedy, stops=frozenset(), on_device: DeviceDraw | None = None,
+           logits: bool = True) -> tuple[list[int], str]:
     """Up to ``n`` decode steps after ``token`` (already chosen, not yet in the cache), one token per pass.
 
     Each step feeds the last token, picks the next from its logits (``pick``, greedy by default) and calls
     ``on_step(i, token, logits [vocab] on CPU, seconds)``; seconds cover the pass and the pick, measured after a
     device sync, and the callback's own time is not counted. Stops early when a token in ``stops`` (EOS) is
     picked. Between two steps, off the clock, a job that takes turns may let other work run
-    (``engine.core.cancel.pause_point``). Returns (new tokens, stop reason: "max_new_tokens" | "eos")."""
+    (``engine.core.cancel.pause_point``). Returns (new tokens, stop reason: "max_new_tokens" | "eos").
+
+    ``on_device``: on a cache the compiled graph serves, the step draws the token itself with these settings and
+    generator (the same token ``pick`` would give for the same seed: engine.core.device_sampling) and one token id
+    is read per step; ``logits=False``: the logits stay on the device and ``on_step`` gets None for them."""
     dev = next(_module(lm).parameters()).device
+    drawn = on_device is not None and served_compiled(lm, cache)
     out: list[int] = []
     for i in range(int(n)):
         t0 = now(dev)
-        logits = decode_step(lm, torch.tensor([[int(token)]], device=dev), cache)[0].float().cpu()  # [vocab]
-        token = int(pick(logits))
+        ids = torch.tensor([[int(token)]], device=dev)  # [1, 1]
+        if drawn:
+            step_logits, nxt = drawn_step(lm, ids, cache, on_device)  # [1, 1, vocab], [1, 1]
+            token = int(nxt)
+            step_logits = step_logits[0, -1].float().cpu() if logits else None  # [vocab]
+        else:
+            step_logits = decode_step(lm, ids, cache)[0].float().cpu()  # [vocab]
+            token = int(pick(step_logits))
         seconds = now(dev) - t0
         out.append(token)
         if on_step is not None:
-            on_step(i, token, logits, seconds)
+            on_step(i, token, step_logits, seconds)
         if token in stops:
             return out, "eos"
         pause_point()  # off the clock: a job that takes turns lets the next in the fair order run here
@@ -308,7 +377,8 @@ def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0, buckets: bool = F
     first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache, buckets)[0])  # [1, n] -> [vocab] -> id
     t_prefill = now(dev) - t0
     steps: list[float] = []
-    out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s))
+    out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s),
+                    on_device=_greedy_draw(lm), logits=False)
     return [first, *out], t_prefill, steps
 
 

@@ -16,7 +16,7 @@ import torch
 
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
-from engine.core.loop import decode, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
+from engine.core.loop import decode, device_draw, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
 from engine.core.loaded import LoadedModel, ModelInfo
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
@@ -240,7 +240,7 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
         out, reason = [tok], "eos"
     else:
         rest, reason = decode(lm, tok, cache, max_new_tokens - 1, lambda i, t, lg, sec: keep(i + 1, t, lg, sec),
-                              pick, stops)
+                              pick, stops, on_device=device_draw(lm, settings, gen), logits=record)
         out = [tok] + rest
     if record and on_step is None:
         steps = [step_record(lm, *r) for r in raw]

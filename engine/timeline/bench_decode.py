@@ -28,6 +28,7 @@ from engine.core.trace import generate_tokens
 from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, graph_of, mode_of, to_mode
 from engine.core.loop import timed_greedy, warm_up
 from engine.models.precision import decode_weight_bytes
+from engine.timeline.bench_peer import PEERS, TransformersPeer
 
 PROMPTS = [
     "The capital of France is",
@@ -43,6 +44,8 @@ def add_arguments(p) -> None:
                                                "tokens/s, ratio to eager, the bandwidth floor and same_tokens; "
                                                "without it, the engine against model.generate")
     p.add_argument("--probe-mb", type=int, default=256, help="buffer size of the bandwidth probe (MiB), --modes")
+    p.add_argument("--peer", default="", help=f"with --modes, also measure a peer in the same run ({', '.join(PEERS)}: "
+                                              "its static cache + torch.compile through model.generate)")
 
 
 def _time_engine(lm, ids, n, record):
@@ -125,8 +128,14 @@ def run_modes(lm: LoadedModel, args) -> dict:
     unknown = [m for m in names if m not in MODES]
     if unknown:
         raise SystemExit(f"error: unknown engine mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    peer_name = str(getattr(args, "peer", "") or "").strip()
+    if peer_name and peer_name not in PEERS:
+        raise SystemExit(f"error: unknown peer {peer_name[:40]!r}; choose from {', '.join(PEERS)}")
     models, refused = in_modes(lm, names)
     n, repeats = max(2, int(args.new_tokens)), max(1, int(args.repeats))
+    longest = max(len(encode_prompt(lm.tokenizer, p, use_chat_template=False).ids) for p in PROMPTS) + n
+    peer = TransformersPeer(models[DEFAULT_MODE], longest) if peer_name else None
+    peer_same = True
     steps: dict[str, list[float]] = {m: [] for m in models}
     walls: dict[str, list[float]] = {m: [] for m in models}
     same = {m: True for m in models}
@@ -137,6 +146,8 @@ def run_modes(lm: LoadedModel, args) -> dict:
         ref = timed_greedy(models[DEFAULT_MODE], ids, n)[0]
         for mlm in models.values():
             timed_greedy(mlm, ids, n)
+        if peer is not None:
+            peer.warm_up(ids, n)
         for _ in range(repeats):
             for m, mlm in models.items():
                 t0 = now(lm.device)
@@ -146,6 +157,9 @@ def run_modes(lm: LoadedModel, args) -> dict:
                 same[m] = same[m] and out == ref
                 g = graph_of(mlm)
                 served[m] = served[m] and (g is None or g.ready(len(ids) + n))
+            if peer is not None:
+                peer_same = peer.time(ids, n) == ref and peer_same
+    kernels = {m: _kernels(mlm, ids) for m, mlm in models.items()}
     probe = hardware_probe(lm.device, buffer_mb=args.probe_mb)
     floor_ms = decode_weight_bytes(lm.model) / (probe.read_gb_s.median * 1e9) * 1000.0
     eager_tps = 1000.0 / statistics.median(steps[DEFAULT_MODE])
@@ -157,32 +171,53 @@ def run_modes(lm: LoadedModel, args) -> dict:
             "decode_ms_per_token": ms, "decode_ms_min": min(steps[m]), "decode_ms_max": max(steps[m]),
             "tokens_per_s": 1000.0 / ms, "ratio_to_eager": (1000.0 / ms) / eager_tps,
             "end_to_end_tokens_per_s": n * len(walls[m]) / sum(walls[m]),
-            "of_floor": floor_ms / ms, "same_tokens": same[m],
+            "of_floor": floor_ms / ms, "same_tokens": same[m], **kernels[m],
             "ran_as": mode_of(mlm) if served[m] and (g is None or not g.failure) else DEFAULT_MODE,
             "warm_up_s": dict(sorted(g.compile_s.items())) if g is not None else {},
             **({"failure": g.failure} if g is not None and g.failure else {}),
+            **({"fusion": g.fusion.describe()} if g is not None and g.fusion is not None else {}),
         }
+    peers = {peer_name: {**peer.row(1000.0 / eager_tps), "same_tokens": peer_same}} if peer is not None else {}
     return {
         "benchmark": "decode", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": torch.get_num_threads(), "new_tokens": n, "repeats": repeats, "prompts": len(PROMPTS),
-        "modes": rows, "refused": refused,
+        "modes": rows, "refused": refused, "peers": peers,
         "decode_weight_bytes": decode_weight_bytes(lm.model), "read_gb_s": probe.read_gb_s.median,
         "floor_ms_per_token": floor_ms, "floor_tokens_per_s": 1000.0 / floor_ms,
         "note": "greedy, EOS ignored; decode_ms_per_token = median decode step over every prompt and repeat, each "
                 "timed after a device sync, modes alternating; tokens_per_s = 1000 / that; ratio_to_eager = tokens/s "
                 "/ eager's (this run); floor = weight bytes one step reads / measured read bandwidth (derived); "
                 "of_floor = floor / measured step; same_tokens: greedy tokens equal to eager's on every prompt; "
-                "warm_up_s: seconds each static cache length's warm-up took (compiled: the compile), never timed",
+                "warm_up_s: seconds each static cache length's warm-up took (compiled: the compile), never timed; "
+                "kernels_per_step: kernels (GPU) or operators (CPU) of one decode step, counted in one profiled step "
+                "(engine.timeline.profile), by kind and per layer (by kind / blocks, derived); peers: measured in this "
+                "run, their decode step derived as bench_peer says",
     }
+
+
+def _kernels(mlm, ids) -> dict:
+    """Kernels (operators on a CPU) of one decode step of ``mlm``, by kind and per layer: one profiled step."""
+    from engine.timeline.profile import profile_steps
+
+    _, dec = profile_steps(mlm, ids, repeats=1)
+    return {"kernels_per_step": dec.ops, "kernels_are": dec.op_word, "kernels_by_kind": dec.by_kind,
+            "kernels_per_layer_by_kind": {k: round(v, 2) for k, v in dec.per_layer().items()}}
 
 
 def summary(r: dict) -> str:
     if "modes" in r:
-        lines = [f"{'mode':>9} {'ms/token':>9} {'tokens/s':>9} {'vs eager':>9} {'of floor':>9}  same tokens"]
+        lines = [f"{'mode':>12} {'ms/token':>9} {'tokens/s':>9} {'vs eager':>9} {'of floor':>9} {'kernels':>8}"
+                 "  same tokens"]
         for m, row in r["modes"].items():
             ran = "" if row["ran_as"] == m else f"  (ran {row['ran_as']}: {row.get('failure', 'too long')})"
-            lines.append(f"{m:>9} {row['decode_ms_per_token']:>9.2f} {row['tokens_per_s']:>9.1f} "
-                         f"{row['ratio_to_eager']:>8.2f}x {row['of_floor']:>9.0%}  {row['same_tokens']}{ran}")
+            lines.append(f"{m:>12} {row['decode_ms_per_token']:>9.2f} {row['tokens_per_s']:>9.1f} "
+                         f"{row['ratio_to_eager']:>8.2f}x {row['of_floor']:>9.0%} {row['kernels_per_step']:>8}  "
+                         f"{row['same_tokens']}{ran}")
+            kinds = ", ".join(f"{k} {v}" for k, v in row["kernels_by_kind"].items())
+            lines.append(f"{'':>12} {row['kernels_are']} per step by kind: {kinds}")
+        for name, row in r.get("peers", {}).items():
+            lines.append(f"{name:>12} {row['decode_ms_per_token']:>9.2f} {row['tokens_per_s']:>9.1f} "
+                         f"{row['ratio_to_eager']:>8.2f}x {'':>9} {'':>8}  {row['same_tokens']}  (peer, derived)")
         lines.append(f"{'floor':>9} {r['floor_ms_per_token']:>9.2f} {r['floor_tokens_per_s']:>9.1f}  "
                      f"({r['decode_weight_bytes'] / 1e6:,.0f} MB of weights at {r['read_gb_s']:.1f} GB/s)")
         lines += [f"refused: {why}" for why in r["refused"].values()]

@@ -50,6 +50,32 @@ METADATA = frozenset(f"aten::{n}" for n in (
     "expand_as", "broadcast_tensors", "type_as", "to", "_to_copy", "index_select_backward"))
 
 
+KINDS = ("matmul", "attention", "norm", "copy", "elementwise")
+# By the operator's own name (aten, CUDA libraries), then by what a fused kernel's name says it holds: inductor
+# names a kernel after the operators fused into it, so a kernel with a norm's rsqrt in it is a norm even when a
+# residual add rides along, and one that writes the KV cache (index_copy) is a copy.
+_MATMUL = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::_weight_int8pack_mm",
+           "mkldnn::_linear_pointwise", "mkl_linear", "gemm", "gemv", "cutlass", "xmma", "sgemm", "splitk", "cublas")
+_ATTENTION = ("scaled_dot_product", "flash_fwd", "fmha", "attention_kernel", "efficient_attention")
+_NORM = ("rsqrt", "layer_norm", "rms_norm", "native_layer_norm", "group_norm")
+_COPY = ("copy_", "index_copy", "index_put", "clone", "aten::cat", "memcpy", "memset", "aten::fill_", "aten::zero_")
+
+
+def kind_of(name: str) -> str:
+    """The kind of a kernel or operator (``KINDS``), from its name."""
+    n = name.lower()
+    fused = "fused" in n or n.startswith(("triton_", "graph_"))
+    if not fused and any(k in n for k in _MATMUL):
+        return "matmul"
+    if not fused and any(k in n for k in _ATTENTION):
+        return "attention"
+    if any(k in n for k in _NORM):
+        return "norm"
+    if any(k in n for k in _COPY):
+        return "copy"
+    return "elementwise"
+
+
 @dataclass(frozen=True)
 class Span:
     lane: str  # "host" | "device"
@@ -80,6 +106,17 @@ class StepProfile:
     top_ops: tuple[OpTime, ...]
     graph: bool = False  # the pass ran as the compiled graph (compiled mode's decode step; a prefill never does)
     plain: Spread = field(default_factory=lambda: Spread.of(()))  # the untraced runs: median, range, count
+    kinds: tuple = ()  # (kind, count) for each of KINDS: the step's kernels (operators) by kind_of, all counted
+    layers: int = 0  # the model's blocks, for per-layer counts
+
+    @property
+    def by_kind(self) -> dict:
+        return dict(self.kinds)
+
+    def per_layer(self) -> dict:
+        """Kernels (operators) per layer of each kind: the step's count / the blocks (derived; the head's matrix
+        multiply and the final norm are spread over the layers too)."""
+        return {k: n / self.layers for k, n in self.kinds} if self.layers else {}
 
     @property
     def device_busy_fraction(self) -> float:
@@ -93,7 +130,8 @@ class StepProfile:
         return {"phase": self.phase, "mode": self.mode, "ran_as_graph": self.graph, "device": self.device,
                 "tokens_in": self.tokens_in,
                 "context": self.context, "wall_ms": self.wall_ms, "plain_ms": self.plain_ms,
-                "ops_per_step": self.ops, "ops_are": self.op_word, "device_busy_ms": self.device_busy_ms,
+                "ops_per_step": self.ops, "ops_are": self.op_word, "ops_by_kind": self.by_kind,
+                "ops_per_layer_by_kind": self.per_layer(), "device_busy_ms": self.device_busy_ms,
                 "device_busy_fraction": self.device_busy_fraction, "plain_ms_range": [self.plain.lo, self.plain.hi],
                 "plain_runs": self.plain.n,
                 "top_ops": [{"name": o.name, "ms": o.ms, "count": o.count} for o in self.top_ops]}
@@ -158,9 +196,9 @@ def _lanes(events, on_gpu: bool) -> tuple[float, float, list, list]:
 
 
 def summarise(events, phase: str, mode: str, device: str, tokens_in: int, context: int, plain_ms: float,
-              graph: bool = False, plain: Spread | None = None) -> StepProfile:
+              graph: bool = False, plain: Spread | None = None, layers: int = 0) -> StepProfile:
     """A StepProfile from the profiler's events of one traced step (the STEP range around it); ``plain``: the
-    untraced runs whose median is ``plain_ms``."""
+    untraced runs whose median is ``plain_ms``; ``layers``: the model's blocks, for per-layer counts."""
     on_gpu = device == "cuda"
     t0, t1, host, dev = _lanes(events, on_gpu)
     end = max([t1] + [e.time_range.end for e in dev])  # a GPU may finish after the host range closed
@@ -174,8 +212,12 @@ def summarise(events, phase: str, mode: str, device: str, tokens_in: int, contex
         per[e.name].append(ms(e.time_range.end - e.time_range.start))
     top = sorted((OpTime(n, sum(v), len(v)) for n, v in per.items()), key=lambda o: -o.ms)[:TOP]
     busy = ms(_union_ms([(e.time_range.start, e.time_range.end) for e in dev]))
+    kinds = {k: 0 for k in KINDS}
+    for e in dev:
+        kinds[kind_of(e.name)] += 1
     return StepProfile(phase, mode, device, int(tokens_in), int(context), ms(end - t0), float(plain_ms), len(dev),
-                       busy, tuple(spans), tuple(top), bool(graph), plain if plain is not None else Spread.of(()))
+                       busy, tuple(spans), tuple(top), bool(graph), plain if plain is not None else Spread.of(()),
+                       tuple(kinds.items()), int(layers))
 
 
 def _traced(lm, run, dev) -> tuple:
@@ -215,10 +257,11 @@ def profile_steps(lm: LoadedModel, ids: list[int], repeats: int = LESSON_RUNS) -
     tok = logits.argmax(-1, keepdim=True)  # [1, 1]
     served = loop.served_compiled(lm, cache)
     _, ev_dec = _traced(lm, lambda: loop.decode_step(lm, tok, cache), dev)
+    layers = lm.info.n_layers
     pre = summarise(ev_pre, "prefill", mode_of(lm), dev.type, len(ids), len(ids), statistics.median(plain_pre),
-                    plain=Spread.of(plain_pre))
+                    plain=Spread.of(plain_pre), layers=layers)
     dec = summarise(ev_dec, "decode", mode_of(lm), dev.type, 1, len(ids) + 1, statistics.median(plain_dec),
-                    graph=served, plain=Spread.of(plain_dec))
+                    graph=served, plain=Spread.of(plain_dec), layers=layers)
     return pre, dec
 
 

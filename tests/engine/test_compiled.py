@@ -45,6 +45,49 @@ def test_compiled_greedy_equals_eager_token_for_token_in_float32(tiny_lm, tiny_c
         assert [s.compiled for s in comp.steps] == [False] + [True] * (len(comp.steps) - 1)  # prefill stays eager
 
 
+SAMPLED = [SamplingSettings(1.0), SamplingSettings(0.8, top_k=20), SamplingSettings(1.3, top_p=0.7),
+           SamplingSettings(0.9, top_k=50, top_p=0.9, min_p=0.05)]
+
+
+def test_a_sampled_compiled_run_draws_the_tokens_eager_draws_seed_for_seed(tiny_lm, tiny_compiled):
+    """The compiled step draws its token on the device (engine.core.device_sampling) from the run's generator: the
+    same seed gives the same tokens as the engine's sampler in eager mode, for every setting, with one graph."""
+    before = None
+    for s in SAMPLED:
+        for seed in (0, 7):
+            eager = run_trace(tiny_lm, PROMPTS[2], s, 16, seed=seed, analyse=False)
+            comp = run_trace(tiny_compiled, PROMPTS[2], s, 16, seed=seed, analyse=False)
+            assert comp.generated_ids == eager.generated_ids, (s, seed)
+            assert all(st.compiled for st in comp.steps[1:])
+            before = _graphs() if before is None else before
+    assert _graphs() == before  # settings are tensors in the graph: a new setting compiles nothing
+
+
+def _step_operators(lm) -> dict:
+    """How many times each operator ran in one compiled decode step, by name (every call, however short)."""
+    from collections import Counter
+
+    from torch.profiler import profile
+
+    cache = loop.new_cache(lm, tokens=40)
+    loop.prefill(lm, torch.tensor([[5, 6, 7, 8]]), cache)
+    assert loop.served_compiled(lm, cache)
+    with profile() as prof:
+        loop.decode_step(lm, torch.tensor([[9]]), cache)
+    return Counter(e.name for e in prof.events())
+
+
+def test_the_compiled_step_runs_four_matrix_multiplies_per_layer(tiny_compiled):
+    """q/k/v fused into one, gate/up into one (engine.core.fused): o and down make four per layer, plus the head."""
+    run_trace(tiny_compiled, PROMPTS[0], GREEDY, 4, analyse=False)  # compiled for this length
+    ops = _step_operators(tiny_compiled)
+    matmuls = sum(n for name, n in ops.items() if name in ("aten::mm", "aten::addmm", "mkl::_mkl_linear"))
+    assert matmuls == 4 * tiny_compiled.info.n_layers + 1, ops
+    if tiny_compiled.device.type == "cpu":  # frozen weights packed for MKL: no aten::mm copying its input row
+        assert ops["mkl::_mkl_linear"] == matmuls and "aten::mm" not in ops, ops
+    assert tiny_compiled.decode_graph.fusion.matmuls_saved == 3 * tiny_compiled.info.n_layers
+
+
 def test_a_measured_run_never_compiles(tiny_compiled):
     run_trace(tiny_compiled, PROMPTS[0], GREEDY, 8, analyse=False)  # warmed up (compiled) for this length
     before = _graphs()
@@ -86,7 +129,7 @@ def test_a_compile_that_fails_is_one_line_and_eager_runs(tiny_lm, monkeypatch):
     lm = C.to_mode(tiny_lm, "compiled")
 
     def broken(make):
-        def fn(ids, cache):
+        def fn(ids, cache, *extra):
             raise RuntimeError("a graph break this test made\nwith a second line")
         return fn
 
@@ -165,13 +208,20 @@ def test_cache_lengths_are_few_and_hold_the_run():
 def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_compiled):
     from engine.timeline import bench_decode
 
-    args = argparse.Namespace(new_tokens=6, repeats=1, modes="eager,compiled", probe_mb=16)
+    args = argparse.Namespace(new_tokens=6, repeats=1, modes="eager,compiled", probe_mb=16, peer="transformers")
     r = bench_decode.run(tiny_lm, args)
     json.dumps(r)
     assert set(r["modes"]) == {"eager", "compiled"} and r["refused"] == {}
     assert r["modes"]["eager"]["ratio_to_eager"] == 1.0
     for row in r["modes"].values():
         assert row["same_tokens"] is True and row["tokens_per_s"] > 0 and row["of_floor"] > 0
+        assert row["kernels_per_step"] == sum(row["kernels_by_kind"].values()) > 0
+    eager, comp = r["modes"]["eager"], r["modes"]["compiled"]
+    assert comp["kernels_by_kind"]["matmul"] < eager["kernels_by_kind"]["matmul"]  # fused projections
+    assert comp["fusion"].startswith("fused 2 x q+k+v, 2 x gate+up")
+    peer = r["peers"]["transformers"]
+    assert peer["same_tokens"] is True and peer["decode_ms_per_token"] > 0
+    assert "kernels" in bench_decode.summary(r) and "transformers" in bench_decode.summary(r)
     assert r["modes"]["compiled"]["ran_as"] == "compiled"
     assert r["floor_ms_per_token"] > 0
 
@@ -202,3 +252,10 @@ def test_compiled_equals_eager_on_the_embedded_model(embedded_lm):
         comp = run_trace(lm, prompt, GREEDY, 16, analyse=False)
         assert comp.generated_ids == eager.generated_ids, prompt
         assert comp.engine_mode == "compiled"
+    # issue 51's CPU goals for SmolLM2-135M: <= 130 matrix multiplies (210 unfused) and <= 300 operators (484)
+    ops = _step_operators(lm)
+    assert sum(n for name, n in ops.items() if name in ("aten::mm", "aten::addmm", "mkl::_mkl_linear")) <= 130, ops
+    from engine.timeline.profile import profile_steps
+
+    _, dec = profile_steps(lm, [5, 6, 7, 8], repeats=1)
+    assert dec.graph and dec.ops <= 300, dec.by_kind

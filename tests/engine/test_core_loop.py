@@ -15,7 +15,9 @@ def test_only_loop_passes_past_key_values():
             continue
         if re.search(r"past_key_values\s*=", path.read_text(encoding="utf-8", errors="replace")):
             offenders.append(rel)
-    assert offenders == ["engine/core/loop.py"], offenders
+    # the decode benchmark's peer hands transformers' own generate its static cache: the peer is measured outside the
+    # engine on purpose (one cache length for every prompt, so one compile)
+    assert offenders == ["engine/core/loop.py", "engine/timeline/bench_peer.py"], offenders
 
 
 def test_loop_crop_and_decode(tiny_lm):

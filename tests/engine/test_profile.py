@@ -166,3 +166,19 @@ def test_a_step_near_its_floor_is_named_by_its_roof_even_when_the_trace_looks_id
     assert P.regime(near, floor_ms=0.1, intensity=300.0, ridge=100).name == "compute-bound"
     assert P.regime(_profile(0.3, plain=1.0), floor_ms=0.1, intensity=300.0, ridge=100).name == \
         "launch/dispatch-bound"
+
+
+def test_kernels_are_sorted_into_kinds_by_name():
+    """Inductor names a fused kernel after what it fused: a norm with a residual add is a norm, the rotary and KV
+    write kernel a copy; a library's matmul and attention are theirs whatever their prefix."""
+    kinds = {"aten::mm": "matmul", "mkl::_mkl_linear": "matmul", "ampere_sgemm_128x64_tn": "matmul",
+             "aten::_scaled_dot_product_flash_attention_for_cpu": "attention", "flash_fwd_kernel": "attention",
+             "graph_0_cpp_fused__unsafe_view_add_mean_mul_pow_rsqrt_7": "norm",
+             "triton_red_fused_add_mean_mul_pow_rsqrt_3": "norm",
+             "graph_0_cpp_fused__scaled_dot_product_flash_attention_for_cpu__to_copy_cat_index_copy_where_5": "copy",
+             "aten::copy_": "copy", "Memcpy DtoD (Device -> Device)": "copy",
+             "graph_0_cpp_fused__unsafe_view_mul_silu_slice_3": "elementwise", "aten::silu": "elementwise",
+             "aten::native_layer_norm": "norm"}
+    for name, kind in kinds.items():
+        assert P.kind_of(name) == kind, name
+    assert set(kinds.values()) == set(P.KINDS)
