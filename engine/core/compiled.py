@@ -135,13 +135,13 @@ class DecodeGraph:
             if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:
                 torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
             # CUDA: "reduce-overhead" captures the step as a CUDA graph. CPU: inductor's C++ kernels, each wrapped in
-            # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs), and the
-            # weights frozen as constants packed for MKL: no copy of each matmul's input row, fewer operators, a
-            # faster step, at the cost of a packed copy of the linear weights (docs/benchmarks.md, issue 51).
+            # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs). Inductor's
+            # freezing (weights as constants packed for MKL: 275 operators a step instead of 362, 1.056x) is off:
+            # with it, a model's compiled passes disagreed with one another in one process (a bucketed prefill's
+            # graph, then a decode graph, changed greedy tokens against eager; docs/benchmarks.md)
             kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
             model = self.fusion.model if self.fusion is not None else self.model
-            fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
-            self._fn = fn if self.cuda_graphs else _frozen(fn)
+            self._fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
         return self._fn
 
     def cache(self, tokens: int):
@@ -193,18 +193,6 @@ class DecodeGraph:
         length = cache_length(tokens, self.max_positions)
         if length is not None:
             self.compile_s[length] = seconds
-
-
-def _frozen(fn: Callable) -> Callable:
-    """``fn`` compiled (on its first call, and any recompile) with inductor's freezing: passed as a torch.compile
-    option it did not take effect here (the step kept aten::mm), so the config is patched around each call."""
-    import torch._inductor.config as inductor_config
-
-    def frozen(*args):
-        with inductor_config.patch(freezing=True):
-            return fn(*args)
-
-    return frozen
 
 
 def graph_of(lm) -> DecodeGraph | None:
@@ -351,7 +339,11 @@ class ShapedGraphs:
                 dynamo.config.recompile_limit = RECOMPILE_LIMIT
             kw = ({"mode": "reduce-overhead"} if self.graph.cuda_graphs
                   else {"options": {"cpp.enable_kernel_profile": True}})
-            self._fn = torch.compile(make(self.graph.model), fullgraph=True, dynamic=False, **kw)
+            # the same tree and weights as the decode step (fused): a verify pass or a batch step
+            # that rounded differently from the plain step could change a greedy token at a near tie
+            g = self.graph
+            self._fn = torch.compile(make(g.fusion.model if g.fusion is not None else g.model), fullgraph=True,
+                                     dynamic=False, **kw)
         with torch.inference_mode():
             ids = ids.clone(memory_format=torch.contiguous_format)
             attention_mask = None if attention_mask is None else attention_mask.contiguous()

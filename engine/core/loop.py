@@ -226,6 +226,7 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
         return drawn_step(lm, ids, cache, _greedy_draw(lm))[0]  # [1, 1, vocab]
     shaped = shaped_of(lm)
     if shaped is not None and shaped.serves(ids, cache, keep, attention_mask):
+        _fused(graph_of(lm))
         with pass_threads(1, ids.device), _door():  # a verify pass or a padded batch step, compiled
             return shaped.run(_cache_pass, ids, cache, keep, attention_mask, position_ids)  # [rows, keep, vocab]
     kw = {}
@@ -243,11 +244,17 @@ def drawn_step(lm, ids: torch.Tensor, cache, d: DeviceDraw) -> tuple[torch.Tenso
     next id [1, 1]). Only for a cache the compiled graph serves (``served_compiled``)."""
     check_cancelled()
     ids = _on_model(_module(lm), ids)
-    graph = graph_of(lm)
-    if graph.fusion is None:  # here, on the worker, before the first compile: it re-points the eager weights
-        graph.fusion = fuse(graph.model, check=lambda m, x: full_pass(m, x).logits)
+    graph = _fused(graph_of(lm))
     with pass_threads(1, ids.device), _door():
         return graph.step(ids, cache, _decode_call, d.knobs, d.noise())
+
+
+def _fused(graph):
+    """``graph`` with its fused tree made (engine.core.fused), here on the worker before its first compiled pass
+    (it re-points the eager weights): every compiled pass of a model (decode step, verify, batch step) runs it."""
+    if graph.fusion is None:
+        graph.fusion = fuse(graph.model, check=lambda m, x: full_pass(m, x).logits)
+    return graph
 
 
 def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
