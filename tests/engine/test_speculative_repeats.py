@@ -150,5 +150,6 @@ def test_a_slow_machine_may_time_fewer_races_and_is_told_they_are_too_few(tiny_l
 def test_the_race_command_refuses_no_repeats(capsys):
     from engine.__main__ import main
 
-    assert main(["race", "--model", "tiny-random", "--prompt", "hi", "--repeats", "0"]) == 2
-    assert "--repeats" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse refuses it before any model loads
+        main(["race", "--model", "tiny-random", "--prompt", "hi", "--repeats", "0"])
+    assert refused.value.code == 2 and "--repeats" in capsys.readouterr().err

@@ -103,9 +103,12 @@ def client_address() -> str:
     into many (34 forged addresses had taken 23 long rows instead of 3)."""
     try:
         peer = st.context.ip_address
-        forwarded = st.context.headers.get("X-Forwarded-For") or ""
     except Exception:  # outside a session (a test calling run() directly)
         return THIS_MACHINE
+    try:
+        forwarded = st.context.headers.get("X-Forwarded-For") or ""
+    except Exception:  # no headers to read: nothing forwarded
+        forwarded = ""
     if forwarded and not TRUSTED_PROXIES.get() and peer in {h.strip() for h in forwarded.split(",")}:
         return THIS_MACHINE
     return peer or THIS_MACHINE
