@@ -87,34 +87,27 @@ def test_a_projection_that_is_not_a_plain_linear_layer_is_refused():
     assert not f.fused and one_line(f.refused) and "plain linear" in f.refused
 
 
+def _transform_first(blk):
+    """An attention that transforms its input before projecting it (a family this module never saw)."""
+    base = type(blk.self_attn)
+
+    class Transforming(base):
+        def forward(self, hidden_states, *args, **kwargs):
+            return super().forward(hidden_states.tanh(), *args, **kwargs)
+
+    blk.self_attn.__class__ = Transforming
+
+
 def test_a_family_whose_forward_uses_its_input_beyond_the_projections_is_refused_by_the_check():
     """The check pass is what guards families this module never saw: an attention that transforms its input before
     projecting it computes another thing when handed the projections' output, and is refused."""
-    def transform_first(blk):
-        base = type(blk.self_attn)
-
-        class Transforming(base):
-            def forward(self, hidden_states, *args, **kwargs):
-                return super().forward(hidden_states.tanh(), *args, **kwargs)
-
-        blk.self_attn.__class__ = Transforming
-
-    lm = _llama_with(transform_first)
+    lm = _llama_with(_transform_first)
     f = F.fuse(lm.model, check=LOGITS)
     assert f.model is lm.model and not f.fused and one_line(f.refused) and "logits" in f.refused
 
 
 def test_without_the_check_such_a_tree_computes_other_logits():
     """The refusal above could not fail if the unchecked fused tree of such a family gave the eager logits."""
-    def transform_first(blk):
-        base = type(blk.self_attn)
-
-        class Transforming(base):
-            def forward(self, hidden_states, *args, **kwargs):
-                return super().forward(hidden_states.tanh(), *args, **kwargs)
-
-        blk.self_attn.__class__ = Transforming
-
-    lm = _llama_with(transform_first)
+    lm = _llama_with(_transform_first)
     tree = F.fuse(lm.model).model
     assert not torch.allclose(loop.full_pass(tree, IDS).logits, loop.full_pass(lm, IDS).logits, rtol=1e-3, atol=1e-3)
