@@ -50,7 +50,7 @@ def test_presenter_view_round_trips_through_url(app_server, page):
     assert page.locator('[data-testid="stSidebar"][data-collapsed="true"]').count() == 1, "sidebar not collapsed"
     assert "present=1" in page.url
     assert page.locator("h2").filter(has_text="1. Text").count() == 0  # one section at a time
-    page.get_by_role("button", name="Next").last.click()
+    page.get_by_role("button", name="Next section").click()
     wait_idle(page)
     assert page.locator("h2").filter(has_text="1. Text").count() == 1
     assert page.locator('[data-testid="ile-loop"]').count() == 0
