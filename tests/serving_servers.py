@@ -110,6 +110,22 @@ def llama_server_binary() -> tuple[Path | None, str]:
     return None, f"llama-server is not built yet ({path}); scripts/install.sh --test builds it (once per machine)"
 
 
+class ServerCrashed(RuntimeError):
+    """llama-server was killed by a signal while it started (a segmentation or protection fault in the binary built
+    on this machine): a fault of that build, which the serving tests name and skip, never a pass."""
+
+    def __init__(self, returncode: int, tail: str):
+        import signal
+
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        self.signal = name
+        super().__init__(f"llama-server built on this machine crashes at start ({name}); rebuild it with "
+                         f"scripts/build_llama_server.sh after removing its folder. Last log lines: {tail[-300:]}")
+
+
 class LlamaCppServer:
     """llama.cpp's own ``llama-server`` on a free port, on the embedded GGUF: 2 threads (the machine has 2 cores),
     ``--metrics`` and ``--slots`` (what the serving page reads), ``--parallel`` slots that batch requests together,
@@ -133,6 +149,8 @@ class LlamaCppServer:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 self.log.flush()
+                if self.proc.returncode < 0:  # killed by a signal: the binary itself, not the test
+                    raise ServerCrashed(self.proc.returncode, self.log_path.read_text()[-500:])
                 raise RuntimeError(f"llama-server exited: {self.log_path.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(self.base_url + "/health", timeout=2) as r:
