@@ -50,8 +50,20 @@ def gemma_lm():
     return load_model("gemma3-270m", device=TEST_DEVICE)
 
 
+@pytest.fixture
+def llama_server(llama_server_process):
+    """The session's llama-cpp-python server, for one test: skipped, with the fault named, when the machine's build of
+    llama.cpp killed it with a signal in an earlier test (tests/serving_servers.py: ``crash_of``)."""
+    from tests.serving_servers import crash_of
+
+    why = crash_of(llama_server_process)
+    if why:
+        pytest.skip(f"llama.cpp server tests skipped: {why}")
+    return llama_server_process
+
+
 @pytest.fixture(scope="session")
-def llama_server():
+def llama_server_process():
     """llama-cpp-python's OpenAI-compatible server running the embedded GGUF on 127.0.0.1 (one per test session)."""
     from engine.models.convert import embedded_gguf_path
     from tests.serving_servers import LlamaServer, llama_cpp_missing

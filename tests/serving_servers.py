@@ -110,6 +110,14 @@ def llama_server_binary() -> tuple[Path | None, str]:
     return None, f"llama-server is not built yet ({path}); scripts/install.sh --test builds it (once per machine)"
 
 
+def crash_of(server) -> str | None:
+    """Why ``server``'s process is gone when a signal killed it (the native build faulted), else None."""
+    code = server.proc.poll()
+    if code is None or code >= 0:
+        return None
+    return str(ServerCrashed(code, ""))
+
+
 class ServerCrashed(RuntimeError):
     """llama-server was killed by a signal while it started (a segmentation or protection fault in the binary built
     on this machine): a fault of that build, which the serving tests name and skip, never a pass."""
@@ -122,8 +130,8 @@ class ServerCrashed(RuntimeError):
         except ValueError:
             name = f"signal {-returncode}"
         self.signal = name
-        super().__init__(f"llama-server built on this machine crashes at start ({name}); rebuild it with "
-                         f"scripts/build_llama_server.sh after removing its folder. Last log lines: {tail[-300:]}")
+        super().__init__(f"the llama.cpp built on this machine was killed by {name}; rebuild it (scripts/install.sh "
+                         f"--test, after removing its cached build). Last log lines: {tail[-300:]}")
 
 
 class LlamaCppServer:

@@ -11,10 +11,11 @@ How, without touching the eager model the pages read:
   ``[q; k; v]`` (or ``[gate; up]``) and hands the result to a copy of the family's own module whose q/k/v (gate/up)
   projections are ``Slice`` views of that result. The family's own forward runs unchanged (its norms on q and k,
   rotary, cache update, attention), so no family's attention is written again here.
-- The weights are concatenated once, and the eager model's q, k, v, gate and up parameters are then re-pointed at
-  views of the concatenated tensor: the same values, contiguous, so eager computes exactly what it did, and the
-  fusion costs no second copy of the weights. Done on the engine worker, before the first compiled step
-  (``engine.core.loop.drawn_step``).
+- The weights are concatenated once into a copy the fused tree holds (for SmolLM2 in float32 about 280 MB: the q,
+  k, v, gate and up weights). The eager model's parameters are left untouched: re-pointed at views of the copy made
+  in the compiled step's inference mode, they became inference tensors, and the pages' training-memory pass (and
+  int8 quantization of an eager copy) failed after anyone had used compiled mode. Done on the engine worker, before
+  the first compiled step (``engine.core.loop.drawn_step``).
 
 What is refused, one line each (``FusedModel.refused``), and the unfused tree compiles instead: projections that are
 not plain ``nn.Linear`` (quantized), with different inputs, dtypes or devices, some with a bias and some without, or
@@ -128,7 +129,9 @@ def _groups(model: torch.nn.Module):
 
 @torch.no_grad()
 def _concatenate(mod: torch.nn.Module, names: tuple) -> FusedInput:
-    """The group's weights concatenated once; the eager parameters then view into it (same values, no copy)."""
+    """The group's weights concatenated once, a copy the fused tree holds: the eager parameters are left as they are
+    (re-pointed at views of it, they became inference tensors, and the training-memory pass could no longer ask
+    them for gradients)."""
     projs = [getattr(mod, n) for n in names]
     weight = torch.cat([p.weight.detach() for p in projs], 0)  # [sum of outputs, in]
     bias = torch.cat([p.bias.detach() for p in projs], 0) if projs[0].bias is not None else None
@@ -137,9 +140,6 @@ def _concatenate(mod: torch.nn.Module, names: tuple) -> FusedInput:
     start = 0
     for n, p in zip(names, projs):
         stop = start + p.weight.shape[0]
-        p.weight.data = weight[start:stop]
-        if bias is not None:
-            p.bias.data = bias[start:stop]
         inner._modules[n] = Slice(start, stop)
         start = stop
     return FusedInput(inner, weight, bias, names)

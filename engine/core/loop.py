@@ -196,7 +196,9 @@ def device_draw(lm, settings: SamplingSettings = SamplingSettings(), generator: 
     model = _module(lm)
     dev = next(model.parameters()).device
     head = model.get_output_embeddings()
-    vocab = int(head.weight.shape[0]) if head is not None else int(model.config.vocab_size)
+    weight = getattr(head, "weight", None)  # an int8 copy's head is a quantized module: no plain weight tensor
+    vocab = int(weight.shape[0]) if isinstance(weight, torch.Tensor) else \
+        int(model.config.get_text_config(decoder=True).vocab_size)
     s = settings.clamp()
     return DeviceDraw(knobs(s, dev), s.greedy or generator is None, generator, vocab, dev,
                       torch.ones(1, vocab, device=dev))
@@ -251,7 +253,7 @@ def drawn_step(lm, ids: torch.Tensor, cache, d: DeviceDraw) -> tuple[torch.Tenso
 
 def _fused(graph):
     """``graph`` with its fused tree made (engine.core.fused), here on the worker before its first compiled pass
-    (it re-points the eager weights): every compiled pass of a model (decode step, verify, batch step) runs it."""
+    (it concatenates the fused weights once): every compiled pass of a model (decode step, verify, batch step) runs it."""
     if graph.fusion is None:
         graph.fusion = fuse(graph.model, check=lambda m, x: full_pass(m, x).logits)
     return graph

