@@ -56,8 +56,8 @@ def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, tabs):
     start = page.get_by_role("button", name="Start the race")
     start.click()  # a race runs only when asked
     page.wait_for_function("() => document.body.innerText.includes('\u258c')", timeout=300_000)  # lanes streaming
-    running = _wait_worker(app_server, lambda s: s.get("busy") and (s.get("running") or {}).get("kind") == "race",
-                           30)
+    running = _wait_worker(app_server,
+                           lambda s: s.get("busy") and (s.get("running") or {}).get("kind") == "race_repeats", 30)
     tag = running["running"]["session"]
     assert start.count() == 1
     app_server.log.flush()
@@ -75,8 +75,8 @@ def test_closing_the_tab_mid_race_stops_the_workers_job(app_server, tabs):
     # the server's own log: the race was cancelled, not finished; whatever else was cancelled (a job the page had
     # queued behind it) was this tab's too
     ended = CANCELLED.findall(after)
-    assert ("race", "cancelled", tag) in ended, after[-2000:]
-    assert ("race", "done", tag) not in ended, after[-2000:]
+    assert ("race_repeats", "cancelled", tag) in ended, after[-2000:]
+    assert ("race_repeats", "done", tag) not in ended, after[-2000:]
     assert all(session == tag for _, state, session in ended if state == "cancelled"), ended
     print(f"worker idle {waited:.1f} s after the tab closed")
 
