@@ -8,7 +8,7 @@ import time
 import pytest
 
 from engine import settings
-from tests.browser.harness import CHROMIUM, FLAGS, SHOTS, App, assert_no_error, screenshots_wanted
+from tests.browser.harness import SHOTS, App, assert_no_error, screenshots_wanted
 
 TOKEN = "t0ken-for-the-class-test"
 STUDENTS = settings.CLASS_SESSIONS.get() or 10
@@ -31,20 +31,11 @@ def _quiet() -> bool:
 REVEALED = ("This run decides:", "Too noisy to decide")
 
 
-# Each person of a room looks at their own page: none is a background tab, whose timers Chromium slows to one a
-# minute after five minutes (the boxes' polling stopped: a teacher's tally read 0 for 2 minutes)
-VISIBLE = ["--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-           "--disable-backgrounding-occluded-windows"]
-
-
 @pytest.fixture(scope="module")
-def room():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS + VISIBLE, headless=True)
-        yield b
-        b.close()
+def room(browser):
+    """The session's Chromium (tests/browser/harness.py ``launch``: every tab's timers run as a person's own page
+    does, never slowed as a background tab's; a second Playwright in this thread is refused in the full tier)."""
+    return browser
 
 
 @pytest.fixture(scope="module")
