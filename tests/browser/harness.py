@@ -112,14 +112,7 @@ def launch(playwright):
     """Chromium with one renderer process per site in each profile, so that a profile's new tab of the app reuses
     the process and the frontend code compiled there (conftest's ``tabs`` keeps it alive). Profiles (Playwright's
     contexts) never share a process: a test that opens one per person still gives each their own."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS + ["--process-per-site"] + VISIBLE,
-                                      headless=True)
-
-
-# Each person of a room looks at their own page: none is a background tab, whose timers Chromium slows to one a
-# minute after five minutes (a class test's polling stopped: a teacher's tally read 0 for 2 minutes)
-VISIBLE = ["--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-           "--disable-backgrounding-occluded-windows"]
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS + ["--process-per-site"], headless=True)
 
 
 def new_tab(tabs, viewport: dict, timeout_s: float = 180.0):
