@@ -18,7 +18,7 @@ import numpy as np
 import streamlit as st
 
 from engine.jobs import worker
-from ui.frame.teacher import PARAM, is_teacher, teacher_token  # noqa: F401  (the class view's gate, in the frame)
+from ui.frame.teacher import PARAM, is_teacher, teacher_token
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
 WINDOW_S = 300.0  # the last five minutes
