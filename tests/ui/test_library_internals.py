@@ -77,7 +77,8 @@ def test_the_class_view_counts_the_runtimes_sessions(monkeypatch):
 
     import streamlit.runtime.scriptrunner as scriptrunner
 
-    from ui.batching.classroom import note_teacher_tab, sessions_connected
+    from ui.batching.classroom import sessions_connected
+    from ui.frame.teacher import note_teacher_tab
 
     ids = ["student-1", "student-2", "teacher-tab"]
 

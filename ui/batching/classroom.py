@@ -11,36 +11,20 @@ never get the token: their pages, links and the share link carry no trace of it,
 """
 from __future__ import annotations
 
-import threading
-
 
 import numpy as np
 import streamlit as st
 
 from engine.jobs import worker
-from ui.frame.teacher import PARAM, is_teacher, teacher_token
+from ui.frame.teacher import PARAM, is_teacher, teacher_tabs, teacher_token
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
 WINDOW_S = 300.0  # the last five minutes
 KEEP_S = float("inf")  # the snapshot the waves are cut from: all the worker keeps (engine.jobs.worker.HISTORY)
 REFRESH_S = 2.0
 
-_LOCK = threading.Lock()
-_TEACHER_TABS: set[str] = set()  # ids of the sessions that opened the class view: the teacher's own tabs
-
-
-def note_teacher_tab() -> None:
-    """Remember this session as one of the teacher's tabs (it stays one when it moves to another page)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx(suppress_warning=True)
-    if ctx is not None:
-        with _LOCK:
-            _TEACHER_TABS.add(ctx.session_id)
-
-
 def sessions_connected() -> int | None:
-    """Browser sessions connected to this server now, the teacher's own tabs left out (``note_teacher_tab``); None
+    """Browser sessions connected to this server now, the teacher's own tabs left out (ui/frame/teacher.py); None
     if unknown. Streamlit has no public list: its Runtime's session manager is asked
     (tests/ui/test_library_internals.py fails when that changes)."""
     try:
@@ -49,9 +33,7 @@ def sessions_connected() -> int | None:
         active = {info.session.id for info in Runtime.instance()._session_mgr.list_active_sessions()}
     except Exception:  # another Streamlit version: say nothing rather than guess
         return None
-    with _LOCK:
-        _TEACHER_TABS.intersection_update(active)  # a closed tab is forgotten
-        return len(active - _TEACHER_TABS)
+    return len(active - teacher_tabs(active))
 
 
 QUIET_GAP_S = 20.0  # a pause this long with no answer in flight starts a new wave of requests
@@ -190,7 +172,6 @@ def section() -> bool:
     from ui.frame import state
 
     state.put_page_params(**{PARAM: st.query_params.get(PARAM)})  # the teacher's own link stays as it was
-    note_teacher_tab()
     st.header("Your class, batched", divider="gray")
     _numbers()  # first, on a projector's first screen (presenter view had them below the links, off screen)
     st.caption("Only this link shows this view (it carries the teacher's token: don't share it). No one's prompt "

@@ -25,6 +25,7 @@ _PROVEN = "_teacher_proven"  # session state: this session has shown the token
 
 _LOCK = threading.Lock()
 _MADE: str | None = None
+_TABS: set[str] = set()  # ids of the sessions that have shown the token: the teacher's own tabs (not students)
 _ROOM_MODE: dict[str, str] = {}  # "mode" -> the engine mode the teacher picked for the room (unset: CLASS_ENGINE)
 
 
@@ -62,7 +63,26 @@ def is_teacher() -> bool:
     proven = bool(given) and secrets.compare_digest(given.encode(), teacher_token().encode())
     if proven:
         st.session_state[_PROVEN] = True
+        note_teacher_tab()
     return proven
+
+
+def note_teacher_tab() -> None:
+    """Remember this session as one of the teacher's tabs (it stays one when it moves to another page)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is not None:
+        with _LOCK:
+            _TABS.add(ctx.session_id)
+
+
+def teacher_tabs(active: set[str]) -> set[str]:
+    """The teacher's own tabs among the ``active`` session ids (a closed tab is forgotten): the class view's count
+    of students leaves them out."""
+    with _LOCK:
+        _TABS.intersection_update(active)
+        return set(_TABS)
 
 
 def room_mode() -> str:
