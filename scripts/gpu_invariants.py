@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import engine  # noqa: E402,F401  before torch: the engine's thread policy
 import torch  # noqa: E402
 
+from engine.core.request import RunRequest  # noqa: E402
 from engine.jobs.classbatch import ANSWER, AnswerRequest  # noqa: E402
 from engine.core.kv import kv_bytes_for  # noqa: E402
 from engine.models.loading import load_model  # noqa: E402
@@ -91,7 +92,8 @@ def main(model_dir: str) -> int:
         started, release = threading.Event(), threading.Event()
         w.submit(lambda: (started.set(), release.wait(60)), session="teacher")
         started.wait(10)
-        jobs = [w.ask(ANSWER, AnswerRequest(lm, p, GREEDY, 8, 0, True, analyse=False), session=f"s{i}")
+        jobs = [w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, p, True, 8, GREEDY, 0), analyse=False),
+                      session=f"s{i}")
                 for i, p in enumerate(PROMPTS)]
         release.set()
         for p, j in zip(PROMPTS, jobs):

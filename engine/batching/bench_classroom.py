@@ -70,12 +70,14 @@ def submitted_together(w, submit) -> tuple[float, list]:
 
 def serve_class(lm: LoadedModel, prompts: list[str], new_tokens: int, batching: bool, analyse: bool = True) -> dict:
     """Submit every prompt at once (one session each) to a fresh worker; wait for all; when each was ready."""
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
     with own_worker(batching=batching) as w:
         t0, jobs = submitted_together(w, lambda: [
-            w.ask(ANSWER, AnswerRequest(lm, p, SamplingSettings(0.0), new_tokens, 0, True, analyse=analyse),
+            w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, p, True, new_tokens, SamplingSettings(0.0), 0),
+                                        analyse=analyse),
                   session=f"student-{i}") for i, p in enumerate(prompts)])
         traces = [j.result(3600) for j in jobs]
     ready = np.array([j.finished_at - t0 for j in jobs])

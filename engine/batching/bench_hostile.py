@@ -52,10 +52,12 @@ def _paste(i: int, chars: int) -> str:
 
 
 def _ask(w, lm, prompt: str, n: int, session: str, client: str):
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
-    return w.ask(ANSWER, AnswerRequest(lm, prompt, SamplingSettings(0.0), n, 0, True, analyse=False),
+    return w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, prompt, True, n, SamplingSettings(0.0), 0),
+                                       analyse=False),
                  session=session, client=client, key=("bench", session))
 
 
@@ -163,11 +165,13 @@ def page_beside(lm: LoadedModel, question: str, n: int, args, others: str) -> di
     """The whole page alone (``others`` "none") or beside other traffic, started first and running when the
     student asks: "hostile" (N long sessions of one client), "pastes" (two pastes of two clients), "classmate"
     (a classmate's long answer), "alone3" (three long answers that run alone)."""
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
     def long(i, prompt, tokens, client, kind=ANSWER):
-        return w.ask(kind, AnswerRequest(lm, prompt, SamplingSettings(0.0), tokens, 0, True, analyse=False),
+        return w.ask(kind, AnswerRequest(lm, RunRequest(lm.ref, prompt, True, tokens, SamplingSettings(0.0), 0),
+                                         analyse=False),
                      session=f"o{i}", client=client, key=("bench-other", i))
 
     with own_worker(max_batch=args.max_batch) as w:

@@ -1,11 +1,11 @@
 """The class is the batch: the engine worker serves concurrent generation requests of many sessions together.
 
-``ANSWER`` is the worker's kind of a generation request (engine/jobs/kinds.py): an ``AnswerRequest`` holds
-``run_trace``'s arguments, and run alone it *is* ``run_trace``. Asked of the worker (``Worker.ask(ANSWER,
-request)``), it is handed to ``serve_batch`` with every other queued request of its ``group`` (the same model
-object, so the same precision): continuous batching, as the batching page teaches it. ``ANALYSIS`` serves the
-prompts' untimed analysis passes the same way (``PromptRequest``), in right-padded passes (``prompt_passes``, which
-the block walk's kind in engine/loop/inspect.py uses too).
+``ANSWER`` is the worker's kind of a generation request (engine/jobs/kinds.py): an ``AnswerRequest`` holds a
+``RunRequest`` (engine/core/request.py) and the model that serves it, and run alone it *is* ``run_trace``. Asked of
+the worker (``Worker.ask(ANSWER, request)``), it is handed to ``serve_batch`` with every other queued request of its
+``group`` (the same model object, so the same precision): continuous batching, as the batching page teaches it.
+``ANALYSIS`` serves the prompts' untimed analysis passes the same way (``PromptRequest``), in right-padded passes
+(``prompt_passes``, which the block walk's kind in engine/loop/inspect.py uses too).
 
 - Requests join between decode steps, within the share of the batch their client and session may hold
   (engine/jobs/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
@@ -50,7 +50,8 @@ from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
-from engine.core.sampling import SamplingSettings, make_generator, sample
+from engine.core.request import RunRequest
+from engine.core.sampling import make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import (MAX_NEW_TOKENS, PromptAnalysis, Trace, analyse_prompt, analyse_prompts,
                                build_trace, run_trace, step_record, step_stats)
@@ -66,31 +67,29 @@ ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps log
 
 @dataclass(frozen=True)
 class AnswerRequest:
-    """One generation request: ``run_trace``'s arguments. ``stream``: each step's record is posted to the request's
-    job as a ``("step", (record,))`` event (what ``engine.jobs.worker.relay("step")`` posts), alone or in a batch,
-    so its page draws its progress token by token either way."""
+    """One generation request: the person's ``RunRequest`` whole, on the loaded model that serves it (``lm``, loaded
+    for ``run.model``). ``stream``: each step's record is posted to the request's job as a ``("step", (record,))``
+    event (what ``engine.jobs.worker.relay("step")`` posts), alone or in a batch, so its page draws its progress
+    token by token either way."""
 
     lm: LoadedModel = field(repr=False)
-    prompt: str
-    settings: SamplingSettings = SamplingSettings()
-    max_new_tokens: int = 16
-    seed: int = 0
-    chat: bool = True  # the model's chat template around the prompt
+    run: RunRequest
     analyse: bool = True  # the untimed analysis pass over the prompt, after the last token
     stream: bool = False
 
 
 def answer_alone(r: AnswerRequest) -> Trace:
     """The request run by itself: ``run_trace``."""
-    return run_trace(r.lm, r.prompt, r.settings, r.max_new_tokens, r.seed, r.chat,
+    q = r.run
+    return run_trace(r.lm, q.prompt, q.sampling, q.max_new_tokens, q.seed, q.chat,
                      on_step=relay("step") if r.stream else None, analyse=r.analyse)
 
 
 def answer_weight(r: AnswerRequest) -> float:
     """What a request weighs in its client's share of the batch (engine.jobs.seats.weight): its prompt tokens as
     the model receives them and the tokens it asks for."""
-    enc = encode_prompt(r.lm.tokenizer, r.prompt, r.chat, max_tokens=MAX_PROMPT_TOKENS)
-    return seats.weight(len(enc.ids), min(max(int(r.max_new_tokens), 1), MAX_NEW_TOKENS))
+    enc = encode_prompt(r.lm.tokenizer, r.run.prompt, r.run.chat, max_tokens=MAX_PROMPT_TOKENS)
+    return seats.weight(len(enc.ids), min(max(int(r.run.max_new_tokens), 1), MAX_NEW_TOKENS))
 
 
 def group(lm: LoadedModel) -> tuple | None:
@@ -127,13 +126,14 @@ class _Row:
     """One request in the batch: its settings, generator, tokens and raw step records."""
 
     def __init__(self, job, lm: LoadedModel):
-        r: AnswerRequest = job.request
-        if r.lm is not lm:
+        a: AnswerRequest = job.request
+        if a.lm is not lm:
             raise ValueError("a batch serves one model")
-        self.job, self.prompt, self.analyse = job, r.prompt, bool(r.analyse)
-        self.stream = bool(r.stream)
+        r = a.run
+        self.job, self.prompt, self.analyse = job, r.prompt, bool(a.analyse)
+        self.stream = bool(a.stream)
         self.max_new = int(min(max(int(r.max_new_tokens), 1), MAX_NEW_TOKENS))
-        self.settings = r.settings.clamp()
+        self.settings = r.sampling.clamp()
         self.seed = int(r.seed)
         self.lm = lm
         self.enc = encode_prompt(lm.tokenizer, self.prompt, r.chat, max_tokens=MAX_PROMPT_TOKENS)

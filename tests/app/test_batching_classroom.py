@@ -18,13 +18,14 @@ def token(monkeypatch):
 def _served_some_answers():
     """Three sessions' answers on the tiny model through the process's worker (so the view has traffic)."""
     from engine.jobs import worker
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.models.loading import load_model
     from engine.core.sampling import SamplingSettings
 
     lm = load_model("tiny-random", device="cpu")
-    jobs = [worker.ask(ANSWER, AnswerRequest(lm, f"{SECRET} {i}", SamplingSettings(0.0), 5, 0, False,
-                                             analyse=False), session=f"s{i}") for i in range(3)]
+    jobs = [worker.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, f"{SECRET} {i}", False, 5, SamplingSettings(0.0),
+                                                            0), analyse=False), session=f"s{i}") for i in range(3)]
     for j in jobs:
         j.result(60)
 

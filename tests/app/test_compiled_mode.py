@@ -45,9 +45,9 @@ def test_the_home_page_answer_in_compiled_mode_is_the_compiled_loop():
     at = run_page("pages/loop.py", model="tiny-random", mode="compiled", max_new_tokens="5", temperature="0")
     assert not errors(at), errors(at)
     from engine.core.loaded import ModelRef
-    from ui.frame.runs import kept, run_key
+    from ui.frame.runs import kept
 
-    tr = kept(run_key(ModelRef("tiny-random", "", "compiled"), at.session_state["settings"].prompt, True, 5, 0.0, 50, 0.95, 0))
+    tr = kept(at.session_state["settings"].run(ModelRef("tiny-random", "", "compiled")))
     # served by the class batcher, as in eager mode, its steps the compiled batch graph's (a batch of 1)
     assert tr is not None and tr.engine_mode == "compiled" and tr.timed_in_batcher
     assert all(s.compiled for s in tr.steps[1:])

@@ -39,13 +39,18 @@ def test_greedy_run_is_reused_when_only_top_k_top_p_or_seed_move(passes):
     before = passes["n"]
     at.sidebar.number_input(key="w_top_k").set_value(7).run()
     at.sidebar.number_input(key="w_seed").set_value(5).run()
+    at.sidebar.slider(key="w_min_p").set_value(0.3).run()
     assert not errors(at), errors(at)
     assert passes["n"] == before, "a greedy run was generated again for settings that cannot change it"
+    assert at.query_params["min_p"] == "0.3"  # kept in the page address like the other settings
     from engine.core.loaded import ModelRef
+    from engine.core.request import RunRequest
+    from engine.core.sampling import SamplingSettings
     from ui.frame.runs import trace_for
 
-    tr = trace_for(ModelRef("tiny-random"), "greedy reuse, please", True, 4, 0.0, 7, 0.95, 5)
-    assert tr.settings.top_k == 7 and tr.seed == 5 and tr.analysis is not None
+    tr = trace_for(RunRequest(ModelRef("tiny-random"), "greedy reuse, please", True, 4,
+                              SamplingSettings(0.0, 7, 0.95, 0.3), 5))
+    assert tr.settings.top_k == 7 and tr.settings.min_p == 0.3 and tr.seed == 5 and tr.analysis is not None
 
 
 def test_a_sampled_nudge_reruns_the_generation_only(passes):
@@ -56,8 +61,18 @@ def test_a_sampled_nudge_reruns_the_generation_only(passes):
     at.sidebar.slider(key="w_temperature").set_value(0.75).run()
     assert not errors(at), errors(at)
     from engine.core.loaded import ModelRef
+    from engine.core.request import RunRequest
+    from engine.core.sampling import SamplingSettings
     from ui.frame.runs import trace_for
 
-    tr = trace_for(ModelRef("tiny-random"), "sampled nudge, please", True, 4, 0.75, 50, 0.95, 0)
+    tr = trace_for(RunRequest(ModelRef("tiny-random"), "sampled nudge, please", True, 4,
+                              SamplingSettings(0.75, 50, 0.95), 0))
     assert tr.settings.temperature == 0.75
     assert passes["n"] - before == len(tr.steps), "the nudge ran more than the generation (prefill + decode steps)"
+    before = passes["n"]
+    at.sidebar.slider(key="w_min_p").set_value(0.2).run()  # a sampled run's min-p is part of what it draws from
+    assert not errors(at), errors(at)
+    tr = trace_for(RunRequest(ModelRef("tiny-random"), "sampled nudge, please", True, 4,
+                              SamplingSettings(0.75, 50, 0.95, 0.2), 0))
+    assert tr.settings.min_p == 0.2
+    assert passes["n"] - before == len(tr.steps), "a min-p nudge did not run the generation again, alone"

@@ -347,6 +347,7 @@ def test_the_batched_worker_gives_each_request_its_solo_record(case):
     its solo tokens, and its KV bytes per step equal its solo run's (counted layer by layer: a padded batch once
     counted every layer as holding every token). Models with sliding windows run alone there (a batched tiny
     Mistral changed its tokens): this checks that, and that the solo path then gives the same records."""
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest, group
     from engine.jobs.worker import Worker
 
@@ -355,7 +356,8 @@ def test_the_batched_worker_gives_each_request_its_solo_record(case):
         assert group(lm) is None
     prompts = [PROMPT, "Once upon a time", PROMPT + " and then it learned some more."]
     w = Worker()
-    jobs = [w.ask(ANSWER, AnswerRequest(lm, p, GREEDY, NEW, 0, False, analyse=False), session=f"s{i}",
+    jobs = [w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, p, False, NEW, GREEDY, 0), analyse=False),
+                  session=f"s{i}",
                   key=("gen", p)) for i, p in enumerate(prompts)]
     for p, j in zip(prompts, jobs):
         t = j.result(120)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from engine.jobs import classbatch, seats
+from engine.core.request import RunRequest
 from engine.jobs.classbatch import ANSWER, AnswerRequest
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
@@ -21,7 +22,8 @@ HOSTILE, STUDENT = "10.0.0.66", "10.0.0.7"
 
 
 def _ask(w, lm, prompt, n, session, client, key=None):
-    return w.ask(ANSWER, AnswerRequest(lm, prompt, GREEDY, n, 0, False, analyse=False), session=session,
+    return w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, prompt, False, n, GREEDY, 0), analyse=False),
+                 session=session,
                  client=client, key=key or ("gen", session, prompt, n))
 
 

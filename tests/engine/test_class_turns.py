@@ -13,6 +13,7 @@ import pytest
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.jobs import seats
+from engine.core.request import RunRequest
 from engine.jobs.classbatch import (ANALYSIS, ANSWER, AnswerRequest, PromptRequest, answer_alone, answer_weight,
                                     prompt_passes)
 from engine.jobs.kinds import JobKind
@@ -33,7 +34,8 @@ def _hold(w):
 
 
 def _answer(w, lm, prompt, n, session, client, kind=ANSWER):
-    return w.ask(kind, AnswerRequest(lm, prompt, GREEDY, n, 0, False, analyse=False), session=session,
+    return w.ask(kind, AnswerRequest(lm, RunRequest(lm.ref, prompt, False, n, GREEDY, 0), analyse=False),
+                 session=session,
                  client=client, key=("gen", session, prompt, n))
 
 

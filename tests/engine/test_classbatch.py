@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from engine.jobs import classbatch
+from engine.core.request import RunRequest
 from engine.jobs.classbatch import ANSWER, AnswerRequest, group
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
@@ -24,7 +25,8 @@ GREEDY = SamplingSettings(0.0)
 
 
 def _submit(w, lm, prompt, n=6, settings=GREEDY, seed=0, session=None, chat=False, analyse=False):
-    return w.ask(ANSWER, AnswerRequest(lm, prompt, settings, n, seed, chat, analyse=analyse), session=session,
+    return w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, prompt, chat, n, settings, seed), analyse=analyse),
+                 session=session,
                  key=("gen", prompt, n, seed))
 
 
@@ -278,7 +280,8 @@ def test_embedded_model_batched_greedy_equals_solo(embedded_lm):
     b, release = _queue_behind_blocker(w)
     prompts = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                "Say hello in Spanish.", "What animal says moo?"]
-    jobs = [w.ask(ANSWER, AnswerRequest(embedded_lm, p, GREEDY, 8, 0, True, analyse=False), session=f"s{i}")
+    jobs = [w.ask(ANSWER, AnswerRequest(embedded_lm, RunRequest(embedded_lm.ref, p, True, 8, GREEDY, 0), analyse=False),
+                  session=f"s{i}")
             for i, p in enumerate(prompts)]
     release.set()
     for p, j in zip(prompts, jobs):
@@ -294,7 +297,8 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
     w = Worker()
     b, release = _queue_behind_blocker(w)
-    jobs = [w.ask(ANSWER, AnswerRequest(tiny_lm, p, GREEDY, 5, 0, False, analyse=False, stream=True),
+    jobs = [w.ask(ANSWER, AnswerRequest(tiny_lm, RunRequest(tiny_lm.ref, p, False, 5, GREEDY, 0), analyse=False,
+                                        stream=True),
                   session=f"s{i}") for i, p in enumerate(PROMPTS[:3])]
     release.set()
     for j in jobs:
@@ -379,7 +383,7 @@ def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_t
     w = Worker()
     b, release = _queue_behind_blocker(w)
     forced = replace(ANSWER, group=lambda r: ("forced", id(r.lm)))  # what batching int8 would do
-    jobs = [w.ask(forced, AnswerRequest(q, p, GREEDY, 12, 0, False, analyse=False), session=f"s{i}",
+    jobs = [w.ask(forced, AnswerRequest(q, RunRequest(q.ref, p, False, 12, GREEDY, 0), analyse=False), session=f"s{i}",
                   key=("int8", p)) for i, p in enumerate(PROMPTS)]
     release.set()
     differ = sum(j.result(60).generated_ids != _solo(q, p, 12).generated_ids for p, j in zip(PROMPTS, jobs))
@@ -497,9 +501,11 @@ def test_embedded_model_a_sliced_paste_equals_its_solo_answer(embedded_lm):
              "Gutenberg's press in Mainz around 1450. ") * 12 + "Summarise this in one sentence."
     w = Worker()
     b, release = _queue_behind_blocker(w)
-    short = [w.ask(ANSWER, AnswerRequest(embedded_lm, p, GREEDY, 12, 0, True, analyse=False), session=f"s{i}")
+    short = [w.ask(ANSWER, AnswerRequest(embedded_lm, RunRequest(embedded_lm.ref, p, True, 12, GREEDY, 0),
+                                         analyse=False), session=f"s{i}")
              for i, p in enumerate(["What is 2 + 3?", "Name a primary colour."])]
-    long_job = w.ask(ANSWER, AnswerRequest(embedded_lm, paste, GREEDY, 6, 0, True, analyse=False), session="paste")
+    long_job = w.ask(ANSWER, AnswerRequest(embedded_lm, RunRequest(embedded_lm.ref, paste, True, 6, GREEDY, 0),
+                                          analyse=False), session="paste")
     release.set()
     t = long_job.result(300)
     assert len(t.prompt_ids) > classbatch.PREFILL_SLICE_TOKENS, "the paste is longer than one slice"

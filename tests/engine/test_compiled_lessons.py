@@ -11,6 +11,7 @@ import pytest
 from engine.core import compiled as C
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
+from engine.core.request import RunRequest
 from engine.jobs.classbatch import ANSWER, AnswerRequest, group
 from engine.jobs.worker import Worker
 
@@ -30,7 +31,7 @@ def _class_traces(lm, prompts, n):
     started, release = threading.Event(), threading.Event()
     w.submit(lambda: (started.set(), release.wait(60)), session="teacher")
     started.wait(60)
-    jobs = [w.ask(ANSWER, AnswerRequest(lm, p, GREEDY, n, 0, False, analyse=False), session=f"s{i}")
+    jobs = [w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, p, False, n, GREEDY, 0), analyse=False), session=f"s{i}")
             for i, p in enumerate(prompts)]
     release.set()
     try:

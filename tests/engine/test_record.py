@@ -313,6 +313,7 @@ def test_an_answer_served_in_a_class_batch_saves_and_verifies_alone(tiny_lm, one
     reproduces its tokens and logits (float32 batching computes what a pass alone computes)."""
     import threading
 
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.jobs.worker import Worker
 
@@ -321,7 +322,8 @@ def test_an_answer_served_in_a_class_batch_saves_and_verifies_alone(tiny_lm, one
     w.submit(lambda: (started.set(), release.wait(30)), session="teacher")
     started.wait(10)
     prompts = ["hello there", "a longer prompt with several more words", "x"]
-    jobs = [w.ask(ANSWER, AnswerRequest(tiny_lm, p, SamplingSettings(), 5, 0, False, analyse=True),
+    jobs = [w.ask(ANSWER, AnswerRequest(tiny_lm, RunRequest(tiny_lm.ref, p, False, 5, SamplingSettings(), 0),
+                                        analyse=True),
                   session=f"s{i}", key=("rec", p)) for i, p in enumerate(prompts)]
     release.set()
     for job in jobs:

@@ -141,6 +141,7 @@ def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path,
     session tag only."""
     import json
 
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
@@ -151,8 +152,8 @@ def test_the_published_stats_hold_no_prompt_and_no_session_id(tiny_lm, tmp_path,
     sid = "8f3a6c1e-secret-session-id-of-a-student"
     w.submit(lambda: (started.set(), release.wait(10)), session="t")
     started.wait(10)
-    job = w.ask(ANSWER, AnswerRequest(tiny_lm, "my private question about zebras", SamplingSettings(0.0), 3, 0,
-                                      False, analyse=False),
+    job = w.ask(ANSWER, AnswerRequest(tiny_lm, RunRequest(tiny_lm.ref, "my private question about zebras", False, 3,
+                                                       SamplingSettings(0.0), 0), analyse=False),
                 key=("trace", "my private question about zebras"), session=sid)
     seen = [stats.read_text()]  # the first job busy, the question queued (published when the first job started)
     release.set()
@@ -212,18 +213,20 @@ def test_the_start_warm_up_runs_alone_and_a_visitor_asking_the_same_joins_it(tin
     (one job, and every event for both waiters), a different request is not batched with it (a lone teacher's first
     answer read "measured in a batch of 2"), and the record says which job was the warm-up (the class view leaves
     it out)."""
+    from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
     w = Worker()
     release = threading.Event()
     hold = w.submit(lambda: release.wait(30), session="before")  # so that all three wait together
-    same = (tiny_lm, "What is the capital of France?", SamplingSettings(0.0), 5, 0, False)
+    same = (tiny_lm, RunRequest(tiny_lm.ref, "What is the capital of France?", False, 5, SamplingSettings(0.0), 0))
     warm = w.ask(ANSWER, AnswerRequest(*same, analyse=False, stream=True), key="default", session="warm",
                  warmup=True)
     teacher = w.ask(ANSWER, AnswerRequest(*same, analyse=False, stream=True), key="default", session="teacher")
-    other = w.ask(ANSWER, AnswerRequest(tiny_lm, "Name a planet.", SamplingSettings(0.0), 5, 0, False,
-                                        analyse=False), key="other", session="student")
+    other = w.ask(ANSWER, AnswerRequest(tiny_lm, RunRequest(tiny_lm.ref, "Name a planet.", False, 5,
+                                                         SamplingSettings(0.0), 0), analyse=False),
+                  key="other", session="student")
     release.set()
     hold.result(30)
     tr, alone = teacher.result(60), other.result(60)

@@ -24,7 +24,7 @@ import streamlit as st
 from engine.jobs.classbatch import ANALYSIS, ANSWER, AnswerRequest, PromptRequest
 from engine.loop.inspect import BLOCK_WALK, BlockWalkRequest
 from engine.core.prompt import PromptError
-from engine.core.sampling import SamplingSettings
+from engine.core.request import RunRequest
 from engine.core.trace import PromptAnalysis, Trace, run_trace
 from engine.store import BoundedStore
 from engine.core.loaded import ModelRef
@@ -34,7 +34,7 @@ from ui.frame.cache import memo
 from ui.frame.html import md_escape, visible
 
 MAX_RUNS = 64  # generations kept, all sessions together (as a bounded cache would): a class keeps one per student
-_RUNS: BoundedStore[tuple, Trace] = BoundedStore("generations", MAX_RUNS)
+_RUNS: BoundedStore[tuple, Trace] = BoundedStore("generations", MAX_RUNS)  # RunRequest.key(scope) -> Trace
 SHARED = ""  # the scope of runs everyone may reuse
 CLASS_LINK = "class link"  # the scope of the sessions on a pinned class link
 
@@ -51,36 +51,25 @@ def answer_scope() -> str:
     return f"session {work.session_id()}"
 
 
-def run_key(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
-            top_p: float, seed: int) -> tuple:
-    """What a generation depends on, and whose it is (``answer_scope``). Greedy decoding (temperature 0) takes
-    the argmax: top-k, top-p and the seed cannot change a token, so they are left out of its key (changing them
-    reuses the run)."""
-    sampling = (0.0, 0, 1.0, 0) if temperature <= 0 else (float(temperature), int(top_k), float(top_p), int(seed))
-    return (answer_scope(), ref, prompt, bool(chat), int(max_new_tokens), *sampling)
+def kept(request: RunRequest) -> Trace | None:
+    """The kept generation for this request that this session may reuse, or None."""
+    return _RUNS.get(request.key(answer_scope()))
 
 
-def kept(key: tuple) -> Trace | None:
-    return _RUNS.get(key)
+def keep(request: RunRequest, trace: Trace) -> None:
+    _RUNS.put(request.key(answer_scope()), trace)
 
 
-def keep(key: tuple, trace: Trace) -> None:
-    _RUNS.put(key, trace)
-
-
-def generation_for(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
-                   top_p: float, seed: int, on_step=None) -> Trace:
-    """The timed generation for these settings (no analysis), kept; ``on_step(record)`` is called on this thread
+def generation_for(request: RunRequest, on_step=None) -> Trace:
+    """The timed generation for this request (no analysis), kept; ``on_step(record)`` is called on this thread
     for each token while it runs (not when the run was kept)."""
-    key = run_key(ref, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed)
-    tr = kept(key)
+    tr = kept(request)
     if tr is None:
-        settings = SamplingSettings(*key[5:8]) if temperature > 0 else SamplingSettings()
-        lm = get_model(ref)
-        request = AnswerRequest(lm, prompt, settings, max_new_tokens, key[8], chat, analyse=False,
-                                stream=on_step is not None)
-        tr = work.ask(ANSWER, request, key=("trace", key), events={"step": on_step} if on_step else None)
-        keep(key, tr)
+        run = request.canonical()  # greedy: the default filters and seed 0, as its key says
+        answer = AnswerRequest(get_model(run.model), run, analyse=False, stream=on_step is not None)
+        tr = work.ask(ANSWER, answer, key=("trace", request.key(answer_scope())),
+                      events={"step": on_step} if on_step else None)
+        keep(request, tr)
     return tr
 
 
@@ -95,36 +84,36 @@ def _analysis(ref: ModelRef, ids: tuple[int, ...], scope: str) -> PromptAnalysis
     return work.ask(ANALYSIS, PromptRequest(lm, tuple(ids)))
 
 
-def solo_generation_for(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
-                        top_p: float, seed: int) -> Trace:
+def solo_generation_for(request: RunRequest) -> Trace:
     """The same generation, alone on the engine worker (never in a batch): for a page whose lesson is its step
     times (prefill vs decode)."""
-    return _solo_generation(*run_key(ref, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed))
+    return _solo_generation(request.key(answer_scope()))
 
 
 @memo(8)
-def _solo_generation(scope: str, ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float,
-                     top_k: int, top_p: float, seed: int) -> Trace:
-    settings = SamplingSettings(temperature, top_k, top_p) if temperature > 0 else SamplingSettings()
-    return work.run(run_trace, get_model(ref), prompt, settings, max_new_tokens, seed, chat, analyse=False)
+def _solo_generation(key: tuple) -> Trace:
+    _, run = key  # RunRequest.key: (scope, the canonical request)
+    return work.run(run_trace, get_model(run.model), run.prompt, run.sampling, run.max_new_tokens, run.seed,
+                    run.chat, analyse=False)
 
 
-def trace_for(ref: ModelRef, prompt: str, chat: bool, max_new_tokens: int, temperature: float, top_k: int,
-              top_p: float, seed: int, on_step=None) -> Trace:
+def trace_for(request: RunRequest, on_step=None) -> Trace:
     """The full trace: the kept (or a new) generation with the prompt's kept (or a new) analysis, labelled with
-    exactly these settings."""
-    tr = generation_for(ref, prompt, chat, max_new_tokens, temperature, top_k, top_p, seed, on_step)
-    return replace(tr, settings=SamplingSettings(temperature, top_k, top_p).clamp(), seed=int(seed),
-                   analysis=analysis_for(ref, tr.prompt_ids))
+    exactly this request's settings."""
+    tr = generation_for(request, on_step)
+    return replace(tr, settings=request.sampling.clamp(), seed=int(request.seed),
+                   analysis=analysis_for(request.model, tr.prompt_ids))
 
 
-def _what(s) -> str:
+def _what(r: RunRequest) -> str:
     """The run about to be computed, in words (for its progress box)."""
-    if s.temperature <= 0:
-        return f"Generating {s.max_new_tokens} token(s), greedy (temperature 0)"
-    return (f"Generating {s.max_new_tokens} token(s) at temperature {s.temperature:g}, top-k {s.top_k}, "
-            f"top-p {s.top_p:g}, seed {s.seed}: a sampled run with other settings draws other tokens, so the loop "
-            "runs again")
+    s = r.sampling
+    if s.greedy:
+        return f"Generating {r.max_new_tokens} token(s), greedy (temperature 0)"
+    min_p = f", min-p {s.min_p:g}" if s.min_p > 0 else ""
+    return (f"Generating {r.max_new_tokens} token(s) at temperature {s.temperature:g}, top-k {s.top_k}, "
+            f"top-p {s.top_p:g}{min_p}, seed {r.seed}: a sampled run with other settings draws other tokens, so the "
+            "loop runs again")
 
 
 @contextlib.contextmanager
@@ -136,8 +125,7 @@ def trace_page():
     progress box until the new page arrives. In a class asking together every tab then draws its progress and its
     answer on a page of a few elements, and the full page once the answer is there. A kept run puts a container in
     the same place, which the browser updates in place (its charts are not drawn anew)."""
-    lm, s = current_model(), state.settings()
-    if kept(run_key(lm.ref, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)) is None:
+    if kept(state.settings().run(current_model().ref)) is None:
         place = st.empty()  # another kind of element than the container there: the old page is dropped now
         tr = current_trace()  # its progress below the emptied place
         body = place.container()
@@ -154,31 +142,29 @@ def current_trace(alone: bool = False) -> Trace:
 
     ``alone``: a page that teaches from its step times needs them measured alone; when the answer was served in
     a batch with other sessions' requests, its generation is repeated alone (the same tokens)."""
-    lm = current_model()
-    s = state.settings()
-    args = (lm.ref, s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.seed)
+    request = state.settings().run(current_model().ref)
     slot = st.empty()
     try:
-        if kept(run_key(*args)) is None:
-            with slot.status(_what(s) + "...", expanded=True) as box:
+        if kept(request) is None:
+            with slot.status(_what(request) + "...", expanded=True) as box:
                 bar = st.progress(0.0, text="Prefill: reading the prompt in one pass")
 
                 def step(rec) -> None:
                     done = rec.index + 1
-                    bar.progress(min(1.0, done / s.max_new_tokens),
-                                 text=f"Token {done} of at most {s.max_new_tokens}: "
+                    bar.progress(min(1.0, done / request.max_new_tokens),
+                                 text=f"Token {done} of at most {request.max_new_tokens}: "
                                       f"{md_escape(visible(rec.token))} ({rec.seconds * 1000:.0f} ms)")
 
-                gen = generation_for(*args, on_step=step)
+                gen = generation_for(request, on_step=step)
                 # the answer first: with a class asking at once, the analysis and the page's drawing can take
                 # longer than the answer did, and a student should not wait for them to read it
                 st.markdown(f"**Answer ready:** {md_escape(gen.generated_text.strip()) or '(no text: it stopped at once)'}")
                 box.update(label="Answer ready. Reading the prompt's attention and predictions (kept for every "
                                  "sampling setting)...", expanded=True)  # None would fold it: the answer hidden
-                tr = trace_for(*args)
+                tr = trace_for(request)
         else:
             with st.spinner("Reading the prompt's attention and predictions..."):
-                tr = trace_for(*args)
+                tr = trace_for(request)
     except PromptError as exc:
         slot.empty()
         st.warning(str(exc), icon=":material/edit_note:")
@@ -186,7 +172,7 @@ def current_trace(alone: bool = False) -> Trace:
     slot.empty()
     if alone and tr.timed_in_batcher:  # even a batch of one: the padded batch loop is not the solo loop's clock
         with st.spinner("Your answer was served by the class batcher; timing it alone on the plain loop..."):
-            solo = solo_generation_for(*args)
+            solo = solo_generation_for(request)
         tr = replace(solo, settings=tr.settings, seed=tr.seed, analysis=tr.analysis)
     return tr
 

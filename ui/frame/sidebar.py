@@ -1,9 +1,12 @@
 """The sidebar shared by every page: model, prompt, chat template, and sampling settings."""
 from __future__ import annotations
 
+from dataclasses import fields
+
 import streamlit as st
 
 from ui.frame import state
+from engine.core.sampling import SamplingSettings
 from engine.core.compiled import LABELS as MODE_LABELS, MODES, mode_of
 from engine.models.precision import LABELS, PRECISIONS, lm_precision
 from ui.frame.html import md_escape
@@ -11,7 +14,8 @@ from ui.frame.models import (current_model, mode_is_the_teachers, model_box, on_
                              start_background_preparation)
 
 
-PINNED = {"chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed"}  # with model, precision, mode
+# what a class link fixes, with the model, precision and mode: the run's settings, every sampling knob among them
+PINNED = {"chat", "max_new_tokens", "seed", *(f.name for f in fields(SamplingSettings))}
 
 
 def _widget(kind, label: str, name: str, on_change=None, **kw):
@@ -80,6 +84,8 @@ def render() -> None:
                 help="0 means greedy: always the most likely token.")
         _widget(st.number_input, "Top-k (0 = off)", "top_k", min_value=0, max_value=1000, step=1)
         _widget(st.slider, "Top-p (1 = off)", "top_p", min_value=0.0, max_value=1.0, step=0.01)
+        _widget(st.slider, "Min-p (0 = off)", "min_p", min_value=0.0, max_value=1.0, step=0.01,
+                help="Keep tokens whose probability is at least min-p times the top token's.")
         _widget(st.number_input, "Seed", "seed", min_value=0, max_value=2**31 - 1, step=1)
         _widget(st.toggle, "Presenter view", "present",
                 help="For projecting: larger type, sidebar collapsed, one section at a time with Next, and each "

@@ -16,6 +16,8 @@ from engine.settings import ON, RUN_LOG
 from engine.core.compiled import DEFAULT_MODE, MODES
 from engine.models.names import EMBEDDED, plain_name
 from engine.models.loading import default_device
+from engine.core.loaded import ModelRef
+from engine.core.request import RunRequest
 from engine.core.sampling import SamplingSettings
 from engine.models.precision import default_precision
 from engine.core.trace import MAX_NEW_TOKENS
@@ -33,6 +35,7 @@ FIELDS: dict[str, tuple] = {
     "temperature": (float, 0.7, 0.0, 2.0),
     "top_k": (int, 50, 0, 1000),
     "top_p": (float, 0.95, 0.0, 1.0),
+    "min_p": (float, 0.0, 0.0, 1.0),
     "seed": (int, 0, 0, 2**31 - 1),
     "present": (bool, False, None, None),  # presenter view: larger type, sidebar collapsed, one section at a time
 }
@@ -76,12 +79,19 @@ class Settings:
     temperature: float
     top_k: int
     top_p: float
+    min_p: float
     seed: int
     present: bool  # presenter view
 
     @property
     def sampling(self) -> SamplingSettings:
-        return SamplingSettings(self.temperature, self.top_k, self.top_p)
+        """The sampling knobs, read by their names in ``SamplingSettings``: a new knob there is a row of FIELDS and
+        a field here, and reaches the run without another edit."""
+        return SamplingSettings(**{f.name: getattr(self, f.name) for f in fields(SamplingSettings)})
+
+    def run(self, model: ModelRef) -> RunRequest:
+        """The sidebar's run on ``model`` (the model as loaded: a refused compile runs eager), whole."""
+        return RunRequest(model, self.prompt, self.chat, self.max_new_tokens, self.sampling, self.seed)
 
 
 assert [f.name for f in fields(Settings)] == list(FIELDS), "Settings and FIELDS name the same values in order"

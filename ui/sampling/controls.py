@@ -6,6 +6,8 @@ logits or the stepper's); no widget here starts a forward pass except the explic
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import streamlit as st
 
 from engine.core.predictions import PositionPredictions
@@ -26,7 +28,7 @@ P = "sampling_"
 
 def _sidebar() -> dict:
     s = state.settings()
-    return {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": 0.0, "seed": s.seed}
+    return {**asdict(s.sampling), "seed": s.seed}
 
 
 def _reset() -> None:

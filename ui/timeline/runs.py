@@ -62,11 +62,9 @@ def cache_comparison_for(ref: ModelRef, ids: tuple[int, ...], new_tokens: int) -
                             again=measured.again_pressed(again_key("cache")))
 
 
-def breakdown_for(ref: ModelRef, ids: tuple[int, ...], repeats: int, temperature: float, top_k: int, top_p: float
-                  ) -> Measured:
-    return measured.measure(("timeline_breakdown", ref, ids, repeats, temperature, top_k, top_p),
-                            lambda: T.stage_breakdown(get_model(ref), list(ids), repeats,
-                                                      SamplingSettings(temperature, top_k, top_p)),
+def breakdown_for(ref: ModelRef, ids: tuple[int, ...], repeats: int, sampling: SamplingSettings) -> Measured:
+    return measured.measure(("timeline_breakdown", ref, ids, repeats, sampling),
+                            lambda: T.stage_breakdown(get_model(ref), list(ids), repeats, sampling),
                             again=measured.again_pressed(again_key("breakdown")))
 
 
@@ -107,9 +105,9 @@ def sweep(ref: ModelRef, lengths: tuple[int, ...], new_tokens: int, repeats: int
 
 
 def breakdown(ref: ModelRef, ids: tuple[int, ...], repeats: int, settings) -> Measured:
-    """``settings``: the sidebar's (ui.frame.state.Settings); the breakdown samples with its temperature, top-k, top-p."""
+    """``settings``: the sidebar's (ui.frame.state.Settings); the breakdown samples with its sampling settings."""
     with st.spinner(f"Timing each stage: a prefill and a decode pass, {repeats} repeat(s) with and without hooks..."):
-        return breakdown_for(ref, ids, repeats, settings.temperature, settings.top_k, settings.top_p)
+        return breakdown_for(ref, ids, repeats, settings.sampling)
 
 
 _PROBE_LOCK = threading.Lock()

@@ -136,8 +136,7 @@ def mode_check(lm, tr, s) -> None:
         return
     from ui.frame.runs import generation_for
 
-    eager = generation_for(lm.ref.at(mode=DEFAULT_MODE), s.prompt, s.chat, s.max_new_tokens, s.temperature, s.top_k,
-                           s.top_p, s.seed)
+    eager = generation_for(s.run(lm.ref.at(mode=DEFAULT_MODE)))
     diff = next((i for i, (a, b) in enumerate(zip(tr.generated_ids, eager.generated_ids)) if a != b), None)
     if diff is None and len(tr.generated_ids) == len(eager.generated_ids):
         st.success(lesson("timeline", "mode same", n=len(tr.generated_ids), dtype=lm.info.dtype),

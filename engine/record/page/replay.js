@@ -140,9 +140,9 @@
 
   // ---------------------------------------------------------------------------------------------- sampling
 
-  // The sampling chain of engine/core/sampling.py, in the same order: temperature -> top-k -> top-p -> softmax.
-  // ``order`` is the vocabulary sorted by logit, most likely first (a filter keeps a prefix of it).
-  function samplingProbs(logits, order, T, k, p) {
+  // The sampling chain of engine/core/sampling.py, in the same order: temperature -> top-k -> top-p -> min-p ->
+  // softmax. ``order`` is the vocabulary sorted by logit, most likely first (a filter keeps a prefix of it).
+  function samplingProbs(logits, order, T, k, p, m) {
     var V = logits.length, probs = new Float64Array(V), i;
     if (T <= 0) { probs[order[0]] = 1; return { probs: probs, kept: 1 }; }
     var keep = V;
@@ -160,9 +160,14 @@
         above += Math.exp(logits[order[i]] / T - mx) / z;
       }
       keep = cut;
-      z = 0;
-      for (i = 0; i < keep; i++) z += Math.exp(logits[order[i]] / T - mx);
     }
+    if (m > 0) {  // min-p (Nguyen et al. 2024): p / p(most likely) = exp(logit / T - max), whatever the normalisation
+      var cutM = 1;
+      while (cutM < keep && Math.exp(logits[order[cutM]] / T - mx) >= m) cutM++;
+      keep = cutM;
+    }
+    z = 0;
+    for (i = 0; i < keep; i++) z += Math.exp(logits[order[i]] / T - mx);
     for (i = 0; i < keep; i++) probs[order[i]] = Math.exp(logits[order[i]] / T - mx) / z;
     return { probs: probs, kept: keep };
   }
@@ -177,9 +182,10 @@
     var s = section("6. Logits and sampling: the recorded logits, re-sampled in this page");
     add(s, el("p", {}, "The model's " + M.vocab_size.toLocaleString() + " logits for the first new token, as " +
       "recorded. Move the sliders: temperature divides the logits, top-k keeps the k most likely, top-p the " +
-      "smallest set whose probability reaches p, then softmax. Nothing is recomputed by a model: the same recorded " +
-      "logits, re-sampled here. The run itself used temperature " + t.settings.temperature + ", top-k " +
-      t.settings.top_k + ", top-p " + t.settings.top_p + "."));
+      "smallest set whose probability reaches p, min-p those at least min-p times as likely as the most likely, " +
+      "then softmax. Nothing is recomputed by a model: the same recorded logits, re-sampled here. The run itself " +
+      "used temperature " + t.settings.temperature + ", top-k " + t.settings.top_k + ", top-p " + t.settings.top_p +
+      ", min-p " + t.settings.min_p + "."));
     var logits = array(t.first_logits.values);
     var order = Array.from(logits.keys()).sort(function (a, b) { return logits[b] - logits[a]; });
     var names = {};
@@ -195,6 +201,7 @@
     var sT = slider("temperature", "Temperature", 0, 2, 0.05, t.settings.temperature);
     var sK = slider("top-k", "Top-k (0 = off)", 0, 200, 1, Math.min(200, t.settings.top_k));
     var sP = slider("top-p", "Top-p (1 = off)", 0.05, 1, 0.01, Math.max(0.05, t.settings.top_p));
+    var sM = slider("min-p", "Min-p (0 = off)", 0, 1, 0.01, t.settings.min_p);
     var btn = add(ctl, el("button", { id: "draw-one", "class": "primary" }, "Draw a token"));
     function pct(x) { return x >= 0.001 ? (100 * x).toFixed(1) + "%" : (100 * x).toPrecision(2) + "%"; }
     var btnMany = add(ctl, el("button", { id: "draw-many" }, "Draw 1,000"));
@@ -206,8 +213,10 @@
     var state = {};
     function redraw() {
       var T = Number(sT.input.value), k = Number(sK.input.value), p = Number(sP.input.value);
+      var m = Number(sM.input.value);
       sT.out.textContent = T.toFixed(2); sK.out.textContent = k; sP.out.textContent = p.toFixed(2);
-      state = samplingProbs(logits, order, T, k, p);
+      sM.out.textContent = m.toFixed(2);
+      state = samplingProbs(logits, order, T, k, p, m);
       var labels = top.map(function (id, i) { return (i + 1) + ". " + esc(nameOf(id)); }).reverse();
       var traces = [
         { type: "bar", orientation: "h", name: "softmax at temperature 1", y: labels, marker: { color: COLORS.muted },
@@ -232,7 +241,7 @@
         M.vocab_size.toLocaleString() + " tokens can be drawn with these settings. Draws use the browser's random " +
         "numbers, not the recorded seed.";
     }
-    [sT, sK, sP].forEach(function (sl) { sl.input.addEventListener("input", function () { counts = null; redraw(); }); });
+    [sT, sK, sP, sM].forEach(function (sl) { sl.input.addEventListener("input", function () { counts = null; redraw(); }); });
     btn.addEventListener("click", function () {
       var id = draw(state.probs, order, state.kept);
       drawn.textContent = "Drawn: " + (id in names ? nameOf(id) + " (id " + id + ", " : "id " + id +
