@@ -1,10 +1,10 @@
 """Command line: python -m engine info | trace | race | replay | verify | bench NAME | serve-bench | prepare  (add --json for machine-readable output).
 
-Each benchmark lives beside its topic (``engine/<topic>/bench.py``; BENCHES below maps the names) with
-``run(lm, args) -> dict`` and optional ``add_arguments(parser)`` and ``summary(result) -> str``; each compares
-against a peer measured in the same run. Every command that loads a model takes ``--mode eager|compiled`` (the
-engine mode, engine.core.compiled); a command whose work runs eager in any mode says so in one line
-(``EAGER_ONLY`` in its module) and runs eager.
+Each benchmark lives beside its topic (``engine/<topic>/bench.py``; BENCHES below maps the names) with its
+``BENCH``, a ``Bench`` record (engine/bench.py: name, run, arguments, summary, the engine modes it supports); each
+compares against a peer measured in the same run. Every command that loads a model takes ``--mode eager|compiled``
+(the engine mode, engine.core.compiled); a command whose work runs eager in any mode says so in one line (its
+``Bench`` record's ``eager_because``) and runs eager.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import sys
 
 # Only what builds the parser is imported here, none of it torch: every --help answers in well under a second, and
 # the work of a command (torch, transformers, the model) is imported once its arguments are read.
-from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold
-from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError
+from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold, sampling_settings
+from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError, ModelRef, described
 from engine.models.names import EMBEDDED
 from engine.record import cli as record_cli
 import engine.settings as settings
@@ -49,6 +49,13 @@ def _emit(args, result: dict, text: str) -> None:
     if getattr(args, "out", None):
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(out)
+
+
+def bench_of(name: str):
+    """Benchmark ``name``'s record (engine.bench.Bench), its module imported now (its imports take seconds)."""
+    bench = importlib.import_module(BENCHES[name]).BENCH
+    assert bench.name == name, f"{BENCHES[name]} declares the benchmark {bench.name!r}, not {name!r}"
+    return bench
 
 
 def bench_summary(name: str) -> str:
@@ -101,10 +108,8 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
         summary = bench_summary(name)
         bp = bsub.add_parser(name, help=summary, description=summary)
         common(bp, precision=name != "threads")
-        if argv[:2] == ["bench", name]:
-            mod = importlib.import_module(BENCHES[name])
-            if hasattr(mod, "add_arguments"):
-                mod.add_arguments(bp)
+        if argv[:2] == ["bench", name] and bench_of(name).arguments is not None:
+            bench_of(name).arguments(bp)
     sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
                                    "python -m engine prepare [--model embedded|gemma3-270m|all]")
     sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
@@ -164,15 +169,15 @@ def _settings(argv) -> int:
     return 0
 
 
-def in_mode(lm, mode: str, eager_only: str | None = None):
+def in_mode(lm, mode: str, eager_because: str = ""):
     """``lm`` in the engine ``mode`` asked for; where that mode cannot run (the model, the machine, or the command's
-    own work: ``eager_only``), one line on stderr and the eager model."""
+    own work: ``eager_because``), one line on stderr and the eager model."""
     from engine.core.compiled import ModeError, to_mode
 
     if mode == DEFAULT_MODE:
         return lm
-    if eager_only:
-        print(f"compiled mode: {eager_only}; eager runs.", file=sys.stderr)
+    if eager_because:
+        print(f"compiled mode: {eager_because}; eager runs.", file=sys.stderr)
         return lm
     try:
         return to_mode(lm, mode)
@@ -193,25 +198,19 @@ def main(argv=None) -> int:
         return (record_cli.replay_main if argv[0] == "replay" else record_cli.verify_main)(argv[1:])
     args = build_parser(argv).parse_args(argv)
     from engine.core.prompt import PromptError
-    from engine.core.sampling import SamplingSettings
     from engine.measure.threads import apply_policy
     from engine.models.loading import load_model
 
     apply_policy()  # the same CPU thread policy as the app, so CLI and page figures compare
     try:
-        lm = load_model(args.model, device=args.device, precision=getattr(args, "load_precision", None))
+        lm = load_model(ModelRef(args.model, getattr(args, "load_precision", None) or ""), device=args.device)
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.cmd == "race":
-        lm = in_mode(lm, args.mode, importlib.import_module("engine.speculative.cli").eager_only())
-    elif args.cmd == "bench":
-        lm = in_mode(lm, args.mode, getattr(importlib.import_module(BENCHES[args.bench]), "EAGER_ONLY", None))
-    else:
-        lm = in_mode(lm, args.mode)
+    lm = in_mode(lm, args.mode, bench_of(args.bench).eager_because if args.cmd == "bench" else "")
     if args.cmd == "info":
         i = lm.info
-        d = i.to_dict()
+        d = described(lm.ref, i)
         arch_d = d.pop("arch", None) or {}
         refusals = arch_d.pop("refusals", {}) if arch_d else {}
         text = "\n".join(f"{k}: {v}" for k, v in d.items())
@@ -219,13 +218,13 @@ def main(argv=None) -> int:
             text += f"\narchitecture: {i.arch.describe()}\n" + "\n".join(
                 f"{k}: {v}" for k, v in arch_d.items())
             text += "".join(f"\nnot shown: {k}: {v}" for k, v in refusals.items())
-        _emit(args, i.to_dict(), text)
+        _emit(args, described(lm.ref, i), text)
         return 0
     if args.cmd == "trace":
         from engine.core.trace import run_trace
         from engine.measure import noise
 
-        s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
+        s = sampling_settings(args)
         try:
             with noise.calibrated() as cal:
                 t = run_trace(lm, args.prompt, s, args.max_new_tokens, args.seed, not args.no_chat_template)
@@ -241,9 +240,9 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "race":
         return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit)
-    mod = importlib.import_module(BENCHES[args.bench])
-    result = mod.run(lm, args)
-    _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))
+    bench = bench_of(args.bench)
+    result = bench.run(lm, args)
+    _emit(args, result, bench.summary(result) if bench.summary is not None else json.dumps(result, indent=2))
     return 0
 
 

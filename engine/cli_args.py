@@ -61,3 +61,13 @@ def add_run_arguments(p, max_new_tokens: int = 16) -> None:
     p.add_argument("--min-p", type=number(float, 0.0, 1.0), default=0.0, help="0 = off; default: %(default)s")
     p.add_argument("--seed", type=number(int, 0), default=0, help="the sampler's seed; default: %(default)s")
     p.add_argument("--no-chat-template", action="store_true", help="send the prompt as it is, with no chat template")
+
+
+def sampling_settings(args: argparse.Namespace):
+    """The parsed sampling flags as one ``SamplingSettings``, read by its field names (``--min-p`` is ``min_p``):
+    a new knob is its field and its flag, and every command that samples takes it."""
+    from dataclasses import fields
+
+    from engine.core.sampling import SamplingSettings  # torch: imported once the arguments are read
+
+    return SamplingSettings(**{f.name: vars(args)[f.name] for f in fields(SamplingSettings)})

@@ -13,13 +13,11 @@ from ui.frame.layout import beside, chart, section, what_you_see
 from ui.frame.predict import ask
 from engine.predictions.records import batch_verdict
 from ui.frame.lessons import lesson
-from engine.batching.experiment import EAGER_ONLY
-from ui.frame.models import current_model, eager_model
 
 nav.through_router()
 st.title("Batching: serving many users at once")
 class_view.section()  # the teacher's live view of this server's own traffic (only with the teacher's token)
-lm = eager_model(current_model(), EAGER_ONLY)
+lm = runs.page_model()
 
 batch_box = None  # the first screen's question, filled once the sweep below has (or has not) measured it
 if section(None):

@@ -19,6 +19,7 @@ import engine  # noqa: E402,F401  before torch: the engine's thread policy
 import torch  # noqa: E402
 from transformers import GenerationConfig  # noqa: E402
 
+from engine.core.loaded import ModelRef  # noqa: E402
 from engine.models.loading import load_model  # noqa: E402
 from engine.measure.timing import now  # noqa: E402
 
@@ -39,7 +40,7 @@ class Skips(logging.Handler):
 def one_dtype(name: str, precision: str, skips: Skips) -> dict:
     from torch._dynamo.utils import counters
 
-    lm = load_model(name, precision=precision)
+    lm = load_model(ModelRef(name, precision or ""))
     ids = torch.tensor([lm.tokenizer("The capital of France is")["input_ids"]], device=lm.device)
 
     def gen(n: int) -> float:

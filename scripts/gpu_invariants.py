@@ -19,6 +19,7 @@ import torch  # noqa: E402
 from engine.core.request import RunRequest  # noqa: E402
 from engine.jobs.classbatch import ANSWER, AnswerRequest  # noqa: E402
 from engine.core.kv import kv_bytes_for  # noqa: E402
+from engine.core.loaded import Mode, ModelRef  # noqa: E402
 from engine.models.loading import load_model  # noqa: E402
 from engine.core.sampling import SamplingSettings  # noqa: E402
 from engine.core.trace import run_trace  # noqa: E402
@@ -47,7 +48,7 @@ def guarded(fn):
 
 
 def main(model_dir: str) -> int:
-    lm = load_model(model_dir, device="cuda" if torch.cuda.is_available() else "cpu")
+    lm = load_model(ModelRef(model_dir), device="cuda" if torch.cuda.is_available() else "cpu")
     print(f"loaded {model_dir} on {lm.device}, dtype {next(lm.model.parameters()).dtype}, {lm.info.n_layers} layers, "
           f"{lm.info.n_kv_heads} KV heads of {lm.info.head_dim}", flush=True)
 
@@ -110,7 +111,7 @@ def main(model_dir: str) -> int:
 
         for m in (lm, to_precision(lm, "float32")):
             try:
-                c = to_mode(m, "compiled")
+                c = to_mode(m, Mode.COMPILED)
             except ModeError as exc:
                 check(f"compiled = eager ({lm_precision(m)})", False, str(exc))
                 continue
@@ -120,7 +121,7 @@ def main(model_dir: str) -> int:
                 diff = next((i for i, (a, b) in enumerate(zip(e, t.generated_ids)) if a != b), None)
                 half = lm_precision(m) in ("bfloat16", "float16")
                 check(f"compiled = eager greedy ({lm_precision(m)}): {p[:24]!r}",
-                      (diff is None or half) and t.engine_mode == "compiled",
+                      (diff is None or half) and t.engine_mode == Mode.COMPILED,
                       "same tokens" if diff is None else f"first difference at token {diff + 1} (near tie in "
                       f"{lm_precision(m)}: reported, not failed)" if half else f"differ from token {diff + 1}")
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 import engine  # noqa: E402,F401  before torch: the engine's thread policy
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from engine.core.loaded import Mode  # noqa: E402
 from ui.frame import nav  # noqa: E402
 
 SKIP = {"compile_cancel", "present_prev", "present_next"}  # would leave the page or the mode under test
@@ -59,7 +60,7 @@ def pages(args) -> dict:
     rows = []
     for spec in nav.available():
         for mode in args.modes.split(","):
-            if mode != "eager" and spec.path not in COMPILED_PAGES:
+            if mode != Mode.EAGER and spec.path not in COMPILED_PAGES:
                 continue
             t0 = time.perf_counter()
             try:

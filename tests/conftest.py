@@ -26,28 +26,31 @@ TEST_DEVICE = settings.TEST_DEVICE.get()
 
 @pytest.fixture(scope="session")
 def tiny_lm():
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
 
-    return load_model("tiny-random", device=TEST_DEVICE)
+    return load_model(ModelRef("tiny-random"), device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
 def embedded_lm():
     """The real SmolLM2-135M-Instruct (converted once per machine into the user cache)."""
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
 
-    return load_model("embedded", device=TEST_DEVICE)
+    return load_model(ModelRef("embedded"), device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
 def gemma_lm():
     """The real Gemma 3 270M (converted once per machine into the user cache; loaded once per test session)."""
     from engine.models.convert import gemma_package
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
 
     if gemma_package() is None:
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
-    return load_model("gemma3-270m", device=TEST_DEVICE)
+    return load_model(ModelRef("gemma3-270m"), device=TEST_DEVICE)
 
 
 @pytest.fixture

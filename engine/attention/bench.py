@@ -5,11 +5,12 @@ the two longest lengths: ~1 linear, ~2 quadratic), measured in the same run.
 """
 from __future__ import annotations
 
+from engine.bench import Bench
 from engine.attention.analysis import DEFAULT_LENGTHS, fit_power, growth_exponent, measure_cost
 from engine.core.loaded import LoadedModel
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
-EAGER_ONLY = ("prompt passes run eager in both modes (only the decode step is compiled)")
+EAGER_BECAUSE = ("prompt passes run eager in both modes (only the decode step is compiled)")
 
 
 def add_arguments(p) -> None:
@@ -24,7 +25,7 @@ def run(lm: LoadedModel, args) -> dict:
     fwd = [p.forward_median for p in pts]
     att = [p.attention_median for p in pts]
     return {
-        "model": lm.info.name, "repeats": args.repeats,
+        "model": lm.name, "repeats": args.repeats,
         "points": [{"tokens": p.tokens, "forward_s": list(p.forward_s), "attention_s": list(p.attention_s),
                     "forward_median_s": p.forward_median, "attention_median_s": p.attention_median} for p in pts],
         "forward_growth_exponent": growth_exponent(ns, fwd),
@@ -41,3 +42,6 @@ def summary(r: dict) -> str:
     lines.append(f"growth exponent (last two lengths): forward {r['forward_growth_exponent']:.2f}, "
                  f"attention {r['attention_growth_exponent']:.2f}")
     return "\n".join(lines)
+
+
+BENCH = Bench("attention", run, add_arguments, summary, eager_because=EAGER_BECAUSE)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from engine.batching.experiment import (EAGER_ONLY, WorkloadSettings, decode_sweep,  # noqa: F401  (EAGER_ONLY: __main__)
-                                        make_workload, serve, solo_tokens)
+from engine.bench import Bench
+from engine.batching.experiment import (EAGER_BECAUSE, WorkloadSettings, decode_sweep, make_workload, serve,
+                                        solo_tokens)
 from engine.core.loaded import LoadedModel
 
 
@@ -40,7 +41,7 @@ def run(lm: LoadedModel, args) -> dict:
     results = {p: serve(lm, reqs, p, args.max_batch, args.timeout) for p in ("static", "continuous")}
     m = {p: r.metrics() for p, r in results.items()}
     out = {
-        "benchmark": "batching", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "batching", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "decode_sweep": [{"batch": p.batch, "median_step_ms": p.median_s * 1e3, "p10_step_ms": p.p10_s * 1e3,
                           "p90_step_ms": p.p90_s * 1e3, "tokens_per_s": p.tokens_per_s,
                           "speedup_vs_batch_1": p.tokens_per_s / base.tokens_per_s,
@@ -75,3 +76,6 @@ def summary(r: dict) -> str:
     if "same_tokens_as_alone" in r:
         lines.append(f"same tokens as running alone: {r['same_tokens_as_alone']}")
     return "\n".join(lines)
+
+
+BENCH = Bench("batching", run, add_arguments, summary, eager_because=EAGER_BECAUSE)

@@ -15,10 +15,9 @@ import time
 
 import numpy as np
 
+from engine.bench import Bench
 from engine.core.loaded import LoadedModel
 
-# `--mode compiled` runs compiled: the batched worker's steps as graphs of padded batch sizes (engine/core/batch.py)
-EAGER_ONLY = None
 
 CLASS_PROMPTS = ("What is the capital of France?", "Name a primary colour.", "What is 2 + 3?",
                  "Say hello in Spanish.", "What animal says moo?", "Name a planet.", "What is the opposite of hot?",
@@ -116,7 +115,7 @@ def run(lm: LoadedModel, args) -> dict:
         r.pop("ids")
     med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
     return {
-        "benchmark": "classroom", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "classroom", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "sessions": len(prompts), "new_tokens": int(args.new_tokens), "runs": runs,
         "serial_throughput_tok_s": med(serial, "throughput_tok_s"),
         "batched_throughput_tok_s": med(batched, "throughput_tok_s"),
@@ -139,3 +138,6 @@ def summary(r: dict) -> str:
     lines.append(f"batched / serial throughput: {r['throughput_ratio_batched_vs_serial']:.2f}x; "
                  f"same answers: {r['same_answers']}")
     return "\n".join(lines)
+
+
+BENCH = Bench("classroom", run, add_arguments, summary)

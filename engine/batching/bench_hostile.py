@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 
+from engine.bench import Bench
 from engine.core.loaded import LoadedModel
 from engine.batching.bench_classroom import CLASS_PROMPTS, own_worker, submitted_together
 
@@ -217,7 +218,7 @@ def run(lm: LoadedModel, args) -> dict:
     # to 0.1 ms: a short answer on a small model can take under 5 ms, which two decimals wrote as 0.0 s
     secs = lambda rs: [round(s, 4) for s, _ in rs]  # noqa: E731
     return {
-        "benchmark": "hostile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "hostile", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "max_batch": int(args.max_batch), "hostile_sessions": int(args.hostile), "paste_chars": int(args.paste_chars),
         "paste_new_tokens": int(args.paste_tokens), "question_new_tokens": n,
         "question_alone_s": round(solo[0], 4), "question_beside_hostile_s": round(hostile["seconds"], 4),
@@ -255,3 +256,6 @@ def summary(r: dict) -> str:
           if r.get("page_s") else []),
         f"same answers as alone: {r['same_answers']}",
     ])
+
+
+BENCH = Bench("hostile", run, add_arguments, summary)

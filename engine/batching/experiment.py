@@ -33,8 +33,8 @@ from engine.measure.timing import now
 from engine.core.batch import Batch, decode_logits, prefill_logits
 from engine.core.loop import warm_up
 
-# `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py; the page says it too)
-EAGER_ONLY = ("batched decode steps (their size and padding change every round) run eager")
+# compiled mode: its bench (engine/batching/bench.py) and its page say this in one line and run eager
+EAGER_BECAUSE = ("batched decode steps (their size and padding change every round) run eager")
 
 POLICIES = ("static", "continuous")
 
@@ -362,7 +362,7 @@ def serve(lm: LoadedModel, reqs: tuple[Request, ...], policy: str = "continuous"
     srv = _Server(lm, reqs, policy, int(max_batch), float(batch_timeout_s), progress)
     srv.run_static() if policy == "static" else srv.run_continuous()
     wall = srv.clock()
-    return ServeResult(policy, lm.info.name, int(max_batch), float(batch_timeout_s),
+    return ServeResult(policy, lm.name, int(max_batch), float(batch_timeout_s),
                        tuple(sorted(srv.records, key=lambda r: r.rid)), tuple(srv.steps), wall,
                        kv_bytes_for(lm.info, 1))
 

@@ -40,15 +40,16 @@ import shutil
 import time
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from engine.core.loaded import DEFAULT_MODE, MODES, LoadedModel, ModelLoadError  # noqa: F401  (the modes: here too)
+from engine.core.loaded import (DEFAULT_MODE, MODES, LoadedModel, ModelLoadError,  # noqa: F401  (the modes: here too)
+                                 Mode)
 from engine.settings import CXX
 
-LABELS = {"eager": "eager", "compiled": "compiled (torch.compile)"}  # the sidebar's words; its help says more
+LABELS = {Mode.EAGER: "eager", Mode.COMPILED: "compiled (torch.compile)"}  # the sidebar's words; its help says more
 SHORTEST = 256  # the shortest static cache: the app's default prompt and answer fit in it
 # Every (model, precision, cache length) is one more compiled entry of the same decode-step code object; dynamo's
 # default limit of 8 entries per code object would silently send the ninth back to eager.
@@ -81,12 +82,13 @@ def compiler_missing(device) -> str | None:
     return None
 
 
-def refused(info, device) -> str | None:
-    """The one-line reason compiled mode cannot run this model (``ModelInfo``) on ``device``, or None."""
+def refused(lm) -> str | None:
+    """The one-line reason compiled mode cannot run this model (a ``LoadedModel``) on its device, or None."""
+    info, device = lm.info, lm.device
     missing = compiler_missing(device)
     if missing:
         return missing
-    if getattr(info, "precision", "") == "int8" and torch.device(device).type == "cpu":
+    if lm.ref.precision == "int8" and torch.device(device).type == "cpu":
         return "int8 on a CPU runs eager: torch.ao's packed int8 weights are opaque to torch.compile"
     facts = getattr(info, "arch", None)
     if facts is not None and facts.has_windows:
@@ -201,8 +203,8 @@ def graph_of(lm) -> DecodeGraph | None:
     return g if isinstance(g, DecodeGraph) else None
 
 
-def mode_of(lm) -> str:
-    return "compiled" if graph_of(lm) is not None else DEFAULT_MODE
+def mode_of(lm) -> Mode:
+    return Mode.COMPILED if graph_of(lm) is not None else DEFAULT_MODE
 
 
 def to_mode(lm: LoadedModel, mode: str) -> LoadedModel:
@@ -214,11 +216,11 @@ def to_mode(lm: LoadedModel, mode: str) -> LoadedModel:
     if mode == mode_of(lm):
         return lm
     if mode == DEFAULT_MODE:
-        return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, replace(lm.info, mode=mode))
-    reason = refused(lm.info, lm.device)
+        return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, lm.info)
+    reason = refused(lm)
     if reason:
         raise ModeError(f"Compiled mode: {reason}.")
-    return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, replace(lm.info, mode=mode),
+    return LoadedModel(lm.ref.at(mode=mode), lm.model, lm.tokenizer, lm.info,
                        decode_graph=DecodeGraph(lm.model, lm.device, lm.info.max_positions))
 
 
@@ -436,7 +438,7 @@ def compiling(lm, name: str, progress: Callable[[str], None] | None = None):
 # ------------------------------------------------------------------------------------------------ compile status
 def _times_key(lm, name: str) -> str:
     info = lm.info
-    return f"{info.name} | {getattr(info, 'precision', '') or info.dtype} | {info.device} | {name}"
+    return f"{lm.ref.name} | {lm.ref.precision or info.dtype} | {info.device} | {name}"
 
 
 def _times_path():

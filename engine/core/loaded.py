@@ -8,7 +8,8 @@ It imports no torch (torch comes in where a value needs it): the command line bu
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,19 @@ if TYPE_CHECKING:
 # The vocabulary of a ModelRef's precision and mode: engine.models.precision casts or quantizes to a precision,
 # engine.core.compiled runs a mode; both re-export these names.
 PRECISIONS = ("float32", "bfloat16", "float16", "int8")
-MODES = ("eager", "compiled")
-DEFAULT_MODE = "eager"
+
+
+class Mode(StrEnum):
+    """An engine mode: the loop that runs a model's decode steps (engine.core.compiled decides, at the step, whether
+    a compiled graph serves it). A str enum: the text in a link, a setting or a record compares equal to it, and
+    JSON writes it as that text. A third mode is a member here and its runner in engine/core: no page names one."""
+
+    EAGER = "eager"  # PyTorch runs each operator as Python calls it
+    COMPILED = "compiled"  # a static KV cache and torch.compile around the decode step
+
+
+MODES = tuple(Mode)
+DEFAULT_MODE = Mode.EAGER
 
 
 @dataclass(frozen=True)
@@ -28,16 +40,27 @@ class ModelRef:
     with a precision or a mode in it), its precision ("" = the device's default, the weights as loaded; else a
     copy cast or quantized once, engine.models.precision) and its engine mode (engine.core.compiled). Plain
     values, so it is the key of anything kept per model: st.cache_data hashes a dataclass by its fields, the
-    worker's job keys and the class batch's groups compare it by value."""
+    worker's job keys and the class batch's groups compare it by value.
+
+    ``path``: where the weights are when ``name`` is a label that names them (a class server's allow-list: the
+    label is shown, the folder or hub id behind it never). Not part of the identity: one label means one path."""
 
     name: str
     precision: str = ""
-    mode: str = DEFAULT_MODE
+    mode: Mode = DEFAULT_MODE
+    path: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.mode, Mode):  # text from a link or the command line: one member, or one line
+            if self.mode not in MODES:
+                raise ModelLoadError(f"'{str(self.mode)[:40]}' is not an engine mode; choose one of "
+                                     f"{', '.join(MODES)}.")
+            object.__setattr__(self, "mode", Mode(self.mode))
 
     def at(self, precision: str | None = None, mode: str | None = None) -> "ModelRef":
         """The same model at another precision and/or engine mode (None keeps this one's)."""
-        return ModelRef(self.name, self.precision if precision is None else precision,
-                        self.mode if mode is None else mode)
+        return replace(self, precision=self.precision if precision is None else precision,
+                       mode=self.mode if mode is None else mode)
 
     def label(self) -> str:
         """'embedded', 'embedded (int8, compiled)': for logs and captions, never parsed back."""
@@ -51,7 +74,9 @@ class ModelLoadError(RuntimeError):
 
 @dataclass(frozen=True)
 class ModelInfo:
-    name: str
+    """Facts about a loaded model, read at load. Which model it is (name, precision, engine mode) is its
+    ``LoadedModel.ref``, held once: ``described`` joins the two for a person or a record."""
+
     source: str
     device: str
     dtype: str
@@ -69,10 +94,8 @@ class ModelInfo:
     has_chat_template: bool
     position_encoding: str  # "rope" | "learned" | "alibi" | "none" (engine.core.archfacts, read from the model)
     rope_theta: float | None
-    precision: str = ""  # "float32" | "bfloat16" | "float16" | "int8" (engine.models.precision); "" = dtype's own
     arch: object = None  # engine.core.archfacts.ArchFacts: per-layer attention kinds, KV heads, refusals, ...
     int8_float: tuple = ()  # int8 only: linear layer types left in float, and why (engine.models.precision)
-    mode: str = "eager"  # "eager" | "compiled" (engine.core.compiled): the loop that runs its decode steps
 
     def refused(self, feature: str) -> str | None:
         """The one-line reason a page cannot show ``feature`` for this architecture, or None."""
@@ -86,6 +109,15 @@ class ModelInfo:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def described(ref: ModelRef, info: ModelInfo) -> dict:
+    """A model's identity and facts as one dict, for ``python -m engine info`` and a trace's record: the name first,
+    then the facts, the precision ("" = the dtype's own) before the architecture, the engine mode last."""
+    d = info.to_dict()
+    facts = {k: v for k, v in d.items() if k not in ("arch", "int8_float")}
+    return {"name": ref.name, **facts, "precision": ref.precision, "arch": d["arch"], "int8_float": d["int8_float"],
+            "mode": ref.mode}
 
 
 @dataclass

@@ -17,7 +17,7 @@ import torch
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
 from engine.core.loop import decode, device_draw, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
-from engine.core.loaded import LoadedModel, ModelInfo
+from engine.core.loaded import LoadedModel, Mode, ModelInfo, ModelRef, described
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
 from engine.core.predictions import PositionPredictions, predictions_from_logits
@@ -70,6 +70,7 @@ class PromptAnalysis:
 
 @dataclass(frozen=True)
 class Trace:
+    model: ModelRef  # which model ran: name, precision, engine mode asked for (the steps say which loop ran them)
     info: ModelInfo
     prompt: str
     encoded: EncodedPrompt
@@ -105,10 +106,10 @@ class Trace:
         return len(self.generated_ids) / total if total > 0 else float("nan")
 
     @property
-    def engine_mode(self) -> str:
+    def engine_mode(self) -> Mode:
         """The loop that ran the decode steps: "compiled" when the compiled graph served them, else "eager" (also a
         compiled model's run that was longer than any static cache, or whose compile failed)."""
-        return "compiled" if any(s.compiled for s in self.steps) else "eager"
+        return Mode.COMPILED if any(s.compiled for s in self.steps) else Mode.EAGER
 
     @property
     def largest_batch(self) -> int:
@@ -123,7 +124,7 @@ class Trace:
         """The record as JSON-ready values; ``tokenizer`` names the analysis's predicted tokens that neither the
         prompt nor a step's top-k already spelled (the record keeps their ids only)."""
         d = {
-            "model": self.info.to_dict(),
+            "model": described(self.model, self.info),
             "prompt": self.prompt,
             "input_text": self.encoded.text,
             "chat_template_applied": self.encoded.chat_applied,
@@ -341,7 +342,8 @@ def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: Samp
                 analysis: PromptAnalysis | None, timed_in_batcher: bool = False) -> Trace:
     """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.jobs.classbatch``)."""
     return Trace(
-        info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed), max_new_tokens=max_new_tokens,
+        model=lm.ref, info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed),
+        max_new_tokens=max_new_tokens,
         prompt_tokens=tuple(token_text(lm.tokenizer, enc.ids)), generated_ids=tuple(ids),
         generated_tokens=tuple(token_text(lm.tokenizer, ids)),
         generated_text=lm.tokenizer.decode(ids, clean_up_tokenization_spaces=False), stop_reason=reason,

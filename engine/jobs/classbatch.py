@@ -103,7 +103,7 @@ def group(lm: LoadedModel) -> tuple | None:
     facts = getattr(lm.info, "arch", None)
     if facts is not None and facts.has_windows:
         return None
-    if getattr(lm.info, "precision", "") == "int8":
+    if lm.ref.precision == "int8":
         # int8 quantizes each pass's activations with one scale over all its rows: another request's row moves
         # yours (a batch of 7 on the tiny model: 1 answer of 7 differed from its solo run). Alone, as above.
         return None

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import torch
 
+from engine.bench import Bench
 from engine.core.kv import kv_bytes, kv_bytes_for, kv_tokens
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.loop import decode_step, new_cache, prefill
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
-EAGER_ONLY = ("KV bytes are measured step by step on the eager loop's growing cache (a static cache holds its whole"
+EAGER_BECAUSE = ("KV bytes are measured step by step on the eager loop's growing cache (a static cache holds its whole"
               " length from the first token)")
 
 DEFAULT_PROMPT = "The key and value vectors of every earlier token are kept in the cache, so"
@@ -49,7 +50,7 @@ def run(lm: LoadedModel, args) -> dict:
     rows = measure_steps(lm, ids, int(args.new_tokens), batch)
     per_token = kv_bytes_for(i, 1)
     return {
-        "benchmark": "kv", "model": i.name, "device": i.device, "dtype": i.dtype,
+        "benchmark": "kv", "model": lm.name, "device": i.device, "dtype": i.dtype,
         "formula": (f"2 x {i.n_layers} layers x {i.n_kv_heads} kv_heads x {i.head_dim} head_dim x tokens x "
                     f"{batch} batch x {i.bytes_per_value} bytes"),
         "bytes_per_token": per_token, "prompt_tokens": len(ids), "batch": batch, "steps": rows,
@@ -64,3 +65,6 @@ def summary(r: dict) -> str:
               f"{'yes' if s['equal'] else 'NO'}" for s in r["steps"]]
     lines.append("all steps equal: " + ("yes" if r["all_equal"] else "NO"))
     return "\n".join(lines)
+
+
+BENCH = Bench("kv", run, add_arguments, summary, eager_because=EAGER_BECAUSE)

@@ -22,9 +22,10 @@ import sys
 import time
 
 import engine.settings as settings
+from engine.bench import Bench
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
-EAGER_ONLY = ("this benchmark varies the thread count, which compiled CPU kernels fix when they are built")
+EAGER_BECAUSE = ("this benchmark varies the thread count, which compiled CPU kernels fix when they are built")
 
 LOADS = ("spin", "torch")
 
@@ -74,12 +75,13 @@ def _child(threads: int, model: str, steps: int, rounds: int, loads: list[str], 
     import torch
 
     from engine.core.loop import timed_greedy, warm_up
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
     from engine.core.prompt import encode_prompt
     from engine.measure.threads import small_pass_rows
 
     torch.set_num_threads(threads)
-    lm = load_model(model, progress=lambda *a, **k: None, precision=precision)
+    lm = load_model(ModelRef(model, precision or ""), progress=lambda *a, **k: None)
     warm_up(lm)
     ids = list(encode_prompt(lm.tokenizer, "Explain in two sentences why the sky is blue.", True).ids)
 
@@ -146,7 +148,7 @@ def run(lm, args) -> dict:
         r["worst_ratio"] = max(r[k]["ratio"] for k in loads)
         r["worst_busy_ms"] = max(r[k]["busy_ms"] for k in loads)
     best = min(rows, key=lambda r: r["worst_busy_ms"])
-    return {"benchmark": "threads", "model": lm.info.name, "precision": args.precision, "cores": cores,
+    return {"benchmark": "threads", "model": lm.name, "precision": args.precision, "cores": cores,
             "loads": loads, "steps": args.steps, "rounds": args.rounds, "candidates": rows,
             "load_average_1min": {"min": min(loadavg), "max": max(loadavg)},
             "best": {"threads": best["threads"], "wait": best["wait"], "small_pass_rows": best["small_pass_rows"]},
@@ -167,3 +169,6 @@ def summary(r: dict) -> str:
     b = r["best"]
     lines.append(f"best: threads={b['threads']} wait={b['wait']} small_pass_rows={b.get('small_pass_rows', 0)}")
     return "\n".join(lines)
+
+
+BENCH = Bench("threads", run, add_arguments, summary, eager_because=EAGER_BECAUSE)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -116,7 +117,7 @@ def default_dtype(device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def describe(name: str, source: str, model, tokenizer) -> ModelInfo:
+def describe(source: str, model, tokenizer) -> ModelInfo:
     """Facts about a loaded model, read from the model and its config (engine.core.archfacts), never assumed."""
     from engine.core import archfacts
 
@@ -131,7 +132,6 @@ def describe(name: str, source: str, model, tokenizer) -> ModelInfo:
     max_pos = (getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
                or getattr(cfg, "max_seq_len", None) or 2048)
     return ModelInfo(
-        name=name,
         source=source,
         device=str(p.device),
         dtype=str(p.dtype).replace("torch.", ""),
@@ -166,7 +166,7 @@ def finish_load(name: str, source: str, model, tokenizer, device: torch.device) 
         instrument.install(model)  # measuring attention and residual hooks: installed now, switched on per job
         if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
             tokenizer.pad_token = tokenizer.eos_token
-        info = describe(name, source, model, tokenizer)
+        info = describe(source, model, tokenizer)
     except ModelLoadError:
         raise
     except Exception as exc:  # an architecture whose parts cannot be found: one line, not a traceback
@@ -264,27 +264,32 @@ def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
     check_size(n, bpv, f"'{short(name)}'")
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None,
-               mode: str = "eager") -> LoadedModel:
-    """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
-    (engine.models.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's), in engine ``mode``
-    (engine.core.compiled: "eager" or "compiled"). An unsupported precision raises PrecisionError, a mode this
-    model cannot run ModeError (both ModelLoadError), the precision's before anything is loaded.
+def load_model(ref: ModelRef = ModelRef(EMBEDDED), device=None, progress: Progress = log) -> LoadedModel:
+    """Load the causal LM ``ref`` names: "embedded", "tiny-random", a local directory, or a hub id (``ref.path``
+    when the name is a label for one); at ``ref.precision`` (engine.models.precision: float32, bfloat16, float16 on
+    CUDA, int8; "" = the device's default), in engine ``ref.mode`` (engine.core.compiled). An unsupported precision
+    raises PrecisionError, a mode this model cannot run ModeError (both ModelLoadError), the precision's before
+    anything is loaded. The one entry: what it returns is named and described once, here.
 
     Names are checked before any file is touched, and a model's size is estimated from its configuration
     and refused before anything is allocated if it would not fit (see ``check_size``)."""
     from engine.core.compiled import to_mode
+    from engine.models.precision import PrecisionError, to_precision, unsupported_reason
 
-    name = check_name((name or "").strip())
+    name = check_name((ref.name or "").strip())
+    where = check_name(ref.path.strip()) if ref.path else name
     device = torch.device(device) if device is not None else default_device()
-    if precision is not None:
-        from engine.models.precision import PrecisionError, to_precision, unsupported_reason
-
-        reason = unsupported_reason(precision, device)
+    if ref.precision:
+        reason = unsupported_reason(ref.precision, device)
         if reason:
             raise PrecisionError(reason)
-        return to_mode(to_precision(_load_default(name, device, progress), precision), mode)
-    return to_mode(_load_default(name, device, progress), mode)
+    lm = _load_default(where, device, progress)
+    if where != name:  # a label: the model is known by it, and where its weights are is never shown
+        lm = LoadedModel(ModelRef(name, path=where), lm.model, lm.tokenizer,
+                         replace(lm.info, source=f"{name} (offered by this server)"))
+    if ref.precision:
+        lm = to_precision(lm, ref.precision)
+    return to_mode(lm, ref.mode)
 
 
 def _load_default(name: str, device: torch.device, progress: Progress) -> LoadedModel:

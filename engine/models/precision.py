@@ -193,8 +193,8 @@ def _converted(lm: LoadedModel, precision: str) -> LoadedModel:
     for n, b in keep.items():
         mod_name, _, buf = n.rpartition(".")
         model.get_submodule(mod_name).register_buffer(buf, b.float(), persistent=False)
-    info = replace(lm.info, dtype=dtype, precision=precision, int8_float=notes,
-                   mode=DEFAULT_MODE)  # a copy is eager: to_mode compiles it
+    info = replace(lm.info, dtype=dtype, int8_float=notes)
+    # a copy is eager: to_mode compiles it
     return LoadedModel(lm.ref.at(precision, DEFAULT_MODE), model, lm.tokenizer, info)
 
 
@@ -231,7 +231,7 @@ def _int8_copy(lm: LoadedModel, model: torch.nn.Module) -> tuple[torch.nn.Module
 
 
 def lm_precision(lm: LoadedModel) -> str:
-    return getattr(lm.info, "precision", "") or lm.info.dtype
+    return lm.ref.precision or lm.info.dtype
 
 
 # ------------------------------------------------------------------------------------------ weight bytes

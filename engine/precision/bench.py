@@ -18,6 +18,7 @@ import os
 import statistics
 import time
 
+from engine.bench import Bench
 from engine.precision import experiment as P
 from engine.timeline.experiment import hardware_probe, spread_dict
 from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
@@ -147,3 +148,6 @@ def summary(r: dict) -> str:
         lines.append(f"llama.cpp ({ll['weights']}, {ll['threads']} threads): decode {ll['decode_ms']['median']:.1f} ms "
                      f"({ll['decode_tokens_per_s']:.1f} tok/s), prefill {ll['prefill_ms']['median']:.1f} ms")
     return "\n".join(lines)
+
+
+BENCH = Bench("precision", run, add_arguments, summary)

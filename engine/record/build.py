@@ -27,10 +27,11 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "safetensors")
 # ------------------------------------------------------------------------------------------------ who and where
 
 
-def engine_mode(info) -> str:
+def engine_mode(ref) -> str:
     """How the engine ran the model: "eager" (plain PyTorch modules) or "compiled" (engine.core.compiled: a static
-    cache and torch.compile around the decode step), as the model's facts say; the one place a record reads it."""
-    return str(getattr(info, "mode", "") or "eager")
+    cache and torch.compile around the decode step), as the model's reference says; the one place a record reads
+    it."""
+    return str(ref.mode)
 
 
 def _summary_hash(files: dict, pick) -> str | None:
@@ -86,13 +87,14 @@ def model_identity(lm, source_name: str | None = None) -> dict:
             "tokenizer_sha256": _summary_hash(files, is_tokenizer)}
 
 
-def model_facts(info, identity: dict) -> dict:
-    """The model's name, precision, engine mode, architecture facts and identity, as the record keeps them."""
+def model_facts(ref, info, identity: dict) -> dict:
+    """The model's name, precision, engine mode (its ``ModelRef``), architecture facts and identity, as the record
+    keeps them."""
     d = info.to_dict()
     return {
-        "name": info.name, "source": info.source, "model_type": info.model_type,
-        "precision": info.precision or info.dtype, "dtype": info.dtype, "device": info.device,
-        "engine_mode": engine_mode(info), **{k: d[k] for k in (
+        "name": ref.name, "source": info.source, "model_type": info.model_type,
+        "precision": ref.precision or info.dtype, "dtype": info.dtype, "device": info.device,
+        "engine_mode": engine_mode(ref), **{k: d[k] for k in (
             "n_params", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size", "intermediate_size",
             "vocab_size", "max_positions", "tied_embeddings", "has_chat_template", "position_encoding", "rope_theta")},
         "arch": d.get("arch"), "identity": identity,
@@ -208,13 +210,13 @@ def trace_record(trace, tokenizer, identity: dict, machine: dict, saved_by: str)
                          "top_tokens": token_text(tokenizer, top.tolist())},
         "analysis": _analysis(trace.analysis, tokenizer) if trace.analysis is not None else None,
     }
-    return {**_envelope("trace", saved_by, model_facts(trace.info, identity), machine), "trace": t}
+    return {**_envelope("trace", saved_by, model_facts(trace.model, trace.info, identity), machine), "trace": t}
 
 
 # ------------------------------------------------------------------------------------------------ a race
 
 
-def race_record(run, result_check, prompt: str, encoded, tokenizer, info, identity: dict, machine: dict,
+def race_record(run, result_check, prompt: str, encoded, tokenizer, ref, info, identity: dict, machine: dict,
                 saved_by: str) -> dict:
     """The saved form of a race (plain vs speculative decoding, engine.speculative.decoding.race) with the noise
     guard's judgement of its speedup (``result_check``: engine.measure.noise.SpeedupCheck)."""
@@ -240,7 +242,7 @@ def race_record(run, result_check, prompt: str, encoded, tokenizer, info, identi
         "check": {"shown": result_check.shown, "no_gain": bool(result_check.no_gain),
                   "flags": list(result_check.flags)},
     }
-    return {**_envelope("race", saved_by, model_facts(info, identity), machine), "race": race}
+    return {**_envelope("race", saved_by, model_facts(ref, info, identity), machine), "race": race}
 
 
 def steps_of(saved: list[dict]) -> tuple:

@@ -48,8 +48,8 @@ def save_race(lm, run, check, prompt: str, encoded, calibration, path: str, comm
     from engine.record.build import machine_facts, model_identity, race_record
 
     machine = machine_facts(str(lm.device), run.threads, calibration)
-    return write(race_record(run, check, prompt, encoded, lm.tokenizer, lm.info, model_identity(lm), machine,
-                             command), path)
+    return write(race_record(run, check, prompt, encoded, lm.tokenizer, lm.ref, lm.info, model_identity(lm),
+                             machine, command), path)
 
 
 def _parser(command: str, description: str) -> argparse.ArgumentParser:
@@ -118,7 +118,7 @@ def verify_main(argv) -> int:
                                                   "are still compared with the record's by SHA-256)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     args = ap.parse_args(argv)
-    from engine.core.loaded import ModelLoadError
+    from engine.core.loaded import Mode, ModelLoadError, ModelRef
     from engine.models.loading import load_model
     from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
     from engine.measure.threads import apply_policy
@@ -141,10 +141,10 @@ def verify_main(argv) -> int:
         note = f"The record's precision {precision} does not run here; compared at {default_precision(device)}."
         precision = None
     try:
-        lm = load_model(name, device=device, precision=precision)
+        lm = load_model(ModelRef(name, precision or ""), device=device)
     except (ModelLoadError, OSError, ValueError) as exc:
         return _model_missing(record, name, exc, args)
-    if record["model"].get("engine_mode", "eager") != "eager":  # re-run in the recorded mode where it runs here
+    if record["model"].get("engine_mode", Mode.EAGER) != Mode.EAGER:  # re-run in the recorded mode where it runs here
         from engine.core.compiled import ModeError, to_mode
 
         try:

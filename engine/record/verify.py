@@ -353,7 +353,7 @@ def verify(record: dict, lm, probe=noise.probe_seconds, source_name: str | None 
     from engine.models.precision import lm_precision
 
     here_machine = machine_facts(str(lm.device), torch.get_num_threads())
-    here_model = {"precision": lm_precision(lm), "engine_mode": engine_mode(lm.info)}
+    here_model = {"precision": lm_precision(lm), "engine_mode": engine_mode(lm.ref)}
     tol = tolerance(record["model"], record["machine"], here_model, here_machine)
     weights = compare_files(record["model"]["identity"], model_identity(lm, source_name))
     kind = record["kind"]

@@ -14,6 +14,7 @@ import statistics
 import torch
 from transformers import GenerationConfig
 
+from engine.bench import Bench
 from engine.speculative.drafters import DrafterError, make_drafter
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.core.prompt import encode_prompt
@@ -26,7 +27,7 @@ from engine.core.loop import warm_up
 from engine.speculative.decoding import PROMPTS
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
-EAGER_ONLY = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain runs"
+EAGER_BECAUSE = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain runs"
               " beside them too, so the ratios compare like with like")
 
 def add_arguments(p) -> None:
@@ -149,7 +150,7 @@ def run(lm: LoadedModel, args) -> dict:
                 b["median_spec_vs_generate_assisted"] = statistics.median(x["spec_vs_generate_assisted"] for x in rs)
             best[kind] = b
     return {
-        "benchmark": "specdec", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "specdec", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": torch.get_num_threads(), "new_tokens": n, "repeats": repeats, "rows": rows, "best": best,
         "note": "greedy, chat template on, stops at end-of-turn; speedup = speculative tokens/s over the engine's "
                 "plain tokens/s (medians of alternating repeats, one run); generate_assisted_* is model.generate "
@@ -173,3 +174,6 @@ def summary(r: dict) -> str:
                  if "median_generate_assisted_speedup" in b else "")
         lines.append(f"best on {kind}: {b['drafter']} k={b['k']} median speedup x{b['median_speedup']:.2f}{extra}")
     return "\n".join(lines)
+
+
+BENCH = Bench("specdec", run, add_arguments, summary, eager_because=EAGER_BECAUSE)

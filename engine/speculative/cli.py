@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from engine.cli_args import add_run_arguments, number
+from engine.cli_args import add_run_arguments, number, sampling_settings
 from engine.record.cli import add_save_argument
 from engine.speculative import MAX_K
 from engine.settings import RACE_REPEATS
@@ -28,17 +28,9 @@ def add_arguments(p) -> None:
                         f"{RACE_REPEATS.default} are flagged as too few to teach from)")
 
 
-def eager_only() -> str:
-    """Why ``--mode compiled`` runs the race eager (engine.speculative.decoding.EAGER_ONLY)."""
-    from engine.speculative.decoding import EAGER_ONLY
-
-    return EAGER_ONLY
-
-
 def cli(lm, args, emit) -> int:
     from engine.core.loaded import ModelLoadError
     from engine.core.prompt import PromptError, encode_prompt
-    from engine.core.sampling import SamplingSettings
     from engine.measure import noise
     from engine.speculative.drafters import DrafterError, make_drafter
     from engine.speculative.repeats import default_repeats, race_repeats
@@ -51,7 +43,7 @@ def cli(lm, args, emit) -> int:
         return 2
     if args.repeats is None:
         args.repeats = default_repeats()
-    s = SamplingSettings(args.temperature, args.top_k, args.top_p, args.min_p)
+    s = sampling_settings(args)
     with noise.calibrated() as cal:
         series = race_repeats(lm, list(enc.ids), args.drafter, args.k, s, max(1, args.max_new_tokens), args.seed,
                               args.repeats, drafter=drafter)

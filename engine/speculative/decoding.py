@@ -34,9 +34,6 @@ from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
 from engine.core.compiled import announce, cache_length, compiling, shaped_of, verify_name
 from engine.speculative import MAX_K
 
-# `--mode compiled` runs the race compiled: plain steps and verify passes (``warm_verify``); nothing runs eager for it
-EAGER_ONLY = None
-
 PASSAGE = (
     "The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "
     "on the headland long before the tower was built, and the stone walls are four metres thick at the base. "

@@ -17,6 +17,7 @@ machine are noisy.
 """
 from __future__ import annotations
 
+from engine.bench import Bench
 from engine.timeline import experiment as T
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
@@ -65,7 +66,7 @@ def run(lm: LoadedModel, args) -> dict:
     floor, step = fc.floor_ms.median, fc.step_ms.median
     first, last = sw.rows[0], sw.rows[-1]
     return {
-        "benchmark": "timeline", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "timeline", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": hw.threads, "new_tokens": sw.new_tokens, "repeats": sw.repeats,
         "sweep": [{"prompt_tokens": r.prompt_tokens, "ttft_ms": T.spread_dict(r.ttft_ms),
                    "tpot_ms": T.spread_dict(r.tpot_ms), "prefill_mode": r.prefill_mode} for r in sw.rows],
@@ -104,3 +105,6 @@ def summary(r: dict) -> str:
                  f"utilisation {r['bandwidth_utilisation']:.0%}")
     lines += [f"  noise: {f}" for f in fc["flags"]]
     return "\n".join(lines)
+
+
+BENCH = Bench("timeline", run, add_arguments, summary)

@@ -19,6 +19,7 @@ import statistics
 import torch
 from transformers import GenerationConfig
 
+from engine.bench import Bench
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
@@ -97,7 +98,7 @@ def run(lm: LoadedModel, args) -> dict:
     tot = lambda key: sum(r["new_tokens"] for r in rows) / sum(r["new_tokens"] / r[key] for r in rows)  # noqa: E731
     eng, inst, gen = tot("engine_tokens_per_s"), tot("engine_instrumented_tokens_per_s"), tot("generate_tokens_per_s")
     return {
-        "benchmark": "decode", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "decode", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": torch.get_num_threads(), "prompts": rows,
         "engine_tokens_per_s": eng, "engine_instrumented_tokens_per_s": inst, "generate_tokens_per_s": gen,
         "ratio_engine_vs_generate": eng / gen, "ratio_instrumented_vs_generate": inst / gen,
@@ -179,7 +180,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
         }
     peers = {peer_name: {**peer.row(1000.0 / eager_tps), "same_tokens": peer_same}} if peer is not None else {}
     return {
-        "benchmark": "decode", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "decode", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": torch.get_num_threads(), "new_tokens": n, "repeats": repeats, "prompts": len(PROMPTS),
         "modes": rows, "refused": refused, "peers": peers,
         "decode_weight_bytes": decode_weight_bytes(lm.model), "read_gb_s": probe.read_gb_s.median,
@@ -225,3 +226,6 @@ def summary(r: dict) -> str:
     return (f"engine {r['engine_tokens_per_s']:.1f} tok/s (instrumented {r['engine_instrumented_tokens_per_s']:.1f}), "
             f"generate {r['generate_tokens_per_s']:.1f} tok/s, ratio {r['ratio_engine_vs_generate']:.2f} "
             f"(instrumented {r['ratio_instrumented_vs_generate']:.2f})")
+
+
+BENCH = Bench("decode", run, add_arguments, summary)

@@ -11,6 +11,7 @@ refused: {mode: why}, note.
 """
 from __future__ import annotations
 
+from engine.bench import Bench
 from engine.core.compiled import DEFAULT_MODE, MODES
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
@@ -51,7 +52,7 @@ def run(lm: LoadedModel, args) -> dict:
                                           + lesson_flags(probe.read_gb_s, "the bandwidth probe", "GB/s"))}
         out[m] = row
     return {
-        "benchmark": "profile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+        "benchmark": "profile", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "prompt_tokens": len(ids), "floor_ms": floor, "read_gb_s": probe.read_gb_s.median,
         "matmul_gflop_s": probe.matmul_gflop_s.median, "matmul_dtype": probe.matmul_dtype,
         "ridge_flop_per_byte": ridge, "modes": out,
@@ -79,3 +80,6 @@ def summary(r: dict) -> str:
             lines += [f"                   noise: {f}" for f in p.get("flags", [])]
     lines += [f"refused: {why}" for why in r["refused"].values()]
     return "\n".join(lines)
+
+
+BENCH = Bench("profile", run, add_arguments, summary)

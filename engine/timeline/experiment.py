@@ -33,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from engine.core import arch
 from engine.models import precision
 from engine.core.kv import kv_bytes_for
-from engine.core.loaded import LoadedModel
+from engine.core.loaded import LoadedModel, Mode
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
@@ -112,7 +112,7 @@ class SweepRow:
     tpot_ms: Spread  # median decode step of each repeat, then median (and range) over repeats
     # how its prefill ran: "compiled" (its bucket's graph, padded to the bucket) or "eager" (eager mode, or a prompt
     # past the largest bucket: engine.core.compiled.PREFILL_BUCKETS)
-    prefill_mode: str = "eager"
+    prefill_mode: Mode = Mode.EAGER
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     length = cache_length(reserve, lm.info.max_positions)
     announce(lm, [prefill_name(b, length) for b in sorted({prefill_bucket(n) for n in lengths} - {None})
                   if length is not None and b <= length])
-    mode = {n: "compiled" if warm_prefill(lm, n, reserve, progress=lambda msg: progress(0.0, msg)) else "eager"
+    mode = {n: Mode.COMPILED if warm_prefill(lm, n, reserve, progress=lambda msg: progress(0.0, msg)) else Mode.EAGER
             for n in lengths}
     for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
         for n in lengths:

@@ -30,7 +30,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from engine.core import loop
 from engine.core.compiled import mode_of
-from engine.core.loaded import LoadedModel
+from engine.core.loaded import LoadedModel, Mode
 from engine.measure.spread import LESSON_RUNS, Spread
 from engine.measure.timing import now
 
@@ -94,7 +94,7 @@ class OpTime:
 @dataclass(frozen=True)
 class StepProfile:
     phase: str  # "prefill" | "decode"
-    mode: str  # the model's engine mode: "eager" | "compiled"
+    mode: Mode  # the model's engine mode
     device: str  # "cpu" | "cuda"
     tokens_in: int
     context: int  # tokens in the KV cache after the pass

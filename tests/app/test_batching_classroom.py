@@ -20,10 +20,11 @@ def _served_some_answers():
     from engine.jobs import worker
     from engine.core.request import RunRequest
     from engine.jobs.classbatch import ANSWER, AnswerRequest
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
     from engine.core.sampling import SamplingSettings
 
-    lm = load_model("tiny-random", device="cpu")
+    lm = load_model(ModelRef("tiny-random"), device="cpu")
     jobs = [worker.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, f"{SECRET} {i}", False, 5, SamplingSettings(0.0),
                                                             0), analyse=False), session=f"s{i}") for i in range(3)]
     for j in jobs:

@@ -110,7 +110,7 @@ def test_a_race_record_runs_here_beside_the_record(tiny_lm):
     enc = encode_prompt(tiny_lm.tokenizer, text, False)
     run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 10, 0)
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
-    data = F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
+    data = F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.ref, tiny_lm.info,
                                      build.model_identity(tiny_lm), build.machine_facts("cpu", 2), "test"))
     at = open_record(data)
     at.button(key="record_run_here").click().run()

@@ -161,7 +161,7 @@ def test_a_saved_race_replays_both_lanes_offline(browser, tiny_lm, tmp_path):
     ends = [f"{run.plain_seconds:.2f}", f"{run.spec_seconds:.2f}"]
     assert ends == ["0.90", "0.30"]
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
-    rec = F.load(F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
+    rec = F.load(F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.ref, tiny_lm.info,
                                            build.model_identity(tiny_lm), _machine(tiny_lm), "test")))
     path = tmp_path / "race.html"
     path.write_text(replay_html(rec), encoding="utf-8")

@@ -132,9 +132,10 @@ def test_single_token_requests_and_idle_gaps(tiny_lm):
 def test_bench_tiny():
     args = SimpleNamespace(batch_sizes="1,2", steps=1, warmup=0, requests=3, rate=50.0, min_new=1, max_new=3,
                            max_batch=2, timeout=0.02, seed=0, check=True)
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
 
-    r = bench_batching.run(load_model("tiny-random", device="cpu"), args)
+    r = bench_batching.run(load_model(ModelRef("tiny-random"), device="cpu"), args)
     assert [p["batch"] for p in r["decode_sweep"]] == [1, 2]
     assert r["every_request_got_its_tokens"]
     assert r["same_tokens_as_alone"] == {"static": True, "continuous": True}

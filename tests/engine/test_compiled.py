@@ -157,7 +157,8 @@ def test_no_cpp_compiler_is_refused(monkeypatch):
 
 
 _WHERE_KERNELS_GO = ("import os, sys; import torch; import engine; from engine.models.loading import load_model; "
-                     "load_model('tiny-random'); print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))")
+                     "from engine.core.loaded import ModelRef; load_model(ModelRef('tiny-random')); "
+                     "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))")
 
 
 @pytest.mark.parametrize("given", [None, "mine"])
@@ -180,9 +181,9 @@ def test_compiled_kernels_are_kept_in_the_model_cache_unless_the_user_says_where
 
 def test_a_compiled_model_is_a_second_model_over_the_same_weights(tiny_lm, tiny_compiled):
     assert tiny_compiled.model is tiny_lm.model and tiny_compiled.tokenizer is tiny_lm.tokenizer
-    assert tiny_compiled.ref == ModelRef("tiny-random", "", "compiled") and tiny_compiled.info.mode == "compiled"
+    assert tiny_compiled.ref == ModelRef("tiny-random", "", "compiled") and C.mode_of(tiny_compiled) == "compiled"
     assert tiny_compiled.name == tiny_lm.name == "tiny-random"  # a name for people: the same in either mode
-    assert tiny_lm.info.mode == "eager" and getattr(tiny_lm, "decode_graph", None) is None
+    assert tiny_lm.ref.mode == "eager" and getattr(tiny_lm, "decode_graph", None) is None
     back = C.to_mode(tiny_compiled, "eager")
     assert back.ref == tiny_lm.ref and back.model is tiny_lm.model and C.mode_of(back) == "eager"
 

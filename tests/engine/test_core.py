@@ -10,6 +10,7 @@ import torch
 
 from engine.core.kv import kv_bytes_for
 from engine.core.loaded import ModelLoadError
+from engine.core.loaded import ModelRef
 from engine.models.loading import load_model
 from engine.core.prompt import PromptError, encode_prompt
 from engine.core.sampling import SamplingSettings
@@ -160,20 +161,20 @@ def test_model_without_chat_template_falls_back_with_a_note(tiny_lm):
 ])
 def test_unknown_models_give_clear_errors(name, message):
     with pytest.raises(ModelLoadError, match=message):
-        load_model(name)
+        load_model(ModelRef(name))
 
 
 def test_folder_without_safetensors_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "pytorch_model.bin").write_bytes(b"x")
     with pytest.raises(ModelLoadError, match="safetensors"):
-        load_model(str(tmp_path))
+        load_model(ModelRef(str(tmp_path)))
 
 
 def test_local_folder_loads(tmp_path, tiny_lm):
     tiny_lm.model.save_pretrained(tmp_path)
     tiny_lm.tokenizer.save_pretrained(tmp_path)
-    lm = load_model(str(tmp_path))
+    lm = load_model(ModelRef(str(tmp_path)))
     assert lm.info.n_layers == tiny_lm.info.n_layers and "local folder" in lm.info.source
     assert run_trace(lm, "hi", max_new_tokens=2, use_chat_template=False).generated_ids
 
@@ -225,7 +226,7 @@ def test_cli_trace_json_writes_every_token_string(capsys):
     code, out, _ = run_cli(capsys, "trace", "--model", "tiny-random", "--prompt", "The capital of France is",
                            "--max-new-tokens", "2", "--json", "--temperature", "0", "--no-attentions")
     rec = json.loads(out)
-    tok = load_model("tiny-random").tokenizer
+    tok = load_model(ModelRef("tiny-random")).tokenizer
     rows = rec["positions"] + rec["logit_lens_last_position"]
     ids = [i for r in rows for i in r["top_ids"]]
     assert code == 0 and len(set(ids)) > len(set(rec["prompt_ids"]) | set(rec["generated_ids"]))  # ids beyond both

@@ -13,6 +13,7 @@ from engine.models import convert
 from engine.models import loading
 from engine.speculative.drafters import DrafterError, make_drafter
 from engine.core.loaded import ModelLoadError
+from engine.core.loaded import ModelRef
 from engine.models.loading import load_model
 
 
@@ -20,7 +21,7 @@ from engine.models.loading import load_model
 
 def test_a_name_over_255_bytes_is_refused_with_a_short_message():
     with pytest.raises(ModelLoadError) as err:
-        load_model("a" * 256, device="cpu")
+        load_model(ModelRef("a" * 256), device="cpu")
     msg = str(err.value)
     assert "too long" in msg and len(msg) < 200 and "a" * 100 not in msg
 
@@ -28,7 +29,7 @@ def test_a_name_over_255_bytes_is_refused_with_a_short_message():
 @pytest.mark.parametrize("name", ["b" * 200 + "/" + "c" * 54, "~nosuchuser_ile/x", "x\x00y"])
 def test_odd_paths_give_a_model_load_error_not_an_os_error(name):
     with pytest.raises(ModelLoadError):
-        load_model(name, device="cpu")
+        load_model(ModelRef(name), device="cpu")
 
 
 # --- sizes -------------------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ def test_a_folder_whose_config_claims_a_huge_model_is_refused_before_loading(tmp
     (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     t0 = time.perf_counter()
     with pytest.raises(ModelLoadError, match=r"would need about [\d,.]+ GB"):
-        load_model(str(tmp_path), device="cpu")
+        load_model(ModelRef(str(tmp_path)), device="cpu")
     assert time.perf_counter() - t0 < 5
 
 
@@ -56,7 +57,7 @@ def test_a_config_with_a_nonsense_size_is_refused(tmp_path, bad):
                                                       "num_hidden_layers": bad, "vocab_size": 10}))
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ModelLoadError, match="num_hidden_layers"):
-        load_model(str(tmp_path), device="cpu")
+        load_model(ModelRef(str(tmp_path)), device="cpu")
 
 
 @pytest.mark.parametrize("spec", ["model:random:3000", "model:random:-5", "model:random:0"])

@@ -19,6 +19,18 @@ PARSER = ROOT / "engine" / "models" / "names.py"  # plain_name: the one place a 
 SPLITS = ("split", "rsplit", "partition", "rpartition")
 
 
+def scan_tree(find, skip=()) -> list[str]:
+    """``path:line`` for every line ``find(source)`` returns in the app's, the engine's and the scripts' Python files
+    (``skip``: files a rule exempts)."""
+    found = []
+    for r in CODE:
+        p = ROOT / r
+        for path in ([p] if p.is_file() else sorted(p.rglob("*.py"))):
+            if path not in skip:
+                found += [f"{path.relative_to(ROOT)}:{n}" for n in find(path.read_text())]
+    return found
+
+
 def at_sign_surgery(source: str) -> list[int]:
     """Lines that take a string apart or build one on "@": ``x.split("@")`` (also rsplit / partition /
     rpartition, with the "@" given directly or through a module constant), ``"@".join(...)``, an f-string with
@@ -71,13 +83,7 @@ def test_the_scan_finds_planted_surgery():
 
 
 def test_no_model_name_is_split_or_joined_on_at_outside_plain_name():
-    found = []
-    for r in CODE:
-        p = ROOT / r
-        for path in ([p] if p.is_file() else sorted(p.rglob("*.py"))):
-            if path == PARSER:
-                continue
-            found += [f"{path.relative_to(ROOT)}:{n}" for n in at_sign_surgery(path.read_text())]
+    found = scan_tree(at_sign_surgery, skip=(PARSER,))
     assert not found, f"a model is a ModelRef, not a string taken apart on '@' (use plain_name for typed text): {found}"
 
 
@@ -128,3 +134,67 @@ def test_the_worker_keys_a_model_by_its_reference(tiny_lm):
     assert job_key(fn, (copy, 1), {}) != job_key(fn, (tiny_lm, 1), {})  # ...the job is not
     eager_again = to_mode(tiny_lm, "eager")
     assert job_key(fn, (eager_again, 1), {}) == job_key(fn, (tiny_lm, 1), {})
+
+
+# ------------------------------------------------------------------------------------------ one identity, no patches
+
+IDENTITY = ("name", "precision", "mode")
+
+
+def identity_patches(source: str) -> list[int]:
+    """Lines that change a loaded model's identity after it was made: an assignment to ``x.ref`` or ``x.info``,
+    ``setattr(x, "ref" | "info", ...)``, or a copy of a model's facts that sets a name, precision or mode
+    (``replace(x.info, name=...)``)."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(isinstance(t, ast.Attribute) and t.attr in ("ref", "info") for t in targets):
+            lines.add(node.lineno)
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "setattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and \
+                    node.args[1].value in ("ref", "info"):
+                lines.add(node.lineno)
+            if name == "replace" and node.args and isinstance(node.args[0], ast.Attribute) and \
+                    node.args[0].attr == "info" and any(k.arg in IDENTITY for k in node.keywords):
+                lines.add(node.lineno)
+    return sorted(lines)
+
+
+PLANTED_PATCHES = """\
+lm.info = replace(lm.info, source="x")
+lm.ref = ModelRef(name)
+info = replace(lm.info, name=name)
+setattr(lm, "ref", r)
+copy = replace(lm.info, dtype=dtype)
+ref = lm.ref
+"""
+
+
+def test_the_patch_scan_finds_planted_patches():
+    """The first four lines patch a loaded model's identity; a copy's own facts (a precision's dtype) and reading
+    its reference do not."""
+    assert identity_patches(PLANTED_PATCHES) == [1, 2, 3, 4]
+
+
+def test_nothing_patches_a_loaded_models_identity():
+    """ModelInfo holds facts only; who the model is (name, precision, mode) is its ModelRef, set when it is made."""
+    from dataclasses import fields
+
+    from engine.core.loaded import ModelInfo
+
+    assert not {f.name for f in fields(ModelInfo)} & set(IDENTITY), "ModelInfo repeats the model's identity"
+    found = scan_tree(identity_patches)
+    assert not found, f"a loaded model's identity is patched after it was made: {found}"
+
+
+def test_a_label_is_the_models_name_and_hides_where_it_lives(tiny_lm):
+    """A class server's label (ILE_MODELS="tiny=tiny-random") loads what it names, in one call; the model is known by
+    the label, with its precision and mode, and its source never shows the folder or id behind it."""
+    from engine.models.loading import load_model
+
+    lm = load_model(ModelRef("tiny", "bfloat16", path="tiny-random"), device="cpu")
+    assert lm.ref == ModelRef("tiny", "bfloat16") and lm.name == "tiny" and lm.ref.path == "tiny-random"
+    assert lm.info.source == "tiny (offered by this server)" and "tiny-random" not in repr(lm.ref)
+    assert lm.info.n_params == tiny_lm.info.n_params and lm.info.dtype == "bfloat16"

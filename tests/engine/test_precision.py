@@ -25,7 +25,7 @@ def test_cpu_offers_float32_bfloat16_and_int8_but_not_float16():
 
 @pytest.mark.parametrize("precision", CPU)
 def test_each_precision_loads_and_generates_on_the_tiny_model(precision, one_thread):
-    lm = load_model("tiny-random", device="cpu", precision=precision)
+    lm = load_model(ModelRef("tiny-random", precision), device="cpu")
     assert lm_precision(lm) == precision and lm.ref == model_ref("tiny-random", precision, "cpu")
     tr = run_trace(lm, "The capital of", SamplingSettings(temperature=0.0), 6, use_chat_template=False)
     assert len(tr.generated_ids) == 6
@@ -75,7 +75,7 @@ def test_rope_frequencies_stay_float32_in_bfloat16(tiny_lm):
 @pytest.mark.parametrize("precision,words", [("float16", "CUDA"), ("int4", "not a precision")])
 def test_unsupported_precision_is_a_message(precision, words):
     with pytest.raises(ModelLoadError) as e:
-        load_model("tiny-random", device="cpu", precision=precision)
+        load_model(ModelRef("tiny-random", precision), device="cpu")
     assert isinstance(e.value, PrecisionError) and words in str(e.value)
 
 

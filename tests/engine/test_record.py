@@ -38,7 +38,7 @@ def race_rec(tiny_lm):
     enc = encode_prompt(tiny_lm.tokenizer, text, False)
     run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 12, 0)
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
-    return F.seal(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
+    return F.seal(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.ref, tiny_lm.info,
                                     build.model_identity(tiny_lm), _machine(tiny_lm), "test"))
 
 

@@ -153,7 +153,7 @@ def race_rec(tiny_lm):
     enc = encode_prompt(tiny_lm.tokenizer, text, False)
     run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 8, 0)
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
-    return F.load(F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.info,
+    return F.load(F.dumps(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.ref, tiny_lm.info,
                                             build.model_identity(tiny_lm), build.machine_facts("cpu", 1), "t")))
 
 

@@ -235,9 +235,10 @@ def test_the_verify_pass_shape_is_warmed_up_before_anything_is_timed():
     """A race's first verify pass of k + 1 tokens must not be the first pass of that shape the model ever ran: that
     one picks and loads its kernels (on a GPU, each kernel's module on its first launch), and a short race would
     time it in its first round only (the race page's 16 tokens against the CLI's 64)."""
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
 
-    lm = load_model("tiny-random", device="cpu")  # a fresh model: no width warmed yet
+    lm = load_model(ModelRef("tiny-random"), device="cpu")  # a fresh model: no width warmed yet
     widths = []
     hook = lm.model.register_forward_pre_hook(lambda m, a, kw: widths.append(int(kw["input_ids"].shape[1])),
                                               with_kwargs=True)

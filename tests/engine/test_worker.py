@@ -186,9 +186,10 @@ def test_two_races_with_each_others_models_as_drafts_both_finish():
     deadlock of per-model locks): on one worker both finish, with greedy output equal to plain decoding."""
     from engine.speculative.drafters import make_drafter
     from engine.speculative.decoding import race
+    from engine.core.loaded import ModelRef
     from engine.models.loading import load_model
 
-    a, b = load_model("tiny-random"), load_model("tiny-random")
+    a, b = load_model(ModelRef("tiny-random")), load_model(ModelRef("tiny-random"))
     ids = list(range(5, 20))
     results, errors = {}, []
 

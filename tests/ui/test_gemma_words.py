@@ -29,14 +29,14 @@ def gemma_like() -> ModelInfo:
         rotary_fraction=1.0, qk_norm=True, norm="RMSNorm, pre- and post-norm around attention and MLP",
         parallel_residual=False, tied_embeddings=True, embedding_scale=25.3, logit_softcap=None, attn_softcap=None,
         cache_layers=tuple("DynamicLayer" if k == "global" else "DynamicSlidingWindowLayer" for k in kinds))
-    return ModelInfo(name="gemma3-270m", source="Gemma 3 270M", device="cpu", dtype="float32", n_params=268_098_176,
+    return ModelInfo(source="Gemma 3 270M", device="cpu", dtype="float32", n_params=268_098_176,
                      n_layers=N, n_heads=4, n_kv_heads=1, head_dim=256, hidden_size=640, intermediate_size=2048,
                      vocab_size=262_144, max_positions=32_768, model_type="gemma3_text", tied_embeddings=True,
                      has_chat_template=False, position_encoding="rope", rope_theta=1e6, arch=facts)
 
 
 def smollm_like() -> ModelInfo:
-    return ModelInfo(name="embedded", source="SmolLM2-135M", device="cpu", dtype="float32", n_params=134_515_008,
+    return ModelInfo(source="SmolLM2-135M", device="cpu", dtype="float32", n_params=134_515_008,
                      n_layers=30, n_heads=9, n_kv_heads=3, head_dim=64, hidden_size=576, intermediate_size=1536,
                      vocab_size=49_152, max_positions=8192, model_type="llama", tied_embeddings=True,
                      has_chat_template=True, position_encoding="rope", rope_theta=1e5)

@@ -8,7 +8,7 @@ from engine.batching import experiment as B
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.frame.measured import Measured
-from ui.frame.models import get_model
+from ui.frame.models import current_model, eager_model, get_model
 from ui.frame.cache import memo
 from ui.frame.lessons import lesson
 
@@ -16,6 +16,12 @@ from ui.frame.lessons import lesson
 def _bar(label: str):
     bar = st.progress(0.0, text=label)
     return bar, lambda frac, msg: bar.progress(min(max(float(frac), 0.0), 1.0), text=f"{label}: {msg}")
+
+
+def page_model():
+    """The model this page measures on: the sidebar's, eager (its batched decode steps change size and padding every
+    round, so compiled mode says so in one line and runs eager: ``engine.batching.experiment.EAGER_BECAUSE``)."""
+    return eager_model(current_model(), B.EAGER_BECAUSE)
 
 
 @memo(16)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import replace
 
 import streamlit as st
 
@@ -19,7 +18,7 @@ from engine.models.names import EMBEDDED, GEMMA
 from engine.models.convert import convert_embedded, embedded_copy, embedded_is_converted
 from engine.models.loading import default_device, load_model
 from engine.core.serverlog import log
-from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
+from engine.core.loaded import LoadedModel, Mode, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
 from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
                                   last_compile_s, refused as mode_refused, shaped_of, to_mode, verify_name)
@@ -70,10 +69,9 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     if precision is not None:
         lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:
-        lm = worker.run(load_model, target, progress=log)  # the load's check passes too, like all torch work
-        if target != name:  # an allow-list label: show the label, never the folder or id behind it
-            lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
-        lm.ref = ModelRef(name)
+        # on the worker, the load's check passes too, like all torch work; an allow-list label is shown by its
+        # label, never by the folder or id behind it (ModelRef.path)
+        lm = worker.run(load_model, ModelRef(name, path="" if target == name else target), progress=log)
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
     log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
@@ -93,7 +91,7 @@ def _load_compiled(name: str, target: str, precision: str | None) -> LoadedModel
     """The compiled-mode model (engine.core.compiled) over the cached eager model's weights: one entry per (model,
     precision), as ``_load`` keeps the eager ones. Nothing is compiled here: its warm-up compiles each static cache
     length on first use (``warm_compiled``). No st.* call in here (see ``_load``)."""
-    lm = worker.run(to_mode, _load(name, target, precision), "compiled")
+    lm = worker.run(to_mode, _load(name, target, precision), Mode.COMPILED)
     log(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
     return lm
 
@@ -312,7 +310,7 @@ def on_mode_change() -> None:
     if new != DEFAULT_MODE:
         try:
             lm = get_model(ref_for(s.model, s.precision))
-            reason = mode_refused(lm.info, lm.device)
+            reason = mode_refused(lm)
             if reason:
                 raise ModeError(f"Compiled mode: {reason}.")
         except ModelLoadError as exc:
@@ -347,7 +345,7 @@ def _checked_mode(s: state.Settings, lm: LoadedModel) -> LoadedModel:
         s = state.settings()
     if s.mode == DEFAULT_MODE:
         return lm
-    reason = mode_refused(lm.info, lm.device)
+    reason = mode_refused(lm)
     if reason is None:
         try:
             return get_model(ref_for(s.model, s.precision, s.mode))

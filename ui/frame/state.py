@@ -72,7 +72,7 @@ class Settings:
     """The sidebar's settings for one run (FIELDS gives each one's type, default and range)."""
     model: str
     precision: str
-    mode: str  # engine mode: "eager" | "compiled"
+    mode: str  # engine mode: one of engine.core.loaded.MODES (a Mode compares equal to its text)
     prompt: str
     chat: bool
     max_new_tokens: int

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from engine.core.loaded import Mode
 from engine.core.kv import growth_at, growth_past_windows, kv_bytes_for, layer_bytes_formula
 from engine.kv_cache import presets as kp
 from engine.core.trace import StepRecord
@@ -302,7 +303,7 @@ def static_cache_note(info, tr) -> str | None:
     """Compiled mode: what the static cache of this run reserved (derived) against what it filled (measured)."""
     from engine.core.compiled import cache_length
 
-    if tr.engine_mode != "compiled":
+    if tr.engine_mode != Mode.COMPILED:
         return None
     length = cache_length(len(tr.prompt_ids) + tr.max_new_tokens, info.max_positions)
     return (f":material/info: Compiled mode: this run's decode steps wrote into a static cache that holds its whole "

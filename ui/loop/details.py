@@ -46,14 +46,14 @@ def batch_note(trace) -> str:
     return (f" Measured in a batch of up to {trace.largest_batch}: other people on this server asked at the same "
             "time, and the engine served your request together with theirs (continuous batching, see the Batching "
             "page). Each bar is one pass that made a token for every request in it, so it is not the time of a "
-            "step alone; the Timeline page measures steps alone." + _rounding_note(trace.info))
+            "step alone; the Timeline page measures steps alone." + _rounding_note(trace))
 
 
-def _rounding_note(info) -> str:
+def _rounding_note(trace) -> str:
     """Batched answers equal solo ones in float32 (tested); in a half precision a batched pass sums in another order
     and rounds differently, so a near tie can go the other way (seen on a GPU in bfloat16: some of 20 batched
     answers of a random-weight model were not the solo ones). int8 never batches (engine.jobs.classbatch.group)."""
-    kind = getattr(info, "precision", "") or getattr(info, "dtype", "")
+    kind = trace.model.precision or trace.info.dtype
     if kind in ("", "float32"):
         return ""
     return (f" In {kind} a pass over a batch rounds its sums in another order than a pass alone, so it does not "

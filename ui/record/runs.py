@@ -46,7 +46,7 @@ def race_record(result, params, lm) -> dict:
     """The record of the race page's race, with the calibration it was measured under and its noise check."""
     identity = worker.run(build.model_identity, lm, _source(lm))
     enc = encode_prompt(lm.tokenizer, params.prompt, params.chat)
-    return build.race_record(result.run, result.check, params.prompt, enc, lm.tokenizer, lm.info, identity,
+    return build.race_record(result.run, result.check, params.prompt, enc, lm.tokenizer, lm.ref, lm.info, identity,
                              _machine(lm, result.calibration), "the app: the speculative decoding page")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.loaded import Mode
 from engine.timeline import experiment as T
 from ui.timeline import runs
 from ui.timeline import view as V
@@ -128,9 +129,9 @@ def mode_check(lm, tr, s) -> None:
     """Compiled mode, section 1: the run's tokens against eager's for the same settings (kept or generated, untimed),
     and the first that differs. In float32 they must be the same; in half precision the compiled kernels add in
     another order and a near tie can flip: shown, not hidden."""
-    if mode_of(lm) == "eager":
+    if mode_of(lm) == Mode.EAGER:
         return
-    if tr.engine_mode == "eager":
+    if tr.engine_mode == Mode.EAGER:
         st.caption(":material/info: Compiled mode, but this run's decode steps ran eager: it is longer than any static "
                    "cache of this model, or its compile failed (the sidebar says which).")
         return
@@ -154,12 +155,12 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
     the regime each is in, named from its numbers."""
     st.markdown(lesson("timeline", "kernels"))
     eager_ref = lm.ref.at(mode=DEFAULT_MODE)
-    why = mode_refused(lm.info, lm.device)
+    why = mode_refused(lm)
     if not runs.on_demand("kernels", "Trace one step, eager and compiled",
                           "One prefill and one decode step under torch.profiler in each engine mode. Compiled mode "
                           "compiles its decode step first, once (minutes on a 2-core CPU the first time)."):
         return
-    keys = [eager_ref] + ([] if why else [eager_ref.at(mode="compiled")])
+    keys = [eager_ref] + ([] if why else [eager_ref.at(mode=Mode.COMPILED)])
     if not why:
         with st.spinner("Compiled mode: compiling the decode step for this prompt's static cache (once; before "
                         "anything is traced)..."):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.core.loaded import Mode
 from engine.measure.spread import lesson_flags
 from engine.timeline import experiment as T
 from engine.timeline.profile import NEAR_FLOOR
@@ -178,7 +179,7 @@ def short_op(name: str, limit: int = 48) -> str:
 def kernel_rows(profiles) -> pd.DataFrame:
     """One row per traced step: mode, phase, operators or kernels, device busy share, times, regime."""
     return pd.DataFrame([{
-        "mode": p.mode, "step": p.phase + ("" if p.graph or p.mode == "eager" else " (runs eager)"),
+        "mode": p.mode, "step": p.phase + ("" if p.graph or p.mode == Mode.EAGER else " (runs eager)"),
         f"{p.op_word} per step": p.ops,
         "device busy": f"{p.device_busy_fraction:.0%}", "traced (ms)": round(p.wall_ms, 2),
         "plain (ms)": round(p.plain_ms, 2), "regime": r.name} for p, r in profiles])
@@ -217,9 +218,9 @@ def regime_text(pairs, device: str, read_gb_s: T.Spread | None = None) -> str:
         named.add((p.mode, p.phase))
         lines.append(f"- **{what}: {r.name}.** {r.reason[0].upper()}{r.reason[1:]} (untraced: "
                      f"{rng(p.plain, nd=2)}).")
-    e, c = steps.get(("eager", "decode")), steps.get(("compiled", "decode"))
+    e, c = steps.get((Mode.EAGER, "decode")), steps.get((Mode.COMPILED, "decode"))
     if e is not None and c is not None:
-        timed = {("eager", "decode"), ("compiled", "decode")} <= named  # counts are exact; times only when steady
+        timed = {(Mode.EAGER, "decode"), (Mode.COMPILED, "decode")} <= named  # counts are exact; times only when steady
         lines.append(f"- Compiled, the decode step runs **{c.ops:,}** {c.op_word} instead of {e.ops:,}"
                      + (f" and takes {c.plain_ms:.2f} ms instead of {e.plain_ms:.2f} ms untraced "
                         f"({e.plain_ms / c.plain_ms:.2f}\u00d7)" if timed else " (their times are too noisy to "
