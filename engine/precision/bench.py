@@ -20,7 +20,8 @@ import time
 
 from engine.bench import Bench
 from engine.precision import experiment as P
-from engine.timeline.experiment import hardware_probe, spread_dict
+from engine.timeline.experiment import spread_dict
+from engine.timeline.roofline import hardware_probe
 from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
 from engine.models.names import EMBEDDED
 from engine.models.convert import embedded_gguf_path

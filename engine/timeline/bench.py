@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from engine.bench import Bench
 from engine.timeline import experiment as T
+from engine.timeline import roofline as R
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
@@ -61,8 +62,8 @@ def run(lm: LoadedModel, args) -> dict:
         sw = T.Sweep(sw.rows + (row,), sw.new_tokens, sw.repeats)
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
     bd = T.stage_breakdown(lm, ids, args.breakdown_repeats, SamplingSettings(0.7, 50, 0.95))
-    hw = T.hardware_probe(lm.device, buffer_mb=args.probe_mb, matmul_dtype=lm.info.dtype)
-    fc = T.floor_beside_step(lm, ids)
+    hw = R.hardware_probe(lm.device, buffer_mb=args.probe_mb, matmul_dtype=lm.info.dtype)
+    fc = R.floor_beside_step(lm, ids)
     floor, step = fc.floor_ms.median, fc.step_ms.median
     first, last = sw.rows[0], sw.rows[-1]
     return {
@@ -79,7 +80,7 @@ def run(lm: LoadedModel, args) -> dict:
         "floor_check": {"step_ms": T.spread_dict(fc.step_ms), "read_gb_s": T.spread_dict(fc.read_gb_s),
                         "floor_ms": T.spread_dict(fc.floor_ms), "probe_mb": round(fc.probe_mb, 1),
                         "flags": list(fc.flags)},
-        "decode_weight_bytes": T.decode_weight_bytes(lm), "decode_floor_ms": round(floor, 3),
+        "decode_weight_bytes": R.decode_weight_bytes(lm), "decode_floor_ms": round(floor, 3),
         "decode_step_ms": round(step, 3), "bandwidth_utilisation": round(floor / step, 4),
         "note": "measured: sweep, stage times, bandwidth, matmul; the decode step and its bandwidth probe "
                 "alternately, after a warm-up; derived: floor = weight bytes / read bandwidth, utilisation = floor / "

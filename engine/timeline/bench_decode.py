@@ -123,7 +123,7 @@ def in_modes(lm: LoadedModel, names: list[str]) -> tuple[dict, dict]:
 
 def run_modes(lm: LoadedModel, args) -> dict:
     """Each engine mode's decode speed on the same prompts, alternating modes within every repeat."""
-    from engine.timeline.experiment import hardware_probe
+    from engine.timeline.roofline import hardware_probe
 
     names = [m.strip() for m in str(args.modes).split(",") if m.strip()]
     unknown = [m for m in names if m not in MODES]

@@ -16,7 +16,7 @@ from engine.core.compiled import DEFAULT_MODE, MODES
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.measure.spread import LESSON_RUNS, lesson_flags
-from engine.timeline import experiment as T
+from engine.timeline import roofline as R
 from engine.timeline.bench_decode import in_modes
 from engine.timeline.profile import pace, profile_steps, regime
 
@@ -34,8 +34,8 @@ def run(lm: LoadedModel, args) -> dict:
     names = [m.strip() for m in str(args.modes).split(",") if m.strip() in MODES] or [DEFAULT_MODE]
     models, refused = in_modes(lm, names)
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)
-    probe = T.hardware_probe(lm.device, buffer_mb=args.probe_mb, matmul_dtype=lm.info.dtype)
-    floor = T.decode_floor_ms(lm, probe.read_gb_s.median)
+    probe = R.hardware_probe(lm.device, buffer_mb=args.probe_mb, matmul_dtype=lm.info.dtype)
+    floor = R.decode_floor_ms(lm, probe.read_gb_s.median)
     ridge = probe.ridge
     out = {}
     for m, mlm in models.items():
@@ -43,8 +43,8 @@ def run(lm: LoadedModel, args) -> dict:
             continue
         row = {}
         for p in profile_steps(mlm, ids, args.repeats):
-            point = T.roofline_point(mlm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
-            pass_floor = T.pass_floor_ms(point, probe.read_gb_s.median, probe.matmul_gflop_s.median)
+            point = R.roofline_point(mlm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
+            pass_floor = R.pass_floor_ms(point, probe.read_gb_s.median, probe.matmul_gflop_s.median)
             r = regime(p, pass_floor, point.intensity, ridge)
             row[p.phase] = {**p.to_dict(), "intensity": point.intensity, "floor_ms": pass_floor,
                             "pace": pace(p, pass_floor), "regime": r.name, "regime_reason": r.reason,

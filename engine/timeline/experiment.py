@@ -8,12 +8,9 @@ Every function here runs the real model and returns a frozen record of plain val
 - ``cache_comparison``: greedy decoding with the KV cache vs recomputing the whole sequence every step.
 - ``stage_breakdown``: time per stage of one forward pass (embedding, attention, MLP, norms, output
   projection, sampling), measured with module pre-/post-hooks that sync the device and read the clock.
-- ``hardware_probe``: memory bandwidth and matrix-multiply throughput of this machine (the matmul in the model's
-  dtype), and ``roofline_point``, the arithmetic intensity of prefill vs decode (FLOPs ~ 2 x parameters x tokens,
-  the output head once; Williams et al. 2009); ``floor_beside_step``: a decode step against its bandwidth floor,
-  the probe measured beside the step, alternating.
-- ``training_vs_inference_memory``: bytes a forward pass keeps for a backward pass vs none under
-  ``torch.inference_mode``.
+
+The machine's floors (the hardware probe, the roofline, a decode step beside its bandwidth floor) are
+engine/timeline/roofline.py's; training vs inference memory is engine/timeline/memory.py's.
 
 Timings follow the house rule: warm-up first, device sync before each clock read, medians over repeats,
 and the spread (min..max over repeats) reported beside every median. The machine may be shared: the spread
@@ -23,16 +20,12 @@ from __future__ import annotations
 
 import gc
 import statistics
-import weakref
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from engine.core import arch
-from engine.models import precision
-from engine.core.kv import kv_bytes_for
 from engine.core.loaded import LoadedModel, Mode
 from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
@@ -40,7 +33,7 @@ from engine.measure.timing import now
 from engine.core.trace import Trace
 from engine.core.compiled import announce, cache_length, prefill_bucket, prefill_name
 from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_prefill, warm_up
-from engine.measure.spread import LESSON_RUNS, Spread, lesson_flags  # Spread re-exported: records here use it
+from engine.measure.spread import Spread
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
 
@@ -409,298 +402,6 @@ def stage_breakdown(lm: LoadedModel, ids: list[int], repeats: int = 5,
                              Spread.of(hooked[phase]), Spread.of(plain[phase]))
 
     return Breakdown(make("prefill", len(ids)), make("decode", 1), repeats, counts)
-
-
-# ------------------------------------------------------------------------------------ hardware probe
-
-
-@dataclass(frozen=True)
-class HardwareProbe:
-    device: str
-    threads: int
-    read_gb_s: Spread  # measured: summing a tensor far larger than the caches (bytes read / time)
-    copy_gb_s: Spread  # measured: copying it (bytes read + bytes written) / time
-    matmul_gflop_s: Spread  # measured: square matmul, 2 n^3 FLOPs / time, in matmul_dtype
-    buffer_mb: float
-    matmul_n: int
-    matmul_dtype: str = "float32"  # the model's own dtype: a bfloat16 model's ridge is a bfloat16 matmul's
-
-    @property
-    def ridge(self) -> float:
-        """Derived: the roofline's ridge, FLOPs per byte where the matmul peak meets the read bandwidth."""
-        return self.matmul_gflop_s.median / self.read_gb_s.median
-
-
-def hardware_probe(device=None, buffer_mb: int = 256, matmul_n: int = 1024, repeats: int = 5,
-                   dtype: torch.dtype = torch.float32, matmul_dtype: torch.dtype | str | None = None) -> HardwareProbe:
-    """Memory bandwidth and matmul throughput of this machine, measured (after one warm-up each). The buffers are
-    ``dtype`` (bytes are bytes); the matmul runs in ``matmul_dtype`` (the model's dtype; default ``dtype``): a GPU
-    multiplies bfloat16 many times faster than float32, which moves the ridge."""
-    dev = torch.device(device or "cpu")
-    mm_dtype = getattr(torch, matmul_dtype) if isinstance(matmul_dtype, str) else (matmul_dtype or dtype)
-    esize = torch.empty((), dtype=dtype).element_size()
-    n = int(buffer_mb * 2**20 // esize)
-    src = torch.ones(n, dtype=dtype, device=dev)
-    dst = torch.empty_like(src)
-    a = torch.randn(matmul_n, matmul_n, device=dev).to(mm_dtype)
-    b = torch.randn(matmul_n, matmul_n, device=dev).to(mm_dtype)
-    read, copy, mm = [], [], []
-    for r in range(repeats + 1):
-        t0 = now(dev)
-        src.sum()
-        t1 = now(dev)
-        dst.copy_(src)
-        t2 = now(dev)
-        a @ b
-        t3 = now(dev)
-        if r:
-            nbytes = n * esize
-            read.append(nbytes / (t1 - t0) / 1e9)
-            copy.append(2 * nbytes / (t2 - t1) / 1e9)
-            mm.append(2 * matmul_n**3 / (t3 - t2) / 1e9)
-    del src, dst, a, b
-    return HardwareProbe(str(dev), torch.get_num_threads(), Spread.of(read), Spread.of(copy), Spread.of(mm),
-                         n * esize / 2**20, matmul_n, str(mm_dtype).removeprefix("torch."))
-
-
-def weight_bytes(lm: LoadedModel) -> int:
-    """Bytes of all weights as stored, a tied embedding/head matrix counted once (int8: values + scales)."""
-    return precision.weight_bytes(lm.model)
-
-
-def decode_weight_bytes(lm: LoadedModel) -> int:
-    """Weight bytes one decode step must read: every matrix, except an untied input embedding table, of
-    which only one row per token is looked up (a tied table is read in full as the output projection)."""
-    return precision.decode_weight_bytes(lm.model)
-
-
-@dataclass(frozen=True)
-class RooflinePoint:
-    label: str
-    tokens: int  # tokens processed by the pass
-    context: int  # tokens in the KV cache the pass reads
-    flops: float  # derived: 2 x body parameters x tokens + 2 x output head (one position's logits)
-    bytes: float  # derived: weights read + KV cache read and written
-    intensity: float  # FLOPs per byte
-    measured_ms: float  # measured time of such a pass (nan if none given)
-
-    @property
-    def achieved_gflop_s(self) -> float:
-        return self.flops / (self.measured_ms / 1000.0) / 1e9 if self.measured_ms > 0 else float("nan")
-
-
-def head_params(lm: LoadedModel) -> int:
-    """Parameters of the output head (vocabulary x hidden size): a tied head is the embedding table itself."""
-    return int(lm.info.vocab_size) * int(lm.info.hidden_size)
-
-
-def pass_flops(lm: LoadedModel, tokens: int) -> float:
-    """Derived FLOPs of one pass over ``tokens`` tokens that computes only the last position's logits, as the loop
-    does (``logits_to_keep=1``): 2 x body parameters x tokens + 2 x head parameters, once. Body = every parameter
-    but the embedding table (a lookup, no arithmetic) and an untied head; attention scores ignored (small at these
-    lengths). Counting the head at every position would overstate a prefill's FLOPs by the head's share of the
-    parameters (SmolLM2: +26%; Gemma 3, whose 262,144-word head is most of it: about 2.6x)."""
-    head = head_params(lm)
-    body = max(0, lm.info.n_params - head * (1 if lm.info.tied_embeddings else 2))
-    return 2.0 * body * int(tokens) + 2.0 * head
-
-
-def roofline_point(lm: LoadedModel, label: str, tokens: int, context: int, measured_ms: float = float("nan")
-                   ) -> RooflinePoint:
-    """Arithmetic intensity of one pass: FLOPs (``pass_flops``: the head once) over bytes ~ weights read once + the
-    KV cache read (context) and written (tokens)."""
-    flops = pass_flops(lm, tokens)
-    nbytes = decode_weight_bytes(lm) + kv_bytes_for(lm.info, context + tokens)
-    return RooflinePoint(label, int(tokens), int(context), flops, float(nbytes), flops / nbytes, float(measured_ms))
-
-
-def pass_floor_ms(point: RooflinePoint, read_gb_s: float, matmul_gflop_s: float) -> float:
-    """Derived lower bound for a pass under the measured roof: the longer of reading its bytes at the read bandwidth
-    and doing its FLOPs at the matmul peak (Williams et al. 2009)."""
-    return max(point.bytes / (read_gb_s * 1e9), point.flops / (matmul_gflop_s * 1e9)) * 1000.0
-
-
-def decode_floor_ms(lm: LoadedModel, read_gb_s: float) -> float:
-    """Derived lower bound for one decode step: weight bytes read / memory bandwidth."""
-    return decode_weight_bytes(lm) / (read_gb_s * 1e9) * 1000.0
-
-
-@dataclass(frozen=True)
-class FloorCheck:
-    """A decode step and the bandwidth probe measured beside it, alternating round by round after a warm-up, so the
-    machine's load hits both alike. The probe reads as many bytes as the step (its weights), so the CPU's caches
-    can hold as much of one as of the other."""
-
-    device: str
-    weight_bytes: int  # derived: the bytes one decode step reads (decode_weight_bytes)
-    probe_mb: float  # the probe's buffer
-    step_ms: Spread  # measured: one decode step per round
-    read_gb_s: Spread  # measured: one sum over the buffer per round (bytes / time)
-    floor_ms: Spread  # derived per round: weight bytes / that round's bandwidth
-
-    @property
-    def pace(self) -> float:
-        """Derived: floor / step (medians); above 1 the step read faster than the probe."""
-        return self.floor_ms.median / self.step_ms.median if self.step_ms.median > 0 else float("nan")
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """Why these numbers cannot carry a sentence (engine.measure.spread.lesson_flags); empty when they can."""
-        return (lesson_flags(self.step_ms, "the decode step", "ms")
-                + lesson_flags(self.read_gb_s, "the bandwidth probe", "GB/s"))
-
-
-PROBE_MB_MAX = 1024  # the probe's buffer is the step's weight bytes, up to this (and at least 64 MiB)
-
-
-def floor_beside_step(lm: LoadedModel, ids: list[int], rounds: int = LESSON_RUNS) -> FloorCheck:
-    """``rounds`` rounds (at least LESSON_RUNS) after one warm-up round, each a bandwidth probe then a decode step
-    (the next token of a greedy run after ``ids``), every clock read after a device sync."""
-    rounds = max(LESSON_RUNS, int(rounds))
-    dev = lm.device
-    wbytes = decode_weight_bytes(lm)
-    mb = min(PROBE_MB_MAX, max(64, wbytes / 2**20))
-    buf = torch.ones(int(mb * 2**20) // 4, dtype=torch.float32, device=dev)
-    nbytes = buf.numel() * 4
-    tokens = len(ids) + rounds + 2
-    warm_up(lm, tokens)
-    cache = new_cache(lm, tokens=tokens)
-    tok = prefill(lm, torch.tensor([list(ids)], device=dev), cache).argmax(-1, keepdim=True)  # [1, 1]
-    steps, reads = [], []
-    for r in range(rounds + 1):  # round 0 warms up both
-        t0 = now(dev)
-        buf.sum()
-        t1 = now(dev)
-        tok = decode_step(lm, tok, cache).argmax(-1, keepdim=True)  # [1, 1]
-        t2 = now(dev)
-        if r:
-            reads.append(nbytes / (t1 - t0) / 1e9)
-            steps.append((t2 - t1) * 1000.0)
-    del buf
-    return FloorCheck(str(dev), wbytes, nbytes / 2**20, Spread.of(steps), Spread.of(reads),
-                      Spread.of([wbytes / (g * 1e9) * 1000.0 for g in reads]))
-
-
-# ---------------------------------------------------------------------------- training vs inference
-
-
-@dataclass(frozen=True)
-class MemoryComparison:
-    tokens: int
-    method: str  # how the numbers were measured, in words
-    saved_for_backward_bytes: int  # exact: unique storages autograd saved (parameters excluded)
-    saved_tensor_count: int
-    inference_saved_bytes: int  # the same hook under inference mode (0: nothing is saved)
-    training_held_bytes: int  # memory still held after the forward pass while its output is alive
-    inference_held_bytes: int
-    training_peak_bytes: int  # peak of live tensor bytes during the pass
-    inference_peak_bytes: int
-    logits_bytes: int  # the output both passes keep
-
-
-class _LiveTensorBytes(TorchDispatchMode):
-    """Counts the bytes of every tensor storage an operation creates, until that storage is freed, and keeps
-    the peak. Sits below autograd, so it sees activations saved for backward as well as transient ones.
-    Exact for tensor memory (allocator slack and Python objects are not included)."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = 0
-        self.peak = 0
-        self._tracked: set[int] = set()
-
-    def _free(self, key: int, nbytes: int) -> None:
-        self._tracked.discard(key)
-        self.live -= nbytes
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = {t.untyped_storage().data_ptr() for t in _tensors([args, list((kwargs or {}).values())])}
-        for t in _tensors(out):
-            st = t.untyped_storage()
-            key = st.data_ptr()
-            if key and key not in self._tracked and key not in inputs:  # a view or in-place result is not new
-                self._tracked.add(key)
-                self.live += st.nbytes()
-                weakref.finalize(st, self._free, key, st.nbytes())
-        self.peak = max(self.peak, self.live)
-        return out
-
-
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        yield out
-    elif isinstance(out, (tuple, list)):
-        for o in out:
-            yield from _tensors(o)
-
-
-def _measure_pass(lm: LoadedModel, x: torch.Tensor, training: bool) -> tuple[int, int, int, int, int]:
-    """(held bytes, peak bytes, saved bytes, saved count, logits bytes) for one forward pass.
-
-    For training the parameters must require grad. The shared model's are never toggled: the pass runs through
-    ``torch.func.functional_call`` with views of the same storage that require grad (no copy, no change to the
-    model another session might be using)."""
-    model, dev = lm.model, lm.device
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    if training:
-        grad_params = {n: p.detach().requires_grad_(True) for n, p in model.named_parameters()}
-        run = lambda: full_pass(model, x, params=grad_params)  # noqa: E731
-    else:
-        run = lambda: full_pass(model, x)  # noqa: E731
-    saved: dict[int, int] = {}
-
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params:
-            saved[st.data_ptr()] = st.nbytes()
-        return t
-
-    cuda = dev.type == "cuda"
-    gc.collect()
-    ctx = torch.enable_grad() if training else torch.inference_mode()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ctx:
-            logits = run().logits  # [1, n, vocab], kept like a loss would
-        torch.cuda.synchronize()
-        held = torch.cuda.memory_allocated(dev) - base
-        peak = torch.cuda.max_memory_allocated(dev) - base
-    else:
-        tracker = _LiveTensorBytes()
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ctx, tracker:
-            logits = run().logits  # [1, n, vocab], kept like a loss would
-        held, peak = tracker.live, tracker.peak
-    lbytes = logits.numel() * logits.element_size()
-    del logits
-    gc.collect()
-    return max(0, held), max(0, peak), sum(saved.values()), len(saved), lbytes
-
-
-def training_vs_inference_memory(lm: LoadedModel, ids: list[int]) -> MemoryComparison:
-    """Memory of one forward pass that keeps activations for backward (parameters require grad, as in
-    training) vs the same pass under ``torch.inference_mode``. The saved-for-backward bytes are exact
-    (``saved_tensors_hooks`` sees every tensor autograd stores). PyTorch has no peak-memory counter on CPU,
-    so held/peak bytes there come from a dispatch mode that tracks every tensor storage the pass creates
-    until it is freed; on CUDA they come from ``torch.cuda.max_memory_allocated``."""
-    x = torch.tensor([ids], device=lm.device)  # [1, n]
-    cuda = lm.device.type == "cuda"
-    warm_up(lm)
-    with torch.inference_mode():
-        full_pass(lm, x)  # warm-up at this length
-    inf = _measure_pass(lm, x, training=False)
-    tr = _measure_pass(lm, x, training=True)
-    method = ("torch.cuda.max_memory_allocated (peak) and memory_allocated (held) on the GPU"
-              if cuda else "tensor bytes tracked op by op with a TorchDispatchMode (every storage a pass creates, "
-                           "until it is freed; allocator slack not included)")
-    method += "; saved-for-backward bytes exact via torch.autograd.graph.saved_tensors_hooks"
-    return MemoryComparison(
-        tokens=len(ids), method=method, saved_for_backward_bytes=tr[2], saved_tensor_count=tr[3],
-        inference_saved_bytes=inf[2], training_held_bytes=tr[0], inference_held_bytes=inf[0],
-        training_peak_bytes=tr[1], inference_peak_bytes=inf[1], logits_bytes=tr[4],
-    )
 
 
 def spread_dict(s: Spread, nd: int = 3) -> dict:

@@ -30,6 +30,7 @@ def model_state(model) -> dict:
 def _jobs():
     from engine.batching import experiment as B
     from engine.timeline import experiment as T
+    from engine.timeline import memory as M
     from engine.speculative.decoding import race, sweep_k
     from engine.sampling.stepper import Stepper
     from engine.core.sampling import SamplingSettings
@@ -66,7 +67,7 @@ def _jobs():
         "timeline sweep": lambda lm: T.prompt_length_sweep(lm, (8,), 3, 1),
         "cache comparison": lambda lm: T.cache_comparison(lm, ids, 3),
         "stage breakdown": lambda lm: T.stage_breakdown(lm, ids, 1),
-        "training memory": lambda lm: T.training_vs_inference_memory(lm, ids[:8]),
+        "training memory": lambda lm: M.training_vs_inference_memory(lm, ids[:8]),
         "batching sweep": lambda lm: B.decode_sweep(lm, (1, 2), steps=2, warmup=1),
         "batching serve": lambda lm: B.serve(lm, B.make_workload(lm.tokenizer, B.WorkloadSettings(
             n_requests=3, min_new_tokens=2, max_new_tokens=3)), "continuous", 2, 0.0),

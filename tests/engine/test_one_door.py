@@ -17,6 +17,7 @@ def _engine_paths(lm):
     from engine.loop.inspect import block_walk
     from engine.sampling.positions import position_predictions
     from engine.timeline import experiment as T
+    from engine.timeline import memory as M
 
     ids = list(encode_prompt(lm.tokenizer, "What is the capital of France?", True).ids)
     yield "trace", lambda: run_trace(lm, "What is the capital of France?", SamplingSettings(), max_new_tokens=3)
@@ -27,7 +28,7 @@ def _engine_paths(lm):
     yield "attention cost", lambda: measure_cost(lm, (8, 16), repeats=1)
     yield "window view (tiny Gemma 3)", lambda: window_view(_gemma(), list(range(3, 40)))
     yield "cache comparison", lambda: T.cache_comparison(lm, ids, new_tokens=3)
-    yield "memory", lambda: T.training_vs_inference_memory(lm, ids)
+    yield "memory", lambda: M.training_vs_inference_memory(lm, ids)
     yield "smoothing calibration", lambda: smooth(_copy(lm.model), calibration_ids(lm.tokenizer)[:16])
 
 

@@ -7,8 +7,11 @@ import torch
 
 from engine.timeline import bench as bench_timeline
 from engine.timeline import experiment as T
+from engine.timeline import memory as M
+from engine.timeline import roofline as R
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
+from engine.measure.spread import LESSON_RUNS
 
 
 @pytest.fixture(scope="module")
@@ -83,23 +86,23 @@ def test_stage_breakdown_tiny(tiny_lm):
 
 
 def test_hardware_probe_and_roofline(tiny_lm):
-    hp = T.hardware_probe("cpu", buffer_mb=16, matmul_n=256, repeats=2)
+    hp = R.hardware_probe("cpu", buffer_mb=16, matmul_n=256, repeats=2)
     for s in (hp.read_gb_s, hp.copy_gb_s, hp.matmul_gflop_s):
         assert s.n == 2 and 0 < s.lo <= s.median <= s.hi and math.isfinite(s.hi)
     info = tiny_lm.info
-    assert T.weight_bytes(tiny_lm) == info.n_params * info.bytes_per_value  # tiny: untied, nothing shared
+    assert R.weight_bytes(tiny_lm) == info.n_params * info.bytes_per_value  # tiny: untied, nothing shared
     emb = tiny_lm.model.get_input_embeddings().weight
-    assert T.decode_weight_bytes(tiny_lm) == T.weight_bytes(tiny_lm) - emb.numel() * emb.element_size()
-    pre = T.roofline_point(tiny_lm, "prefill", 64, 0, 10.0)
-    dec = T.roofline_point(tiny_lm, "decode", 1, 64, 2.0)
+    assert R.decode_weight_bytes(tiny_lm) == R.weight_bytes(tiny_lm) - emb.numel() * emb.element_size()
+    pre = R.roofline_point(tiny_lm, "prefill", 64, 0, 10.0)
+    dec = R.roofline_point(tiny_lm, "decode", 1, 64, 2.0)
     assert pre.flops < 64 * dec.flops  # the head once, not at every position (test_a_pass_counts_the_output_head_once)
     assert pre.intensity > 10 * dec.intensity
-    assert T.decode_floor_ms(tiny_lm, 2.0) == pytest.approx(T.decode_weight_bytes(tiny_lm) / 2e9 * 1000)
+    assert R.decode_floor_ms(tiny_lm, 2.0) == pytest.approx(R.decode_weight_bytes(tiny_lm) / 2e9 * 1000)
 
 
 def test_training_keeps_activations_inference_does_not(tiny_lm):
     ids = list(range(5, 37))
-    mem = T.training_vs_inference_memory(tiny_lm, ids)
+    mem = M.training_vs_inference_memory(tiny_lm, ids)
     assert mem.inference_saved_bytes == 0
     assert mem.saved_for_backward_bytes > 0 and mem.saved_tensor_count > 0
     assert mem.training_peak_bytes > mem.inference_peak_bytes >= mem.logits_bytes
@@ -122,7 +125,7 @@ def test_bench_tiny_settings_returns_documented_keys(tiny_lm):
     assert lengths[:2] == [4, 12] and lengths[2:] == r["extended"] == [12 * 2**i for i in range(1, len(lengths) - 1)]
     assert set(r["breakdown"]) == {"prefill", "decode"}
     assert set(r["breakdown"]["decode"]["stage_ms"]) == set(T.STAGES)
-    assert r["bandwidth_utilisation"] > 0 and r["floor_check"]["step_ms"]["n"] == T.LESSON_RUNS
+    assert r["bandwidth_utilisation"] > 0 and r["floor_check"]["step_ms"]["n"] == LESSON_RUNS
     assert r["decode_step_ms"] == round(r["floor_check"]["step_ms"]["median"], 3)  # the step measured beside the probe
     assert "TTFT" in bench_timeline.summary(r) and "measured beside it" in bench_timeline.summary(r)
 
@@ -154,25 +157,25 @@ def test_a_pass_counts_the_output_head_once(tiny_lm):
     i = tiny_lm.info
     head = i.vocab_size * i.hidden_size
     body = i.n_params - head * (1 if i.tied_embeddings else 2)
-    pre = T.roofline_point(tiny_lm, "prefill", 40, 0)
+    pre = R.roofline_point(tiny_lm, "prefill", 40, 0)
     assert pre.flops == pytest.approx(2 * body * 40 + 2 * head) and pre.flops < 2 * i.n_params * 40
-    assert T.roofline_point(tiny_lm, "decode", 1, 40).flops == pytest.approx(2 * body + 2 * head)
-    floor = T.pass_floor_ms(pre, read_gb_s=10.0, matmul_gflop_s=1e-3)  # a tiny matmul peak: the FLOPs set it
+    assert R.roofline_point(tiny_lm, "decode", 1, 40).flops == pytest.approx(2 * body + 2 * head)
+    floor = R.pass_floor_ms(pre, read_gb_s=10.0, matmul_gflop_s=1e-3)  # a tiny matmul peak: the FLOPs set it
     assert floor == pytest.approx(pre.flops / 1e6 * 1000.0)
 
 
 def test_the_ridge_is_measured_in_the_models_dtype():
-    hp = T.hardware_probe("cpu", buffer_mb=4, matmul_n=64, repeats=1, matmul_dtype="bfloat16")
+    hp = R.hardware_probe("cpu", buffer_mb=4, matmul_n=64, repeats=1, matmul_dtype="bfloat16")
     assert hp.matmul_dtype == "bfloat16" and hp.ridge == pytest.approx(hp.matmul_gflop_s.median / hp.read_gb_s.median)
-    assert T.hardware_probe("cpu", buffer_mb=4, matmul_n=64, repeats=1).matmul_dtype == "float32"
+    assert R.hardware_probe("cpu", buffer_mb=4, matmul_n=64, repeats=1).matmul_dtype == "float32"
 
 
 def test_the_floor_is_measured_beside_the_step(tiny_lm):
     """The bandwidth probe alternates with the decode step, round by round after a warm-up (a probe measured at a
     busier moment once made a 69 ms step look faster than its 126.5 ms floor); at least 5 rounds."""
-    fc = T.floor_beside_step(tiny_lm, [5, 6, 7, 8], rounds=2)
-    assert fc.step_ms.n == fc.read_gb_s.n == fc.floor_ms.n == T.LESSON_RUNS
-    assert fc.weight_bytes == T.decode_weight_bytes(tiny_lm) and fc.probe_mb >= 64
+    fc = R.floor_beside_step(tiny_lm, [5, 6, 7, 8], rounds=2)
+    assert fc.step_ms.n == fc.read_gb_s.n == fc.floor_ms.n == LESSON_RUNS
+    assert fc.weight_bytes == R.decode_weight_bytes(tiny_lm) and fc.probe_mb >= 64
     assert fc.floor_ms.median == pytest.approx(fc.weight_bytes / (fc.read_gb_s.median * 1e9) * 1000, rel=1e-6)
     assert fc.pace == pytest.approx(fc.floor_ms.median / fc.step_ms.median)
     assert all(isinstance(f, str) for f in fc.flags)
@@ -186,7 +189,7 @@ def test_counting_the_head_at_every_position_overstated_prefill_by_the_heads_sha
     def ratio(n_params, vocab, hidden, tokens):
         lm = SimpleNamespace(info=SimpleNamespace(n_params=n_params, vocab_size=vocab, hidden_size=hidden,
                                                   tied_embeddings=True))
-        return 2.0 * n_params * tokens / T.pass_flops(lm, tokens)
+        return 2.0 * n_params * tokens / R.pass_flops(lm, tokens)
 
     assert 1.24 < ratio(134_515_008, 49_152, 576, 40) < 1.27
     assert 2.3 < ratio(268_098_176, 262_144, 640, 23) < ratio(268_098_176, 262_144, 640, 58) < 2.7

@@ -2,19 +2,19 @@
 import threading
 
 from engine.store import BoundedStore
-from engine.timeline import experiment as T
+from engine.timeline import roofline as R
 from ui.timeline import runs as timeline_runs
 
 
 def test_concurrent_first_calls_measure_once(monkeypatch):
     calls = []
-    real = T.hardware_probe
+    real = R.hardware_probe
 
     def counted(device=None, **kw):  # the real measurement, on a small buffer, counted
         calls.append(device)
         return real(device, buffer_mb=4, matmul_n=64, repeats=1)
 
-    monkeypatch.setattr(T, "hardware_probe", counted)
+    monkeypatch.setattr(R, "hardware_probe", counted)
     monkeypatch.setattr(timeline_runs, "_PROBES", BoundedStore("hardware probes", 4))
     start = threading.Barrier(8)
     got = []

@@ -196,7 +196,7 @@ def test_a_shallow_module_copy_with_its_own_child_table_leaves_the_original_alon
 
 
 def test_a_dispatch_mode_sees_every_tensor_a_pass_creates():
-    """engine/timeline/experiment.py counts the bytes of a pass's tensors with a TorchDispatchMode."""
+    """engine/timeline/memory.py counts the bytes of a pass's tensors with a TorchDispatchMode."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen = {}

@@ -4,6 +4,10 @@ import math
 import pytest
 
 from engine.timeline import experiment as T
+
+from engine.timeline import memory as M
+
+from engine.timeline import roofline as R
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from ui.timeline import figures as F
@@ -62,8 +66,8 @@ def test_breakdown_chart_shares_add_to_100():
 
 
 def test_roofline_log_axes_and_points(tiny_lm):
-    hp = T.HardwareProbe("cpu", 2, sp(20.0, 18, 22), sp(15.0), sp(100.0, 90, 110), 256.0, 1024)
-    pts = [T.roofline_point(tiny_lm, "prefill", 32, 0, 5.0), T.roofline_point(tiny_lm, "decode", 1, 32, 1.0)]
+    hp = R.HardwareProbe("cpu", 2, sp(20.0, 18, 22), sp(15.0), sp(100.0, 90, 110), 256.0, 1024)
+    pts = [R.roofline_point(tiny_lm, "prefill", 32, 0, 5.0), R.roofline_point(tiny_lm, "decode", 1, 32, 1.0)]
     fig = F.roofline_chart(hp, pts)
     _labelled(fig)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
@@ -74,13 +78,13 @@ def test_roofline_log_axes_and_points(tiny_lm):
 
 
 def test_floor_and_memory_charts():
-    fc = T.FloorCheck("cpu", 540_000_000, 515.0, sp(60.0, 55.0, 80.0, 5), sp(20.0, 18.0, 21.0, 5),
+    fc = R.FloorCheck("cpu", 540_000_000, 515.0, sp(60.0, 55.0, 80.0, 5), sp(20.0, 18.0, 21.0, 5),
                       sp(27.0, 25.7, 30.0, 5))
     fig = F.floor_chart(fc)
     _labelled(fig, x=False)
     assert list(fig.data[0].y) == [27.0, 60.0] and fig.data[0].error_y.array[1] == pytest.approx(20.0)
     assert fig.data[0].error_y.arrayminus[0] == pytest.approx(1.3) and "beside" in fig.layout.title.text
-    mem = T.MemoryComparison(32, "m", 4 * 2**20, 10, 0, 6 * 2**20, 2 * 2**20, 7 * 2**20, 3 * 2**20, 2 * 2**20)
+    mem = M.MemoryComparison(32, "m", 4 * 2**20, 10, 0, 6 * 2**20, 2 * 2**20, 7 * 2**20, 3 * 2**20, 2 * 2**20)
     fig = F.memory_chart(mem)
     _labelled(fig, x=False)
     peak, held = fig.data

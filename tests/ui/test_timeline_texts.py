@@ -2,6 +2,7 @@
 measured beside the step (a step below its floor explained as the two-models page does, never as overhead), the
 regime from numbers that are medians of at least 5 runs, and nothing made into a lesson from runs that disagree."""
 from engine.timeline import experiment as T
+from engine.timeline import roofline as R
 from engine.timeline.profile import Regime, StepProfile
 from ui.frame.lessons import lesson
 from ui.timeline import view as V
@@ -12,7 +13,7 @@ def sp(m, lo=None, hi=None, n=5):
 
 
 def check(device, step_ms, floor_ms, n=5, step_hi=None):
-    return T.FloorCheck(device, 538_000_000, 513.0, sp(step_ms, hi=step_hi, n=n), sp(538e6 / floor_ms / 1e6, n=n),
+    return R.FloorCheck(device, 538_000_000, 513.0, sp(step_ms, hi=step_hi, n=n), sp(538e6 / floor_ms / 1e6, n=n),
                         sp(floor_ms, n=n))
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.timeline.experiment import STAGES, Breakdown, CacheComparison, FloorCheck, HardwareProbe, MemoryComparison, \
-    RooflinePoint, Sweep, Timeline
+from engine.timeline.experiment import STAGES, Breakdown, CacheComparison, Sweep, Timeline
+from engine.timeline.memory import MemoryComparison
+from engine.timeline.roofline import FloorCheck, HardwareProbe, RooflinePoint
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 

@@ -9,6 +9,10 @@ import time
 import streamlit as st
 
 from engine.timeline import experiment as T
+
+from engine.timeline import memory as M
+
+from engine.timeline import roofline as R
 from engine.core.sampling import SamplingSettings
 from engine.store import BoundedStore
 from engine.core.loaded import ModelRef
@@ -52,7 +56,7 @@ def floor_check_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
     kept per model and prompt."""
     with st.spinner("Measuring the decode step and the memory bandwidth, alternately..."):
         return measured.measure(("timeline_floor", ref, ids),
-                                lambda: work.run(T.floor_beside_step, get_model(ref), list(ids)),
+                                lambda: work.run(R.floor_beside_step, get_model(ref), list(ids)),
                                 again=measured.again_pressed(again_key("floor")))
 
 
@@ -69,8 +73,8 @@ def breakdown_for(ref: ModelRef, ids: tuple[int, ...], repeats: int, sampling: S
 
 
 @memo(12)
-def memory_for(ref: ModelRef, ids: tuple[int, ...]) -> T.MemoryComparison:
-    return work.run(T.training_vs_inference_memory, get_model(ref), list(ids))
+def memory_for(ref: ModelRef, ids: tuple[int, ...]) -> M.MemoryComparison:
+    return work.run(M.training_vs_inference_memory, get_model(ref), list(ids))
 
 
 def sweep(ref: ModelRef, lengths: tuple[int, ...], new_tokens: int, repeats: int) -> tuple[T.Sweep, list, dict]:
@@ -113,10 +117,10 @@ def breakdown(ref: ModelRef, ids: tuple[int, ...], repeats: int, settings) -> Me
 _PROBE_LOCK = threading.Lock()
 # (device, matmul dtype) -> (when measured, result), for every session; a machine has a few devices and a model a
 # few dtypes, a bound keeps it so
-_PROBES: BoundedStore[tuple[str, str], tuple[float, T.HardwareProbe]] = BoundedStore("hardware probes", 8)
+_PROBES: BoundedStore[tuple[str, str], tuple[float, R.HardwareProbe]] = BoundedStore("hardware probes", 8)
 
 
-def shared_probe(device: str, remeasure: bool = False, matmul_dtype: str = "float32") -> T.HardwareProbe:
+def shared_probe(device: str, remeasure: bool = False, matmul_dtype: str = "float32") -> R.HardwareProbe:
     """The machine's bandwidth and matmul throughput (the matmul in ``matmul_dtype``, the model's: the ridge of a
     bfloat16 model is a bfloat16 matmul's), measured once per process, device and dtype and shared by every
     session: each measurement allocates about 512 MiB, so 16 tabs opening the page at once must not run 16.
@@ -126,12 +130,12 @@ def shared_probe(device: str, remeasure: bool = False, matmul_dtype: str = "floa
     with _PROBE_LOCK:
         done = _PROBES.get(key)
         if done is None or (remeasure and done[0] < asked):
-            done = (time.monotonic(), work.run(T.hardware_probe, device, matmul_dtype=matmul_dtype))  # engine worker
+            done = (time.monotonic(), work.run(R.hardware_probe, device, matmul_dtype=matmul_dtype))  # engine worker
             _PROBES.put(key, done)
         return done[1]
 
 
-def hardware_probe(device: str, remeasure: bool = False, matmul_dtype: str = "float32") -> T.HardwareProbe:
+def hardware_probe(device: str, remeasure: bool = False, matmul_dtype: str = "float32") -> R.HardwareProbe:
     """This session's copy of the shared measurement (the button measures again, for everyone)."""
     key = f"timeline_probe_{device}_{matmul_dtype}"
     if remeasure or key not in st.session_state:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from engine.core.loaded import Mode
 from engine.timeline import experiment as T
+from engine.timeline import roofline as R
 from ui.timeline import runs
 from ui.timeline import view as V
 from ui.frame.html import chips
@@ -81,7 +82,7 @@ def breakdown(lm, ids: tuple[int, ...], settings: dict) -> None:
     measure_again_bar([bd_m.calibration], runs.again_key("breakdown"), "the stage timing")
 
 
-def roofline(lm, tl: T.Timeline, ids: tuple[int, ...]) -> T.HardwareProbe:
+def roofline(lm, tl: T.Timeline, ids: tuple[int, ...]) -> R.HardwareProbe:
     """Section 5: the measured bandwidth and matmul speed, the decode-step floor and the roofline; returns the
     probe (section 7 uses its bandwidth)."""
     st.markdown(lesson("timeline", "roofline"))
@@ -173,8 +174,8 @@ def kernels(lm, ids: tuple[int, ...]) -> None:
     read = runs.floor_check_for(lm.ref, ids).value.read_gb_s  # section 5's: measured beside a decode step
     pairs = []
     for p in (p for m in got for p in m.value):
-        point = T.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
-        floor = T.pass_floor_ms(point, read.median, probe.matmul_gflop_s.median)
+        point = R.roofline_point(lm, p.phase, p.tokens_in, p.context - p.tokens_in, p.plain_ms)
+        floor = R.pass_floor_ms(point, read.median, probe.matmul_gflop_s.median)
         pairs.append((p, regime(p, floor, point.intensity, probe.matmul_gflop_s.median / read.median)))
     st.markdown(lesson("timeline", "kernels regime", verdicts=V.regime_text(pairs, lm.info.device, read)))
     st.dataframe(V.kernel_rows(pairs), hide_index=True)

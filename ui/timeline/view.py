@@ -7,6 +7,8 @@ import pandas as pd
 from engine.core.loaded import Mode
 from engine.measure.spread import lesson_flags
 from engine.timeline import experiment as T
+from engine.timeline import memory as M
+from engine.timeline import roofline as R
 from engine.timeline.profile import NEAR_FLOOR
 from ui.frame.lessons import lesson
 
@@ -111,7 +113,7 @@ def hooks_caption(bd: T.Breakdown) -> str:
             f"{rng(bd.decode.plain_total_ms, nd=2)} (decode).")
 
 
-def probe_metrics(probe: T.HardwareProbe, fc: T.FloorCheck) -> list[tuple[str, str, str]]:
+def probe_metrics(probe: R.HardwareProbe, fc: R.FloorCheck) -> list[tuple[str, str, str]]:
     """(label, value, help) for bandwidth, matmul throughput and the decode-step floor (from the bandwidth measured
     beside the step)."""
     return [("Memory bandwidth (read)", f"{probe.read_gb_s.median:.1f} GB/s",
@@ -126,19 +128,19 @@ def probe_metrics(probe: T.HardwareProbe, fc: T.FloorCheck) -> list[tuple[str, s
              f"step, {rng(fc.read_gb_s, 'GB/s')}.")]
 
 
-def probe_caption(probe: T.HardwareProbe) -> str:
+def probe_caption(probe: R.HardwareProbe) -> str:
     return (f"Measured on {probe.device} with {probe.threads} threads: read {rng(probe.read_gb_s, 'GB/s')}; "
             f"copy {rng(probe.copy_gb_s, 'GB/s')}; matmul in {probe.matmul_dtype} "
             f"{rng(probe.matmul_gflop_s, 'GFLOP/s', 0)}.")
 
 
-def floor_caption(fc: T.FloorCheck, dtype: str) -> str:
+def floor_caption(fc: R.FloorCheck, dtype: str) -> str:
     return (f"Measured alternately after a warm-up, {fc.step_ms.n} rounds of a {fc.probe_mb:.0f} MiB bandwidth probe "
             f"then one decode step of this prompt (whiskers: min to max). Floor = {fc.weight_bytes / 1e6:.0f} MB of "
             f"weights ({dtype}) / each round's bandwidth (derived). Pace = floor / step = {fc.pace:.0%} (medians).")
 
 
-def floor_text(fc: T.FloorCheck) -> tuple[str, bool]:
+def floor_text(fc: R.FloorCheck) -> tuple[str, bool]:
     """The lesson's sentence on the step against its floor, from the measured pace and the device (no GPU story on a
     CPU, no CPU story on a GPU); and whether it is a lesson (False: the runs are too few or disagree, so the text
     says that instead)."""
@@ -151,13 +153,13 @@ def floor_text(fc: T.FloorCheck) -> tuple[str, bool]:
     return lesson("timeline", name, step=step, floor=floor, pace=fc.pace), True
 
 
-def roofline_points(lm, tl: T.Timeline) -> list[T.RooflinePoint]:
+def roofline_points(lm, tl: T.Timeline) -> list[R.RooflinePoint]:
     """This run's prefill and one decode step, at their measured times."""
-    return [T.roofline_point(lm, f"prefill ({tl.prompt_tokens} tok)", tl.prompt_tokens, 0, tl.ttft_ms),
-            T.roofline_point(lm, "decode (1 tok)", 1, tl.prompt_tokens, tl.tpot_ms.median)]
+    return [R.roofline_point(lm, f"prefill ({tl.prompt_tokens} tok)", tl.prompt_tokens, 0, tl.ttft_ms),
+            R.roofline_point(lm, "decode (1 tok)", 1, tl.prompt_tokens, tl.tpot_ms.median)]
 
 
-def memory_metrics(mem: T.MemoryComparison) -> list[tuple[str, str, str | None]]:
+def memory_metrics(mem: M.MemoryComparison) -> list[tuple[str, str, str | None]]:
     """(label, value, help) for what each pass saved and the peak ratio."""
     return [("Saved for backward", f"{mem.saved_for_backward_bytes / MB:.1f} MiB",
              f"Measured exactly: {mem.saved_tensor_count} tensors autograd stored (weights excluded)."),
@@ -166,7 +168,7 @@ def memory_metrics(mem: T.MemoryComparison) -> list[tuple[str, str, str | None]]
              "Measured: peak tensor memory keeping activations / under inference mode.")]
 
 
-def memory_caption(mem: T.MemoryComparison) -> str:
+def memory_caption(mem: M.MemoryComparison) -> str:
     return (f"Method: {mem.method}. Both passes keep the logits ({mem.logits_bytes / MB:.1f} MiB), as a loss would "
             "need.")
 
