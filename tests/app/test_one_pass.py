@@ -76,3 +76,15 @@ def test_a_sampled_nudge_reruns_the_generation_only(passes):
                               SamplingSettings(0.75, 50, 0.95, 0.2), 0))
     assert tr.settings.min_p == 0.2
     assert passes["n"] - before == len(tr.steps), "a min-p nudge did not run the generation again, alone"
+
+
+def test_a_link_with_min_p_runs_and_says_it(passes):
+    """?min_p= in a link sets the sidebar's slider, the run draws with it, and the loop page's lesson names it."""
+    at = _home("min-p from a link, please", temperature="0.7", min_p="0.25")
+    assert at.sidebar.slider(key="w_min_p").value == 0.25
+    from engine.core.loaded import ModelRef
+    from ui.frame.runs import kept
+
+    tr = kept(at.session_state["settings"].run(ModelRef("tiny-random")))
+    assert tr is not None and tr.settings.min_p == 0.25
+    assert any("min-p 0.25" in m.value for m in at.markdown), "the lesson does not name the run's min-p"

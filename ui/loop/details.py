@@ -65,7 +65,8 @@ def numbers(trace) -> dict:
     """Every number the page's lesson texts fill in."""
     info, first, a, ss = trace.info, trace.steps[0], trace.analysis, trace.settings
     how = ("greedy (temperature 0): the most likely token is taken" if ss.greedy else
-           f"temperature {ss.temperature:g}, top-k {ss.top_k or 'off'}, top-p {ss.top_p:g}, seed {trace.seed}")
+           f"temperature {ss.temperature:g}, top-k {ss.top_k or 'off'}, top-p {ss.top_p:g}"
+           + (f", min-p {ss.min_p:g}" if ss.min_p > 0 else "") + f", seed {trace.seed}")
     return dict(
         source=info.source, params=f"{info.n_params / 1e6:.0f}", layers=info.n_layers, device=info.device,
         dtype=info.dtype, vocab=info.vocab_size, hidden=info.hidden_size, n=len(trace.prompt_ids),
