@@ -41,7 +41,7 @@ import torch
 
 from transformers import DynamicCache
 
-from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, prepare_step
+from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, step_compiled
 from engine.jobs import seats
 from engine.jobs.kinds import BatchHost, JobKind
 from engine.jobs.worker import relay
@@ -352,7 +352,7 @@ def _cancelled(job):
 def _decode(w, lm, batch: Batch, stops, dev) -> float:
     """One decode step for every row of the batch; returns its seconds."""
     rows = list(batch.rows)
-    compiled = prepare_step(lm, batch)  # compiled mode: this batch size's graph is compiled here, untimed
+    compiled = step_compiled(lm, batch)  # compiled mode: a graph not ready yet compiles in the background
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
     toks = [r.pick(logits[i]) for i, r in enumerate(rows)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from dataclasses import replace
 
 import streamlit as st
@@ -21,11 +20,8 @@ from engine.models.loading import default_device, load_model
 from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import BUILTIN
-from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
-                                  last_compile_s, refused as mode_refused, shaped_of, to_mode, verify_name)
-from engine.core.compile_watch import compile_warm_up
-from engine.core.loop import warm_up
-from engine.core.prompt import PromptError, encode_prompt
+from engine.core.background_compile import COMPILER
+from engine.core.compiled import DEFAULT_MODE, ModeError, graph_of, refused as mode_refused, to_mode
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
 from ui.frame import state, teacher, work
 from ui.frame.html import md_escape
@@ -350,12 +346,24 @@ def _checked_mode(s: state.Settings, lm: LoadedModel) -> LoadedModel:
     reason = mode_refused(lm.info, lm.device)
     if reason is None:
         try:
-            return get_model(ref_for(s.model, s.precision, s.mode))
+            compiled = get_model(ref_for(s.model, s.precision, s.mode))
         except ModelLoadError as exc:
             reason = str(exc)
+        else:
+            # while one of its graphs compiles in the background, the model's runs are eager (ui.frame.compiling)
+            return lm if COMPILER.busy(compiled.ref) else compiled
     st.session_state["model_error"] = f"Compiled mode: {reason.removeprefix('Compiled mode: ').rstrip('.')}. Eager runs."
     state.set_value("mode", DEFAULT_MODE)
     return lm
+
+
+def compiled_model() -> LoadedModel | None:
+    """The settings' model in compiled mode, whether or not a graph of it compiles now; None when the session runs
+    eager (its setting, a refusal or a failure)."""
+    lm = current_model()
+    if state.settings().mode == DEFAULT_MODE:
+        return None
+    return lm if graph_of(lm) is not None else get_model(lm.ref.at(mode=state.settings().mode))
 
 
 def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
@@ -365,102 +373,6 @@ def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
         return lm
     st.caption(f":material/info: Compiled mode: {md_escape(why)}; this page runs eager.")
     return get_model(lm.ref.at(mode=DEFAULT_MODE))
-
-
-def _cancel_compile() -> None:
-    state.set_value("mode", DEFAULT_MODE)
-    st.session_state["model_error"] = ("Compiling cancelled: eager runs. A compile that had started finishes on the "
-                                       "engine (other work waits for it) and is kept, so compiled mode starts quickly "
-                                       "next time.")
-
-
-# How far along the warm-up is, by what it last said: loop.warm_up's steps, and within step 1 torch's own compile
-# phases (engine.core.compile_watch's phrases). Used only when no earlier warm-up time is on record.
-_PHASES = (("Prefill", 0.03), ("Step 1", 0.05), ("tracing", 0.08), ("graph traced", 0.25), ("the compiler", 0.3),
-           ("inductor", 0.35), ("kernels built", 0.8), ("graph compiled", 0.85), ("Step 2", 0.9), ("Step 3", 0.95))
-
-
-def compile_progress_text(step: str, phase: str, seconds: float, last: float | None) -> str:
-    """The compile box's progress line: the warm-up's step, torch's phase within it, the time so far against the
-    last warm-up's time of the same model, precision, device and cache length."""
-    against = f"last time {last:.0f} s" if last else "no earlier time on record for this model and cache length"
-    return " · ".join(x for x in (step, phase, f"{seconds:.0f} s so far ({against})") if x)
-
-
-def compile_fraction(said: str, seconds: float, last: float | None, before: float) -> float:
-    """The bar's fraction: time against the last time when there is one (capped below 1: this one may be slower),
-    else the phase's place; never going back."""
-    if last:
-        guess = min(0.97, seconds / last)
-    else:
-        guess = next((f for p, f in _PHASES if said.startswith(p) or p in said), before)
-    return max(before, guess)
-
-
-def warm_for_run(page: str = "loop") -> None:
-    """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
-    that run (prompt + max new tokens) is compiled now, in a status box with the warm-up's step, torch's phase
-    within it (engine.core.compile_watch), the graphs compiled and to do, the time so far against the last time,
-    and a button that cancels to eager, so no page's measurement ever waits on a compile. A compile that fails
-    leaves one line, the mode back at eager."""
-    from ui.frame.nav import SIDEBAR_RUN
-
-    s = state.settings()
-    if s.mode == DEFAULT_MODE or (page or "loop") not in SIDEBAR_RUN:
-        return
-    lm = current_model()
-    graph = graph_of(lm)
-    if graph is None:
-        return
-    try:
-        tokens = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids) + int(s.max_new_tokens)
-    except PromptError:
-        return  # the page says what is wrong with the prompt
-    length = cache_length(tokens, graph.max_positions)
-    if length is None or graph.failure or graph.ready(tokens):
-        return
-    last = last_compile_s(lm, decode_name(length))
-    done = sorted(graph.compile_s.items())
-    st.space(28)  # below Streamlit's header bar, where a page's title starts: the box's title was half under it
-    with st.status(f"Compiled mode: compiling the decode step for a {length:,}-position KV cache",
-                   expanded=True) as box:
-        st.caption("One graph per model, precision and cache length, compiled before anything is timed: minutes "
-                   "on a 2-core CPU the first time; from torch's compile cache on disk still tens of seconds (17-78 s "
-                   "measured for SmolLM2 on a busy 2-core CPU). "
-                   f"Graphs to do: 1 (this cache length). Graphs compiled in this server so far: {len(done)}"
-                   + (" (" + ", ".join(f"{n:,} positions in {t:.0f} s" for n, t in done) + "). " if done else ". ")
-                   + _last_time(lm, decode_name(length)))
-        st.button("Cancel: run eager", key="compile_cancel", on_click=_cancel_compile, icon=":material/cancel:")
-        bar = st.progress(0.0, text="Waiting for the engine")
-        now = {"step": "Waiting for the engine", "phase": "", "frac": 0.0, "t0": time.monotonic(), "drawn": 0.0}
-
-        def draw(force: bool = False) -> None:
-            t = time.monotonic()
-            if force or t - now["drawn"] >= 1.0:
-                said = now["phase"] or now["step"]
-                now["frac"] = compile_fraction(said, t - now["t0"], last, now["frac"])
-                bar.progress(now["frac"], text=md_escape(compile_progress_text(now["step"], now["phase"],
-                                                                               t - now["t0"], last)))
-                now["drawn"] = t
-
-        def said(msg: str) -> None:
-            if msg.startswith(("Prefill", "Step ")):
-                now["step"], now["phase"] = msg, ""
-            else:  # torch's phase within the step (compile_watch)
-                now["phase"] = msg
-            draw(force=True)
-
-        work.run(compile_warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": said},
-                 on_poll=draw, key=("compile", lm.ref, length))
-        if graph.failure:
-            box.update(label="Compiled mode could not compile this model: eager runs", state="error")
-            st.error(md_escape(f"Compiled mode: {graph.failure}. Eager runs."), icon=":material/error:")
-            state.set_value("mode", DEFAULT_MODE)
-            return
-        took = graph.compile_s.get(length, 0.0)
-        box.update(label=f"Compiled: the decode step for {length:,} cache positions is ready ({took:.0f} s to "
-                         "compile and warm up" + (f"; last time {last:.0f} s)" if last else ")"),
-                   state="complete", expanded=False)
 
 
 def _checked_precision(s: state.Settings) -> str:
@@ -503,44 +415,3 @@ def current_model() -> LoadedModel:
         state.set_value("model", fallback)
         state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
         return get_model(ref_for(fallback, state.settings().precision))
-
-
-def _last_time(lm: LoadedModel, name: str) -> str:
-    last = last_compile_s(lm, name)
-    return f"Last time it took {last:.0f} s." if last is not None else "First compile: unknown."
-
-
-def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
-    """Compiled mode, before the race is measured: the plain lane's decode step (a run of ``tokens`` tokens) and the
-    verify pass of k + 1 tokens are compiled now, each in a status box that says its last measured compile time
-    (or that it is unknown) before it starts and a clock while it runs, so the race's clocks never hold a compile.
-    A compile that fails is one line, and the race runs eager where it must."""
-    from engine.speculative.decoding import warm_verify
-
-    graph = graph_of(lm)
-    if graph is None or graph.failure:
-        return
-    length = cache_length(tokens + k + 1, graph.max_positions)
-    if length is None:
-        return
-    shaped = shaped_of(lm)
-    steps = []
-    if not graph.ready(tokens):
-        steps.append((decode_name(cache_length(tokens, graph.max_positions)), warm_up, (lm, tokens)))
-    if shaped is not None and not shaped.ready(verify_name(k + 1, length)):
-        steps.append((verify_name(k + 1, length), warm_verify, (lm, tokens + k + 1, k + 1)))
-        announce(lm, [verify_name(k + 1, length)])
-    for i, (name, fn, args) in enumerate(steps):
-        with st.status(f"Compiled mode: compiling the {name} ({i + 1} of {len(steps)})...", expanded=True) as box:
-            st.caption(f"Before the race is timed. {_last_time(lm, name)}")
-            clock = st.empty()
-            t0 = time.monotonic()
-            work.run(fn, *args, on_poll=lambda: clock.caption(f"{time.monotonic() - t0:.0f} s so far"),
-                     key=("compile", lm.ref, name))
-            failure = graph.failure or (shaped.failure if shaped is not None else None)
-            if failure:
-                box.update(label="Compiled mode could not compile this graph: eager runs there", state="error")
-                st.error(md_escape(f"Compiled mode: {failure}."), icon=":material/error:")
-                return
-            box.update(label=f"Compiled: the {name} is ready ({time.monotonic() - t0:.0f} s)", state="complete",
-                       expanded=False)

@@ -14,7 +14,8 @@ from engine.speculative.repeats import default_repeats, race_repeats
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
-from ui.frame.models import get_model, model_named, warm_race
+from ui.frame.compiling import warm_race
+from ui.frame.models import get_model, model_named
 from ui.speculative.view import RaceResult
 from ui.speculative.figures import clock_html, lane_html
 
