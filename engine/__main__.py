@@ -20,6 +20,7 @@ import sys
 # the work of a command (torch, transformers, the model) is imported once its arguments are read.
 from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold
 from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError
+from engine.models import catalog
 from engine.models.names import EMBEDDED
 from engine.record import cli as record_cli
 import engine.settings as settings
@@ -69,8 +70,8 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p, precision: bool = True):
-        p.add_argument("--model", default=EMBEDDED, help="'embedded' (default, SmolLM2-135M-Instruct), 'gemma3-270m' (Gemma 3 270M), "
-                                                     "'tiny-random', a folder or a hub id")
+        packaged = ", ".join(f"'{r.name}' ({'default, ' * (r.name == EMBEDDED)}{r.title})" for r in catalog.rows())
+        p.add_argument("--model", default=EMBEDDED, help=f"{packaged}, 'tiny-random', a folder or a hub id")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
         if precision:  # bench threads has its own --precision (each candidate's, in its own process)
@@ -105,8 +106,8 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
             mod = importlib.import_module(BENCHES[name])
             if hasattr(mod, "add_arguments"):
                 mod.add_arguments(bp)
-    sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
-                                   "python -m engine prepare [--model embedded|gemma3-270m|all]")
+    sub.add_parser("prepare", help="convert the packaged models once: python -m engine prepare [--model "
+                                   + "|".join((*catalog.names(), "all")) + "]")
     sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
                                   "--html OUT.html (no model loaded)")
     sub.add_parser("settings", help="rewrite docs/settings.md's table of environment variables from engine/settings.py")
@@ -127,26 +128,23 @@ def _serve_bench(argv) -> int:
 
 def _prepare(argv) -> int:
     """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
-    from engine.models.names import GEMMA
-
     pp = argparse.ArgumentParser(prog="python -m engine prepare",
                                  description="Convert the packaged models once (the app and the tests load them fast "
                                              "afterwards).")
-    pp.add_argument("--model", choices=[EMBEDDED, GEMMA, "all"], default="all")
+    pp.add_argument("--model", choices=[*catalog.names(), "all"], default="all")
     pp.add_argument("--parent", type=int, default=None,
                     help="end when this process (the app that started the preparation) is gone")
     args = pp.parse_args(argv)
-    from engine.models.convert import convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+    from engine.models import packaged
 
     if args.parent is not None:
         from engine.models.background import exit_with_parent
 
         exit_with_parent(args.parent)
     try:
-        if args.model in (EMBEDDED, "all") and not embedded_is_converted():
-            convert_embedded()
-        if args.model in (GEMMA, "all") and not gemma_is_converted():
-            convert_gemma()
+        for r in catalog.rows():
+            if args.model in (r.name, "all") and not packaged.is_converted(r):
+                packaged.prepare(r)
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,6 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.models.names import EMBEDDED, GEMMA
 from engine.core.prompt import PromptError
 from ui.frame import nav
 from ui.tokenization import sections as tokenization_pair
@@ -12,9 +11,9 @@ from ui.frame.predict import ask
 from engine.predictions.grading import same_tokens
 from ui.frame.html import md_escape
 from ui.frame.lessons import lesson
-from ui.frame.models import current_model, offered, policy
+from ui.frame.models import current_model, policy
 from ui.frame.state import settings
-from ui.tokenization.runs import compare_for, ids_for, paris_ids, segments_for, sources, table_for
+from ui.tokenization.runs import compare_for, ids_for, pair_offered, paris_ids, segments_for, sources, table_for
 from ui.tokenization.figures import bytes_per_token_bar, chip_label, compare_bar, template_view, token_chips
 
 nav.through_router()
@@ -102,7 +101,7 @@ if compare_on:
         st.caption(f":material/warning: {md_escape(p)}")
 
 
-pair = offered(EMBEDDED) and offered(GEMMA)  # a class server shows the pair only when its list offers both
+pair = pair_offered()
 pair_on = pair and section("Two real tokenizers: SmolLM2 vs Gemma 3")
 if pair_on:
     tokenization_pair.render(text)
