@@ -15,7 +15,8 @@ the loaded models and returns plain records as they are.
   alone, never in a batch, the class view does not count it, and anyone asking for the same key joins it (the
   first visitor's page is what it was for; batched with it, a lone teacher's first answer read "measured in a
   batch of 2").
-- ``Job.result(timeout)`` waits; ``Job.cancel()`` asks the job to stop. Cancellation is cooperative: every forward
+- ``Job.result(timeout)`` waits (on the job's ``concurrent.futures.Future``); ``Job.cancel()`` asks the job to
+  stop. Cancellation is cooperative (a Future's own ``cancel`` cannot stop work that has started): every forward
   pass in ``engine.core.loop`` calls ``engine.core.cancel.check_cancelled()`` first, so a cancelled job raises
   ``Cancelled`` within one step. A job whose every waiter left (``Job.detach``) is cancelled after
   ``DETACH_GRACE_S`` unless a waiter comes back (a Streamlit rerun with the same inputs re-attaches to the running
@@ -54,7 +55,9 @@ Serving a class: the worker is also a small server that takes turns.
 """
 from __future__ import annotations
 
+import logging
 import collections
+import concurrent.futures
 import hashlib
 import itertools
 import json
@@ -68,10 +71,11 @@ import greenlet
 
 from engine.core import cancel
 from engine.jobs import seats
-from engine.jobs.kinds import JobKind, plain_kind_name
+from engine.jobs.kinds import JobKind, JobState, plain_kind_name
 from engine.core.cancel import Cancelled
 import engine.settings as settings
-from engine.core.serverlog import say
+
+logger = logging.getLogger(__name__)
 
 MAX_QUEUED_PER_SESSION = 2
 DETACH_GRACE_S = 1.0
@@ -111,7 +115,8 @@ class Job:
         self.warmup = bool(warmup)  # the start's warm-up run: alone, joinable by anyone, not a student's answer
         self.batch = None if self.warmup else batch  # the group it may be batched with, or None: it runs alone
         self.kind = spec.name if spec is not None else plain_kind_name(fn)  # what the class view and log call it
-        self.state = "queued"  # queued | running | done | failed | cancelled
+        self.state = JobState.QUEUED
+        self.future: concurrent.futures.Future = concurrent.futures.Future()  # its result or error, for every waiter
         self.submitted_at = time.monotonic()
         self.started_at: float | None = None
         self.first_token_at: float | None = None  # batched jobs: when its first token was chosen
@@ -119,9 +124,6 @@ class Job:
         self.rows = 1  # the most requests in one pass while it ran (1: alone)
         self.tokens = 0  # batched jobs: tokens it was given
         self._cancel_flag = threading.Event()
-        self._done = threading.Event()
-        self._result: Any = None
-        self._error: BaseException | None = None
         self._events: list = []  # every waiter reads them all (``events(since)``): a job can have several
         self._lock = threading.Lock()
         self._waiters = 1
@@ -130,18 +132,18 @@ class Job:
 
     # -- the waiting side
     def result(self, timeout: float | None = None):
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"job {self.key!r} still {self.state} after {timeout} s")
-        if self._error is not None:
-            raise self._error
-        return self._result
+        try:
+            return self.future.result(timeout)
+        except concurrent.futures.TimeoutError:  # its own class before Python 3.11: one word for the waiter
+            raise TimeoutError(f"job {self.key!r} still {self.state} after {timeout} s") from None
 
     def wait(self, timeout: float) -> bool:
-        return self._done.wait(timeout)
+        """Has it ended, waiting at most ``timeout`` seconds?"""
+        return not concurrent.futures.wait([self.future], timeout).not_done
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self.future.done()
 
     @property
     def waited_s(self) -> float:
@@ -191,10 +193,15 @@ class Job:
         each request's step records to its own job)."""
         self._events.append((tag, args))
 
-    def _finish(self, state: str, result=None, error: BaseException | None = None) -> None:
-        self.state, self._result, self._error = state, result, error
+    def _finish(self, state: JobState, result=None, error: BaseException | None = None) -> None:
+        self.state = JobState(state)
         self.finished_at = time.monotonic()
-        self._done.set()
+        if self.future.done():  # ended once already (a batch runner's failure after it ended its own): kept
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
 
 
 class _Task:
@@ -389,18 +396,18 @@ class Worker:
             with self._cv:
                 left = [j for j in self._running if j.batch == job.batch]
             for j in left:
-                self.complete(j, "failed", error=exc)
+                self.complete(j, JobState.FAILED, error=exc)
 
     def _serve_alone(self, job: Job) -> None:
         try:
             with cancel.running(job):
                 value = job.fn(*job.args, **job.kwargs)
         except Cancelled as exc:
-            self.complete(job, "cancelled", error=exc)
+            self.complete(job, JobState.CANCELLED, error=exc)
         except BaseException as exc:  # handed to the waiter, who shows it
-            self.complete(job, "failed", error=exc)
+            self.complete(job, JobState.FAILED, error=exc)
         else:
-            self.complete(job, "done", result=value)
+            self.complete(job, JobState.DONE, result=value)
 
     def pause(self) -> None:
         """Called by a task between two steps of its work, off its clock: give the engine to the next in the fair
@@ -440,7 +447,7 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         self._queue.remove(job)
-        job.state, job.started_at = "running", time.monotonic()
+        job.state, job.started_at = JobState.RUNNING, time.monotonic()
         self._served[job.session] = self._served_client[job.client] = job.started_at
         self._running.append(job)
 
@@ -456,8 +463,8 @@ class Worker:
         stopped = [j for j in self._queue if j.should_stop()]
         for job in stopped:
             self._queue.remove(job)
-            job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
-            self._counts["cancelled"] += 1
+            job._finish(JobState.CANCELLED, error=Cancelled(f"job {job.key!r} cancelled before it ran"))
+            self._counts[JobState.CANCELLED.value] += 1
             self._remember(job)
             self._idle_client(job.client)
         return len(stopped)
@@ -491,20 +498,20 @@ class Worker:
         """A batch's forward pass (monotonic times), for the class view's batch size over time."""
         self._steps.append((start, end, int(rows), phase))
 
-    def complete(self, job: Job, state: str, result=None, error: BaseException | None = None) -> None:
+    def complete(self, job: Job, state: JobState, result=None, error: BaseException | None = None) -> None:
         """End a running job (the batch runner ends each of its requests here)."""
         job._finish(state, result=result, error=error)
         with self._cv:
             if job in self._running:
                 self._running.remove(job)
-            self._counts[state] += 1
+            self._counts[JobState(state).value] += 1
             self._remember(job)
             self._idle_client(job.client)
         self._log(job)
 
     def _remember(self, job: Job) -> None:
         self._history.append({
-            "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
+            "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state.value,
             "warmup": job.warmup, "batchable": _batchable(job),
             "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
             "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
@@ -521,9 +528,9 @@ class Worker:
         ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
         batch = f", up to {job.rows} requests per pass" if job.rows > 1 else ""
         kind = f"{job.kind} (warm-up)" if job.warmup else job.kind  # a class's log readers skip it
-        say(f"[engine] worker: {kind} {job.state} session={session_tag(job.session)} "
-            f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
-            f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch}) client={session_tag(job.client)}")
+        logger.info(f"worker: {kind} {job.state} session={session_tag(job.session)} "
+                    f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
+                    f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch}) client={session_tag(job.client)}")
 
     # -- what it is doing
     def stats(self) -> dict:
@@ -568,7 +575,7 @@ class Worker:
         t = time.monotonic()
         with self._cv:
             def live(j: Job) -> dict:
-                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
+                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state.value, "tokens": j.tokens,
                         "warmup": j.warmup, "batchable": _batchable(j),
                         "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
                         "running_s": t - j.started_at if j.started_at else 0.0}
@@ -620,7 +627,7 @@ class Worker:
             self._torch_threads = _torch_threads()
             task = self._next(hub)
             if task.job.fn is _end_thread and task.group is None:
-                self.complete(task.job, "done", result=None)
+                self.complete(task.job, JobState.DONE, result=None)
                 with self._cv:
                     self._tasks.remove(task)
                     self._task_of.pop(task.glet, None)

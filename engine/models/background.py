@@ -16,6 +16,7 @@ with its 2.6 GB. Its unfinished temporary folder is removed by the next conversi
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import engine.settings as settings
-from engine.core import serverlog
 from engine.models import catalog, packaged
+
+logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +82,7 @@ def _run(prep: Preparation, name: str) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to whoever waits on it, never raised in a thread
         prep.state, prep.message = "failed", f"{type(exc).__name__}: {exc}"
     finally:
-        serverlog.log(f"background preparation of {name}: {prep.state} {prep.message}".rstrip())
+        logger.info(f"background preparation of {name}: {prep.state} {prep.message}".rstrip())
 
 
 def prepare_command(name: str) -> list[str]:

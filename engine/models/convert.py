@@ -6,6 +6,7 @@ engine.models.packaged.
 """
 from __future__ import annotations
 
+import logging
 import contextlib
 import errno
 import hashlib
@@ -19,8 +20,9 @@ from typing import Callable
 import torch
 
 from engine.core.loaded import ModelLoadError
-from engine.core.serverlog import log
 from engine.store import BoundedStore
+
+logger = logging.getLogger(__name__)
 
 CONVERTED_MARKER = "converted.json"
 # beside the marker, not in it: an older checkout sharing the cache compares the marker with its stamp exactly
@@ -94,9 +96,9 @@ def weights_intact(folder: Path) -> bool:
         if not record.is_file():
             try:
                 _write_json(record, weights_checksum(folder))
-                log(f"recorded a checksum of the converted model in {record}")
+                logger.info(f"recorded a checksum of the converted model in {record}")
             except OSError as exc:  # a read-only cache still loads; it just cannot be checked later
-                log(f"could not record a checksum in {record}: {exc}")
+                logger.info(f"could not record a checksum in {record}: {exc}")
             return True
         want = json.loads(record.read_text())
         if "config.json" not in want and all(n.endswith(".safetensors") for n in want):  # weights-only record
@@ -105,9 +107,9 @@ def weights_intact(folder: Path) -> bool:
                 return False
             try:
                 _write_json(record, {**weights_checksum(folder), **want})
-                log(f"extended the checksum in {record} to the config and tokenizer files")
+                logger.info(f"extended the checksum in {record} to the config and tokenizer files")
             except OSError as exc:
-                log(f"could not extend the checksum in {record}: {exc}")
+                logger.info(f"could not extend the checksum in {record}: {exc}")
             return True
         if sorted(want) != [f.name for f in files]:
             return False
@@ -307,7 +309,7 @@ def cleaned_on_failure(tmp: Path, target: Path):
         yield
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        log(f"conversion failed: {exc!r}")
+        logger.info(f"conversion failed: {exc!r}")
         raise cache_fault(exc, target.parent) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

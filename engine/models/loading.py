@@ -8,6 +8,7 @@ if it would not fit.
 """
 from __future__ import annotations
 
+import logging
 import json
 import os
 import re
@@ -18,12 +19,13 @@ import torch
 
 import engine.settings as settings
 from engine.core.loaded import LoadedModel, ModelInfo, ModelLoadError, ModelRef, attention_implementation
-from engine.core.serverlog import log
 from engine.models import catalog, packaged
 from engine.models.catalog import Packaged
 from engine.models.convert import Progress
 from engine.models.names import EMBEDDED, TINY
 from engine.store import BoundedStore
+
+logger = logging.getLogger(__name__)
 
 MAX_NAME_BYTES = 255  # a file name on Linux, macOS and Windows; also plenty for a hub id
 # A model may take at most this share of the memory available when it is asked for: a random draft of 3000
@@ -214,7 +216,7 @@ def _from_dir(path: Path, dtype: torch.dtype, **kw):
     return model, tok
 
 
-def load_packaged(r: Packaged, device=None, progress: Progress = log) -> LoadedModel:
+def load_packaged(r: Packaged, device=None, progress: Progress = logger.info) -> LoadedModel:
     """A packaged model from its converted copy in the user cache (converted first when missing: seconds to a
     minute, once per machine; a copy that cannot be read is rebuilt once rather than failing)."""
     device = torch.device(device) if device is not None else default_device()
@@ -252,7 +254,7 @@ def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
     check_size(n, bpv, f"'{short(name)}'")
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None,
+def load_model(name: str = EMBEDDED, device=None, progress: Progress = logger.info, precision: str | None = None,
                mode: str = "eager") -> LoadedModel:
     """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
     (engine.models.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's), in engine ``mode``

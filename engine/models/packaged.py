@@ -6,6 +6,7 @@ ready and returns.
 """
 from __future__ import annotations
 
+import logging
 import base64
 import importlib
 import importlib.util
@@ -18,11 +19,12 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from engine.core.loaded import ModelLoadError
-from engine.core.serverlog import log
 from engine.models import convert
 from engine.models.catalog import Packaged, row
 from engine.models.convert import CONVERTED_MARKER, Progress
 from engine.settings import cache_dir
+
+logger = logging.getLogger(__name__)
 
 
 def copy_dir(r: Packaged) -> Path:
@@ -108,7 +110,7 @@ def copy_state(r: Packaged) -> str:
     if made_from not in accepted:
         return "outdated"
     if not convert.weights_intact(folder):
-        log(f"the converted copy of {r.title} (weights, config or tokenizer) does not match its checksum; "
+        logger.info(f"the converted copy of {r.title} (weights, config or tokenizer) does not match its checksum; "
             "converting again")
         return "damaged"
     return "ready"
@@ -140,7 +142,7 @@ def model_folder(name: str) -> Path | None:
         return None
 
 
-def prepare(r: Packaged, progress: Progress = log) -> Path:
+def prepare(r: Packaged, progress: Progress = logger.info) -> Path:
     """Convert ``r`` into its float32 safetensors copy in the user cache, once per machine (SmolLM2 about 15 s on 2
     cores; Gemma about 45 s and 2.5 GB of memory at the peak). The cache folder is checked before the lock is taken;
     under the lock a copy another process or thread finished meanwhile is returned as it is."""

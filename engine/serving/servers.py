@@ -11,12 +11,15 @@ any other target is refused before a socket opens). Without a list, a class serv
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Mapping
 
 import engine.settings as settings
 from engine.models.names import clean_name, class_mode_from_env, match_key
 from engine.serving import client as C
+
+logger = logging.getLogger(__name__)
 
 MAX_LABEL = 60
 
@@ -40,9 +43,7 @@ def parse_servers(text: str) -> tuple[tuple[str, str], ...]:
         try:
             base = C.normalize_base_url(url.strip())
         except C.BadURL:
-            from engine.core.serverlog import log
-
-            log(f"{settings.SERVERS.name}: entry {n} ('{label}') is not an http(s) address; left out")
+            logger.info(f"{settings.SERVERS.name}: entry {n} ('{label}') is not an http(s) address; left out")
             continue
         if not label or match_key(label) in seen:
             continue

@@ -8,7 +8,6 @@ from engine.models import catalog, convert, packaged
 
 from engine.models import loading
 
-from engine.core import serverlog
 
 EMBEDDED = catalog.row(catalog.EMBEDDED)
 
@@ -21,7 +20,7 @@ def cache_copy(tmp_path, monkeypatch, embedded_lm):
     shutil.copytree(src, packaged.copy_dir(EMBEDDED))
     calls = []
 
-    def fake_convert(r, target, progress=serverlog.log):
+    def fake_convert(r, target, progress):
         calls.append(1)
         shutil.rmtree(packaged.copy_dir(EMBEDDED), ignore_errors=True)
         shutil.copytree(src, packaged.copy_dir(EMBEDDED))

@@ -5,6 +5,7 @@ maps to one canonical name, so to one cache entry; in class mode only the allow-
 """
 from __future__ import annotations
 
+import logging
 import contextlib
 import time
 from dataclasses import replace
@@ -18,7 +19,6 @@ from engine.models import catalog, packaged
 from engine.models.catalog import Packaged
 from engine.models.names import EMBEDDED
 from engine.models.loading import default_device, load_model
-from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.names import builtin
 from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
@@ -30,6 +30,8 @@ from engine.models.precision import LABELS, model_ref, supported, to_precision, 
 from ui.frame import state, teacher, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
+
+logger = logging.getLogger(__name__)
 
 def policy() -> ModelPolicy:
     """Open mode, or class mode with its allow-list (environment settings; see engine.models.names)."""
@@ -67,12 +69,12 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     if precision is not None:
         lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:
-        lm = worker.run(load_model, target, progress=log)  # the load's check passes too, like all torch work
+        lm = worker.run(load_model, target, progress=logger.info)  # the load's check passes too, like all torch work
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
         lm.ref = ModelRef(name)
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
-    log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
+    logger.info(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
 
 
@@ -90,7 +92,7 @@ def _load_compiled(name: str, target: str, precision: str | None) -> LoadedModel
     precision), as ``_load`` keeps the eager ones. Nothing is compiled here: its warm-up compiles each static cache
     length on first use (``warm_compiled``). No st.* call in here (see ``_load``)."""
     lm = worker.run(to_mode, _load(name, target, precision), "compiled")
-    log(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
+    logger.info(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
     return lm
 
 
@@ -107,7 +109,7 @@ def _ensure_converted(r: Packaged) -> None:
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
         try:  # on the engine worker like all torch work; progress drawn here
             work.run(packaged.prepare, r, progress=worker.relay("progress"), key=("convert", r.name),
-                     events={"progress": lambda msg: (log(msg), box.write(msg))})
+                     events={"progress": lambda msg: (logger.info(msg), box.write(msg))})
         except ModelLoadError:
             box.update(label=f"{r.sentence} could not be prepared", state="error")
             raise
@@ -191,7 +193,7 @@ def get_model(ref: ModelRef) -> LoadedModel:
     except ModelLoadError as exc:
         if not pol.class_mode:
             raise
-        log(f"class mode: model {canon!r} could not be loaded: {exc}")
+        logger.info(f"class mode: model {canon!r} could not be loaded: {exc}")
         raise ModelLoadError(f"The model '{canon}' could not be loaded on this server right now.") from None
 
 

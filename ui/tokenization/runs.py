@@ -1,15 +1,17 @@
 """Cached tokenizer work for the tokenization page, keyed on plain values (no forward pass is involved)."""
 from __future__ import annotations
 
+import logging
 import streamlit as st
 
 from engine.tokenization import tokens as T
 from engine.models import catalog
 from engine.models.names import builtin
-from engine.core.serverlog import log
 from engine.core.loaded import ModelRef
 from ui.frame.models import get_model, offered, policy
 from ui.frame.cache import memo, shared
+
+logger = logging.getLogger(__name__)
 
 
 @memo(48)
@@ -75,7 +77,7 @@ def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: ModelRe
         except Exception as exc:  # a broken cached tokenizer must not break the page
             # a class server never shows why (the reason can name its folders); its log has it
             if class_mode:
-                log(f"class mode: tokenizer of {s.name!r} could not be read: {type(exc).__name__}: {exc}")
+                logger.info(f"class mode: tokenizer of {s.name!r} could not be read: {type(exc).__name__}: {exc}")
             problems.append(f"{s.name}: not available on this server" if class_mode else
                             f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
     return counts, problems
