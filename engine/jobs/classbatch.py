@@ -44,7 +44,7 @@ from transformers import DynamicCache
 from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, prepare_step
 from engine.jobs import seats
 from engine.jobs.kinds import BatchHost, JobKind, JobState
-from engine.jobs.worker import relay
+from engine.jobs.job import relay
 from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
@@ -67,7 +67,7 @@ ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps log
 @dataclass(frozen=True)
 class AnswerRequest:
     """One generation request: ``run_trace``'s arguments. ``stream``: each step's record is posted to the request's
-    job as a ``("step", (record,))`` event (what ``engine.jobs.worker.relay("step")`` posts), alone or in a batch,
+    job as a ``("step", (record,))`` event (what ``engine.jobs.job.relay("step")`` posts), alone or in a batch,
     so its page draws its progress token by token either way."""
 
     lm: LoadedModel = field(repr=False)

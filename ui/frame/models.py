@@ -108,7 +108,7 @@ def _ensure_converted(r: Packaged) -> None:
         if packaged.converting(r):
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
         try:  # on the engine worker like all torch work; progress drawn here
-            work.run(packaged.prepare, r, progress=worker.relay("progress"), key=("convert", r.name),
+            work.run(packaged.prepare, r, progress=work.relay("progress"), key=("convert", r.name),
                      events={"progress": lambda msg: (logger.info(msg), box.write(msg))})
         except ModelLoadError:
             box.update(label=f"{r.sentence} could not be prepared", state="error")
@@ -448,7 +448,7 @@ def warm_for_run(page: str = "loop") -> None:
                 now["phase"] = msg
             draw(force=True)
 
-        work.run(compile_warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": said},
+        work.run(compile_warm_up, lm, tokens, progress=work.relay("progress"), events={"progress": said},
                  on_poll=draw, key=("compile", lm.ref, length))
         if graph.failure:
             box.update(label="Compiled mode could not compile this model: eager runs", state="error")

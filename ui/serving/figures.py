@@ -5,8 +5,8 @@ import math
 
 import plotly.graph_objects as go
 
-from engine.serving.measure import (ConcurrencyLevel, ConcurrencySweep, NextToken, PromptSweep, RequestTimeline,
-                                    server_split)
+from engine.serving.concurrency import ConcurrencyLevel, ConcurrencySweep
+from engine.serving.measure import NextToken, PromptSweep, RequestTimeline, server_split
 from ui.frame.figures import COLORS, style
 from ui.sampling.figures import unique_labels
 
