@@ -18,7 +18,7 @@ import sys
 
 # Only what builds the parser is imported here, none of it torch: every --help answers in well under a second, and
 # the work of a command (torch, transformers, the model) is imported once its arguments are read.
-from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold
+from engine.cli_args import GREEDY_NOTE, add_run_arguments, add_save_argument, bold
 from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError
 from engine.models import catalog
 from engine.models.names import EMBEDDED
@@ -37,7 +37,7 @@ BENCHES = {
     "precision": "engine.precision.bench",
     "profile": "engine.timeline.bench_profile",
     "specdec": "engine.speculative.bench",
-    "threads": "engine.measure.bench_threads",
+    "threads": "engine.timeline.bench_threads",
     "timeline": "engine.timeline.bench",
 }
 
@@ -88,7 +88,7 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
     common(tr)
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
-    record_cli.add_save_argument(tr)
+    add_save_argument(tr)
     if importlib.util.find_spec("engine.speculative.cli") is not None:
         race_cli = importlib.import_module("engine.speculative.cli")
         rp = sub.add_parser("race", help="plain vs speculative decoding",
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
-        return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit)
+        return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit, record_cli.save_race)
     mod = importlib.import_module(BENCHES[args.bench])
     result = mod.run(lm, args)
     _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))

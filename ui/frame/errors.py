@@ -11,6 +11,8 @@ import traceback
 
 import streamlit as st
 
+from engine.core.prompt import PromptError
+
 logger = logging.getLogger(__name__)
 
 
@@ -41,3 +43,14 @@ def fragment(fn=None, **kw):
         return st.fragment(body, **kw)
 
     return wrap(fn) if fn is not None else wrap
+
+
+@contextlib.contextmanager
+def prompt_refused():
+    """Run the block; a prompt the model cannot take (engine.core.prompt.PromptError: empty, too long for it) is
+    said in its own one line, and the page stops there."""
+    try:
+        yield
+    except PromptError as exc:
+        st.warning(str(exc), icon=":material/edit_note:")
+        st.stop()

@@ -23,12 +23,14 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.jobs import worker
-from engine.jobs.job import Job, relay
+from engine.jobs import job as jobs
+from engine.jobs.job import Job
 from engine.jobs.kinds import JobKind
 from engine.core.cancel import Cancelled
 from engine.core.loaded import LoadedModel, ModelRef
 from engine.settings import TRUSTED_PROXIES, WARM_SECRET
 
+relay = jobs.relay  # the pages draw a job's progress events through work.relay
 POLL_S = 0.05
 
 
