@@ -73,15 +73,14 @@ def replay_main(argv) -> int:
     """``python -m engine replay``: the record is read and checked here (the engine's), the page is the UI's
     (ui/record/replay.py), which the command line runs as a program of its own, as git runs its subcommands, rather
     than importing it: the engine imports no UI."""
-    import os
     import subprocess
 
     args = replay_parser().parse_args(argv)
     if load_or_say(args.record) is None:
         return REFUSED
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
-    return subprocess.call([sys.executable, "-m", "ui.record.replay", args.record, "--html", args.html], env=env)
+    root = str(Path(__file__).resolve().parents[2])  # the checkout, whatever folder the command was run from
+    code = f"import sys; sys.path.insert(0, {root!r}); from ui.record.replay import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.call([sys.executable, "-c", code, args.record, "--html", args.html])
 
 
 def _short(text: str, n: int = 80) -> str:
