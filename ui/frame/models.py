@@ -5,8 +5,8 @@ maps to one canonical name, so to one cache entry; in class mode only the allow-
 """
 from __future__ import annotations
 
+import logging
 import contextlib
-import threading
 from dataclasses import replace
 
 import streamlit as st
@@ -14,12 +14,12 @@ import streamlit as st
 from engine.models.names import ModelNotAllowed, ModelPolicy, plain_name, policy_from_env
 from engine.models import background
 from engine.jobs import worker
-from engine.models.names import EMBEDDED, GEMMA
-from engine.models.convert import convert_embedded, embedded_copy, embedded_is_converted
+from engine.models import catalog, packaged
+from engine.models.catalog import Packaged
+from engine.models.names import EMBEDDED
 from engine.models.loading import default_device, load_model
-from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
-from engine.models.names import BUILTIN
+from engine.models.names import builtin
 from engine.core.background_compile import COMPILER
 from engine.core.compiled import DEFAULT_MODE, ModeError, graph_of, refused as mode_refused, to_mode
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
@@ -27,8 +27,7 @@ from ui.frame import state, teacher, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
 
-_CONVERSION = threading.Lock()  # one conversion per process, however many sessions arrive first
-
+logger = logging.getLogger(__name__)
 
 def policy() -> ModelPolicy:
     """Open mode, or class mode with its allow-list (environment settings; see engine.models.names)."""
@@ -52,7 +51,7 @@ def cache_entries(pol: ModelPolicy | None = None) -> int:
     models at each, plus ``OPEN_EXTRA``. Read once, when the app starts."""
     pol = pol or policy()
     n_prec = len(supported(default_device()))
-    return len(pol.labels) * n_prec if pol.class_mode else len(BUILTIN) * n_prec + OPEN_EXTRA
+    return len(pol.labels) * n_prec if pol.class_mode else len(builtin()) * n_prec + OPEN_EXTRA
 
 
 @shared(cache_entries())
@@ -66,22 +65,21 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     if precision is not None:
         lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:
-        lm = worker.run(load_model, target, progress=log)  # the load's check passes too, like all torch work
+        lm = worker.run(load_model, target, progress=logger.info)  # the load's check passes too, like all torch work
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
         lm.ref = ModelRef(name)
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
-    log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
+    logger.info(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
 
 
 CONVERSION_LABELS = {
-    "missing": "First start: converting the embedded model",
-    "outdated": "The embedded model's package was updated: converting its new version",
-    "damaged": "The saved copy of the embedded model is damaged (its files do not match their checksum): "
-               "converting it again",
+    "missing": "First start: converting {called}",
+    "outdated": "{Called}'s package was updated: converting its new version",
+    "damaged": "The saved copy of {called} is damaged (its files do not match their checksum): converting it again",
 }
-CONVERSION_TIME = " (about 15 s on 2 cores, longer on a busy laptop)..."
+CONVERSION_TIME = " ({takes} on 2 cores, longer on a busy laptop)..."
 
 
 @shared(cache_entries())
@@ -90,31 +88,28 @@ def _load_compiled(name: str, target: str, precision: str | None) -> LoadedModel
     precision), as ``_load`` keeps the eager ones. Nothing is compiled here: its warm-up compiles each static cache
     length on first use (``warm_compiled``). No st.* call in here (see ``_load``)."""
     lm = worker.run(to_mode, _load(name, target, precision), "compiled")
-    log(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
+    logger.info(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
     return lm
 
 
-def _ensure_embedded_converted() -> None:
-    """The conversion of the embedded model (the first start's, or again after its copy was damaged), with its
-    progress drawn in this run's own status box, outside the cached loader. A second session arriving meanwhile
-    waits for the first one's conversion."""
-    why = embedded_copy()
+def _ensure_converted(r: Packaged) -> None:
+    """The conversion of a packaged model prepared on first use (the first start's, or again after its copy was
+    damaged), with its progress drawn in this run's own status box, outside the cached loader. A second session
+    arriving meanwhile waits on the conversion's file lock (engine.models.packaged.prepare)."""
+    why = packaged.copy_state(r)
     if why == "ready":
         return
-    with st.status(CONVERSION_LABELS.get(why, CONVERSION_LABELS["missing"]) + CONVERSION_TIME, expanded=True) as box:
-        if not _CONVERSION.acquire(blocking=False):
+    label = CONVERSION_LABELS.get(why, CONVERSION_LABELS["missing"]) + CONVERSION_TIME
+    with st.status(label.format(called=r.called, Called=r.sentence, takes=r.takes), expanded=True) as box:
+        if packaged.converting(r):
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
-            _CONVERSION.acquire()
-        try:
-            if not embedded_is_converted():  # on the engine worker like all torch work; progress drawn here
-                work.run(convert_embedded, progress=worker.relay("progress"), key=("convert", EMBEDDED),
-                         events={"progress": lambda msg: (log(msg), box.write(msg))})
+        try:  # on the engine worker like all torch work; progress drawn here
+            work.run(packaged.prepare, r, progress=work.relay("progress"), key=("convert", r.name),
+                     events={"progress": lambda msg: (logger.info(msg), box.write(msg))})
         except ModelLoadError:
-            box.update(label="The embedded model could not be prepared", state="error")
+            box.update(label=f"{r.sentence} could not be prepared", state="error")
             raise
-        finally:
-            _CONVERSION.release()
-        box.update(label="Embedded model ready", state="complete", expanded=False)
+        box.update(label=f"{r.sentence} ready", state="complete", expanded=False)
 
 
 def first_start_in_view() -> None:
@@ -126,31 +121,31 @@ def first_start_in_view() -> None:
         _, target = policy().resolve(plain_name(state.settings().model))
     except ModelLoadError:
         return  # a name this server does not offer: the sidebar says so
-    if target == EMBEDDED and embedded_copy() != "ready":
+    r = catalog.row(target)
+    if r is not None and not r.background and packaged.copy_state(r) != "ready":
         st.space(28)  # below Streamlit's header bar, where a page's title starts (ui/frame/style.py's top padding)
         with contextlib.suppress(ModelLoadError):
-            _ensure_embedded_converted()
+            _ensure_converted(r)
 
 
 def start_background_preparation() -> None:
-    """Called on every page run (cheap after the first): when this server offers Gemma 3 270M, its one-time
-    conversion starts in a child process (engine.models.background) as soon as the first page is drawn, so it never
-    delays that page and is usually done before anyone picks Gemma."""
-    if background.disabled() or background.current() is not None:
+    """Called on every page run (cheap after the first): each packaged model marked ``background`` that this server
+    offers (Gemma 3 270M) starts its one-time conversion in a child process (engine.models.background) as soon as the
+    first page is drawn, so it never delays that page and is usually done before anyone picks it."""
+    if background.disabled():
         return
-    pol = policy()
-    if pol.class_mode and GEMMA not in dict(pol.allowed).values():
-        return
-    background.start()
+    for r in catalog.rows():
+        if r.background and background.current(r.name) is None and offered(r.name):
+            background.start(r.name)
 
 
-def _ensure_gemma_converted() -> None:
-    """Wait, with progress, for the background preparation of Gemma (starting it if it has not started or
-    failed before). The conversion itself never runs on this script thread."""
-    prep = background.start()
+def _ensure_background(r: Packaged) -> None:
+    """Wait, with progress, for the background preparation of ``r`` (starting it if it has not started or failed
+    before). The conversion itself never runs on this script thread."""
+    prep = background.start(r.name)
     if not prep.thread.is_alive() and prep.state == "ready":
         return
-    with st.status("Preparing Gemma 3 270M (one time per machine: about 45 s on 2 cores, longer on a busy laptop)...",
+    with st.status(f"Preparing {r.called} (one time per machine: {r.takes} on 2 cores, longer on a busy laptop)...",
                    expanded=True) as box:
         line = st.empty()
         while prep.thread.is_alive():
@@ -158,9 +153,9 @@ def _ensure_gemma_converted() -> None:
             line.write(md_escape(shown or "Starting..."))
             prep.thread.join(1.0)
         if prep.state != "ready":
-            box.update(label="Gemma 3 270M could not be prepared", state="error")
-            raise ModelLoadError(f"Gemma 3 270M could not be prepared: {prep.message}")
-        box.update(label="Gemma 3 270M ready", state="complete", expanded=False)
+            box.update(label=f"{r.sentence} could not be prepared", state="error")
+            raise ModelLoadError(f"{r.sentence} could not be prepared: {prep.message}")
+        box.update(label=f"{r.sentence} ready", state="complete", expanded=False)
 
 
 def ref_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> ModelRef:
@@ -183,10 +178,9 @@ def get_model(ref: ModelRef) -> LoadedModel:
         raise ModelLoadError("On a class server the teacher chooses the engine mode; this room runs "
                              f"{teacher.room_mode()}.")
     canon, target = pol.resolve(ref.name)
-    if target == EMBEDDED:
-        _ensure_embedded_converted()
-    elif target == GEMMA:
-        _ensure_gemma_converted()
+    r = catalog.row(target)
+    if r is not None:
+        _ensure_background(r) if r.background else _ensure_converted(r)
     label = f"Loading model {md_escape(canon)} ..." if precision is None else \
         f"Preparing {md_escape(canon)} at {LABELS.get(precision, precision)}: a copy cast or quantized once..."
     try:
@@ -195,7 +189,7 @@ def get_model(ref: ModelRef) -> LoadedModel:
     except ModelLoadError as exc:
         if not pol.class_mode:
             raise
-        log(f"class mode: model {canon!r} could not be loaded: {exc}")
+        logger.info(f"class mode: model {canon!r} could not be loaded: {exc}")
         raise ModelLoadError(f"The model '{canon}' could not be loaded on this server right now.") from None
 
 
@@ -224,28 +218,32 @@ def model_box() -> None:
         st.session_state["w_model"] = shown
     pin = state.pinned()  # a pinned class link fixes the model
     if pol.class_mode:
-        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if n in (EMBEDDED, GEMMA))
+        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if catalog.row(n) is not None)
         st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, disabled=pin,
                      help="The models this server offers" + (f" ({known})." if known else "."))
         return
-    pick = shown if shown in BUILTIN else None
+    pick = shown if shown in builtin() else None
     if st.session_state.get("w_model_pick") != pick:
         st.session_state["w_model_pick"] = pick
-    st.pills("Models shipped with the app", list(BUILTIN), key="w_model_pick", format_func=nice_name,
+    st.pills("Models shipped with the app", list(builtin()), key="w_model_pick", format_func=nice_name,
              on_change=_on_pick, disabled=pin, help="Both real models run offline; tiny-random is a test model.")
     st.text_input("Model", key="w_model", on_change=on_model_change, disabled=pin,
-                  help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app; '{GEMMA}' is Gemma 3 270M (base "
-                       "model, also offline). 'tiny-random' is a tiny model "
-                       "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
-                       "safetensors weights.")
+                  help=model_box_help())
 
 
-NICE_NAMES = {EMBEDDED: "SmolLM2-135M (embedded)", GEMMA: "Gemma 3 270M", "tiny-random": "tiny random"}
+def model_box_help() -> str:
+    """The model box's help: every packaged model from the table, then the others it takes."""
+    first, *more = catalog.rows()
+    text = f"'{first.name}' is {first.title}, shipped with the app; " + "".join(
+        f"'{r.name}' is {r.title} ({r.kind} model, also offline). " for r in more)
+    return text + ("'tiny-random' is a tiny model with random weights. Or a Hugging Face id (needs internet) or a "
+                   "local folder with safetensors weights.")
 
 
 def nice_name(name: str) -> str:
     """A built-in model's name as a person reads it (the name itself for anything else)."""
-    return NICE_NAMES.get(name, name)
+    r = catalog.row(name)
+    return r.nice if r is not None else "tiny random" if name == catalog.TINY else name
 
 
 def _on_pick() -> None:

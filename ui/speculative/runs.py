@@ -129,3 +129,8 @@ def sweep(params: RaceParams, ks: tuple[int, ...], max_new_tokens: int, progress
                                  on_progress=work.relay("progress"), drafter=drafter,
                                  key=("sweep", key), events={"progress": progress}))
     return done
+
+
+def repeats() -> int:
+    """How many timed races a race runs after its warm-up (ILE_RACE_REPEATS): the page's clocks say it."""
+    return default_repeats()
