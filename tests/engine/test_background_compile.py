@@ -122,3 +122,19 @@ def test_a_module_called_on_one_thread_while_fx_traces_on_another_runs_as_it_is(
     finally:
         done.set()
         tracer.join(30)
+
+
+def test_a_students_whole_page_beside_a_compile_is_within_the_class_goal(one_thread):
+    """`bench hostile`'s compile scenario: the page (answer, analysis, block walk) while compiled mode's decode step
+    compiles in the background takes at most 2x its time alone + 5 s, with the same answer, and the compile was
+    still running when the page was done (it did not wait for it)."""
+    from types import SimpleNamespace
+
+    from engine.batching import bench_hostile
+
+    lm = fresh_tiny(80)
+    r = bench_hostile.run(lm, SimpleNamespace(questions=1, question_tokens=8, max_batch=8, timeout=300.0,
+                                              pages="none,compile", page_only=True))
+    assert r["same_answers"] and r["page_within_goal"] == {"compile": True}, r
+    assert r["compiling_throughout"] is True, r
+    assert "the compile was still running" in bench_hostile.summary(r)
