@@ -138,3 +138,47 @@ def test_a_students_whole_page_beside_a_compile_is_within_the_class_goal(one_thr
     assert r["same_answers"] and r["page_within_goal"] == {"compile": True}, r
     assert r["compiling_throughout"] is True, r
     assert "the compile was still running" in bench_hostile.summary(r)
+
+
+def test_a_compile_on_another_thread_does_not_make_this_thread_compile(monkeypatch):
+    """torch sets one process-wide flag for a whole compile (``torch.compiler.is_compiling()``, set by
+    ``_compile_session_context`` whatever thread compiles); transformers read it, and an eager pass on the worker
+    took a traced graph's paths while a compile ran on another thread."""
+    import torch
+    from transformers.utils import is_torchdynamo_compiling
+
+    from engine.core import fx_threads
+
+    assert fx_threads.install()
+    monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)  # as while some thread compiles
+    assert torch.compiler.is_compiling()
+    assert not is_torchdynamo_compiling()  # transformers' eager paths stay eager
+
+    @torch.compile(fullgraph=True, backend="eager")
+    def traced(x):
+        return x + 1 if is_torchdynamo_compiling() else x - 1
+
+    assert traced(torch.zeros(1)).item() == 1.0  # inside a dynamo trace it still says "compiling"
+
+
+def test_an_analysis_during_a_background_compile_captures_every_block(one_thread):
+    from engine.core.trace import analyse_prompts
+
+    lm = fresh_tiny(72)
+    twin = C.to_mode(lm, "compiled")
+    want = analyse_prompts(lm, [[5, 6, 7, 8, 9]])
+    compiler = BackgroundCompiler()
+    job = compiler.submit(twin, C.decode_name(C.SHORTEST), compile_warm_up, twin, TOKENS)
+    t0 = time.monotonic()
+    while not job.step.startswith("Step 1") and not job.done.is_set() and time.monotonic() - t0 < 300:
+        time.sleep(0.01)
+    time.sleep(0.5)  # inside the compile now
+    assert not job.done.is_set(), "the compile ended before the analysis could run beside it"
+    got = analyse_prompts(lm, [[5, 6, 7, 8, 9]])
+    compiler.cancel(twin.ref)
+    compiler.wait(job, 120)
+    assert len(got) == len(want) == 1
+    import numpy as np
+
+    assert np.array_equal(got[0].residual_norms, want[0].residual_norms)  # every block captured, the same values
+    assert np.array_equal(got[0].top_ids, want[0].top_ids)
