@@ -71,3 +71,9 @@ def sampling_settings(args: argparse.Namespace):
     from engine.core.sampling import SamplingSettings  # torch: imported once the arguments are read
 
     return SamplingSettings(**{f.name: vars(args)[f.name] for f in fields(SamplingSettings)})
+
+
+def add_save_argument(p) -> None:
+    p.add_argument("--save", metavar="RUN.json", default=None,
+                   help="also write the run to this file: one JSON record that replays offline (python -m engine "
+                        "replay) and can be checked on another machine (python -m engine verify)")

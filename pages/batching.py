@@ -11,7 +11,6 @@ from ui.frame import nav
 from ui.batching.figures import workload_chart
 from ui.frame.layout import beside, chart, section, what_you_see
 from ui.frame.predict import ask
-from engine.predictions.records import batch_verdict
 from ui.frame.lessons import lesson
 
 nav.through_router()
@@ -40,7 +39,7 @@ if ran:
 if batch_box is not None:
     with batch_box:
         ask("batching", "try batch", lesson("batching", "answer batch"), key="batching_try_sweep",
-            verdict=batch_verdict(sweep if ran else None), pending=lesson("batching", "try batch pending"))
+            verdict=V.verdict(sweep if ran else None), pending=lesson("batching", "try batch pending"))
 
 if ran and section("2. One user leaves the hardware idle"):
     sections.one_user(sweep)

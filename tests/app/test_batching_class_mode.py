@@ -155,12 +155,12 @@ def test_the_model_cache_keeps_cache_entries_models_and_no_more(monkeypatch):
     from types import SimpleNamespace
 
     n = ui.frame.models.cache_entries()
-    assert n >= 2 * len(ui.frame.models.BUILTIN)
+    assert n >= 2 * len(ui.frame.models.builtin())
     seen = []
 
-    def load_model(target, **kw):
-        seen.append(target)
-        return SimpleNamespace(name=None, info=SimpleNamespace(n_params=1, device="cpu"))
+    def load_model(ref, **kw):
+        seen.append(ref.name)
+        return SimpleNamespace(name=None, ref=ref, info=SimpleNamespace(n_params=1, device="cpu"))
 
     monkeypatch.setattr(ui.frame.models, "load_model", load_model)
     load = ui.frame.models._load

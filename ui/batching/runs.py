@@ -101,3 +101,4 @@ def sweep_lesson_note(points) -> str | None:
     if ratio < 0.75 * big.batch:
         return None
     return lesson("batching", "sweep differs", batch=big.batch, ratio=ratio)
+

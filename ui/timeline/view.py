@@ -6,6 +6,7 @@ import pandas as pd
 
 from engine.core.loaded import Mode
 from engine.measure.spread import lesson_flags
+from engine.predictions.records import timeline_verdict
 from engine.timeline import experiment as T
 from engine.timeline import memory as M
 from engine.timeline import roofline as R
@@ -229,3 +230,13 @@ def regime_text(pairs, device: str, read_gb_s: T.Spread | None = None) -> str:
                                                                                 "compare, above)")
                      + ("; on a GPU the whole step is one CUDA graph launch." if gpu else "."))
     return "\n".join(lines)
+
+
+def timeline_of(trace) -> T.Timeline:
+    """The run's timeline as the page draws it: one prefill bar, then one bar per decode step."""
+    return T.timeline(trace)
+
+
+def verdict(tl: T.Timeline):
+    """Which choice of the page's question this run's timeline decides."""
+    return timeline_verdict(tl)

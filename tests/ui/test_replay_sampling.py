@@ -1,4 +1,4 @@
-"""The replay page's sampling chain (engine/record/page/replay.js, ``samplingProbs``) against the engine's
+"""The replay page's sampling chain (ui/record/page/replay.js, ``samplingProbs``) against the engine's
 (engine/core/sampling.py) over a grid of settings, min-p included: the same tokens kept and the same probabilities.
 The function is taken from the page's own script and run in Node, the JavaScript engine the browser tier's Chromium
 shares; the browser test (tests/browser/test_replay.py) checks it again inside the page."""
@@ -16,7 +16,7 @@ import torch
 from engine.core.sampling import SamplingSettings, filter_logits, sampling_probs
 from engine.settings import CI
 
-SCRIPT = Path(__file__).resolve().parents[2] / "engine" / "record" / "page" / "replay.js"
+SCRIPT = Path(__file__).resolve().parents[2] / "ui" / "record" / "page" / "replay.js"
 GRID = list(product((0.0, 0.3, 0.7, 1.0, 1.6), (0, 1, 5, 40), (1.0, 0.9, 0.5, 0.05), (0.0, 0.02, 0.1, 0.5, 1.0)))
 
 
