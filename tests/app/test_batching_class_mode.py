@@ -18,9 +18,9 @@ def loads(monkeypatch):
     seen = []
     real = ui.frame.models.load_model
 
-    def counting(target, *a, **kw):
-        seen.append(target)
-        return real(target, *a, **kw)
+    def counting(ref, *a, **kw):
+        seen.append(ref.path or ref.name)  # what is loaded: a label's folder or id, else the name
+        return real(ref, *a, **kw)
 
     monkeypatch.setattr(ui.frame.models, "load_model", counting)
     ui.frame.models._load.clear()
