@@ -195,7 +195,8 @@ BASE_PYTHON = Setting("ILE_BASE_PYTHON", "text", None, "The Python that makes th
 TEST_WORKERS = Setting("ILE_TEST_WORKERS", "int", None, "pytest workers of scripts/test.sh's first phase (the tiers "
                       "that read no clock); 1 runs it serially.", "shell", minimum=1,
                       default_doc="the number of cores")
-WHEEL_CACHE = Setting("ILE_WHEEL_CACHE", "path", None, "Where the llama.cpp server build is kept, per CPU.", "shell",
+WHEEL_CACHE = Setting("ILE_WHEEL_CACHE", "path", None, "Where the one llama.cpp build (llama-server and "
+                      "llama-cpp-python's wheel) is kept, per build flags.", "shell",
                       default_doc="`$XDG_CACHE_HOME/ile-wheels`")
 
 # ------------------------------------------------------------------------------------------ tests

@@ -1,6 +1,6 @@
 """Real HTTP servers for the serving tests, all on 127.0.0.1 and stopped at the end:
 
-- ``LlamaCppServer``: llama.cpp's own ``llama-server`` (built by scripts/build_llama_server.sh from the llama.cpp
+- ``LlamaCppServer``: llama.cpp's own ``llama-server`` (built by scripts/build_llama_cpp.sh from the llama.cpp
   that llama-cpp-python vendors) running the embedded SmolLM2 GGUF with /metrics and /slots: the reference server
   the serving page must be right about (what most people run locally);
 - ``LlamaServer``: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``), kept for what it
@@ -91,17 +91,17 @@ class LlamaServer:
 
 
 def llama_server_binary() -> tuple[Path | None, str]:
-    """(path to llama.cpp's ``llama-server`` built by scripts/build_llama_server.sh, None) or (None, why not).
+    """(path to llama.cpp's ``llama-server`` built by scripts/build_llama_cpp.sh, None) or (None, why not).
     ``ILE_LLAMA_SERVER`` names another binary."""
     env = settings.LLAMA_SERVER.get()
     if env:
         return (env, "") if os.access(env, os.X_OK) else (None, f"ILE_LLAMA_SERVER={env} is not executable")
     try:
-        out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llama_server.sh"), "--path"], capture_output=True,
+        out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llama_cpp.sh"), "--path"], capture_output=True,
                              text=True, timeout=30, env=dict(os.environ, PYTHON=sys.executable))
         path = Path(out.stdout.strip())
     except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"scripts/build_llama_server.sh --path failed: {exc}"
+        return None, f"scripts/build_llama_cpp.sh --path failed: {exc}"
     if path.is_file() and os.access(path, os.X_OK):
         return path, ""
     failed = path.parent / "build-failed.txt"
