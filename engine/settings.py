@@ -203,7 +203,8 @@ WHEEL_CACHE = Setting("ILE_WHEEL_CACHE", "path", None, "Where the one llama.cpp 
 TEST_DEVICE = Setting("ILE_TEST_DEVICE", "text", "cpu", "The device the test tiers load models on.", "tests")
 SCREENSHOTS = Setting("ILE_SCREENSHOTS", "flag", None, "The browser tests save screenshots.", "tests",
                       default_doc="on, except under `CI`")
-CI = Setting("CI", "flag", False, "Set by CI services: the browser tests save no screenshots.", "tests")
+CI = Setting("CI", "flag", False, "Set by CI services: the browser tests save no screenshots, and a llama.cpp the "
+             "serving tests cannot run (missing, or killed by a signal) fails them instead of skipping.", "tests")
 FULL_CLASS_TEST = Setting("ILE_FULL_CLASS_TEST", "flag", False, "Run the full 20-session class tests in a real "
                           "browser (minutes).", "tests")
 CLASS_SESSIONS = Setting("ILE_CLASS_SESSIONS", "int", None, "Sessions in the browser class tests.", "tests", minimum=1,
