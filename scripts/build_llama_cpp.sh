@@ -66,7 +66,7 @@ if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
     >/dev/null || fail "no C++ compiler or cmake, and they could not be installed"
 fi
 echo "[install] building llama.cpp from llama-cpp-python $LLAMA_CPP_VERSION once, for llama-server and the Python"
-echo "          package (about 13 min on 2 busy cores, once per machine; kept in $dir)"
+echo "          package (about 17 min on 2 busy cores, once per machine; kept in $dir)"
 t0=$(date +%s)
 $PY -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
   "llama-cpp-python==$LLAMA_CPP_VERSION" -d "$work" >"$work/build.log" 2>&1 || fail "the sdist could not be downloaded"
@@ -89,10 +89,10 @@ cp -a "$work/build/bin/llama-server" "$work/build/bin/"lib*.so* "$dir/bin.tmp/" 
 # through the symlinks: a wheel holds none.
 echo "$key" > "$work/build/bin/ile-build.txt"  # which build is installed: scripts/install.sh compares it
 cat > "$work/ship.cmake" <<'CMAKE'
-file(GLOB ILE_LIBS "${ILE_LLAMA_LIBS}/lib*.so*" "${ILE_LLAMA_LIBS}/ile-build.txt")
-install(FILES ${ILE_LIBS} DESTINATION ${SKBUILD_PLATLIB_DIR}/llama_cpp/lib)
+file(GLOB PREBUILT_LIBS "${PREBUILT_LLAMA_LIBS}/lib*.so*" "${PREBUILT_LLAMA_LIBS}/ile-build.txt")
+install(FILES ${PREBUILT_LIBS} DESTINATION ${SKBUILD_PLATLIB_DIR}/llama_cpp/lib)
 CMAKE
-CMAKE_ARGS="-DLLAMA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE=$work/ship.cmake -DILE_LLAMA_LIBS=$work/build/bin" \
+CMAKE_ARGS="-DLLAMA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE=$work/ship.cmake -DPREBUILT_LLAMA_LIBS=$work/build/bin" \
   $PY -m pip wheel -q --disable-pip-version-check --no-deps -w "$work/wheel" "$pkg" >>"$work/build.log" 2>&1 \
   || fail "the llama-cpp-python wheel could not be made"
 made=$(ls "$work/wheel"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -n1)
