@@ -39,7 +39,9 @@ def section(root: str, params: dict[str, str]) -> None:
     qs = Q.all_questions()
     asked = sorted(TALLY.asked())
     ids = list(qs)
-    default = ids.index(asked[0]) if asked and asked[0] in ids else ids.index("timeline.try-this")
+    sent = Q.by_id(st.query_params.get(PARAM))  # the teacher's own link may name the question (?q=)
+    default = ids.index(sent.id) if sent is not None else \
+        ids.index(asked[0]) if asked and asked[0] in ids else ids.index("timeline.try-this")
     qid = st.selectbox("Question", ids, index=default, format_func=lambda i: _label(qs[i]), key="class_question")
     q = qs[qid]
     st.markdown("**Send the class to this question** (the class link, opening this page with the question marked):")
