@@ -7,7 +7,7 @@ from ui.frame import nav
 from ui.precision import sections as precision_view
 from ui.timeline import sections
 from ui.timeline import view as V
-from ui.frame.layout import beside, chart, notes, section, what_you_see
+from ui.frame.layout import beside, chart, notes, presenting, section, what_you_see
 from ui.frame.predict import ask
 from engine.predictions.records import timeline_verdict
 from ui.frame.lessons import lesson
@@ -34,9 +34,13 @@ if section(None):
         sections.metrics(V.run_metrics(tl))
         sections.mode_check(lm, tr, s)
     with side:
-        what_you_see(lesson("timeline", "what you see"))
-        st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
-        ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=timeline_verdict(tl))
+        top, below = st.container(), st.container()
+        # on the projector the room's question comes first, its tally and answer beside the timeline
+        with below if presenting() else top:
+            what_you_see(lesson("timeline", "what you see"))
+            st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
+        with top if presenting() else below:
+            ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=timeline_verdict(tl))
     st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
 if section("2. With and without the KV cache"):

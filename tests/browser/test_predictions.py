@@ -71,9 +71,17 @@ def _wait_picks(teacher, want: int, timeout: float) -> float:
     raise AssertionError(f"the teacher's tally read {_picks(teacher)}, not {want}, after {timeout:.0f} s")
 
 
-def _shot(page, name: str, top: str) -> None:
-    """The projector's view (1366x768) with the element showing ``top`` at its top."""
-    page.get_by_text(top).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+SCROLLER_JS = """(e, dy) => { let p = e.parentElement;  // Streamlit scrolls an inner container, not the window
+    while (p && !(p.scrollHeight > p.clientHeight && /auto|scroll/.test(getComputedStyle(p).overflowY))) p = p.parentElement;
+    if (dy === null) { if (p) p.scrollTo(0, 0); return; }
+    e.scrollIntoView({block: 'start'}); if (p) p.scrollBy(0, -dy); }"""
+
+
+def _shot(page, name: str, top: str | None = None, below: int = 90) -> None:
+    """The projector's view (1366x768): the element showing ``top`` ``below`` pixels from the top, under the app's
+    header (and a presenter's section bar), or the page's first screen when ``top`` is None."""
+    anchor = page.locator('[data-testid="stHeading"]').first if top is None else page.get_by_text(top).first
+    anchor.evaluate(SCROLLER_JS, None if top is None else below)
     page.wait_for_timeout(1500)  # charts draw after their data arrives
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
@@ -130,8 +138,6 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
         print(f"tally: {STUDENTS} picks on the teacher's view {took:.2f} s after the last click ({_load()})")
         if _quiet():
             assert took <= TALLY_S, f"the tally took {took:.1f} s"
-        if screenshots_wanted():
-            _shot(students[-1], "class-predict-student", "Try this.")
 
         # a reload is a new Streamlit session at the same address, whose voter id keeps the pick: still counted,
         # shown as this tab's own, and changed in place, never cast twice
@@ -147,9 +153,10 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
         if screenshots_wanted():  # docs/class.md's pictures, at a projector's 1366x768
             presenter = teacher_ctx.new_page()
             presenter.goto(f"{url}/timeline?model=tiny-random&max_new_tokens=2&present=1")
-            presenter.get_by_text("The answer opens here when your teacher reveals it").first.wait_for()
+            presenter.get_by_text("The answer opens here when the class view reveals it").first.wait_for()
             presenter.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for()
-            _shot(presenter, "class-predict-presenter-tally", "Try this.")
+            assert presenter.locator('[data-testid="stRadio"]').count() == 0  # the projector does not vote
+            _shot(presenter, "class-predict-presenter-tally", "Try this.", below=150)
             teacher.bring_to_front()
             _shot(teacher, "class-predict-teacher", "The class predicts")
 
@@ -169,10 +176,13 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
         for page in students:
             assert_no_error(page)
             assert "Your pick" in page.inner_text("body")
+        if screenshots_wanted():
+            students[-1].bring_to_front()
+            _shot(students[-1], "class-predict-student-answer", "Try this.")
         if presenter is not None:
             presenter.bring_to_front()
             presenter.get_by_text("This run decides").or_(presenter.get_by_text("Too noisy to decide")).first.wait_for()
-            _shot(presenter, "class-predict-presenter-answer", "Try this.")
+            _shot(presenter, "class-predict-presenter-answer", "Try this.", below=150)
             presenter.close()
 
         students[0].goto(url + "/timeline?model=tiny-random&max_new_tokens=2&q=%3Cscript%3Ealert(1)%3C/script%3E")

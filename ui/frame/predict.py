@@ -88,11 +88,14 @@ def ask(topic: str, section: str, answer: str, key: str, verdict: Decides = None
         if st.query_params.get(PARAM) == q.id:
             state.put_page_params(**{PARAM: q.id})
             st.caption(":material/flag: Your teacher sent you to this question.")
-        st.caption(how_decided(q))
+        if not presenting():
+            st.caption(how_decided(q))
         if class_mode():
             _in_class(q, state.voter_id(), answer, key, verdict, pending)
         else:
             _alone(q, answer, key, verdict, pending)
+        if presenting():  # on the projector the tally and the answer come first, on the screen's first view
+            st.caption(how_decided(q))
 
 
 def _alone(q: Q.Question, answer: str, key: str, verdict: Decides, pending: str | None) -> None:
@@ -120,6 +123,11 @@ def _in_class(q: Q.Question, voter: str, answer: str, key: str, verdict: Decides
                   "Picks of this class, one per student page, anonymous; green: the answer.", key=f"{key}_tally")
         reveal(q, mine, answer, verdict, pending)
         return
+    if presenting():  # the projector is not a voter: the room picks on its own pages, the screen shows the tally
+        chart(tally_chart(q, TALLY.counts(q)), "counted", "Picks of this class so far, one per student page, "
+              "anonymous; the answer shows when the teacher reveals it.", key=f"{key}_tally")
+        st.caption(":material/hourglass_top: The answer opens here when the class view reveals it.")
+        return
     keys = list(q.keys)
     pick = st.radio("Your prediction (anonymous; you can change it until your teacher reveals the answer)", keys,
                     index=keys.index(mine) if mine in keys else None, format_func=q.text_of,
@@ -131,9 +139,6 @@ def _in_class(q: Q.Question, voter: str, answer: str, key: str, verdict: Decides
                        icon=":material/group_off:")
         elif said is Pick.CLOSED:
             st.caption("The answer was just revealed: picks are closed.")
-    if presenting():
-        chart(tally_chart(q, TALLY.counts(q)), "counted", "Picks of this class so far, one per student page, "
-              "anonymous; the answer shows when the teacher reveals it.", key=f"{key}_tally")
     st.caption(":material/hourglass_top: The answer opens here when your teacher reveals it to the class.")
 
 
@@ -148,7 +153,7 @@ def _number(x: float, unit: str) -> str:
     if not math.isfinite(x):
         return "n/a"
     if unit == "x":
-        return f"{x:.2f}x"
+        return f"{x:.2f}x" if abs(x) >= 0.1 else f"{x:.2g}x"  # a prefill of 3.5 ms over 2,043 ms: 0.0017x, not 0.00x
     if unit == "ms":
         return f"{x:.1f} ms" if x < 100 else f"{x:,.0f} ms"
     return f"{x:g}"
