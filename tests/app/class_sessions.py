@@ -28,7 +28,7 @@ class Tab:
     page: str  # the page's URL path, e.g. "tokenization"
     query: dict
     headers: dict = field(default_factory=dict)
-    radios: dict = field(default_factory=dict)  # label -> Widget
+    radios: dict = field(default_factory=dict)  # widget id -> Widget, in the order first drawn
     buttons: dict = field(default_factory=dict)  # label -> Widget
     metrics: dict = field(default_factory=dict)  # label -> (value, time.monotonic() it was drawn)
     texts: list = field(default_factory=list)  # (time.monotonic(), markdown body), in order
@@ -56,12 +56,18 @@ class Tab:
         """Until the page's current run has finished (its first run: the whole page)."""
         await asyncio.wait_for(self._finished.wait(), timeout)
 
-    async def pick(self, label_start: str, option: int | None = None, raw=None) -> None:
-        """Choose option ``option`` of the radio whose label starts with ``label_start``, as the frontend sends it
-        (the option's text); ``raw``: send this WidgetState field instead, e.g. ("string_value", "<forged>")."""
+    def radio(self, key: str) -> Widget | None:
+        """The radio drawn last whose widget key starts with ``key`` (a page may ask two questions; a new round
+        draws a new radio)."""
+        return next((w for wid, w in reversed(self.radios.items()) if wid.split("-", 2)[-1].startswith(key)), None)
+
+    async def pick(self, key: str, option: int | None = None, raw=None) -> None:
+        """Choose option ``option`` of the radio ``key`` (its widget key's start, e.g. "timeline_try_pick"), as
+        the frontend sends it (the option's text); ``raw``: send this WidgetState field instead, e.g.
+        ("string_value", "<forged>")."""
         from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-        w = next(w for label, w in self.radios.items() if label.startswith(label_start))
+        w = self.radio(key)
         s = WidgetState(id=w.id)
         name, value = raw if raw is not None else ("string_value", w.options[option])
         setattr(s, name, value)
@@ -125,7 +131,7 @@ class Tab:
         now = time.monotonic()
         kind = el.WhichOneof("type")
         if kind == "radio":
-            self.radios[el.radio.label] = Widget(el.radio.id, fragment, tuple(el.radio.options),
+            self.radios[el.radio.id] = Widget(el.radio.id, fragment, tuple(el.radio.options),
                                                  el.radio.default if el.radio.HasField("default") else None)
         elif kind == "button":
             self.buttons[el.button.label] = Widget(el.button.id, fragment)
@@ -159,3 +165,34 @@ def run(coroutine, timeout: float = 900.0):
     if out[0][0] == "error":
         raise out[0][1]
     return out[0][1]
+
+
+class Crowd:
+    """Tabs on an event loop of their own thread, driven from synchronous code (a Playwright test, whose sync API
+    keeps its own loop on the test's thread)."""
+
+    def __init__(self):
+        import threading
+
+        self.loop = asyncio.new_event_loop()
+        self.tabs: list[Tab] = []
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def do(self, coroutine, timeout: float = 300.0):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def open(self, tabs: list[Tab], timeout: float = 300.0) -> None:
+        """Open ``tabs`` together and wait for each page's first run."""
+        async def go():
+            await asyncio.gather(*(t.open() for t in tabs))
+            await asyncio.gather(*(t.wait_run(timeout) for t in tabs))
+        self.tabs += tabs
+        self.do(go(), timeout + 30)
+
+    def close(self) -> None:
+        async def go():
+            await asyncio.gather(*(t.close() for t in self.tabs), return_exceptions=True)
+        try:
+            self.do(go(), 30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)

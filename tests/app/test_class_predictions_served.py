@@ -26,7 +26,7 @@ STUDENTS = 30
 ROUNDS = 10
 QID = "tokenization.try-this"
 LINK = {"model": "tiny-random", "pin": "1", "q": QID}
-ASK = "Your prediction"
+ASK = "tokenization_try_pick"
 REVEALED = ("This run decides:", "Too noisy to decide")
 TALLY_S, REVEAL_S = 2.0, 3.0
 
@@ -67,8 +67,8 @@ async def _class(app: App) -> dict:
     try:
         for r in range(1, ROUNDS + 1):
             # a new round draws a new radio in every box (its key names the round): wait for it
-            await _until(lambda: all(s.radios and next(iter(s.radios.values())).id.endswith(f"_pick_{r}")
-                                     for s in students), 60, f"round {r}'s boxes")
+            await _until(lambda: all((w := s.radio(ASK)) and w.id.endswith(f"_pick_{r}") for s in students), 60,
+                         f"round {r}'s boxes")
             for i, s in enumerate(students):
                 await s.pick(ASK, i % 3)
             if r == 1:
@@ -90,7 +90,7 @@ async def _class(app: App) -> dict:
                 await again.open()
                 await again.wait_run(300)
                 students[2] = again
-                await _until(lambda: next(iter(again.radios.values())).chosen == 2, 30, "the reloaded pick shown")
+                await _until(lambda: (w := again.radio(ASK)) and w.chosen == 2, 30, "the reloaded pick shown")
                 await asyncio.sleep(2.5)  # two more tallies
                 assert _picks(teacher)[0] == STUDENTS, "a reload voted twice or lost its pick"
             await teacher.press("Reveal to the class")
