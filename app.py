@@ -2,7 +2,7 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui.frame import errors, layout, legacy_pages, models, nav, server_metrics, sidebar, state, style
+from ui.frame import compiling, errors, layout, legacy_pages, models, nav, server_metrics, sidebar, state, style
 
 legacy_pages.legacy_mode_off()  # pages/ beside app.py: Streamlit's legacy router off (ui/frame/legacy_pages.py)
 server_metrics.closed_to_a_class()  # a class server's /_stcore/metrics reports nothing (ui/frame/server_metrics.py)
@@ -18,7 +18,7 @@ page = st.navigation(pages)
 with errors.shown_briefly():  # the model load too: any error is one short line, never a blank page
     models.first_start_in_view()  # the first start's conversion, in the main area where the visitor looks
     sidebar.render()
-    models.warm_for_run(page.url_path)  # compiled mode: its compile, visible and cancellable, before a page measures
+    compiling.warm_for_run(page.url_path)  # compiled mode: its compile in the background, shown, cancellable
 layout.begin_page(page.url_path)
 state.log_run(page.url_path or "loop")
 state.write_query_params(before_page=True)  # a page may end early with st.stop(): the link is current anyway

@@ -2,6 +2,7 @@
 import os
 
 from engine import settings
+from engine.core import logs
 from engine.measure.threads import set_wait_policy_env
 
 
@@ -21,5 +22,6 @@ def _point_compiled_kernel_cache() -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)  # torch makes the folder when it first writes
 
 
+logs.attach("engine")  # every engine module logs to logging.getLogger(__name__): one stderr handler
 set_wait_policy_env()  # before anything imports torch: OpenMP reads its wait policy once, when it loads
 _point_compiled_kernel_cache()

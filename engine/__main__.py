@@ -18,8 +18,9 @@ import sys
 
 # Only what builds the parser is imported here, none of it torch: every --help answers in well under a second, and
 # the work of a command (torch, transformers, the model) is imported once its arguments are read.
-from engine.cli_args import GREEDY_NOTE, add_run_arguments, bold
+from engine.cli_args import GREEDY_NOTE, add_run_arguments, add_save_argument, bold
 from engine.core.loaded import DEFAULT_MODE, MODES, PRECISIONS, ModelLoadError
+from engine.models import catalog
 from engine.models.names import EMBEDDED
 from engine.record import cli as record_cli
 import engine.settings as settings
@@ -36,7 +37,7 @@ BENCHES = {
     "precision": "engine.precision.bench",
     "profile": "engine.timeline.bench_profile",
     "specdec": "engine.speculative.bench",
-    "threads": "engine.measure.bench_threads",
+    "threads": "engine.timeline.bench_threads",
     "timeline": "engine.timeline.bench",
 }
 
@@ -69,8 +70,8 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p, precision: bool = True):
-        p.add_argument("--model", default=EMBEDDED, help="'embedded' (default, SmolLM2-135M-Instruct), 'gemma3-270m' (Gemma 3 270M), "
-                                                     "'tiny-random', a folder or a hub id")
+        packaged = ", ".join(f"'{r.name}' ({'default, ' * (r.name == EMBEDDED)}{r.title})" for r in catalog.rows())
+        p.add_argument("--model", default=EMBEDDED, help=f"{packaged}, 'tiny-random', a folder or a hub id")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
         if precision:  # bench threads has its own --precision (each candidate's, in its own process)
@@ -87,7 +88,7 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
     common(tr)
     add_run_arguments(tr)
     tr.add_argument("--no-attentions", action="store_true", help="leave attention weights out of the JSON")
-    record_cli.add_save_argument(tr)
+    add_save_argument(tr)
     if importlib.util.find_spec("engine.speculative.cli") is not None:
         race_cli = importlib.import_module("engine.speculative.cli")
         rp = sub.add_parser("race", help="plain vs speculative decoding",
@@ -105,8 +106,8 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
             mod = importlib.import_module(BENCHES[name])
             if hasattr(mod, "add_arguments"):
                 mod.add_arguments(bp)
-    sub.add_parser("prepare", help="convert the packaged models (SmolLM2, Gemma 3 270M) once: "
-                                   "python -m engine prepare [--model embedded|gemma3-270m|all]")
+    sub.add_parser("prepare", help="convert the packaged models once: python -m engine prepare [--model "
+                                   + "|".join((*catalog.names(), "all")) + "]")
     sub.add_parser("replay", help="a saved run as one self-contained HTML page: python -m engine replay RUN.json "
                                   "--html OUT.html (no model loaded)")
     sub.add_parser("settings", help="rewrite docs/settings.md's table of environment variables from engine/settings.py")
@@ -127,26 +128,23 @@ def _serve_bench(argv) -> int:
 
 def _prepare(argv) -> int:
     """Convert the packaged models to their safetensors copies in the user cache, once (no model is loaded)."""
-    from engine.models.names import GEMMA
-
     pp = argparse.ArgumentParser(prog="python -m engine prepare",
                                  description="Convert the packaged models once (the app and the tests load them fast "
                                              "afterwards).")
-    pp.add_argument("--model", choices=[EMBEDDED, GEMMA, "all"], default="all")
+    pp.add_argument("--model", choices=[*catalog.names(), "all"], default="all")
     pp.add_argument("--parent", type=int, default=None,
                     help="end when this process (the app that started the preparation) is gone")
     args = pp.parse_args(argv)
-    from engine.models.convert import convert_embedded, convert_gemma, embedded_is_converted, gemma_is_converted
+    from engine.models import packaged
 
     if args.parent is not None:
         from engine.models.background import exit_with_parent
 
         exit_with_parent(args.parent)
     try:
-        if args.model in (EMBEDDED, "all") and not embedded_is_converted():
-            convert_embedded()
-        if args.model in (GEMMA, "all") and not gemma_is_converted():
-            convert_gemma()
+        for r in catalog.rows():
+            if args.model in (r.name, "all") and not packaged.is_converted(r):
+                packaged.prepare(r)
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -240,7 +238,7 @@ def main(argv=None) -> int:
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":
-        return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit)
+        return importlib.import_module("engine.speculative.cli").cli(lm, args, _emit, record_cli.save_race)
     mod = importlib.import_module(BENCHES[args.bench])
     result = mod.run(lm, args)
     _emit(args, result, mod.summary(result) if hasattr(mod, "summary") else json.dumps(result, indent=2))

@@ -61,3 +61,9 @@ def add_run_arguments(p, max_new_tokens: int = 16) -> None:
     p.add_argument("--min-p", type=number(float, 0.0, 1.0), default=0.0, help="0 = off; default: %(default)s")
     p.add_argument("--seed", type=number(int, 0), default=0, help="the sampler's seed; default: %(default)s")
     p.add_argument("--no-chat-template", action="store_true", help="send the prompt as it is, with no chat template")
+
+
+def add_save_argument(p) -> None:
+    p.add_argument("--save", metavar="RUN.json", default=None,
+                   help="also write the run to this file: one JSON record that replays offline (python -m engine "
+                        "replay) and can be checked on another machine (python -m engine verify)")

@@ -124,9 +124,10 @@ RACE_REPEATS = Setting("ILE_RACE_REPEATS", "int", 5, "Races the speculative page
 CLASS_MODE = Setting("ILE_CLASS_MODE", "choice", "auto", "Class mode: only the allow-list's models and the listed "
                      "servers; `auto` is on when the server listens beyond this machine.", "class",
                      choices=("on", "off", "auto"))
-MODELS = Setting("ILE_MODELS", "list", "embedded,gemma3-270m,tiny-random", "Class mode's allow-list, comma-separated; "
+MODELS = Setting("ILE_MODELS", "list", "", "Class mode's allow-list, comma-separated; "
                  "`label=target` offers a local folder or hub id under a label (the target is never shown).",
-                 "class")
+                 "class", default_doc="every packaged model (engine/models/catalog.py), then `tiny-random`: "
+                 "`embedded,gemma3-270m,tiny-random`")
 SERVERS = Setting("ILE_SERVERS", "list", "", "The serving engines a class may measure, `label=url,...` (class mode: "
                   "nothing else is contacted).", "class")
 TEACHER_TOKEN = Setting("ILE_TEACHER_TOKEN", "secret", "", "The token of the teacher's class view "

@@ -2,7 +2,6 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.predictions.records import attention_verdict
 from ui.attention import sections
 from ui.attention import view as V
 from ui.frame import nav
@@ -36,7 +35,7 @@ def lead() -> None:
     with main:
         what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
     with side:
-        ask("attention", "try sink", V.sink_answer(p), key="attention_try", verdict=attention_verdict(p.att))
+        ask("attention", "try sink", V.sink_answer(p), key="attention_try", verdict=V.sink_verdict(p))
 
 
 # ---------------------------------------------------------------- 1-3. the heads (one fragment: see the module)

@@ -11,15 +11,12 @@ from ui.frame import nav
 from ui.batching.figures import workload_chart
 from ui.frame.layout import beside, chart, section, what_you_see
 from ui.frame.predict import ask
-from engine.predictions.records import batch_verdict
 from ui.frame.lessons import lesson
-from engine.batching.experiment import EAGER_ONLY
-from ui.frame.models import current_model, eager_model
 
 nav.through_router()
 st.title("Batching: serving many users at once")
 class_view.section()  # the teacher's live view of this server's own traffic (only with the teacher's token)
-lm = eager_model(current_model(), EAGER_ONLY)
+lm = runs.page_model()
 
 batch_box = None  # the first screen's question, filled once the sweep below has (or has not) measured it
 if section(None):
@@ -42,7 +39,7 @@ if ran:
 if batch_box is not None:
     with batch_box:
         ask("batching", "try batch", lesson("batching", "answer batch"), key="batching_try_sweep",
-            verdict=batch_verdict(sweep if ran else None), pending=lesson("batching", "try batch pending"))
+            verdict=V.verdict(sweep if ran else None), pending=lesson("batching", "try batch pending"))
 
 if ran and section("2. One user leaves the hardware idle"):
     sections.one_user(sweep)

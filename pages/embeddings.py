@@ -3,12 +3,12 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.embeddings.analysis import PCA_METHOD
-from engine.core.prompt import PromptError
 from ui.embeddings import sections
 from ui.frame import nav
 from ui.embeddings.runs import embeddings_for, map_for, prompt_ids
 from ui.embeddings.figures import cosine_heatmap, embedding_heatmap, norms_bar, pca_scatter
+from ui.embeddings.view import pca_caption
+from ui.frame.errors import prompt_refused
 from ui.frame.layout import chart, section, what_you_see
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
@@ -23,13 +23,9 @@ st.title("Embeddings & position")
 lm = current_model()
 info = lm.info
 s = settings()
-try:
-    with st.spinner("Looking up the embedding rows..."):
-        ids, tokens, chat = prompt_ids(lm.ref, s.prompt, s.chat)
-        emb = embeddings_for(lm.ref, ids)
-except PromptError as exc:
-    st.warning(str(exc), icon=":material/edit_note:")
-    st.stop()
+with prompt_refused(), st.spinner("Looking up the embedding rows..."):
+    ids, tokens, chat = prompt_ids(lm.ref, s.prompt, s.chat)
+    emb = embeddings_for(lm.ref, ids)
 n, d = emb.vectors.shape
 
 pos_kind = info.position_encoding if info.position_encoding in ("rope", "learned") else "unknown"
@@ -54,10 +50,7 @@ if section("2. Which tokens look alike"):
 
     with st.spinner("Projecting a sample of the vocabulary..."):
         emap = map_for(lm.ref, ids, SAMPLE_SIZE, SAMPLE_SEED)
-    chart(pca_scatter(emap), "model",
-          f"{PCA_METHOD}, over {len(emap.sample_ids):,} vocabulary rows drawn at random (seed {emap.seed}); the "
-          "prompt's tokens are projected onto the same two axes. Two axes keep only a small part of the picture: "
-          "closeness here is a hint, the cosine numbers are the truth.")
+    chart(pca_scatter(emap), "model", pca_caption(emap))
 
 if section(None):  # the fragment draws its own headers (neighbours, tied embeddings, position)
     names, default, key_default = sections.token_choices(ids, tokens, s.prompt)

@@ -8,7 +8,8 @@ from ui.frame.layout import chart, notes, section, what_you_see
 from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.loop.details import batch_note, embedding_table, numbers, steps_table, top_logits_table
-from ui.loop.figures import step_times_bar, top_probs_bar
+from ui.frame.figures import step_times_bar
+from ui.loop.figures import top_probs_bar
 from ui.loop.sections import block_inside, loop_picture
 from ui.loop.view import softmax_note
 from ui.frame.runs import trace_page

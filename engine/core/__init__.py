@@ -5,5 +5,5 @@
 - what one run records (trace; predictions at every position: predictions), KV accounting (kv), sampling,
   prompts and their token strings (prompt);
 - what a load produces (loaded: LoadedModel, ModelInfo), the architecture facts read from a model (arch,
-  archfacts), the measuring hooks installed at load (instrument), one line of the server's log (serverlog).
+  archfacts), the measuring hooks installed at load (instrument), the server's log through stdlib logging (logs).
 """

@@ -231,11 +231,32 @@ def warm_batches(lm: LoadedModel, rows: int, prompt_tokens: int, progress=None) 
     if length is None:
         return []
     announce(lm, [batch_name(b, length) for b in sizes])
-    done = []
-    for b in sizes:
-        batch = Batch(lm)  # b rows of one cached position each (zeros: a warm-up computes nothing anyone reads)
-        batch.cache, batch.mask, batch.rows = shaped.cache(b, length), torch.ones((b, 1), device=lm.device), [None] * b
-        rewind(batch.cache, 1)
-        if prepare_step(lm, batch, progress):
-            done.append(batch_name(b, length))
-    return done
+    return [batch_name(b, length) for b in sizes if warm_batch(lm, b, length, progress)]
+
+
+def warm_batch(lm: LoadedModel, rows: int, length: int, progress=None) -> bool:
+    """Compile the batch step graph of ``rows`` padded rows on a static cache of ``length`` positions (a warm-up of
+    zeros that nobody reads); returns whether it is compiled."""
+    shaped = shaped_of(lm)
+    batch = Batch(lm)  # rows of one cached position each
+    batch.cache, batch.mask = shaped.cache(rows, length), torch.ones((rows, 1), device=lm.device)
+    batch.rows = [None] * rows
+    rewind(batch.cache, 1)
+    return prepare_step(lm, batch, progress)
+
+
+def step_compiled(lm: LoadedModel, batch: Batch) -> bool:
+    """A class batch's next step (compiled mode): does it run as its compiled graph? A graph not compiled yet is
+    compiled in the background (engine.core.background_compile) while this step and the next run eager on the same
+    static cache, with the same numbers: a class never waits for a compile."""
+    from engine.core.background_compile import COMPILER
+
+    name = step_graph(lm, batch)
+    if name is None:
+        return False
+    shaped = shaped_of(lm)
+    if shaped.ready(name) and not shaped.graph.elsewhere():
+        return True
+    first = batch.cache.layers[0]
+    COMPILER.submit(lm, name, warm_batch, lm, int(first.keys.shape[0]), int(first.max_cache_len))
+    return False

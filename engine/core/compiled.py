@@ -37,6 +37,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import threading
 import time
 import weakref
 from contextlib import contextmanager
@@ -61,6 +62,8 @@ class ModeError(ModelLoadError):
 
 def compiler_missing(device) -> str | None:
     """Why torch.compile cannot run on ``device`` here, or None."""
+    from engine.core import fx_threads
+
     dev = torch.device(device)
     try:
         import torch._dynamo as dynamo
@@ -69,6 +72,8 @@ def compiler_missing(device) -> str | None:
             return "torch.compile is not supported on this Python and PyTorch"
     except Exception as exc:  # noqa: BLE001 - a broken install reads as no compiler
         return f"torch.compile cannot load ({type(exc).__name__})"
+    if not fx_threads.install():  # compiles run beside the engine's worker (engine.core.background_compile)
+        return "this PyTorch's tracer cannot compile beside a running model (engine/core/fx_threads.py)"
     if dev.type == "cuda":
         if importlib.util.find_spec("triton") is None:
             return "torch.compile needs Triton on a GPU, and it is not installed"
@@ -120,6 +125,9 @@ class DecodeGraph:
         self.compile_s: dict[int, float] = {}  # cache length -> seconds its warm-up took (compile included)
         self.failure: str | None = None
         self.fusion = None  # engine.core.fused.FusedModel: the tree the step compiles (engine.core.loop sets it)
+        # the thread compiling one of this model's graphs in the background (engine.core.background_compile); any
+        # other thread's passes run eager meanwhile, so a compiled function is never run while it compiles
+        self.compiling_in: int | None = None
         self._fn = None
 
     @property
@@ -162,6 +170,10 @@ class DecodeGraph:
 
     def owns(self, cache) -> bool:
         return any(cache is c for c in self.caches.values())
+
+    def elsewhere(self) -> bool:
+        """Is another thread compiling one of this model's graphs now (its passes here then run eager)?"""
+        return self.compiling_in is not None and self.compiling_in != threading.get_ident()
 
     def ready(self, tokens: int) -> bool:
         length = cache_length(tokens, self.max_positions)
@@ -230,6 +242,7 @@ def to_mode(lm: LoadedModel, mode: str) -> LoadedModel:
 # engines capture them: one graph per size and cache length). Each is compiled lazily, in a warm-up before anything
 # is timed (``warm_shaped``'s callers), and the warm-up's time is recorded (``compile_status``, ``last_compile_s``).
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+COMPILER_THREAD = "ile-compiler"  # the background compiler's thread (engine.core.background_compile)
 COMPILE_TIMES = "compile_times.json"  # in the cache folder: the last measured compile time of each graph
 
 
@@ -276,6 +289,7 @@ class ShapedGraphs:
         self.compile_s: dict[str, float] = {}  # graph name -> seconds its warm-up took (compile included)
         self.failure: str | None = None
         self.current: tuple[str, float] | None = None  # (graph name, perf_counter at its start) while compiling
+        self.compiling_thread: int | None = None  # whose warm-up compiles it (engine.core.background_compile)
         self.to_do: list[str] = []  # graph names a warm-up has announced and not yet compiled
         self._fn = None
 
@@ -285,7 +299,10 @@ class ShapedGraphs:
         from transformers import StaticCache
 
         key = (int(rows), int(length))
-        cache = self.caches.get(key)
+        # a compile in the background warms up on a cache of its own: the engine's worker may be running a batch
+        # on the kept one meanwhile (eager, engine.core.background_compile)
+        fresh = threading.current_thread().name == COMPILER_THREAD
+        cache = None if fresh else self.caches.get(key)
         model = self.graph.model
         with torch.inference_mode():
             if cache is None:
@@ -297,7 +314,8 @@ class ShapedGraphs:
                 shape = (int(rows), int(heads), 1, int(head_dim))  # lazy_initialization reads only shapes and kind
                 for layer in cache.layers:
                     layer.lazy_initialization(p.new_empty(shape), p.new_empty(shape))
-                self.caches[key] = cache
+                if not fresh:
+                    self.caches[key] = cache
             else:
                 cache.reset()
         return cache
@@ -326,8 +344,8 @@ class ShapedGraphs:
     def serves(self, ids: torch.Tensor, cache, keep: int, attention_mask: torch.Tensor | None) -> bool:
         """Does this pass run as a compiled graph: its graph is compiled, or is compiling now (its warm-up)?"""
         name = self.name_of(ids, cache, keep, attention_mask)
-        return name is not None and self.failure is None and (
-            name in self.compile_s or (self.current is not None and self.current[0] == name))
+        return name is not None and self.failure is None and not self.graph.elsewhere() and (name in self.compile_s or (
+            self.current is not None and self.current[0] == name and self.compiling_thread == threading.get_ident()))
 
     def run(self, make: Callable[[torch.nn.Module], Callable], ids: torch.Tensor, cache, keep: int,
             attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None) -> torch.Tensor:
@@ -356,12 +374,17 @@ class ShapedGraphs:
 
     def start(self, name: str) -> None:
         self.current = (name, time.perf_counter())
+        self.compiling_thread = threading.get_ident()
+
+    def abandon(self) -> None:
+        """The graph compiling now was cancelled: nothing is recorded, and it is compiled again when next asked."""
+        self.current = self.compiling_thread = None
 
     def finish(self, lm, seconds: float | None, exc: BaseException | None = None) -> None:
         """The graph compiling now is done (its warm-up took ``seconds``, kept here and in the cache folder), or it
         failed (``exc``: one line, and the shaped passes of this model run eager from then on)."""
         name = self.current[0] if self.current else None
-        self.current = None
+        self.current = self.compiling_thread = None
         if name in self.to_do:
             self.to_do.remove(name)
         if exc is not None:
@@ -424,11 +447,14 @@ def compiling(lm, name: str, progress: Callable[[str], None] | None = None):
     try:
         yield
     except Cancelled:
-        shaped.current = None
+        shaped.abandon()
         raise
     except Exception as exc:  # noqa: BLE001 - any failure to compile: one line, and eager from now on
         shaped.finish(lm, None, exc)
         say(shaped.failure)
+    except BaseException:  # a compile cancelled in its own thread (engine.core.background_compile), or an exit
+        shaped.abandon()
+        raise
     else:
         shaped.finish(lm, time.perf_counter() - t0)
 

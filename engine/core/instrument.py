@@ -65,7 +65,7 @@ def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
 
 def _attention(module, query, key, value, attention_mask, **kw):
     # A compiled graph (engine.core.compiled) never measures: its trace must not read the per-job switch.
-    mode = None if torch.compiler.is_compiling() else _attn_mode.get()
+    mode = None if torch.compiler.is_dynamo_compiling() else _attn_mode.get()
     if mode is None:
         return _SDPA(module, query, key, value, attention_mask, **kw)
     kind, store = mode
@@ -98,13 +98,13 @@ def install(model: torch.nn.Module) -> None:
 
 
 def _resid_hook(module, args, kwargs):
-    active = None if torch.compiler.is_compiling() else _resid.get()
+    active = None if torch.compiler.is_dynamo_compiling() else _resid.get()
     if active is not None:
         active[0].append(active[1](arch.block_input(args, kwargs)))
 
 
 def _resid_block_hook(module, args, out):
-    active = None if torch.compiler.is_compiling() else _resid.get()
+    active = None if torch.compiler.is_dynamo_compiling() else _resid.get()
     if active is not None:
         active[0].append(active[1](arch.block_output(out)))
 

@@ -141,7 +141,7 @@ def crop(cache, n: int) -> bool:
 def served_compiled(lm, cache) -> bool:
     """Do ``lm``'s decode steps on ``cache`` run as its compiled graph?"""
     graph = graph_of(lm)
-    return graph is not None and graph.owns(cache)
+    return graph is not None and graph.owns(cache) and not graph.elsewhere()
 
 
 def _on_model(model, t: torch.Tensor) -> torch.Tensor:

@@ -41,10 +41,10 @@ import torch
 
 from transformers import DynamicCache
 
-from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, prepare_step
+from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, step_compiled
 from engine.jobs import seats
-from engine.jobs.kinds import BatchHost, JobKind
-from engine.jobs.worker import relay
+from engine.jobs.kinds import BatchHost, JobKind, JobState
+from engine.jobs.job import relay
 from engine.core.cancel import Cancelled
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
@@ -67,7 +67,7 @@ ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps log
 @dataclass(frozen=True)
 class AnswerRequest:
     """One generation request: ``run_trace``'s arguments. ``stream``: each step's record is posted to the request's
-    job as a ``("step", (record,))`` event (what ``engine.jobs.worker.relay("step")`` posts), alone or in a batch,
+    job as a ``("step", (record,))`` event (what ``engine.jobs.job.relay("step")`` posts), alone or in a batch,
     so its page draws its progress token by token either way."""
 
     lm: LoadedModel = field(repr=False)
@@ -302,10 +302,10 @@ def serve_batch(w: BatchHost, first) -> None:
     warm_up(lm)
     while True:
         for r in batch.leave(lambda r: r.job.should_stop()):
-            w.complete(r.job, "cancelled", error=_cancelled(r.job))
+            w.complete(r.job, JobState.CANCELLED, error=_cancelled(r.job))
         for g in filling:  # a request cancelled mid-prefill leaves within one slice
             for r in g.drop(lambda r: r.job.should_stop()):
-                w.complete(r.job, "cancelled", error=_cancelled(r.job))
+                w.complete(r.job, JobState.CANCELLED, error=_cancelled(r.job))
         filling = [g for g in filling if g.rows]
         room = w.max_batch - len(batch.rows) - sum(len(g.rows) for g in filling) - len(joiners)
         if room > 0:
@@ -313,12 +313,12 @@ def serve_batch(w: BatchHost, first) -> None:
         new: list[_Row] = []
         for job in joiners:
             if job.should_stop():
-                w.complete(job, "cancelled", error=_cancelled(job))
+                w.complete(job, JobState.CANCELLED, error=_cancelled(job))
                 continue
             try:
                 new.append(_Row(job, lm))
             except Exception as exc:  # an unusable prompt fails its own request only
-                w.complete(job, "failed", error=exc)
+                w.complete(job, JobState.FAILED, error=exc)
         joiners = []
         filling += [_Filling(lm, g) for g in _groups(new)]
         if not filling and not batch.rows:
@@ -352,7 +352,7 @@ def _cancelled(job):
 def _decode(w, lm, batch: Batch, stops, dev) -> float:
     """One decode step for every row of the batch; returns its seconds."""
     rows = list(batch.rows)
-    compiled = prepare_step(lm, batch)  # compiled mode: this batch size's graph is compiled here, untimed
+    compiled = step_compiled(lm, batch)  # compiled mode: a graph not ready yet compiles in the background
     start, t0 = time.monotonic(), now(dev)
     logits = decode_logits(lm, batch, [r.tokens[-1] for r in rows]).float().cpu()  # [B, vocab]
     toks = [r.pick(logits[i]) for i, r in enumerate(rows)]
@@ -372,7 +372,7 @@ def _finish(w, lm, rows: list[_Row]) -> None:
         found = dict(zip(map(id, want), analyse_prompts(lm, [list(r.ids) for r in want]))) if want else {}
     except Exception as exc:
         for r in rows:
-            w.complete(r.job, "failed", error=exc)
+            w.complete(r.job, JobState.FAILED, error=exc)
         return
     for r in rows:
         try:
@@ -380,9 +380,9 @@ def _finish(w, lm, rows: list[_Row]) -> None:
             trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
                                 r.reason, found.get(id(r)), timed_in_batcher=True)
         except Exception as exc:
-            w.complete(r.job, "failed", error=exc)
+            w.complete(r.job, JobState.FAILED, error=exc)
             continue
-        w.complete(r.job, "done", result=trace)
+        w.complete(r.job, JobState.DONE, result=trace)
 
 
 ANSWER = JobKind("answer", alone=answer_alone, together=serve_batch, group=lambda r: group(r.lm),
@@ -430,12 +430,12 @@ def prompt_passes(phase: str, many: Callable[[HasPrompt, list[list[int]]], list]
                     found = many(first.request, [list(c.ids) for c in chunk])
                 except Exception as exc:
                     for c in chunk:
-                        w.complete(c.job, "failed", error=exc)
+                        w.complete(c.job, JobState.FAILED, error=exc)
                     continue
                 w.note_step(phase, start, time.monotonic(), len(chunk))
                 for c, a in zip(chunk, found):
                     c.job.rows = max(c.job.rows, len(chunk))
-                    w.complete(c.job, "done", result=a)
+                    w.complete(c.job, JobState.DONE, result=a)
             w.pause()
             pending = w.admit(first.batch, w.max_batch)
 
@@ -447,7 +447,7 @@ def _live(w: BatchHost, chunk: list) -> list:
     out = []
     for c in chunk:
         if c.job.should_stop():
-            w.complete(c.job, "cancelled", error=_cancelled(c.job))
+            w.complete(c.job, JobState.CANCELLED, error=_cancelled(c.job))
         else:
             out.append(c)
     return out

@@ -14,7 +14,25 @@ late or twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable, Hashable, Protocol
+
+
+class JobState(str, Enum):
+    """Where a job is: queued, then running, then one of the three ends. A ``str`` too, so the class view's plain
+    records and the server's log read the word itself ("done")."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class BatchHost(Protocol):
@@ -26,8 +44,8 @@ class BatchHost(Protocol):
         """The queued jobs of ``group`` that may join now, in the fair order, at most ``room`` (they are running
         once returned: the runner must end each with ``complete``)."""
 
-    def complete(self, job, state: str, result: Any = None, error: BaseException | None = None) -> None:
-        """End one job: ``state`` is "done", "failed" or "cancelled"."""
+    def complete(self, job, state: JobState, result: Any = None, error: BaseException | None = None) -> None:
+        """End one job: ``state`` is DONE, FAILED or CANCELLED."""
 
     def note_step(self, phase: str, start: float, end: float, rows: int) -> None:
         """One pass the runner made (monotonic times) and how many requests shared it, for the class view."""

@@ -15,50 +15,30 @@ the loaded models and returns plain records as they are.
   alone, never in a batch, the class view does not count it, and anyone asking for the same key joins it (the
   first visitor's page is what it was for; batched with it, a lone teacher's first answer read "measured in a
   batch of 2").
-- ``Job.result(timeout)`` waits; ``Job.cancel()`` asks the job to stop. Cancellation is cooperative: every forward
-  pass in ``engine.core.loop`` calls ``engine.core.cancel.check_cancelled()`` first, so a cancelled job raises
-  ``Cancelled`` within one step. A job whose every waiter left (``Job.detach``) is cancelled after
-  ``DETACH_GRACE_S`` unless a waiter comes back (a Streamlit rerun with the same inputs re-attaches to the running
-  job instead of restarting it).
-- Progress crosses threads as events: ``relay(tag)`` makes a callback for the engine code that records
-  ``(tag, args)`` on the current job; the waiting thread drains them (``Job.events``) and draws them itself.
+- ``Job``, its Future, cancellation and progress events: engine/jobs/job.py; the worker's reports: report.py.
 
 Serving a class: the worker is also a small server that takes turns.
 
 - Each job knows its client (the address it came from: every tab of one machine is one client) besides its
   session, and its weight (``kind.weight(request)`` where its kind has one: a generation weighs more for a long
   prompt or many new tokens; 1 otherwise).
-- Turns. Started work runs as tasks: greenlets on the worker's one thread, each a job alone or a kind's batch
-  runner. A task that takes turns (every asked request: answers, analyses, block walks) calls ``pause()``
-  between two of its steps, off its clock (``engine.core.cancel.pause_point`` in the decode loop; the batch
-  runners between rounds), and the engine goes to whoever is next in the fair order. So no batch holds the engine
-  for its whole length: a student's analysis or block walk runs between two steps of a class's long answers, and
-  three long answers that run alone (sliding-window models) take turns with everyone else's. A plain function
-  (``submit``: a timed experiment) never pauses: once started it runs to its end, nothing runs during it, and its
-  timings are its own.
-- Fair order: each client is charged the engine seconds its work used (a batch's turn is split between the
-  clients of its rows, by rows): its virtual time. The next turn goes to the least-charged client (a batch goes
-  as early as the least-charged client it serves or would admit), then the work that has waited longest (never
-  ran: first), then the session served least recently, then submit time. A client that comes back after being
-  idle starts level with the least-charged active client, so a script that opens new sessions gains nothing and
-  one student's string of experiments cannot hold everyone's page.
+- Turns and fair order (docs/architecture.md, "The engine worker"): started work runs as tasks, greenlets on the
+  worker's one thread; a task that takes turns (every asked request) calls ``pause()`` between two of its steps,
+  off its clock, and the engine goes to the least-charged client (engine seconds charged per client: its virtual
+  time), then the work that has waited longest. A plain function (``submit``: a timed experiment) never pauses.
 - Batching: a request asked of a kind that batches, whose ``kind.group(request)`` is not None, is handed to
   ``kind.together`` (engine/jobs/classbatch.py) with the other queued requests of that group (same model object,
   so the same precision): continuous batching, requests join and leave between decode steps, each within the
   share of the batch its client and session may hold (engine/jobs/seats.py: seats kept for short questions, long
   rows per client, a fair share while others wait; ``place`` says why a request waits). A request that runs
   alone takes turns within the same seats (a client's long answers alone count as its long rows).
-- A record of recent jobs and batch steps (no prompt text) feeds the teacher's class view; each job's end goes
-  to the server's log with when it was submitted and when it was ready (``ILE_WORKER_LOG=off`` silences it).
+- Recent jobs and batch steps (no prompt text) feed the class view; each job's end goes to the server's log.
 - ``ILE_BATCHING=off`` serves batchable jobs one at a time, each to its end (the serial worker, for comparison).
 """
 from __future__ import annotations
 
 import collections
-import hashlib
-import itertools
-import json
-import os
+import logging
 import sys
 import threading
 import time
@@ -68,151 +48,19 @@ import greenlet
 
 from engine.core import cancel
 from engine.jobs import seats
-from engine.jobs.kinds import JobKind, plain_kind_name
+from engine.jobs.job import Job, Task, seat
+from engine.jobs.kinds import JobKind, JobState
+from engine.jobs.report import Reporting
 from engine.core.cancel import Cancelled
 import engine.settings as settings
-from engine.core.serverlog import say
+
+logger = logging.getLogger(__name__)
 
 MAX_QUEUED_PER_SESSION = 2
-DETACH_GRACE_S = 1.0
 HISTORY = 4000  # finished jobs and batch steps kept for the class view
 
 
-def session_tag(session: Any) -> str:
-    """A short stable tag for a session (the class view and the log show this, never the session id)."""
-    return "-" if session is None else hashlib.sha1(str(session).encode()).hexdigest()[:6]
-
-
-def relay(tag: str) -> Callable[..., None]:
-    """A callback for engine code that records ``(tag, args)`` on the job running it, for the waiter to draw.
-    Outside a job it does nothing."""
-    def cb(*args):
-        job = cancel.current()
-        if job is not None:
-            job.post(tag, args)
-    return cb
-
-
-class Job:
-    """One queued or running piece of work. A plain job runs ``fn(*args, **kwargs)``; an asked one (``spec``: its
-    ``JobKind``) carries its typed ``request``, which a batch runner reads (``job.request.prompt``, ...)."""
-
-    _ids = itertools.count(1)
-
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, key: Any, session: Any, batch: Any = None,
-                 client: Any = None, weight: float = 1.0, warmup: bool = False, spec: JobKind | None = None,
-                 request: Any = None):
-        self.id = next(Job._ids)
-        self.fn, self.args, self.kwargs, self.key, self.session = fn, args, kwargs, key, session
-        self.spec, self.request = spec, request  # spec None: a plain function, which always runs alone
-        # no address given (the command line, tests): each session is its own client
-        self.client = client if client is not None else ("session", session)
-        self.weight = float(weight)
-        self.warmup = bool(warmup)  # the start's warm-up run: alone, joinable by anyone, not a student's answer
-        self.batch = None if self.warmup else batch  # the group it may be batched with, or None: it runs alone
-        self.kind = spec.name if spec is not None else plain_kind_name(fn)  # what the class view and log call it
-        self.state = "queued"  # queued | running | done | failed | cancelled
-        self.submitted_at = time.monotonic()
-        self.started_at: float | None = None
-        self.first_token_at: float | None = None  # batched jobs: when its first token was chosen
-        self.finished_at: float | None = None
-        self.rows = 1  # the most requests in one pass while it ran (1: alone)
-        self.tokens = 0  # batched jobs: tokens it was given
-        self._cancel_flag = threading.Event()
-        self._done = threading.Event()
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._events: list = []  # every waiter reads them all (``events(since)``): a job can have several
-        self._lock = threading.Lock()
-        self._waiters = 1
-        self._detached_at: float | None = None
-        self.pause_hook: Callable[[], None] | None = None  # set by the worker when the job takes turns
-
-    # -- the waiting side
-    def result(self, timeout: float | None = None):
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"job {self.key!r} still {self.state} after {timeout} s")
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-    def wait(self, timeout: float) -> bool:
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def waited_s(self) -> float:
-        """Seconds between its submit and its start (so far, while still queued)."""
-        return (self.started_at or time.monotonic()) - self.submitted_at
-
-    def cancel(self) -> None:
-        self._cancel_flag.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel_flag.is_set()
-
-    def events(self, since: int = 0) -> list[tuple[str, tuple]]:
-        """Progress events from the ``since``-th on, oldest first (a waiter passes how many it has drawn: a job
-        joined by a second session posts each event once for both)."""
-        return self._events[since:]
-
-    def attach(self) -> None:
-        with self._lock:
-            self._waiters += 1
-            self._detached_at = None
-
-    def detach(self) -> None:
-        """The waiter left (script run stopped). With no waiter left the job is cancelled after a short grace."""
-        with self._lock:
-            self._waiters = max(0, self._waiters - 1)
-            if self._waiters == 0:
-                self._detached_at = time.monotonic()
-
-    def pause(self) -> None:
-        """Between two steps of this job's work, off its clock (``engine.core.cancel.pause_point``): let the
-        worker serve whoever is next in the fair order first. No-op for a job that does not take turns."""
-        if self.pause_hook is not None:
-            self.pause_hook()
-
-    def should_stop(self) -> bool:
-        if self._cancel_flag.is_set():
-            return True
-        with self._lock:
-            return self._waiters == 0 and self._detached_at is not None and \
-                time.monotonic() - self._detached_at > DETACH_GRACE_S
-
-    # -- the worker side
-    def post(self, tag: str, args: tuple) -> None:
-        """A progress event for the waiters (``relay`` posts them from the engine code; the class batcher posts
-        each request's step records to its own job)."""
-        self._events.append((tag, args))
-
-    def _finish(self, state: str, result=None, error: BaseException | None = None) -> None:
-        self.state, self._result, self._error = state, result, error
-        self.finished_at = time.monotonic()
-        self._done.set()
-
-
-class _Task:
-    """Work started on an engine thread, in a greenlet of its own: one job run alone, or a kind's ``together``
-    runner serving a group. The thread's hub switches to it; it runs until it ends or pauses (``Worker.pause``).
-    Greenlets, not threads: every task runs on the worker's one OS thread, so torch keeps one OpenMP team (see the
-    module docstring), and a task stops only where its own code says it may (between two steps, off the clock)."""
-
-    def __init__(self, job: Job, hub: greenlet.greenlet, run: Callable[[], None], group: Any, preemptible: bool):
-        self.job = job  # the job it started with (a batch's first request)
-        self.group = group  # the batch group it serves, or None: one job alone
-        self.hub = hub
-        self.glet = greenlet.greenlet(run, parent=hub)
-        self.preemptible = preemptible  # False: it runs to its end once started (a timed experiment)
-        self.last_ran = 0.0  # when its latest turn ended (0: never ran)
-
-
-class Worker:
+class Worker(Reporting):
     """The process's engine thread and its queue (fair across clients; see the module docstring)."""
 
     def __init__(self, configure: Callable[[], None] | None = None, batching: bool | None = None,
@@ -222,8 +70,8 @@ class Worker:
         self._cv = threading.Condition()
         self._queue: list[Job] = []
         self._running: list[Job] = []
-        self._tasks: list[_Task] = []  # started and not ended (running now or paused)
-        self._task_of: dict[greenlet.greenlet, _Task] = {}
+        self._tasks: list[Task] = []  # started and not ended (running now or paused)
+        self._task_of: dict[greenlet.greenlet, Task] = {}
         self._served: dict[Any, float] = {}  # session -> when its latest job started
         self._served_client: dict[Any, float] = {}  # client -> when its latest job started
         self._vt: dict[Any, float] = {}  # active client -> engine seconds charged to it (its virtual time)
@@ -311,13 +159,13 @@ class Worker:
         """The queue in fair order (``_job_key``)."""
         return sorted(self._queue, key=self._job_key)
 
-    def _members(self, task: _Task) -> list[Job]:
+    def _members(self, task: Task) -> list[Job]:
         """The running jobs a task serves (a batch: every row of its group)."""
         if task.group is None:
             return [task.job] if task.job in self._running else []
         return [j for j in self._running if j.batch == task.group]
 
-    def _task_key(self, task: _Task) -> tuple:
+    def _task_key(self, task: Task) -> tuple:
         """A started task's place in the fair order: the least-charged client among those it serves or would
         admit now (a batch serves many; a queued request of its group waits for its turn), then the longest
         idle. A task whose job should stop goes first: its next step ends it."""
@@ -325,7 +173,7 @@ class Worker:
             return (-1.0, 0.0, 0.0, 0.0, 0.0, task.job.id)
         clients = {j.client for j in self._members(task)}
         if task.group is not None:
-            held = [_seat(j) for j in self._members(task)]
+            held = [seat(j) for j in self._members(task)]
             clients |= {j.client for j in self._queue if j.batch == task.group and self._refusal(j, held) is None}
         vt = min((self._vt.get(c, 0.0) for c in clients), default=0.0)
         return (vt, task.last_ran, 0.0, 0.0, task.job.submitted_at, task.job.id)
@@ -333,12 +181,12 @@ class Worker:
     def _alone_held(self) -> list[seats.Seat]:
         """The seats of the asked jobs running alone and taking turns (they count against their client's seats
         as a batch's rows do)."""
-        return [_seat(t.job) for t in self._tasks if t.group is None and t.preemptible]
+        return [seat(t.job) for t in self._tasks if t.group is None and t.preemptible]
 
     def _alone_refusal(self, job: Job) -> dict | None:
         """Why an asked job that runs alone may not start now (None: it may): the same seats as a batch's."""
         waiting = {j.client for j in self._queue if j.batch is None and j.spec is not None and j is not job}
-        return seats.refusal(_seat(job), self._alone_held(), waiting, self.max_batch)
+        return seats.refusal(seat(job), self._alone_held(), waiting, self.max_batch)
 
     def _preemptible(self, job: Job) -> bool:
         """Does it take turns between its steps? Asked requests do (answers, analyses, block walks); a plain
@@ -346,7 +194,7 @@ class Worker:
         With batching off (the serial worker, for comparison) everything runs one at a time."""
         return job.spec is not None and self.batching and not job.warmup
 
-    def _choose(self, hub: greenlet.greenlet) -> "_Task | None":
+    def _choose(self, hub: greenlet.greenlet) -> "Task | None":
         """The next turn on this thread, under the lock: the first in the fair order among its started tasks and
         the queued jobs that may start now (a job of a group whose batch is live joins that batch instead)."""
         live = {t.group for t in self._tasks if t.group is not None}
@@ -365,17 +213,17 @@ class Worker:
             k = self._job_key(j)
             if best_key is None or k < best_key:
                 best, best_key = j, k
-        if best is None or isinstance(best, _Task):
+        if best is None or isinstance(best, Task):
             return best
         return self._begin(best, hub)
 
-    def _begin(self, job: Job, hub: greenlet.greenlet) -> _Task:
+    def _begin(self, job: Job, hub: greenlet.greenlet) -> Task:
         """Start ``job`` as a task of this thread (under the lock)."""
         self._start(job)
         if job.batch is not None and self.batching:  # asked of a kind that batches, and grouped: served together
-            task = _Task(job, hub, lambda: self._serve_group(job), job.batch, True)
+            task = Task(job, hub, lambda: self._serve_group(job), job.batch, True)
         else:
-            task = _Task(job, hub, lambda: self._serve_alone(job), None, self._preemptible(job))
+            task = Task(job, hub, lambda: self._serve_alone(job), None, self._preemptible(job))
             if task.preemptible:
                 job.pause_hook = self.pause
         self._tasks.append(task)
@@ -389,18 +237,18 @@ class Worker:
             with self._cv:
                 left = [j for j in self._running if j.batch == job.batch]
             for j in left:
-                self.complete(j, "failed", error=exc)
+                self.complete(j, JobState.FAILED, error=exc)
 
     def _serve_alone(self, job: Job) -> None:
         try:
             with cancel.running(job):
                 value = job.fn(*job.args, **job.kwargs)
         except Cancelled as exc:
-            self.complete(job, "cancelled", error=exc)
+            self.complete(job, JobState.CANCELLED, error=exc)
         except BaseException as exc:  # handed to the waiter, who shows it
-            self.complete(job, "failed", error=exc)
+            self.complete(job, JobState.FAILED, error=exc)
         else:
-            self.complete(job, "done", result=value)
+            self.complete(job, JobState.DONE, result=value)
 
     def pause(self) -> None:
         """Called by a task between two steps of its work, off its clock: give the engine to the next in the fair
@@ -420,7 +268,7 @@ class Worker:
         if grad is not None:
             torch.set_grad_enabled(grad)
 
-    def _turn(self, task: _Task) -> None:
+    def _turn(self, task: Task) -> None:
         """Run ``task`` until it pauses or ends; charge the time to the clients it served."""
         with self._cv:
             payers = collections.Counter(j.client for j in self._members(task)) or \
@@ -440,7 +288,7 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         self._queue.remove(job)
-        job.state, job.started_at = "running", time.monotonic()
+        job.state, job.started_at = JobState.RUNNING, time.monotonic()
         self._served[job.session] = self._served_client[job.client] = job.started_at
         self._running.append(job)
 
@@ -456,9 +304,9 @@ class Worker:
         stopped = [j for j in self._queue if j.should_stop()]
         for job in stopped:
             self._queue.remove(job)
-            job._finish("cancelled", error=Cancelled(f"job {job.key!r} cancelled before it ran"))
-            self._counts["cancelled"] += 1
-            self._remember(job)
+            job._finish(JobState.CANCELLED, error=Cancelled(f"job {job.key!r} cancelled before it ran"))
+            self._counts[JobState.CANCELLED.value] += 1
+            self.remember(job)
             self._idle_client(job.client)
         return len(stopped)
 
@@ -469,143 +317,42 @@ class Worker:
         out: list[Job] = []
         with self._cv:
             dropped = self._drop_stopped()
-            held = [_seat(j) for j in self._running if j.batch == group]
+            held = [seat(j) for j in self._running if j.batch == group]
             for job in self._ordered():
                 if len(out) >= room or not self.batching:
                     break
                 if job.batch != group or self._refusal(job, held) is not None:
                     continue  # it waits; the next one in the fair order may fit
                 self._start(job)
-                held.append(_seat(job))
+                held.append(seat(job))
                 out.append(job)
         if out or dropped:
-            self._publish()
+            self.publish()
         return out
 
     def _refusal(self, job: Job, held: list) -> dict | None:
         """Why ``job`` may not join its group's batch beside ``held`` now (None: it may). Under the lock."""
         waiting = {j.client for j in self._queue if j.batch == job.batch and j is not job}
-        return seats.refusal(_seat(job), held, waiting, self.max_batch)
+        return seats.refusal(seat(job), held, waiting, self.max_batch)
 
-    def note_step(self, phase: str, start: float, end: float, rows: int) -> None:
-        """A batch's forward pass (monotonic times), for the class view's batch size over time."""
-        self._steps.append((start, end, int(rows), phase))
 
-    def complete(self, job: Job, state: str, result=None, error: BaseException | None = None) -> None:
+    def complete(self, job: Job, state: JobState, result=None, error: BaseException | None = None) -> None:
         """End a running job (the batch runner ends each of its requests here)."""
         job._finish(state, result=result, error=error)
         with self._cv:
             if job in self._running:
                 self._running.remove(job)
-            self._counts[state] += 1
-            self._remember(job)
+            self._counts[JobState(state).value] += 1
+            self.remember(job)
             self._idle_client(job.client)
-        self._log(job)
+        self.log_end(job)
 
-    def _remember(self, job: Job) -> None:
-        self._history.append({
-            "id": job.id, "session": session_tag(job.session), "kind": job.kind, "state": job.state,
-            "warmup": job.warmup, "batchable": _batchable(job),
-            "batched": job.batch is not None and self.batching, "rows": job.rows, "tokens": job.tokens,
-            "submitted": job.submitted_at, "started": job.started_at, "first_token": job.first_token_at,
-            "finished": job.finished_at,
-        })
 
-    def _log(self, job: Job) -> None:
-        """One line per finished job in the server's log: when it was submitted and when it was ready (epoch
-        seconds), and its client's tag (never an address), so a class's readiness and who waited can be read from
-        the server itself (tests/browser/test_worker.py, test_class_trust.py)."""
-        if not self._publish_to_file or not settings.WORKER_LOG.get():
-            return
-        off = self.wall_offset
-        ran = (job.finished_at or 0) - (job.started_at or job.finished_at or 0)
-        batch = f", up to {job.rows} requests per pass" if job.rows > 1 else ""
-        kind = f"{job.kind} (warm-up)" if job.warmup else job.kind  # a class's log readers skip it
-        say(f"[engine] worker: {kind} {job.state} session={session_tag(job.session)} "
-            f"submitted_at={job.submitted_at + off:.3f} ready_at={(job.finished_at or 0) + off:.3f} "
-            f"(waited {job.waited_s:.2f} s, ran {ran:.2f} s{batch}) client={session_tag(job.client)}")
-
-    # -- what it is doing
-    def stats(self) -> dict:
-        """What the worker is doing now (for tests and the health of a class session)."""
-        with self._cv:
-            run = self._running[0] if self._running else None
-            return {
-                "busy": run is not None,
-                # by kind and a short tag only: the file is readable by whoever can read the server's files, and a
-                # job's key holds its prompt
-                "running": None if run is None else {"kind": run.kind, "session": session_tag(run.session),
-                                                     "seconds": time.monotonic() - (run.started_at or 0)},
-                "running_jobs": len(self._running),
-                "queued": len(self._queue),
-                "native_ids": list(self._native_ids),  # the worker threads' kernel ids (a test reads their CPU)
-                "torch_threads": self._torch_threads,  # torch's intra-op count on the worker, after its last job
-                **{k: int(v) for k, v in self._counts.items()},
-            }
-
-    def place(self, job: Job) -> dict:
-        """For a waiting page: its place in the fair order (1 = next; 0 = running), how many wait, what runs now
-        (kinds and a count: never anyone's prompt) and ``why`` it waits (a seats.refusal reason; None when it
-        simply waits for its turn)."""
-        with self._cv:
-            order = self._ordered()
-            running = list(self._running)
-            place = 0 if job in running else (order.index(job) + 1 if job in order else 0)
-            kinds = collections.Counter(j.kind for j in running)
-            why = None
-            if place and job.batch is not None and self.batching:
-                held = [_seat(j) for j in running if j.batch == job.batch]
-                if held:
-                    why = self._refusal(job, held)
-            elif place and self._preemptible(job):
-                why = self._alone_refusal(job)
-            return {"place": place, "queued": len(order), "running": dict(kinds),
-                    "batch": len(running) if any(j.batch is not None for j in running) else 0, "why": why}
-
-    def snapshot(self, since_s: float = 300.0) -> dict:
-        """The class view's data: running and queued jobs now, finished jobs and batch steps of the last
-        ``since_s`` seconds (times in seconds before now, no prompt text)."""
-        t = time.monotonic()
-        with self._cv:
-            def live(j: Job) -> dict:
-                return {"session": session_tag(j.session), "kind": j.kind, "state": j.state, "tokens": j.tokens,
-                        "warmup": j.warmup, "batchable": _batchable(j),
-                        "batched": j.batch is not None and self.batching, "waited_s": j.waited_s,
-                        "running_s": t - j.started_at if j.started_at else 0.0}
-            running = [live(j) for j in self._running]
-            queued = [live(j) for j in self._ordered()]
-            hist = [dict(h) for h in self._history if (h["finished"] or t) >= t - since_s]
-            steps = [s for s in self._steps if s[1] >= t - since_s]
-        for h in hist:
-            for k in ("submitted", "started", "first_token", "finished"):
-                h[k] = None if h[k] is None else h[k] - t
-        return {"now": t, "running": running, "queued": queued, "finished": hist,
-                "steps": [(a - t, b - t, r, p) for a, b, r, p in steps], "batching": self.batching,
-                "max_batch": self.max_batch}
-
-    def _publish(self) -> None:
-        """With ILE_WORKER_STATS=path, write ``stats()`` there (atomically) whenever a job starts or ends: how a
-        browser test sees the server's worker go idle after a tab closes."""
-        path = settings.WORKER_STATS.get()
-        if not path or not self._publish_to_file:
-            return
-        try:
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(self.stats(), f)
-            os.replace(tmp, path)
-        except OSError:
-            pass
-
-    def idle(self) -> bool:
-        with self._cv:
-            return not self._running and not self._queue
-
-    def _next(self, hub: greenlet.greenlet) -> _Task:
+    def _next(self, hub: greenlet.greenlet) -> Task:
         with self._cv:
             while True:
                 if self._drop_stopped():
-                    self._publish()  # the condition's lock is re-entrant: stats() may take it again
+                    self.publish()  # the condition's lock is re-entrant: stats() may take it again
                 task = self._choose(hub)
                 if task is not None:
                     return task
@@ -620,17 +367,17 @@ class Worker:
             self._torch_threads = _torch_threads()
             task = self._next(hub)
             if task.job.fn is _end_thread and task.group is None:
-                self.complete(task.job, "done", result=None)
+                self.complete(task.job, JobState.DONE, result=None)
                 with self._cv:
                     self._tasks.remove(task)
                     self._task_of.pop(task.glet, None)
-                self._publish()
+                self.publish()
                 return
-            self._publish()
+            self.publish()
             fresh = task.last_ran == 0.0
             self._turn(task)
             if fresh or task.glet.dead:
-                self._publish()
+                self.publish()
             torch = sys.modules.get("torch")
             if torch is not None:
                 torch.set_grad_enabled(True)  # a task that paused restores its own; a fresh one starts as a thread does
@@ -638,16 +385,6 @@ class Worker:
 
 def _end_thread() -> None:
     """The job that ends the worker thread taking it (``Worker.close``); never called."""
-
-
-def _batchable(job: Job) -> bool:
-    """Is it of a kind that can be served in a batch (whether or not this one was)?"""
-    return job.spec is not None and job.spec.together is not None
-
-
-def _seat(job: Job) -> seats.Seat:
-    # a job with no session (the command line) is a tab of its own
-    return seats.Seat(job.client, job.session if job.session is not None else ("job", job.id), job.weight)
 
 
 def _torch_threads() -> int | None:
@@ -659,10 +396,9 @@ _WORKER: Worker | None = None
 _WORKER_LOCK = threading.Lock()
 
 
-# The GIL's switch interval for a process that runs the engine worker beside other Python threads (Streamlit's
-# script threads drawing pages). The worker gives the GIL back at every torch op and must wait for it again; a
-# thread busy in Python keeps it up to the interval (5 ms by default) each time, and beside busy Python threads
-# the worker's passes took several times longer at 5 ms than at 0.5 ms (docs/benchmarks.md).
+# The GIL's switch interval beside Streamlit's script threads: the worker gives the GIL back at every torch op, and
+# a thread busy in Python keeps it up to the interval each time: its passes took several times longer at the default
+# 5 ms than at 0.5 ms (docs/benchmarks.md).
 WORKER_SWITCH_INTERVAL_S = 0.0005
 
 
@@ -704,25 +440,6 @@ def get_net_worker() -> Worker:
         if _NET is None:
             _NET = Worker(threads=NET_THREADS, name="ile-net-worker", publish=False)
         return _NET
-
-
-class JobCancel(threading.Event):
-    """An Event that is also set once ``job`` should stop (its waiters left, or it was cancelled): how code that
-    takes a plain ``threading.Event`` (engine.serving) learns that its tab closed. Polled: ``is_set`` asks the job."""
-
-    def __init__(self, job: "Job | None"):
-        super().__init__()
-        self._job = job
-
-    def is_set(self) -> bool:
-        if not super().is_set() and self._job is not None and self._job.should_stop():
-            self.set()
-        return super().is_set()
-
-
-def cancel_event() -> threading.Event:
-    """A cancel Event for the job running on this thread (a plain Event outside the worker)."""
-    return JobCancel(cancel.current())
 
 
 def run(fn: Callable, *args, **kwargs):

@@ -1,2 +1,2 @@
-"""Measurement helpers: clocks (timing), the CPU thread policy (threads, bench_threads), the noise guard
+"""Measurement helpers: clocks (timing), the CPU thread policy (threads), a busy program beside a measurement (busy), the noise guard
 (noise) and spreads of repeated measurements (spread)."""

@@ -1,4 +1,5 @@
-"""Preparing the packaged second model (Gemma 3 270M) off the request path: in a child process, once per machine.
+"""Preparing a packaged model marked ``background`` in engine.models.catalog (Gemma 3 270M) off the request path: in
+a child process, once per machine.
 
 Why a child process: the conversion builds a tokenizer from the GGUF and dequantizes 268 M
 parameters to float32 (peak about 2.6 GB of memory); in a process of its own that memory is returned to the
@@ -6,8 +7,8 @@ system when it ends, and nothing of it runs on a Streamlit script thread or on t
 first page's forward passes. The app starts it when its first page is drawn (``start``), so a teacher's first
 click on Gemma finds it ready; a page that asks for Gemma before then waits on the same process (``wait``).
 
-Several processes (an install script, two app servers) converting at once are serialised by a file lock in
-``engine.models.convert.convert_gemma``: the second finds the copy ready and returns.
+Several processes (an install script, two app servers) converting at once are serialised by the file lock of
+``engine.models.packaged.prepare``: the second finds the copy ready and returns.
 
 The child is told the app's process id (``prepare_command``) and ends itself when the app is gone
 (``exit_with_parent``): an app killed with SIGKILL cannot stop it, and the conversion went on alone for minutes,
@@ -15,6 +16,7 @@ with its 2.6 GB. Its unfinished temporary folder is removed by the next conversi
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -24,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import engine.settings as settings
-from engine.core import serverlog
-from engine.models import convert, names
+from engine.models import catalog, packaged
+
+logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,20 +60,21 @@ def disabled(environ=None) -> bool:
     return not settings.PREPARE_GEMMA.get(environ)
 
 
-def _run(prep: Preparation) -> None:
+def _run(prep: Preparation, name: str) -> None:
+    r = catalog.row(name)
     try:
-        if convert.gemma_package() is None:
-            prep.state, prep.message = "not installed", f"Gemma 3 270M is not installed. Run: {convert.GEMMA_INSTALL}"
+        if not packaged.installed(r):
+            prep.state, prep.message = "not installed", f"{r.sentence} is not installed. Run: {r.install}"
             return
-        if convert.gemma_is_converted():  # hashes the 1.07 GB copy once per process (a few seconds), here
+        if packaged.is_converted(r):  # hashes the 1.07 GB copy once per process (a few seconds), here
             prep.state = "ready"
             return
         prep.state = "converting"
         prep.log.parent.mkdir(parents=True, exist_ok=True)
         with open(prep.log, "w") as out:
-            code = subprocess.call(prepare_command(names.GEMMA), cwd=str(ROOT), stdout=out,
+            code = subprocess.call(prepare_command(name), cwd=str(ROOT), stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if code == 0 and convert.gemma_is_converted():
+        if code == 0 and packaged.is_converted(r):
             prep.state = "ready"
         else:
             prep.state = "failed"
@@ -78,7 +82,7 @@ def _run(prep: Preparation) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to whoever waits on it, never raised in a thread
         prep.state, prep.message = "failed", f"{type(exc).__name__}: {exc}"
     finally:
-        serverlog.log(f"background preparation of {names.GEMMA}: {prep.state} {prep.message}".rstrip())
+        logger.info(f"background preparation of {name}: {prep.state} {prep.message}".rstrip())
 
 
 def prepare_command(name: str) -> list[str]:
@@ -106,19 +110,20 @@ def exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def start(name: str = names.GEMMA) -> Preparation:
-    """Start (once per process, again after a failure) the background preparation of ``name``; returns it."""
+def start(name: str) -> Preparation:
+    """Start (once per process, again after a failure) the background preparation of the packaged model ``name``;
+    returns it."""
     with _LOCK:
         prep = _CURRENT.get(name)
         if prep is not None and (prep.thread.is_alive() or prep.state == "ready"):
             return prep
-        log = settings.cache_dir() / f"{convert.gemma_converted_dir().name}.prepare.log"
-        prep = Preparation(threading.Thread(target=lambda: _run(prep), name=f"prepare-{name}", daemon=True), log,
+        log = settings.cache_dir() / f"{packaged.copy_dir(catalog.row(name)).name}.prepare.log"
+        prep = Preparation(threading.Thread(target=lambda: _run(prep, name), name=f"prepare-{name}", daemon=True), log,
                            started=time.time())
         _CURRENT[name] = prep
         prep.thread.start()
         return prep
 
 
-def current(name: str = names.GEMMA) -> Preparation | None:
+def current(name: str) -> Preparation | None:
     return _CURRENT.get(name)

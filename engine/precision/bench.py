@@ -22,7 +22,7 @@ from engine.precision import experiment as P
 from engine.timeline.experiment import hardware_probe, spread_dict
 from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
 from engine.models.names import EMBEDDED
-from engine.models.convert import embedded_gguf_path
+from engine.models import catalog, packaged
 from engine.core.loaded import LoadedModel
 from engine.models.precision import PRECISIONS, supported, to_precision
 from engine.core.prompt import encode_prompt
@@ -45,11 +45,12 @@ def _llama_cpp(lm: LoadedModel, ids: list[int], new_tokens: int, repeats: int) -
     decode = (time of prompt + n tokens - prefill) / (n - 1)."""
     if importlib.util.find_spec("llama_cpp") is None:
         return {"skipped": "llama-cpp-python is not installed (pip install llama-cpp-python)"}
-    if lm.ref.name != EMBEDDED or embedded_gguf_path() is None:
+    gguf = packaged.gguf_path(catalog.row(EMBEDDED))
+    if lm.ref.name != EMBEDDED or gguf is None:
         return {"skipped": "the llama.cpp row runs only on the embedded model (its GGUF file)"}
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(embedded_gguf_path()), n_threads=2, n_threads_batch=2, n_ctx=512, verbose=False,
+    llm = Llama(model_path=str(gguf), n_threads=2, n_threads_batch=2, n_ctx=512, verbose=False,
                 seed=0)
     # the same prompt token ids as the torch rows (the converted tokenizer has the GGUF's vocabulary)
 

@@ -71,7 +71,8 @@ def model_identity(lm, source_name: str | None = None) -> dict:
     into one hash for the weights and one for the tokenizer. ``source_name``: what the loader was given, when the
     model is shown under another name (a class server's label)."""
     from engine.models.names import TINY
-    from engine.models.convert import file_checksums, model_folder
+    from engine.models.convert import file_checksums
+    from engine.models.packaged import model_folder
     name = source_name or lm.ref.name
     folder = model_folder(name)
     files = file_checksums(folder) if folder is not None else None

@@ -15,12 +15,6 @@ from pathlib import Path
 REFUSED = 2  # engine.record.format (numpy) is imported where a record is read or written: --help needs neither
 
 
-def add_save_argument(p) -> None:
-    p.add_argument("--save", metavar="RUN.json", default=None,
-                   help="also write the run to this file: one JSON record that replays offline (python -m engine "
-                        "replay) and can be checked on another machine (python -m engine verify)")
-
-
 def write(record: dict, path: str) -> int:
     """Write a record where --save asked; a line on stderr says where and how big (stdout stays the run's output)."""
     from engine.record.format import save
@@ -52,13 +46,13 @@ def save_race(lm, run, check, prompt: str, encoded, calibration, path: str, comm
                              command), path)
 
 
-def _parser(command: str, description: str) -> argparse.ArgumentParser:
+def parser(command: str, description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=f"python -m engine {command}", description=description)
     ap.add_argument("record", metavar="RUN.json")
     return ap
 
 
-def _load_or_say(path: str):
+def load_or_say(path: str):
     from engine.record.format import RecordError, load
 
     try:
@@ -68,30 +62,25 @@ def _load_or_say(path: str):
         return None
 
 
-def replay_main(argv) -> int:
-    ap = _parser("replay", "Write a saved run as one self-contained HTML page (no server, no network): the run stage "
-                           "by stage, every chart drawn offline.")
+def replay_parser() -> argparse.ArgumentParser:
+    ap = parser("replay", "Write a saved run as one self-contained HTML page (no server, no network): the run stage "
+                          "by stage, every chart drawn offline.")
     ap.add_argument("--html", metavar="OUT.html", required=True, help="the page to write")
-    args = ap.parse_args(argv)
-    record = _load_or_say(args.record)
-    if record is None:
-        return REFUSED
-    from engine.record.replay import replay_html
+    return ap
 
-    try:
-        page = replay_html(record)
-    except FileNotFoundError as exc:  # plotly.js, inlined into the page, is not installed
-        print(f"error: {exc}", file=sys.stderr)
+
+def replay_main(argv) -> int:
+    """``python -m engine replay``: the record is read and checked here (the engine's), the page is the UI's
+    (ui/record/replay.py), which the command line runs as a program of its own, as git runs its subcommands, rather
+    than importing it: the engine imports no UI."""
+    import subprocess
+
+    args = replay_parser().parse_args(argv)
+    if load_or_say(args.record) is None:
         return REFUSED
-    try:
-        Path(args.html).write_text(page, encoding="utf-8")
-    except OSError as exc:
-        print(f"error: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
-        return REFUSED
-    size = Path(args.html).stat().st_size
-    print(f"wrote {args.html} ({size / 2**20:.2f} MB): open it in any browser, no server or network needed",
-          file=sys.stderr)
-    return 0
+    root = str(Path(__file__).resolve().parents[2])  # the checkout, whatever folder the command was run from
+    code = f"import sys; sys.path.insert(0, {root!r}); from ui.record.replay import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.call([sys.executable, "-c", code, args.record, "--html", args.html])
 
 
 def _short(text: str, n: int = 80) -> str:
@@ -111,7 +100,7 @@ def _model_missing(record: dict, name: str, exc, args) -> int:
 
 
 def verify_main(argv) -> int:
-    ap = _parser("verify", "Run a saved run again on this machine and compare: the weights by hash, the tokens, the "
+    ap = parser("verify", "Run a saved run again on this machine and compare: the weights by hash, the tokens, the "
                            "logits step by step, the timings side by side.")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--model", default=None, help="load this model instead of the one the record names (its files "
@@ -123,7 +112,7 @@ def verify_main(argv) -> int:
     from engine.models.precision import PRECISIONS, default_precision, unsupported_reason
     from engine.measure.threads import apply_policy
 
-    record = _load_or_say(args.record)
+    record = load_or_say(args.record)
     if record is None:
         if args.json:
             print(json.dumps({"status": "refused", "ok": False, "verdict": "The record was refused (see stderr)."}))

@@ -8,7 +8,9 @@ import argparse
 import math
 import sys
 
-from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import errors as E
+from engine.serving import concurrency as Co
 from engine.serving import measure as Me
 from engine.serving import metrics as M
 from engine.serving.probe import probe
@@ -47,7 +49,7 @@ def run(args) -> dict:
     from engine.settings import OPENAI_API_KEY
 
     key = args.api_key if args.api_key is not None else OPENAI_API_KEY.get()
-    cfg = C.ServerConfig(args.base_url, args.model, key, read_timeout_s=float(args.timeout), api=args.api)
+    cfg = K.ServerConfig(args.base_url, args.model, key, read_timeout_s=float(args.timeout), api=args.api)
     info = probe(cfg)
     out: dict = {"server": cfg.to_dict(), "probe": info.to_dict()}
     Me.measure_request(cfg, Me.unique_prompt(16, "warm-up"), 2)  # a first request can pay one-time costs
@@ -57,14 +59,14 @@ def run(args) -> dict:
         try:
             nt = Me.next_token(cfg, "The capital of France is", args.top_logprobs)
             out["next_token"] = nt.to_dict()
-        except C.NoLogprobs as exc:
+        except E.NoLogprobs as exc:
             out["next_token"] = {"error": str(exc)}
     if args.prompt_lengths:
         out["prompt_sweep"] = Me.prompt_sweep(cfg, args.prompt_lengths, args.new_tokens, 2).to_dict()
-    cs = Me.concurrency_sweep(cfg, args.concurrency, args.new_tokens, args.prompt_tokens)
+    cs = Co.concurrency_sweep(cfg, args.concurrency, args.new_tokens, args.prompt_tokens)
     out["concurrency_sweep"] = cs.to_dict()
-    out["verdict"] = Me.batching_verdict(cs.levels)
-    cap = Me.capacity(cs.levels, args.target_ms)
+    out["verdict"] = Co.batching_verdict(cs.levels)
+    cap = Co.capacity(cs.levels, args.target_ms)
     out["capacity"] = {"target_ms": cap.target_ms, "users": cap.users, "tried": cap.tried,
                        "p90_ms": {str(k): v for k, v in cap.p90_ms.items()}, "reason": cap.reason,
                        "text": cap.text.replace("**", "")}
@@ -114,7 +116,7 @@ def summary(r: dict) -> str:
 def cli(argv_args, emit) -> int:
     try:
         result = run(argv_args)
-    except C.ServingError as exc:
+    except E.ServingError as exc:
         print(f"error ({exc.kind}): {exc}", file=sys.stderr)
         return 2
     emit(argv_args, result, summary(result))

@@ -14,7 +14,7 @@ Whatever the server sends, the client stays bounded (a server is not trusted, wh
   refused (no gzip bomb is ever inflated), redirects are never followed;
 - every request has a total deadline (``request_timeout_s``) that holds however slowly or steadily bytes drip
   in: the sockets are read in short slices (``SLICE_S``) and each slice checks the deadline and ``cancel``;
-- ``cancel`` (a threading.Event, e.g. ``engine.jobs.worker.cancel_event()`` of the job running the request) ends
+- ``cancel`` (a threading.Event, e.g. ``engine.jobs.job.cancel_event()`` of the job running the request) ends
   connecting, sending and reading within a slice, and the connection is closed;
 - a client can be fenced to a set of (host, port) pairs (class mode's list of servers): any other target is
   refused before a socket is opened;
@@ -23,368 +23,22 @@ Whatever the server sends, the client stays bounded (a server is not trusted, wh
 """
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
-import select
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
-from urllib.parse import urlsplit, urlunsplit
+from dataclasses import dataclass
+from typing import Callable
 
-import httpcore2
 import httpx2 as httpx
 
-MAX_TOKENS = 512  # one request never asks for more new tokens than this
-MAX_REPLY_BYTES = 4 * 2**20  # one whole (non-streamed) reply: /v1/models, /metrics, /tokenize
-MAX_STREAM_BYTES = 16 * 2**20  # one streamed request, all events together (512 tokens x 20 logprobs is ~2 MB)
-MAX_SWEEP_STREAM_BYTES = 2 * 2**20  # one request of a sweep (<= 256 tokens, no logprobs: ~100 KB): 32 at once
-MAX_KEPT_TEXT = 64 * 2**10  # characters of a reply's text kept in its record (shown in an expander)
-MAX_LINE_BYTES = 256 * 2**10  # one line of a server-sent-event stream
-MAX_ERROR_BYTES = 64 * 2**10  # an error reply is read this far (for its "message"), no further
-SLICE_S = 0.2  # sockets wait at most this long between checks of the deadline and the cancel flag
-PROBE_TIMEOUT_S = 20.0  # a whole GET (/v1/models, /metrics, /tokenize), however the bytes arrive
-MAX_TOP_LOGPROBS = 20  # the OpenAI API's own cap (and vLLM's default --max-logprobs)
-MAX_PROMPT_CHARS = 200_000
-
-
-# ------------------------------------------------------------------------------------------------ errors
-class ServingError(RuntimeError):
-    """Something went wrong talking to the server; ``str(e)`` is a complete sentence for the user."""
-
-    kind = "error"
-
-
-class BadURL(ServingError):
-    kind = "bad URL"
-
-
-class ServerUnreachable(ServingError):
-    kind = "unreachable"
-
-
-class ServerTimeout(ServingError):
-    kind = "timeout"
-
-
-class AuthFailed(ServingError):
-    kind = "API key"
-
-
-class ModelNotFound(ServingError):
-    kind = "model not found"
-
-
-class EndpointNotFound(ServingError):
-    kind = "endpoint not found"
-
-
-class NotStreaming(ServingError):
-    kind = "not streaming"
-
-
-class UnexpectedReply(ServingError):
-    kind = "unexpected reply"
-
-
-class NoLogprobs(ServingError):
-    kind = "no logprobs"
-
-
-class ServerError(ServingError):
-    kind = "server error"
-
-
-class RequestCancelled(ServingError):
-    kind = "cancelled"
-
-
-def snippet(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
-# ------------------------------------------------------------------------------------------------ settings
-def normalize_base_url(url: str) -> str:
-    """The server root ('http://host:port' or with a path prefix), from what a person typed.
-
-    A trailing '/v1' (as OpenAI SDK users write it) is removed: the client adds '/v1/...' itself, and '/metrics'
-    lives beside '/v1', not under it. User names, passwords and query strings are refused, so a key can never
-    travel inside the URL (and so never into a shared link)."""
-    raw = (url or "").strip()
-    if not raw:
-        raise BadURL("Type the server's base URL, for example http://127.0.0.1:8000.")
-    if "://" not in raw:
-        raw = "http://" + raw
-    try:
-        parts = urlsplit(raw)
-        port = parts.port
-    except ValueError as exc:
-        raise BadURL(f"'{snippet(url, 80)}' is not a valid URL ({exc}).") from None
-    if parts.scheme not in ("http", "https"):
-        raise BadURL(f"The base URL must start with http:// or https://, not {parts.scheme}://.")
-    if not parts.hostname:
-        raise BadURL(f"'{snippet(url, 80)}' has no host name.")
-    if parts.username or parts.password:
-        raise BadURL("Put the API key in the API key field, not in the URL (a URL ends up in links and logs).")
-    if parts.query or parts.fragment:
-        raise BadURL("The base URL takes no '?' query or '#' part; give only scheme, host, port and path.")
-    path = parts.path.rstrip("/")
-    for tail in ("/chat/completions", "/completions", "/models", "/v1"):
-        if path.endswith(tail):
-            path = path[: -len(tail)].rstrip("/")
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = host + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme, netloc, path, "", ""))
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Where the server is and how long to wait for it. The API key is never part of repr() or to_dict().
-
-    ``label`` (class mode): the name the teacher gave the server; messages say it instead of the address, which
-    never reaches a page. ``fenced``: the client connects to this server's own host and port and nowhere else."""
-
-    base_url: str
-    model: str = ""
-    api_key: str = field(default="", repr=False)
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 60.0  # longest wait for the next event (includes a long prefill); keep-alives don't count
-    request_timeout_s: float = 180.0  # longest whole request, however steadily the bytes arrive
-    api: str = "completions"  # "completions" (raw prompt) or "chat" (/v1/chat/completions)
-    label: str = ""
-    fenced: bool = False
-
-    def __post_init__(self):
-        object.__setattr__(self, "base_url", normalize_base_url(self.base_url))
-        object.__setattr__(self, "model", (self.model or "").strip()[:300])
-        object.__setattr__(self, "label", (self.label or "").strip()[:100])
-        if self.api not in ("completions", "chat"):
-            raise BadURL(f"api must be 'completions' or 'chat', not '{snippet(self.api, 40)}'.")
-        for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s"):
-            v = float(getattr(self, name))
-            if not (v > 0 and math.isfinite(v)):
-                raise BadURL(f"{name} must be a positive number of seconds.")
-
-    @property
-    def where(self) -> str:
-        """How messages name the server: its label when it has one (class mode), else its address."""
-        return f"'{self.label}'" if self.label else self.base_url
-
-    def url(self, path: str) -> str:
-        return self.base_url + path
-
-    def host_port(self) -> tuple[str, int]:
-        parts = urlsplit(self.base_url)
-        return (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
-
-    def headers(self) -> dict:
-        # identity: a compressed reply would be inflated past any byte cap (a gzip bomb); it is refused instead
-        h = {"Accept": "application/json, text/event-stream", "Accept-Encoding": "identity"}
-        if self.api_key:
-            h["Authorization"] = f"Bearer {self.api_key}"
-        return h
-
-    def timeout(self) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect_timeout_s, read=self.read_timeout_s, write=10.0, pool=30.0)
-
-    def to_dict(self) -> dict:
-        return {"base_url": self.label or self.base_url, "model": self.model, "api": self.api,
-                "api_key_set": bool(self.api_key)}
-
-
-_SSL: list = []
-
-
-def _ssl_context():
-    """One TLS context for every client (building one costs ~0.1 to 0.5 s: it loads the system's certificates)."""
-    if not _SSL:
-        import ssl
-
-        _SSL.append(ssl.create_default_context())
-    return _SSL[0]
-
-
-# ------------------------------------------------------------------------------------------------ the fence
-_LOCAL = threading.local()  # .deadline: time.monotonic() by which the request on this thread must end
-
-
-class Fence:
-    """What every socket operation of one client checks between slices of at most ``SLICE_S``: the cancel flag,
-    the client's total deadline (a sweep's cap), the deadline of the request running on this thread, and (for
-    a fenced client) that the target is the one allowed (host, port)."""
-
-    def __init__(self, cancel: threading.Event | None = None, deadline: float | None = None,
-                 allowed: frozenset | None = None, what: str = "the server"):
-        self.cancel, self.deadline, self.allowed, self.what = cancel, deadline, allowed, what
-
-    def remaining(self) -> float:
-        """Seconds left before the nearest deadline (inf if none); raises if cancelled or already past one."""
-        if self.cancel is not None and self.cancel.is_set():
-            raise RequestCancelled("Cancelled.")
-        now = time.monotonic()
-        left = math.inf
-        if self.deadline is not None:
-            left = self.deadline - now
-            if left <= 0:
-                raise ServerTimeout(f"Stopped: the time allowed for this measurement ran out while waiting for "
-                                    f"{self.what}.")
-        mine = getattr(_LOCAL, "deadline", None)
-        if mine is not None:
-            if mine - now <= 0:
-                raise ServerTimeout(f"The request to {self.what} ran past its total time limit; stopped it.")
-            left = min(left, mine - now)
-        return left
-
-    def check_target(self, host: str, port: int) -> None:
-        if self.allowed is not None and (str(host).lower().strip("[]"), int(port)) not in self.allowed:
-            raise BadURL("This address is not on this server's list of serving engines; nothing was sent to it.")
-
-
-class _Stream(httpcore2.NetworkStream):
-    """A socket read and written in short slices, each one first asking the fence whether to go on."""
-
-    def __init__(self, sock: socket.socket, fence: Fence):
-        self._sock, self._fence = sock, fence
-
-    def _slice(self, timeout: float | None, end: float | None) -> float:
-        left = self._fence.remaining()
-        if end is not None:
-            left = min(left, end - time.monotonic())
-        if left <= 0:
-            raise socket.timeout()
-        return min(SLICE_S, left)
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                self._sock.settimeout(self._slice(timeout, end))
-            except socket.timeout:
-                raise httpcore2.ReadTimeout("read timed out") from None
-            try:
-                return self._sock.recv(max_bytes)
-            except socket.timeout:
-                continue
-            except OSError as exc:
-                raise httpcore2.ReadError(str(exc)) from None
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        end = None if timeout is None else time.monotonic() + timeout
-        view = memoryview(buffer)
-        while view:
-            try:
-                self._sock.settimeout(self._slice(timeout, end))
-            except socket.timeout:
-                raise httpcore2.WriteTimeout("write timed out") from None
-            try:
-                view = view[self._sock.send(view):]
-            except socket.timeout:
-                continue
-            except OSError as exc:
-                raise httpcore2.WriteError(str(exc)) from None
-
-    def close(self) -> None:
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-
-    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
-        try:
-            self._sock.settimeout(min(timeout or 10.0, max(0.01, self._fence.remaining())))
-            tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
-        except socket.timeout:
-            self.close()
-            raise httpcore2.ConnectTimeout("TLS handshake timed out") from None
-        except OSError as exc:
-            self.close()
-            raise httpcore2.ConnectError(str(exc)) from None
-        except BaseException:
-            self.close()
-            raise
-        return _Stream(tls, self._fence)
-
-    def get_extra_info(self, info: str):
-        if info == "ssl_object":
-            return getattr(self._sock, "_sslobj", None)
-        if info == "socket":
-            return self._sock
-        if info == "server_addr":
-            return self._sock.getpeername()
-        if info == "client_addr":
-            return self._sock.getsockname()
-        if info == "is_readable":
-            try:
-                return bool(select.select([self._sock], [], [], 0)[0])
-            except (OSError, ValueError):
-                return True
-        return None
-
-
-class _Backend(httpcore2.NetworkBackend):
-    """Connections that check the fence first (target, cancel, deadlines) and connect without blocking for more
-    than a slice, so a closed tab ends even a connect to a host that never answers."""
-
-    def __init__(self, fence: Fence):
-        self.fence = fence
-
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        self.fence.check_target(host, port)
-        self.fence.remaining()
-        end = time.monotonic() + (timeout if timeout is not None else 30.0)
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise httpcore2.ConnectError(f"name not resolved: {exc}") from None
-        last: Exception | None = None
-        for family, kind, proto, _, addr in infos[:4]:
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setblocking(False)
-                err = sock.connect_ex(addr)
-                while err in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
-                    left = min(self.fence.remaining(), end - time.monotonic())
-                    if left <= 0:
-                        raise httpcore2.ConnectTimeout("connect timed out")
-                    if select.select([], [sock], [], min(SLICE_S, left))[1]:
-                        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if err:
-                    raise OSError(err, os.strerror(err))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                return _Stream(sock, self.fence)
-            except OSError as exc:
-                sock.close()
-                last = exc
-            except BaseException:
-                sock.close()
-                raise
-        raise httpcore2.ConnectError(str(last) if last else "no address to connect to")
-
-    def connect_unix_socket(self, path, timeout=None, socket_options=None):
-        raise httpcore2.ConnectError("unix sockets are not used here")
-
-    def sleep(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            time.sleep(min(SLICE_S, left, max(0.0, self.fence.remaining())))
-
-
-def make_client(cfg: ServerConfig, max_connections: int = 64, *, cancel: threading.Event | None = None,
-                deadline: float | None = None) -> httpx.Client:
-    """A client whose every socket goes through a ``Fence``: ``cancel``, ``deadline`` (time.monotonic()) for all
-    its requests together, and, for a fenced config, only the config's own host and port. No redirects are
-    followed, no proxy or environment setting is read."""
-    fence = Fence(cancel, deadline, frozenset({cfg.host_port()}) if cfg.fenced else None, cfg.where)
-    transport = httpx.HTTPTransport(verify=_ssl_context(), trust_env=False, retries=0,
-                                    limits=httpx.Limits(max_connections=max_connections,
-                                                        max_keepalive_connections=max_connections))
-    transport._pool._network_backend = _Backend(fence)  # httpx2 takes no backend argument; the pool does
-    return httpx.Client(timeout=cfg.timeout(), headers=cfg.headers(), trust_env=False, follow_redirects=False,
-                        transport=transport)
+from engine.serving import sse
+from engine.serving.config import (MAX_ERROR_BYTES, MAX_PROMPT_CHARS, MAX_REPLY_BYTES, MAX_STREAM_BYTES,
+                                   MAX_TOKENS, MAX_TOP_LOGPROBS, PROBE_TIMEOUT_S, ServerConfig)
+from engine.serving.errors import (AuthFailed, BadURL, EndpointNotFound, ModelNotFound, NoLogprobs, NotStreaming,
+                                   RequestCancelled, ServerError, ServerTimeout, ServerUnreachable, ServingError,
+                                   UnexpectedReply, snippet)
+from engine.serving.fence import RequestDeadline, make_client
 
 
 # ------------------------------------------------------------------------------------------------ transport
@@ -456,23 +110,6 @@ def _check_status(code: int, cfg: ServerConfig, path: str, body: str) -> None:
     raise ServerError(f"The server answered {code}{said}")
 
 
-class _RequestDeadline:
-    """``with _RequestDeadline(s):`` every socket operation on this thread ends by now + s (nested: the nearer)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def __enter__(self):
-        self.prev = getattr(_LOCAL, "deadline", None)
-        mine = time.monotonic() + self.seconds
-        _LOCAL.deadline = mine if self.prev is None else min(self.prev, mine)
-        return self
-
-    def __exit__(self, *exc):
-        _LOCAL.deadline = self.prev
-        return False
-
-
 def _read_capped(resp: httpx.Response, cap: int, what: str) -> bytes:
     """The raw body (transfer-decoded, never decompressed), refused past ``cap`` bytes without reading on."""
     n = resp.headers.get("content-length", "")
@@ -508,7 +145,7 @@ def _get(cfg: ServerConfig, path: str, client: httpx.Client | None, cancel, rais
     own = client is None
     client = client or make_client(cfg, 2, cancel=cancel)
     try:
-        with _RequestDeadline(min(PROBE_TIMEOUT_S, cfg.request_timeout_s)):
+        with RequestDeadline(min(PROBE_TIMEOUT_S, cfg.request_timeout_s)):
             with client.stream("GET", cfg.url(path)) as resp:
                 code = resp.status_code
                 if not raise_status and code >= 400:
@@ -627,51 +264,6 @@ def _parse_logprobs(choice: dict, api: str) -> tuple[int | None, tuple]:
     return (len(tokens) if isinstance(tokens, list) else None), top
 
 
-def _lines(resp: httpx.Response, tick: Callable[[], None], max_bytes: int = MAX_STREAM_BYTES) -> Iterator[str]:
-    """The reply's lines, read raw in chunks; a line longer than MAX_LINE_BYTES or a stream longer than
-    ``max_bytes`` is refused as soon as it passes the cap. ``tick`` runs after every chunk (the clock)."""
-    buf = bytearray()
-    total = 0
-    for raw in resp.iter_raw():
-        total += len(raw)
-        if total > max_bytes:
-            raise UnexpectedReply(f"The stream ran past {max_bytes / 2**20:g} MB; stopped reading it.")
-        buf += raw
-        start = 0
-        while (i := buf.find(b"\n", start)) >= 0:
-            yield bytes(buf[start:i]).rstrip(b"\r").decode("utf-8", "replace")
-            start = i + 1
-        del buf[:start]
-        if len(buf) > MAX_LINE_BYTES:
-            raise UnexpectedReply(f"A line of the stream ran past {MAX_LINE_BYTES // 2**10} KB; stopped reading it.")
-        tick()
-    if buf:
-        yield bytes(buf).rstrip(b"\r").decode("utf-8", "replace")
-
-
-def _events(lines: Iterator[str]) -> Iterator[str]:
-    """The data fields of server-sent events, one per event (multi-line data joined with newlines)."""
-    data: list[str] = []
-    size = 0
-    for line in lines:
-        if line == "":
-            if data:
-                yield "\n".join(data)
-                data, size = [], 0
-            continue
-        if line.startswith(":"):
-            continue  # a comment / keep-alive ping
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
-            size += len(value)
-            if size > MAX_LINE_BYTES:
-                raise UnexpectedReply(f"An event of the stream ran past {MAX_LINE_BYTES // 2**10} KB; stopped "
-                                      "reading it.")
-    if data:
-        yield "\n".join(data)
-
-
 def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs: int = 0,
            fixed_length: bool = True, temperature: float = 0.0, seed: int | None = 0,
            client: httpx.Client | None = None, cancel: threading.Event | None = None,
@@ -704,7 +296,7 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
                                 "comments or stray bytes); stopped the request.")
 
     try:
-        with _RequestDeadline(cfg.request_timeout_s), client.stream("POST", cfg.url(path), json=body) as resp:
+        with RequestDeadline(cfg.request_timeout_s), client.stream("POST", cfg.url(path), json=body) as resp:
             _head(resp, cfg, path)
             ctype = resp.headers.get("content-type", "")
             if "text/event-stream" not in ctype:
@@ -712,7 +304,7 @@ def stream(cfg: ServerConfig, prompt: str, max_tokens: int = 32, *, top_logprobs
                     "The server answered a streaming request with one whole reply instead of server-sent events, so "
                     "the time of each token cannot be measured. Is streaming turned off on the server?")
             last_data[0] = time.monotonic()
-            for data in _events(_lines(resp, tick, min(max_bytes, MAX_STREAM_BYTES))):
+            for data in sse.events(sse.lines(resp, tick, min(max_bytes, MAX_STREAM_BYTES))):
                 now = time.perf_counter() - t0
                 last_data[0] = time.monotonic()
                 if cancel is not None and cancel.is_set():
@@ -784,7 +376,7 @@ def tokenize_count(cfg: ServerConfig, text: str, client: httpx.Client | None = N
     try:
         for path, body in tries:
             try:
-                with _RequestDeadline(min(PROBE_TIMEOUT_S, cfg.request_timeout_s)), \
+                with RequestDeadline(min(PROBE_TIMEOUT_S, cfg.request_timeout_s)), \
                         client.stream("POST", cfg.url(path), json=body) as resp:
                     if resp.status_code >= 300:
                         continue

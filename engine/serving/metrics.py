@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import errors as E
 from engine.serving import names as N
 
 KV_USAGE = N.names_for("kv_usage")
@@ -94,20 +96,20 @@ def parse(text: str) -> Metrics:
                     values[fam.name] = values[s.name]
                     counts[fam.name] = counts[s.name]
     except (ValueError, TypeError, IndexError, RecursionError):
-        raise C.UnexpectedReply("/metrics is not in Prometheus text format.") from None
+        raise E.UnexpectedReply("/metrics is not in Prometheus text format.") from None
     return Metrics(values, counts, tuple(fams), {k: tuple(v) for k, v in labeled.items()})
 
 
-def fetch(cfg: C.ServerConfig, client=None, cancel=None) -> Metrics | None:
+def fetch(cfg: K.ServerConfig, client=None, cancel=None) -> Metrics | None:
     """The server's /metrics parsed, or None if it has none (404, or llama-server's 501 without --metrics).
     Other failures raise ServingError."""
     code, body = C.get_text(cfg, "/metrics", client, cancel)
     if code in MISSING:
         return None
     if code in (401, 403):
-        raise C.AuthFailed(f"/metrics refused the request ({code}). Check the API key.")
+        raise E.AuthFailed(f"/metrics refused the request ({code}). Check the API key.")
     if code >= 400:
-        raise C.ServerError(f"/metrics answered {code}.")
+        raise E.ServerError(f"/metrics answered {code}.")
     return parse(body)
 
 
@@ -137,7 +139,7 @@ class SlotsUse:
 def parse_slots(data) -> SlotsUse:
     """/slots' JSON list; UnexpectedReply when it is not llama.cpp's shape."""
     if not isinstance(data, list) or not data or len(data) > 4096 or not all(isinstance(x, dict) for x in data):
-        raise C.UnexpectedReply("/slots did not answer a list of slots.")
+        raise E.UnexpectedReply("/slots did not answer a list of slots.")
 
     def num(x, key):
         v = x.get(key, 0)
@@ -148,19 +150,19 @@ def parse_slots(data) -> SlotsUse:
                     any(x.get("speculative") is True for x in data))
 
 
-def fetch_slots(cfg: C.ServerConfig, client=None, cancel=None) -> SlotsUse | None:
+def fetch_slots(cfg: K.ServerConfig, client=None, cancel=None) -> SlotsUse | None:
     """llama.cpp's /slots, or None when the server has none (404, or 501: llama-server without --slots)."""
     code, body = C.get_text(cfg, "/slots", client, cancel)
     if code in MISSING:
         return None
     if code in (401, 403):
-        raise C.AuthFailed(f"/slots refused the request ({code}). Check the API key.")
+        raise E.AuthFailed(f"/slots refused the request ({code}). Check the API key.")
     if code >= 400:
-        raise C.ServerError(f"/slots answered {code}.")
+        raise E.ServerError(f"/slots answered {code}.")
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
-        raise C.UnexpectedReply("/slots did not answer JSON.") from None
+        raise E.UnexpectedReply("/slots did not answer JSON.") from None
     return parse_slots(data)
 
 
@@ -219,7 +221,7 @@ class Scraper:
     """Samples a server during a sweep: /metrics, and llama.cpp's /slots when /metrics has no KV gauge. The first
     sample finds out what the server has; later ones ask only for that. Never raises but RequestCancelled."""
 
-    def __init__(self, cfg: C.ServerConfig, client=None):
+    def __init__(self, cfg: K.ServerConfig, client=None):
         self.cfg, self.client = cfg, client
         self.use_metrics = True
         self.use_slots: bool | None = None  # None: not asked yet
@@ -229,18 +231,18 @@ class Scraper:
         if self.use_metrics:
             try:
                 m = fetch(self.cfg, self.client)
-            except C.RequestCancelled:
+            except E.RequestCancelled:
                 raise
-            except C.ServingError:
+            except E.ServingError:
                 m = None
             self.use_metrics = m is not None
         want_slots = self.use_slots is not False and (m is None or m.get(KV_USAGE) is None)
         if want_slots:
             try:
                 sl = fetch_slots(self.cfg, self.client)
-            except C.RequestCancelled:
+            except E.RequestCancelled:
                 raise
-            except C.ServingError:
+            except E.ServingError:
                 sl = None
             self.use_slots = sl is not None
         if m is None and sl is None:
@@ -248,7 +250,7 @@ class Scraper:
         return summarize(m, t_s, sl)
 
 
-def sample_metrics(cfg: C.ServerConfig, client=None, t_s: float = 0.0) -> MetricsSample | None:
+def sample_metrics(cfg: K.ServerConfig, client=None, t_s: float = 0.0) -> MetricsSample | None:
     """One summarized scrape (/metrics, and /slots when it has no KV gauge), or None when the server offers
     neither (never raises: a sweep goes on)."""
     return Scraper(cfg, client).sample(t_s)

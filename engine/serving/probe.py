@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import errors as E
+from engine.serving import fence as F
 from engine.serving import metrics as M
 
 OWNERS = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp server", "me": "llama-cpp-python",
@@ -27,24 +30,24 @@ class ServerInfo:
                 "offer": {**self.offer.__dict__, "slots": slots}, "notes": list(self.notes)}
 
 
-def probe(cfg: C.ServerConfig, cancel=None) -> ServerInfo:
+def probe(cfg: K.ServerConfig, cancel=None) -> ServerInfo:
     """GET /v1/models and /metrics. Raises ServingError if the server cannot be reached or is not OpenAI-like."""
-    with C.make_client(cfg, 2, cancel=cancel) as cl:
+    with F.make_client(cfg, 2, cancel=cancel) as cl:
         models = C.list_models(cfg, cl)
         try:
             met = M.fetch(cfg, cl)
             met_note = None
-        except C.RequestCancelled:
+        except E.RequestCancelled:
             raise
-        except C.ServingError as exc:
+        except E.ServingError as exc:
             met, met_note = None, f"/metrics could not be read: {exc}"
         slots = None
         if met is None or met.get(M.KV_USAGE) is None:  # llama.cpp: KV use is on /slots, not in /metrics
             try:
                 slots = M.fetch_slots(cfg, cl)
-            except C.RequestCancelled:
+            except E.RequestCancelled:
                 raise
-            except C.ServingError:
+            except E.ServingError:
                 slots = None
     ids = tuple(m["id"] for m in models)
     owners = {str(m.get("owned_by", "")).lower() for m in models}

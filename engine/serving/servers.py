@@ -11,17 +11,21 @@ any other target is refused before a socket opens). Without a list, a class serv
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Mapping
 
 import engine.settings as settings
 from engine.models.names import clean_name, class_mode_from_env, match_key
-from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import errors as E
+
+logger = logging.getLogger(__name__)
 
 MAX_LABEL = 60
 
 
-class ServerNotListed(C.BadURL):
+class ServerNotListed(E.BadURL):
     kind = "not listed"
 
 
@@ -38,11 +42,9 @@ def parse_servers(text: str) -> tuple[tuple[str, str], ...]:
         if not url.strip():
             continue
         try:
-            base = C.normalize_base_url(url.strip())
-        except C.BadURL:
-            from engine.core.serverlog import log
-
-            log(f"{settings.SERVERS.name}: entry {n} ('{label}') is not an http(s) address; left out")
+            base = K.normalize_base_url(url.strip())
+        except E.BadURL:
+            logger.info(f"{settings.SERVERS.name}: entry {n} ('{label}') is not an http(s) address; left out")
             continue
         if not label or match_key(label) in seen:
             continue
@@ -61,15 +63,15 @@ class ServerPolicy:
         return [label for label, _ in self.servers]
 
     def config(self, where: str, model: str = "", api_key: str = "", api: str = "completions",
-               **timeouts) -> C.ServerConfig:
+               **timeouts) -> K.ServerConfig:
         """The config for ``where``: in open mode an address (any http(s) one); in class mode a listed label,
         else ServerNotListed (which names the listed labels only, and nothing is sent anywhere)."""
         if not self.class_mode:
-            return C.ServerConfig(where, model, api_key, api=api, **timeouts)
+            return K.ServerConfig(where, model, api_key, api=api, **timeouts)
         key = match_key(where or "")
         for label, base in self.servers:
             if match_key(label) == key:
-                return C.ServerConfig(base, model, api_key, api=api, label=label, fenced=True, **timeouts)
+                return K.ServerConfig(base, model, api_key, api=api, label=label, fenced=True, **timeouts)
         if not self.servers:
             raise ServerNotListed("This class server lists no serving engines (the teacher can name them in "
                                   f"{settings.SERVERS.name} when starting the app).")

@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from engine.cli_args import add_run_arguments, number
-from engine.record.cli import add_save_argument
+from engine.cli_args import add_run_arguments, add_save_argument, number
 from engine.speculative import MAX_K
 from engine.settings import RACE_REPEATS
 
@@ -35,7 +34,9 @@ def eager_only() -> str:
     return EAGER_ONLY
 
 
-def cli(lm, args, emit) -> int:
+def cli(lm, args, emit, save_race=None) -> int:
+    """The race on ``lm``, printed by ``emit``; with ``--save``, written by ``save_race`` (engine.record.cli's, handed
+    in by the command line: records stand above speculative decoding, which imports none of them)."""
     from engine.core.loaded import ModelLoadError
     from engine.core.prompt import PromptError, encode_prompt
     from engine.core.sampling import SamplingSettings
@@ -78,8 +79,6 @@ def cli(lm, args, emit) -> int:
             f"x{r.predicted.as_run:.2f}); identical output: {r.identical}\n{cal.result.describe()}\n"
             + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
     emit(args, d, text)
-    if getattr(args, "save", None):
-        from engine.record.cli import save_race
-
+    if getattr(args, "save", None) and save_race is not None:
         return save_race(lm, r, check, args.prompt, enc, cal.result, args.save, "python -m engine race")
     return 0

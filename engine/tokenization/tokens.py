@@ -279,27 +279,17 @@ def count_tokens(name: str, tokenizer, text: str) -> TokenizerCount:
 
 def builtin_tokenizer(name: str):
     """The tokenizer of one of the app's own models without loading its weights (None if not available)."""
-    from engine.models.names import EMBEDDED, GEMMA, TINY
-    from engine.models.convert import converted_dir, embedded_is_converted, gemma_converted_dir
+    from engine.models import catalog, packaged
+    from engine.models.names import TINY
 
     if name == TINY:
         from engine.models.tiny import make_tiny_tokenizer
 
         return make_tiny_tokenizer()
-    if name == EMBEDDED and embedded_is_converted():
-        return load_tokenizer(str(converted_dir()))
-    if name == GEMMA and gemma_tokenizer_ready():
-        # the tokenizer files only (its weights need not be hashed to cut text into tokens)
-        return load_tokenizer(str(gemma_converted_dir()))
+    r = catalog.row(name)
+    if r is not None and packaged.tokenizer_ready(r):  # its tokenizer files: no weights hashed to cut text
+        return load_tokenizer(str(packaged.copy_dir(r)))
     return None
-
-
-def gemma_tokenizer_ready() -> bool:
-    """Has Gemma's conversion finished (its marker is written last, after the tokenizer files)?"""
-    from engine.models.convert import CONVERTED_MARKER, gemma_converted_dir
-
-    folder = gemma_converted_dir()
-    return (folder / CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file()
 
 
 # Texts on which two tokenizers of different vocabulary sizes differ most: (kind, text). Each is one kind of text

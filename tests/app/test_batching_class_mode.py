@@ -155,7 +155,7 @@ def test_the_model_cache_keeps_cache_entries_models_and_no_more(monkeypatch):
     from types import SimpleNamespace
 
     n = ui.frame.models.cache_entries()
-    assert n >= 2 * len(ui.frame.models.BUILTIN)
+    assert n >= 2 * len(ui.frame.models.builtin())
     seen = []
 
     def load_model(target, **kw):

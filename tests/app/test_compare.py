@@ -10,9 +10,9 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def gemma_installed():
     """The page loads Gemma through the app's own cache; a fixture copy would be a second 1 GB model in memory."""
-    from engine.models.convert import gemma_package
+    from engine.models import catalog, packaged
 
-    if gemma_package() is None:
+    if not packaged.installed(catalog.row(catalog.GEMMA)):
         pytest.skip("Gemma 3 270M is not installed (scripts/install.sh installs it)")
 
 

@@ -6,15 +6,15 @@ import pytest
 
 import engine.settings as settings
 from engine.models import background
-from engine.models.names import GEMMA
-from engine.models.convert import GEMMA_INSTALL, GEMMA_PACKAGE
+from engine.models import catalog
+from engine.models.catalog import GEMMA
 from tests.app.test_pages import errors, run_page
 
 
 @pytest.fixture
 def no_gemma(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == GEMMA_PACKAGE
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == catalog.row(GEMMA).module
                         else real(name, *a, **k))
     monkeypatch.setenv(settings.PREPARE_GEMMA.name, "1")  # as a served app runs: the background preparation is on
     monkeypatch.setattr(background, "_CURRENT", {})
@@ -26,4 +26,4 @@ def test_compare_without_gemma_says_how_to_install_it(no_gemma):
     assert not errors(at), errors(at)
     shown = " ".join(w.value for w in at.warning) + " ".join(e.value for e in at.error)
     assert "Something went wrong" not in shown
-    assert "not installed" in shown and GEMMA_INSTALL in shown
+    assert "not installed" in shown and catalog.row(GEMMA).install in shown

@@ -4,13 +4,26 @@ by side, one-line refusals with eager running, the race page racing compiled lan
 from tests.app.test_pages import errors, run_page, shown
 
 
+def compiled_page(path: str, **query):
+    """The page in compiled mode once its graph is compiled: the first visit answers eager while the graph compiles
+    in the background (ui.frame.compiling), the next run is compiled."""
+    from engine.core.background_compile import COMPILER
+    from engine.core.loaded import ModelRef
+
+    at = run_page(path, mode="compiled", **query)
+    assert not errors(at), errors(at)
+    COMPILER.wait_idle(ModelRef(query["model"], "", "compiled"), 900)
+    at.run()
+    return at
+
+
 def _said(at) -> str:
     return " ".join(x.value for kind in (at.error, at.warning, at.info, at.success, at.caption, at.markdown)
                     for x in kind)
 
 
 def test_timeline_in_compiled_mode_matches_eager_and_traces_both_modes():
-    at = run_page("pages/timeline.py", model="tiny-random", mode="compiled", max_new_tokens="6", temperature="0")
+    at = compiled_page("pages/timeline.py", model="tiny-random", max_new_tokens="6", temperature="0")
     assert not errors(at), errors(at)
     assert at.selectbox(key="w_mode").value == "compiled" and at.query_params["mode"] in ("compiled", ["compiled"])
     assert "wrote the same" in _said(at)  # section 1: the compiled run's tokens = eager's (float32)
@@ -42,7 +55,7 @@ def test_a_mode_the_model_cannot_run_is_refused_in_one_line_and_eager_runs():
 
 
 def test_the_home_page_answer_in_compiled_mode_is_the_compiled_loop():
-    at = run_page("pages/loop.py", model="tiny-random", mode="compiled", max_new_tokens="5", temperature="0")
+    at = compiled_page("pages/loop.py", model="tiny-random", max_new_tokens="5", temperature="0")
     assert not errors(at), errors(at)
     from engine.core.loaded import ModelRef
     from ui.frame.runs import kept, run_key
@@ -74,19 +87,33 @@ def test_the_race_page_races_compiled_and_says_how_each_lane_ran_in_compiled_mod
     assert all(s.label.startswith("Compiled: the ") for s in at.status), [s.label for s in at.status]
 
 
-def test_the_compile_is_a_visible_warm_up_and_its_cancel_button_runs_eager():
+def test_the_compile_runs_in_the_background_while_the_page_answers_eager_and_cancel_stops_it():
     from streamlit.testing.v1 import AppTest
 
+    from engine.core.background_compile import COMPILER, CompileState
+    from engine.core.loaded import ModelRef
     from ui.frame import models, nav
 
-    models._load_compiled.clear()  # a fresh compiled model: its graph is not warmed up yet in this process
+    # a fresh compiled model and a cache length no other test compiles (1,024 positions: a long prompt + 256
+    # tokens), so a real compile runs: dynamo would reuse a graph of the same shapes from another test here
+    models._load_compiled.clear()
     at = AppTest.from_file(str(nav.ROOT / "app.py"), default_timeout=600)
-    for k, v in dict(model="tiny-random", mode="compiled", max_new_tokens="4").items():
+    for k, v in dict(model="tiny-random", mode="compiled", max_new_tokens="256", temperature="0",
+                     prompt="word " * 80).items():
         at.query_params[k] = v
     at.run()
     assert not errors(at), errors(at)
-    assert any(s.label.startswith("Compiled: the decode step for 256 cache positions is ready") for s in at.status)
-    at.button(key="compile_cancel").click().run()  # the box's button: the session goes back to eager
+    ref = ModelRef("tiny-random", "", "compiled")
+    job = next(j for j in COMPILER.jobs(ref) if j.active)  # still compiling: the page did not wait for it
+    said = _said(at)
+    assert "compiling the decode step, static cache of 1,024 positions in the background" in said, said[:2000]
+    assert "answers eager meanwhile" in said
+    from ui.frame.runs import kept, run_key
+
+    tr = kept(run_key(ModelRef("tiny-random"), at.session_state["settings"].prompt, True, 256, 0.0, 50, 0.95, 0))
+    assert tr is not None and tr.engine_mode == "eager"  # the answer is there, eager, and says so
+    at.button(key="compile_cancel").click().run()  # the box's button: the compile stops, the session runs eager
     assert not errors(at), errors(at)
+    assert COMPILER.wait(job, 120) and job.state is CompileState.CANCELLED
     assert at.selectbox(key="w_mode").value == "eager"
-    assert any("Compiling cancelled: eager runs" in shown(e.value) for e in at.error)
+    assert any("Compiling cancelled" in shown(e.value) for e in at.error)

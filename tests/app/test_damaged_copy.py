@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from engine.models import convert
+from engine.models import catalog, packaged
 import ui.frame.models
 from tests.app.test_pages import errors, run_page
 from tests.engine.test_model_cache import cache_copy  # noqa: F401  the fixture below builds on it
@@ -12,9 +12,8 @@ from tests.engine.test_model_cache import cache_copy  # noqa: F401  the fixture 
 
 @pytest.fixture
 def private_cache(cache_copy, monkeypatch):
-    """test_model_cache's private cache (a copy of the real converted model; the conversion replaced by a copy),
-    with the page's conversion call pointed at that replacement too."""
-    monkeypatch.setattr(ui.frame.models, "convert_embedded", convert.convert_embedded)
+    """test_model_cache's private cache (a copy of the real converted model; the conversion replaced by a copy,
+    which the page's preparation calls too)."""
     return cache_copy
 
 
@@ -28,13 +27,13 @@ def status_labels(monkeypatch):
 
 @pytest.mark.parametrize("state", ["damaged", "missing"])
 def test_the_status_says_why_the_model_is_converted(private_cache, status_labels, state):
-    folder = convert.converted_dir()
+    folder = packaged.copy_dir(catalog.row(catalog.EMBEDDED))
     if state == "damaged":
         data = (folder / "config.json").read_bytes()
         (folder / "config.json").write_bytes(data.replace(b'"num_hidden_layers": 30', b'"num_hidden_layers": 10', 1))
     else:
         shutil.rmtree(folder)
-    assert convert.embedded_copy() == state
+    assert packaged.copy_state(catalog.row(catalog.EMBEDDED)) == state
     at = run_page("pages/loop.py", max_new_tokens="2")
     assert not errors(at), errors(at)
     assert private_cache == [1], "converted again"
@@ -43,4 +42,4 @@ def test_the_status_says_why_the_model_is_converted(private_cache, status_labels
         assert "damaged" in first and "First start" not in first, first
     else:
         assert first.startswith("First start"), first
-    assert convert.embedded_copy() == "ready"
+    assert packaged.copy_state(catalog.row(catalog.EMBEDDED)) == "ready"

@@ -130,13 +130,14 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
     import time
 
     from engine.jobs import worker
-    from engine.serving import client as C
+    from engine.serving import config as K
+    from engine.serving import errors as E
     from engine.serving.probe import probe
     from tests.serving_servers import HostileServer, wait_for
     from ui.serving import runs
 
     with HostileServer("silent") as s:
-        cfg = C.ServerConfig(s.base_url, "odd")
+        cfg = K.ServerConfig(s.base_url, "odd")
         net = worker.get_net_worker()
         old = net.submit(runs._job, cfg, lambda p, c: probe(cfg, cancel=c), True, key="old", session="tab")
         end = time.monotonic() + 5
@@ -146,7 +147,7 @@ def test_a_newer_click_takes_over_the_server_from_the_job_it_replaced():
         old.detach()  # what ui.frame.work.run does when the newer click reruns the script
         new = net.submit(runs._job, cfg, lambda p, c: "measured", True, key="new", session="tab")
         assert new.result(runs.LOCK_WAIT_S + 2) == "measured"
-        assert isinstance(old.result(2), C.RequestCancelled)
+        assert isinstance(old.result(2), E.RequestCancelled)
         assert wait_for(lambda: s.open == 0, 2), "the replaced job's connection was left open"
 
 

@@ -5,7 +5,7 @@ On the served app without the engine's thread policy a busy machine once gave 7,
 320 at batch 8, drawn plainly as "batching lowers throughput"."""
 import re
 
-from engine.measure.bench_threads import start_load, stop_load
+from engine.measure.busy import start_load, stop_load
 from tests.browser.harness import assert_no_error, wait_idle, wait_text
 from tests.browser.test_batching import small_settings
 

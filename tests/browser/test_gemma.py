@@ -11,9 +11,9 @@ SIZE = {"width": 1366, "height": 768}
 
 @pytest.fixture(scope="module")
 def gemma_installed():
-    from engine.models.convert import gemma_is_converted, gemma_package
+    from engine.models import catalog, packaged
 
-    if gemma_package() is None or not gemma_is_converted():
+    if not packaged.installed(catalog.row(catalog.GEMMA)) or not packaged.is_converted(catalog.row(catalog.GEMMA)):
         pytest.skip("Gemma 3 270M is not installed and prepared (scripts/install.sh does both)")
 
 

@@ -11,7 +11,7 @@ from engine.core.sampling import SamplingSettings, sampling_probs
 from engine.core.trace import run_trace
 from engine.measure import noise
 from engine.record import build, format as F
-from engine.record.replay import replay_html
+from ui.record.replay import replay_html
 from tests.browser.harness import SHOTS
 
 HOSTILE = 'Say hi <img src=x onerror="alert(1)"></script><script>alert(2)</script> &amp; bye'

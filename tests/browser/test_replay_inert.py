@@ -5,7 +5,7 @@ import torch
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F
-from engine.record.replay import replay_html
+from ui.record.replay import replay_html
 from tests.browser.test_replay import all_drawn, open_page
 
 LINK = '<a href="https://evil.example/">click</a><img src="https://evil.example/i.png">'

@@ -19,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-from engine.measure.bench_threads import start_load, stop_load
+from engine.measure.busy import start_load, stop_load
 from tests.browser.harness import ROOT, assert_no_error, thread_cpu, wait_idle
 
 PROMPT = "Explain in two sentences why the sky is blue."

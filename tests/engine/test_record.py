@@ -13,7 +13,7 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F, verify as V
 from engine.record.speculative import spec_run
-from engine.record.replay import replay_html
+from ui.record.replay import replay_html
 
 PROMPT = "The capital of France is <b>Paris</b> </script><script>alert(1)</script>"
 

@@ -5,7 +5,7 @@ import torch
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F, verify as V
-from engine.record.replay import replay_html
+from ui.record.replay import replay_html
 
 PROMPT = ("The lighthouse at Hook Head has guided ships for more than eight hundred years. Monks kept a fire burning "
           "on the headland long before the tower was built, and the stone walls are four metres thick")

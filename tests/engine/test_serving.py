@@ -9,6 +9,9 @@ import time
 import pytest
 
 from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import errors as E
+from engine.serving import concurrency as Co
 from engine.serving import measure as Me
 from engine.serving import metrics as M
 from engine.serving.probe import probe
@@ -16,7 +19,7 @@ from tests.serving_servers import OddServer, crash_of, free_port
 
 
 def cfg_of(server, **kw):
-    return C.ServerConfig(server.base_url, getattr(server, "model", "odd"), **kw)
+    return K.ServerConfig(server.base_url, getattr(server, "model", "odd"), **kw)
 
 
 # ------------------------------------------------------------------------------------------------ URLs
@@ -27,7 +30,7 @@ def cfg_of(server, **kw):
     ("http://[::1]:30000/v1/completions", "http://[::1]:30000"),
 ])
 def test_base_url_normalized(raw, want):
-    assert C.normalize_base_url(raw) == want
+    assert K.normalize_base_url(raw) == want
 
 
 @pytest.mark.parametrize("raw,words", [
@@ -35,38 +38,38 @@ def test_base_url_normalized(raw, want):
     ("http://host:8000/?key=abc", "query"), ("http://host:99999", "not a valid URL"),
 ])
 def test_bad_base_urls_explain_themselves(raw, words):
-    with pytest.raises(C.BadURL, match=words):
-        C.normalize_base_url(raw)
+    with pytest.raises(E.BadURL, match=words):
+        K.normalize_base_url(raw)
 
 
 def test_api_key_stays_out_of_repr_and_dict():
-    cfg = C.ServerConfig("http://127.0.0.1:1", "m", "sk-secret")
+    cfg = K.ServerConfig("http://127.0.0.1:1", "m", "sk-secret")
     assert "sk-secret" not in repr(cfg) and "sk-secret" not in json.dumps(cfg.to_dict())
     assert cfg.headers()["Authorization"] == "Bearer sk-secret"
 
 
 # ------------------------------------------------------------------------------------------------ bad answers
 def test_refused_connection_is_explained_without_saying_the_port_is_closed():
-    cfg = C.ServerConfig(f"http://127.0.0.1:{free_port()}", "m", connect_timeout_s=2)
-    with pytest.raises(C.ServerUnreachable, match="Could not connect") as e:
+    cfg = K.ServerConfig(f"http://127.0.0.1:{free_port()}", "m", connect_timeout_s=2)
+    with pytest.raises(E.ServerUnreachable, match="Could not connect") as e:
         probe(cfg)
     assert "refused" not in str(e.value) and "nothing listens" not in str(e.value)
-    with pytest.raises(C.ServerUnreachable, match="Is the server running"):
+    with pytest.raises(E.ServerUnreachable, match="Is the server running"):
         C.stream(cfg, "hi", 4)
 
 
 def test_unknown_model_gives_404_message():
     with OddServer("plain") as s:
-        cfg = C.ServerConfig(s.base_url, "no-such-model")
+        cfg = K.ServerConfig(s.base_url, "no-such-model")
         info = probe(cfg)
         assert not info.model_listed and any("not among the server's models" in n for n in info.notes)
-        with pytest.raises(C.ModelNotFound, match="no model named 'no-such-model'.*does not exist"):
+        with pytest.raises(E.ModelNotFound, match="no model named 'no-such-model'.*does not exist"):
             C.stream(cfg, "hi", 4)
 
 
 def test_non_streaming_reply_is_refused_clearly():
     with OddServer("json") as s:
-        with pytest.raises(C.NotStreaming, match="one whole reply.*cannot be measured"):
+        with pytest.raises(E.NotStreaming, match="one whole reply.*cannot be measured"):
             C.stream(cfg_of(s), "hi", 4)
 
 
@@ -75,25 +78,25 @@ def test_server_without_logprobs():
         tl = Me.measure_request(cfg_of(s), "hi", 5, top_logprobs=5)
         assert tl.completion_tokens == 5 and tl.token_source.startswith("chunks")
         assert any("no" in n and "log-prob" in n for n in tl.notes)
-        with pytest.raises(C.NoLogprobs, match="no log-probabilities"):
+        with pytest.raises(E.NoLogprobs, match="no log-probabilities"):
             Me.next_token(cfg_of(s), "The capital of France is", 5)
 
 
 def test_garbage_stream_is_unexpected_reply():
     with OddServer("garbage") as s:
-        with pytest.raises(C.UnexpectedReply, match="not JSON"):
+        with pytest.raises(E.UnexpectedReply, match="not JSON"):
             C.stream(cfg_of(s), "hi", 4)
 
 
 def test_silent_server_times_out():
     with OddServer("slow") as s:
-        with pytest.raises(C.ServerTimeout, match="sent nothing for 0.5 s"):
+        with pytest.raises(E.ServerTimeout, match="sent nothing for 0.5 s"):
             C.stream(cfg_of(s, read_timeout_s=0.5), "hi", 4)
 
 
 def test_missing_api_key_is_explained():
     with OddServer("auth") as s:
-        with pytest.raises(C.AuthFailed, match="wants an API key"):
+        with pytest.raises(E.AuthFailed, match="wants an API key"):
             probe(cfg_of(s))
         assert probe(cfg_of(s, api_key="k")).models == ("odd",)
 
@@ -111,7 +114,7 @@ def test_metrics_parsed_with_prometheus_parser():
 
 
 def test_metrics_that_are_not_prometheus_text_are_refused():
-    with pytest.raises(C.UnexpectedReply, match="Prometheus"):
+    with pytest.raises(E.UnexpectedReply, match="Prometheus"):
         M.parse("this is { not metrics\n")
 
 
@@ -139,7 +142,7 @@ def test_llama_cpp_python_concurrency_sweep_serializes(llama_server):
     """llama-cpp-python's server runs one request at a time: of 4 requests sent together, each streams only after
     the previous one has finished (checked on the arrival order of chunks, not on a speed)."""
     try:
-        cs = Me.concurrency_sweep(cfg_of(llama_server), (1, 4), new_tokens=6, prompt_tokens=24)
+        cs = Co.concurrency_sweep(cfg_of(llama_server), (1, 4), new_tokens=6, prompt_tokens=24)
     except Exception:
         time.sleep(1.0)  # the process may still be dying
         why = crash_of(llama_server)
@@ -153,24 +156,24 @@ def test_llama_cpp_python_concurrency_sweep_serializes(llama_server):
     assert max(r.start_s for r in four.requests) < min(end for _, end in abs_first)  # all sent before any finished
     for (_, prev_last), (next_first, _) in zip(abs_first, abs_first[1:]):
         assert next_first >= prev_last - 0.05  # no two requests stream at the same time
-    assert "batches requests" not in Me.batching_verdict(cs.levels)
+    assert "batches requests" not in Co.batching_verdict(cs.levels)
     assert cs.metrics_before is None  # no /metrics, no /slots: nothing sampled, nothing invented
     assert all(Me.server_split(r) is None for r in four.requests)  # and no timings of its own
 
 
 def _level(n, lat, thr):
     sp = Me.Spread(lat, lat, lat, n)
-    return Me.ConcurrencyLevel(n, (), lat, thr, sp, sp, sp, 0, (), ())
+    return Co.ConcurrencyLevel(n, (), lat, thr, sp, sp, sp, 0, (), ())
 
 
 def test_implausible_concurrency_numbers_are_flagged():
-    assert Me.concurrency_flags([_level(1, 1.0, 30), _level(4, 1.1, 100)]) == []
-    faster = Me.concurrency_flags([_level(1, 1.0, 30), _level(4, 0.5, 100)])
+    assert Co.concurrency_flags([_level(1, 1.0, 30), _level(4, 1.1, 100)]) == []
+    faster = Co.concurrency_flags([_level(1, 1.0, 30), _level(4, 0.5, 100)])
     assert len(faster) == 1 and faster[0].startswith("implausible: 4 parallel requests each took less time")
-    superlinear = Me.concurrency_flags([_level(1, 1.0, 30), _level(2, 1.0, 80)])
+    superlinear = Co.concurrency_flags([_level(1, 1.0, 30), _level(2, 1.0, 80)])
     assert len(superlinear) == 1 and "more than 2" in superlinear[0]
-    assert "batches requests" in Me.batching_verdict([_level(1, 1.0, 30), _level(8, 1.5, 150)])
-    assert "one after another" in Me.batching_verdict([_level(1, 1.0, 30), _level(8, 8.0, 31)])
+    assert "batches requests" in Co.batching_verdict([_level(1, 1.0, 30), _level(8, 1.5, 150)])
+    assert "one after another" in Co.batching_verdict([_level(1, 1.0, 30), _level(8, 8.0, 31)])
 
 
 @pytest.mark.parametrize("lo,hi,ratio", [(1, 4, 4), (1, 2, 2), (1, 8, 8), (2, 8, 4)])
@@ -178,9 +181,9 @@ def test_batching_verdict_needs_half_the_ideal_rise(lo, hi, ratio):
     """llama-cpp-python's server (one request at a time) once showed 1.31x from 1 to 4 requests and was
     called batching. The bar is half of the ideal rise (and above noise): just under it gets no batching verdict,
     just over it does; a flat rise says one after another."""
-    bar = Me.batching_bar(ratio)
+    bar = Co.batching_bar(ratio)
     assert bar == pytest.approx(max(1 + 0.5 * (ratio - 1), 1 + 2 * Me.NOISE))
-    verdict = lambda gain: Me.batching_verdict([_level(lo, 1.0, 30), _level(hi, 2.0, 30 * gain)])  # noqa: E731
+    verdict = lambda gain: Co.batching_verdict([_level(lo, 1.0, 30), _level(hi, 2.0, 30 * gain)])  # noqa: E731
     assert "batches requests" in verdict(bar * 1.02)
     below = verdict(bar * 0.98)
     assert "batches requests" not in below and "No clear batching" in below
@@ -192,12 +195,12 @@ def test_batching_verdict_is_noise_aware():
     """A level whose requests disagree among themselves by +-40% raises the noise, and the bar with it: a 1.55x
     rise from 1 to 2 requests is batching in a quiet sweep, but no clear verdict in that noisy one."""
     quiet = [_level(1, 1.0, 30), _level(2, 1.2, 30 * 1.55)]
-    assert "batches requests" in Me.batching_verdict(quiet)
+    assert "batches requests" in Co.batching_verdict(quiet)
     noisy_tpot = Me.Spread(0.05, 0.03, 0.07, 2)  # half range 0.02 / median 0.05 = 40 %
     sp = Me.Spread(1.2, 1.2, 1.2, 2)
     rt = object()
-    noisy2 = Me.ConcurrencyLevel(2, (rt, rt), 1.2, 30 * 1.55, sp, sp, noisy_tpot, 0, (), ())
-    v = Me.batching_verdict([_level(1, 1.0, 30), noisy2])
+    noisy2 = Co.ConcurrencyLevel(2, (rt, rt), 1.2, 30 * 1.55, sp, sp, noisy_tpot, 0, (), ())
+    v = Co.batching_verdict([_level(1, 1.0, 30), noisy2])
     assert "batches requests" not in v and "No clear batching" in v
 
 
@@ -230,7 +233,7 @@ def _lv(n, tpots, metrics=(), timings=None, wall=None, failed=0):
     reqs = tuple(_req(t, timings=timings) for t in tpots)
     sp = lambda xs: Me.Spread.of(xs)  # noqa: E731
     wall = wall if wall is not None else max(r.end_s for r in reqs)
-    return Me.ConcurrencyLevel(n, reqs, wall, 1.0, sp(r.latency_s for r in reqs), sp(r.ttft_s for r in reqs),
+    return Co.ConcurrencyLevel(n, reqs, wall, 1.0, sp(r.latency_s for r in reqs), sp(r.ttft_s for r in reqs),
                                sp(r.tpot_s for r in reqs), failed, ("boom",) if failed else (), tuple(metrics))
 
 
@@ -241,21 +244,21 @@ def _sample(**kw):
 
 
 def test_p90_interpolates_and_ignores_nan():
-    assert Me.p90([10.0] * 9 + [100.0]) == pytest.approx(19.0)  # rank 8.1 of 0..9
-    assert Me.p90([5.0]) == 5.0 and math.isnan(Me.p90([])) and Me.p90([1.0, math.nan, 3.0]) == pytest.approx(2.8)
+    assert Co.p90([10.0] * 9 + [100.0]) == pytest.approx(19.0)  # rank 8.1 of 0..9
+    assert Co.p90([5.0]) == 5.0 and math.isnan(Co.p90([])) and Co.p90([1.0, math.nan, 3.0]) == pytest.approx(2.8)
 
 
 def test_capacity_counts_the_levels_under_the_target():
     levels = [_lv(1, [20] * 3), _lv(2, [30, 32]), _lv(4, [60, 70, 80, 150])]
-    cap = Me.capacity(levels, 50)
+    cap = Co.capacity(levels, 50)
     assert cap.users == 2 and cap.tried == 4 and "**2 users at once**" in cap.text and "under **50 ms**" in cap.text
-    assert cap.p90_ms[4] == pytest.approx(Me.p90([60, 70, 80, 150]), rel=1e-6)
+    assert cap.p90_ms[4] == pytest.approx(Co.p90([60, 70, 80, 150]), rel=1e-6)
     assert cap.reason.startswith("decoding")
-    assert Me.capacity(levels, 10).users == 0 and "cannot give even 1 user" in Me.capacity(levels, 10).text
-    top = Me.capacity(levels, 1000)
+    assert Co.capacity(levels, 10).users == 0 and "cannot give even 1 user" in Co.capacity(levels, 10).text
+    top = Co.capacity(levels, 1000)
     assert top.users == 4 and top.reason is None and "may give more" in top.text
     # a level that passes after one that failed does not count: capacity is the run from the bottom
-    assert Me.capacity([_lv(1, [20]), _lv(2, [90]), _lv(4, [40] * 4)], 50).users == 1
+    assert Co.capacity([_lv(1, [20]), _lv(2, [90]), _lv(4, [40] * 4)], 50).users == 1
 
 
 @pytest.mark.parametrize("metrics,timings,wall,failed,word", [
@@ -266,7 +269,7 @@ def test_capacity_counts_the_levels_under_the_target():
 ])
 def test_capacity_says_why_not(metrics, timings, wall, failed, word):
     levels = [_lv(1, [20]), _lv(4, [90] * 4, metrics, timings, wall, failed)]
-    cap = Me.capacity(levels, 50)
+    cap = Co.capacity(levels, 50)
     assert cap.users == 1 and cap.reason.startswith(word) and word in cap.text
 
 
@@ -282,5 +285,5 @@ def test_slots_and_per_position_counters_are_read():
     smp = M.summarize(None, 0.0, s)
     assert smp.kv_usage == pytest.approx(0.15) and smp.kv_name == M.SLOTS_KV and smp.running == 1
     assert smp.spec_draft_tokens is None  # not exported: missing, not 0
-    with pytest.raises(C.UnexpectedReply):
+    with pytest.raises(E.UnexpectedReply):
         M.parse_slots({"not": "a list"})

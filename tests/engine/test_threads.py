@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.measure import noise, threads
-from engine.measure.bench_threads import start_load, stop_load
+from engine.measure.busy import start_load, stop_load
 from engine.core.loop import decode_step, new_cache, prefill, warm_up
 from engine.core.prompt import encode_prompt
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from engine.jobs import job as jobs
 from engine.jobs import worker
 from engine.core.cancel import Cancelled
 from engine.jobs.worker import Worker
@@ -22,7 +23,7 @@ def _slow_decode(lm, n, started=None):
     tok = int(prefill(lm, torch.tensor([[1, 2, 3]]), cache)[0].argmax())
 
     def step(i, t, logits, s):
-        worker.relay("step")(i)
+        jobs.relay("step")(i)
         if started is not None:
             started.set()
         time.sleep(0.01)
@@ -105,7 +106,7 @@ def test_abandoned_job_is_cancelled_after_the_grace(tiny_lm):
     started.wait(10)
     job.detach()  # the script run that waited for it was stopped (tab closed)
     with pytest.raises(Cancelled):
-        job.result(worker.DETACH_GRACE_S + 5)
+        job.result(jobs.DETACH_GRACE_S + 5)
     assert w.idle()
 
 
@@ -125,7 +126,7 @@ def test_a_queued_job_dropped_with_its_tab_leaves_the_published_stats_idle(tiny_
     race.detach()
     queued.detach()  # the script run that waited for both was stopped (tab closed)
     with pytest.raises(Cancelled):
-        race.result(worker.DETACH_GRACE_S + 5)
+        race.result(jobs.DETACH_GRACE_S + 5)
     with pytest.raises(Cancelled):
         queued.result(5)
     end = time.monotonic() + 5
@@ -176,7 +177,7 @@ def test_rerun_reattaches_instead_of_restarting(tiny_lm):
     job.detach()
     again = w.submit(_slow_decode, tiny_lm, 150, key="race", session="s")  # the rerun, same inputs
     assert again is job
-    time.sleep(worker.DETACH_GRACE_S + 0.3)
+    time.sleep(jobs.DETACH_GRACE_S + 0.3)
     assert again.result(30)[1] == "max_new_tokens"
 
 

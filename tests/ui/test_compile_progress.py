@@ -1,6 +1,6 @@
 """The compile box's progress line and bar (ui.frame.models): the step, torch's phase within it, the time so far
 against the last time; the bar follows the clock against the last time, else the phase, and never goes back."""
-from ui.frame.models import compile_fraction, compile_progress_text
+from ui.frame.compiling import compile_fraction, compile_progress_text
 
 
 def test_the_line_says_step_phase_and_time_against_the_last():

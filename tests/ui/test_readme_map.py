@@ -166,13 +166,11 @@ def grid_problems(text: str, root: Path) -> list[str]:
         topics.add(topic)
         pages.add(page.strip("`"))
         named_ui, named_engine = set(_names(ui)), set(_names(engine))
-        for name in named_ui:
-            if not (root / "ui" / topic / f"{name}.py").is_file():
-                out.append(f"{ARCHITECTURE}: topic {topic}: ui/{topic}/{name}.py does not exist")
-        for name in named_engine:
-            rel = name if ("." in name or name.endswith("/")) else f"{name}.py"
-            if not (root / "engine" / topic / rel).exists():
-                out.append(f"{ARCHITECTURE}: topic {topic}: engine/{topic}/{rel} does not exist")
+        for kind, named in (("ui", named_ui), ("engine", named_engine)):
+            for name in named:  # a module, or a data file or folder of the topic (schema.json, page/)
+                rel = name if ("." in name or name.endswith("/")) else f"{name}.py"
+                if not (root / kind / topic / rel).exists():
+                    out.append(f"{ARCHITECTURE}: topic {topic}: {kind}/{topic}/{rel} does not exist")
         for kind, named in (("ui", named_ui), ("engine", named_engine)):
             folder = root / kind / topic
             for mod in sorted(_modules(folder) - named) if folder.is_dir() else ():
@@ -311,7 +309,7 @@ def test_a_module_or_folder_missing_from_the_grid_is_reported(tmp_path):
             (tmp_path / rel).write_text("")
     for p in ("engine/record/schema.json",):
         (tmp_path / p).write_text("{}")
-    (tmp_path / "engine/record/page").mkdir()
+    (tmp_path / "ui/record/page").mkdir(parents=True)
     (tmp_path / "ui/frame/nav.py").write_text((ROOT / "ui/frame/nav.py").read_text(encoding="utf-8"))
     text = _text(ARCHITECTURE)
     assert grid_problems(text, tmp_path) == []

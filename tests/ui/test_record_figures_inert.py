@@ -27,7 +27,7 @@ def test_the_timings_legend_shows_a_device_name_as_text():
 
 
 def test_the_step_bars_hover_shows_a_token_as_text(tiny_lm):
-    from ui.loop.figures import step_times_bar
+    from ui.frame.figures import step_times_bar
 
     tr = run_trace(tiny_lm, "hello", SamplingSettings(), max_new_tokens=3, seed=0)
     steps = [dataclasses.replace(s, token=LINK) for s in tr.steps]
@@ -37,7 +37,7 @@ def test_the_step_bars_hover_shows_a_token_as_text(tiny_lm):
 def test_the_race_legend_shows_a_drafter_as_text(tiny_lm):
     from engine.core.prompt import encode_prompt
     from engine.speculative.decoding import race
-    from ui.speculative.figures import progress_lines
+    from ui.frame.figures import progress_lines
 
     enc = encode_prompt(tiny_lm.tokenizer, "a b a b a b a b", False)
     run = race(tiny_lm, list(enc.ids), "lookup", 3, SamplingSettings(), 6, 0)

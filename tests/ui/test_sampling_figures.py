@@ -4,9 +4,9 @@ import torch
 
 from engine.core.sampling import SamplingSettings
 from engine.sampling.stages import draw_counts, stages
-from ui.frame.figures import COLORS
+from ui.frame.figures import COLORS, unique_labels
 from ui.sampling.figures import (
-    cumulative_curve, draws_vs_probs, position_probs, removed_by, stage_bars, step_chart, unique_labels,
+    cumulative_curve, draws_vs_probs, position_probs, removed_by, stage_bars, step_chart,
 )
 
 LOGITS = (torch.randn(2000, generator=torch.Generator().manual_seed(0)) * 2.5).numpy()

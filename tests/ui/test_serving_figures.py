@@ -2,8 +2,10 @@
 titles, axis units, one mark per measured thing, escaped token labels."""
 import pytest
 
-from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import concurrency as Co
 from engine.serving import measure as Me
+from engine.serving.metrics import MetricsSample
 from tests.serving_servers import OddServer
 from ui.serving import figures as F
 from ui.serving.view import concurrency_table, offers_table
@@ -19,7 +21,7 @@ def _labelled(fig, y=True):
 @pytest.fixture(scope="module")
 def odd():
     with OddServer("metrics") as s:
-        yield C.ServerConfig(s.base_url, "odd")
+        yield K.ServerConfig(s.base_url, "odd")
 
 
 def test_timeline_one_bar_per_chunk(odd):
@@ -35,7 +37,7 @@ def test_timeline_one_bar_per_chunk(odd):
 
 
 def test_concurrency_figures(odd):
-    cs = Me.concurrency_sweep(odd, (1, 3), new_tokens=4, prompt_tokens=16)
+    cs = Co.concurrency_sweep(odd, (1, 3), new_tokens=4, prompt_tokens=16)
     fig = F.concurrency_chart(cs)
     _labelled(fig)
     thr, lat = fig.data
@@ -99,16 +101,16 @@ def test_timeline_puts_the_servers_clock_beside_the_clients():
 
 
 def test_speculative_figures_from_counters():
-    s = lambda t, d, a: Me.MetricsSample(t, None, None, None, 1.0, d, a, None)  # noqa: E731
-    lv = Me.ConcurrencyLevel(2, (), 1.0, 1.0, *(Me.Spread(1, 1, 1, 1),) * 3, 0, (),
+    s = lambda t, d, a: MetricsSample(t, None, None, None, 1.0, d, a, None)  # noqa: E731
+    lv = Co.ConcurrencyLevel(2, (), 1.0, 1.0, *(Me.Spread(1, 1, 1, 1),) * 3, 0, (),
                              (s(0.25, 110, 105), s(0.5, 130, 120)))
-    cs = Me.ConcurrencySweep(16, 8, (lv,), False, (), s(0.0, 100, 100), s(0.0, 130, 120))
+    cs = Co.ConcurrencySweep(16, 8, (lv,), False, (), s(0.0, 100, 100), s(0.0, 130, 120))
     fig = F.spec_live_chart(cs)
     _labelled(fig)
     drafted, accepted = fig.data
     assert list(drafted.y) == [10, 30] and list(accepted.y) == [5, 20]
-    nodraft = Me.ConcurrencySweep(16, 8, (Me.ConcurrencyLevel(2, (), 1.0, 1.0, *(Me.Spread(1, 1, 1, 1),) * 3, 0,
-                                                               (), (Me.MetricsSample(0.2, 0.1, 1, 0, None, None,
+    nodraft = Co.ConcurrencySweep(16, 8, (Co.ConcurrencyLevel(2, (), 1.0, 1.0, *(Me.Spread(1, 1, 1, 1),) * 3, 0,
+                                                               (), (MetricsSample(0.2, 0.1, 1, 0, None, None,
                                                                                      None, None),)),),
                                   False, ())
     assert F.spec_live_chart(nodraft) is None  # not exported: no line at 0

@@ -5,7 +5,9 @@
 - a ui/<topic>/view.py or figures.py imports no streamlit (only sections, runs and the frame draw or cache);
 - the engine imports no streamlit, plotly or ui (tests/engine/test_layers.py), and the UI imports no benchmark
   module (``bench``, ``bench_*``: the command line's, not the pages');
-- every topic is the first word of its paths: pages/<topic>.py has assets/lessons/<topic>.md and ui/<topic>/.
+- every topic is the first word of its paths: pages/<topic>.py has assets/lessons/<topic>.md and ui/<topic>/;
+- a page imports no engine module (it asks its topic's ui); no two folders of engine/ and ui/ import each other;
+  no ui topic imports another topic's figures (what two topics draw is ui/frame/figures.py's).
 
 Each rule is also run on a small bad example, so it is seen to fail.
 """
@@ -237,3 +239,59 @@ def test_the_job_server_imports_no_topic():
                  "engine.loop.inspect": "", "engine.jobs.kinds": ""})
     assert above_the_ground_floor(bad, "engine.jobs", GROUND + ("engine.jobs",)) == {
         "engine.jobs.x": ["engine.loop.inspect"]}
+
+
+def page_engine_imports(text: str) -> list[str]:
+    """The engine modules a page's source imports, anywhere in it (a page asks its UI, never the engine)."""
+    return sorted(m for m in _all_imports(ast.parse(text)) if m == "engine" or m.startswith("engine."))
+
+
+def test_a_page_imports_no_engine_module():
+    pages = sorted((ROOT / "pages").glob("*.py"))
+    assert len(pages) >= 12
+    offenders = {p.name: b for p in pages if (b := page_engine_imports(p.read_text("utf-8")))}
+    assert offenders == {}, f"{offenders}: ask the topic's ui module (runs, view, sections) instead"
+    planted = "import streamlit as st\nfrom engine.timeline import experiment as T\ndef f():\n    import engine.core.loop\n"
+    assert page_engine_imports(planted) == ["engine.core.loop", "engine.timeline"]
+
+
+def folder_of(module: str) -> str:
+    """The folder a module lives in, one level below engine/ or ui/ (engine.core.loop -> engine.core); a module at
+    the top of engine/ (engine.settings, engine.store) is its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def folders_importing_each_other(g: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pairs of folders that import each other, counting lazy imports: the two would be one floor."""
+    edges = {(folder_of(m), folder_of(d)) for m, deps in g.items() for d in deps if folder_of(m) != folder_of(d)}
+    return sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
+
+
+def test_no_two_folders_import_each_other():
+    """Each folder of engine/ and ui/ stands on others or is stood on, never both with the same one: engine/record
+    imported engine/speculative's records and the race's command imported the record's saving back; engine/measure
+    (below the ground floor: core imports its clocks) had a benchmark climbing to the loop."""
+    assert folders_importing_each_other(graph(_sources())) == []
+    planted = graph({"engine.a.x": "from engine.b.y import f\n", "engine.b.y": "def f():\n    import engine.a.z\n",
+                     "engine.a.z": "", "engine.c.w": "import engine.a.x\n"})
+    assert folders_importing_each_other(planted) == [("engine.a", "engine.b")]
+
+
+def other_topics_figures(module: str, text: str) -> list[str]:
+    """The figures modules of other ui topics that a ui module imports (shared figure helpers live in
+    ui/frame/figures.py)."""
+    parts = module.split(".")
+    topic = parts[1] if len(parts) > 2 and parts[0] == "ui" else None
+    names = _all_imports(ast.parse(text), with_names=True)
+    return sorted(m for m in names if m.startswith("ui.") and m.endswith(".figures") and m.count(".") == 2
+                  and m.split(".")[1] not in (topic, "frame"))
+
+
+def test_no_topic_imports_another_topics_figures():
+    offenders = {m: b for m, text in _sources().items() if m.startswith("ui.") and (b := other_topics_figures(m, text))}
+    assert offenders == {}, f"{offenders}: a helper or figure two topics draw goes to ui/frame/figures.py"
+    assert other_topics_figures("ui.serving.figures", "from ui.sampling.figures import unique_labels\n") == [
+        "ui.sampling.figures"]
+    assert other_topics_figures("ui.record.sections", "def f():\n    from ui.loop import figures\n") == ["ui.loop.figures"]
+    assert other_topics_figures("ui.loop.sections", "from ui.loop.figures import x\nfrom ui.frame.figures import y\n") == []

@@ -2,7 +2,8 @@
 legend (not over the bars), and a replay that follows the engine's clocks and draws both lanes every frame."""
 from tests.spec_runs import spec_run
 from ui.speculative import view as race_view
-from ui.speculative.figures import progress_lines, round_times_bar, rounds_bar
+from ui.frame.figures import progress_lines
+from ui.speculative.figures import round_times_bar, rounds_bar
 
 
 def test_race_legends_sit_below_the_plot():

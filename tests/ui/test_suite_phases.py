@@ -25,7 +25,7 @@ def test_the_alone_modules_are_out_of_the_parallel_phase():
     assert not stray, f"ALONE_MODULES must be browser or serial modules (phase 2): {stray}"
 
 
-BUSY_LOOP = "start" + "_load("  # engine.measure.bench_threads' busy loop (split: this file is not one)
+BUSY_LOOP = "start" + "_load("  # engine.measure.busy's busy loop (split: this file is not one)
 
 
 def test_a_module_that_starts_a_busy_loop_runs_alone():

@@ -3,7 +3,8 @@ import html
 import re
 
 from engine.tokenization import tokens as T
-from ui.tokenization.figures import bytes_per_token_bar, compare_bar, label, template_view, token_chips
+from ui.frame.figures import token_label as label
+from ui.tokenization.figures import bytes_per_token_bar, compare_bar, template_view, token_chips
 
 NASTY = "<script>alert(1)</script> <b>x</b> \U0001f642 \u6771\u4eac \u05e9\u05dc\u05d5\u05dd a\u200bb\u200f"
 

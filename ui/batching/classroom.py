@@ -16,6 +16,7 @@ import numpy as np
 import streamlit as st
 
 from engine.jobs import worker
+from engine.jobs.kinds import JobState
 from ui.frame.teacher import PARAM, is_teacher, teacher_tabs, teacher_token
 from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
 
@@ -62,7 +63,7 @@ def latest_wave(rows: list[dict]) -> list[dict]:
     if not found:
         return []
     last = found[-1]
-    if len(last) > 1 or any(h["state"] != "done" for h in last):
+    if len(last) > 1 or any(h["state"] != JobState.DONE for h in last):
         return last
     return next((w for w in reversed(found) if len(w) > 1), last)
 
@@ -70,7 +71,7 @@ def latest_wave(rows: list[dict]) -> list[dict]:
 def _answers(snap: dict) -> tuple[list[dict], list[dict]]:
     """The students' answers in a snapshot: (finished, running now). The start's warm-up run (scripts/warm.py) is
     nobody's answer and is left out."""
-    done = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == "done" and h["started"] is not None
+    done = [h for h in snap["finished"] if h["kind"] == "answer" and h["state"] == JobState.DONE and h["started"] is not None
             and not h.get("warmup")]
     live = [j for j in snap["running"] if j["kind"] == "answer" and not j.get("warmup")]
     return done, live
@@ -119,7 +120,7 @@ def wave_title(snap: dict) -> str:
     (the batching page's own title, tokens/s and mean latency over every row, would count an answer in progress
     as finished now)."""
     rows = _wave(snap)
-    ready = sum(h["state"] == "done" for h in rows)
+    ready = sum(h["state"] == JobState.DONE for h in rows)
     writing = len(rows) - ready
     return f"Latest wave: {_n(ready, 'answer')} ready" + (f", {writing} being written" if writing else "")
 
@@ -132,8 +133,8 @@ def wave_words(snap: dict) -> str:
     if not rows:
         return ""
     t0 = rows[0]["submitted"]
-    fin = [h for h in rows if h["state"] == "done"]
-    now = [h for h in rows if h["state"] != "done"]
+    fin = [h for h in rows if h["state"] == JobState.DONE]
+    now = [h for h in rows if h["state"] != JobState.DONE]
     waiting = [j for j in snap.get("queued", []) if j["kind"] == "answer" and not j.get("warmup")]
     out = []
     if now or waiting:

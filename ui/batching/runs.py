@@ -8,7 +8,7 @@ from engine.batching import experiment as B
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.frame.measured import Measured
-from ui.frame.models import get_model
+from ui.frame.models import current_model, eager_model, get_model
 from ui.frame.cache import memo
 from ui.frame.lessons import lesson
 
@@ -95,3 +95,9 @@ def sweep_lesson_note(points) -> str | None:
     if ratio < 0.75 * big.batch:
         return None
     return lesson("batching", "sweep differs", batch=big.batch, ratio=ratio)
+
+
+def page_model():
+    """The sidebar's model as the batching page runs it: eager, whatever the engine mode (its experiments vary the
+    batch's shape, which a compiled step fixes)."""
+    return eager_model(current_model(), B.EAGER_ONLY)

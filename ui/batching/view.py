@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from engine.batching.experiment import WorkloadSettings
+from engine.predictions.records import batch_verdict
 from ui.frame.lessons import lesson
 
 
@@ -92,3 +93,8 @@ def load_caption(load) -> str:
     return ("Your latency split into time to first token (waiting, then your prompt pass) and decoding; 'batch' = "
             "mean rows in the decode steps you were part of. " + ("Your tokens were identical in every run."
             if len({p.probe.token_ids for p in load}) == 1 else "Your tokens differed between runs."))
+
+
+def verdict(sweep):
+    """Which choice of the page's question this batch sweep decides (None: not measured yet)."""
+    return batch_verdict(sweep)

@@ -6,6 +6,7 @@ import html
 import plotly.graph_objects as go
 
 from engine.compare.analysis import PARTS
+from engine.models import catalog
 from ui.frame.figures import COLORS, style
 from ui.frame.html import visible
 
@@ -44,7 +45,7 @@ def kv_lines(points: dict[str, list], derived: dict[str, list[tuple[int, int]]])
     """KV cache MiB against tokens fed: measured points (markers) and the formula past them (dashed)."""
     fig = go.Figure()
     palette = [COLORS["primary"], COLORS["accent"], COLORS["good"], COLORS["warn"]]
-    fixed = {"embedded": COLORS["primary"], "gemma3-270m": COLORS["accent"]}  # the same colour on every page
+    fixed = dict(zip(catalog.names(), palette[:2]))  # the two packaged models: the same colour on every page
     for i, (name, pts) in enumerate(points.items()):
         c = fixed.get(name, palette[(i + 2) % len(palette)])
         fig.add_scatter(x=[p.tokens for p in pts], y=[p.measured / MIB for p in pts], mode="lines+markers",

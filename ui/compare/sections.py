@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.models import background
+from engine.models import background, catalog, packaged
 from engine.compare import analysis as C
-from engine.tokenization.tokens import gemma_tokenizer_ready
-from engine.models.names import EMBEDDED, GEMMA, TINY
-from engine.models.convert import GEMMA_INSTALL, gemma_package
+from engine.models.catalog import Packaged
+from engine.models.names import TINY, builtin
 from engine.core.loaded import ModelLoadError
-from engine.models.names import BUILTIN
 from ui.compare import runs as R
 from ui.compare import view as V
 from ui.frame import archwords as AW
@@ -23,14 +21,15 @@ from ui.frame.models import policy
 
 def pick_pair(current: str) -> tuple[str, str]:
     """Two models from what this server offers (class mode: its allow-list; else the built-in ones): the
-    sidebar's model and Gemma 3 270M (or SmolLM2 when the sidebar's is Gemma) by default; the test model
-    tiny-random is compared with nothing until a second model is picked."""
+    sidebar's model and the second packaged model, Gemma 3 270M (or the first, SmolLM2, when the sidebar's is the
+    second) by default; the test model tiny-random is compared with nothing until a second model is picked."""
     pol = policy()
-    names = pol.labels if pol.class_mode else list(BUILTIN)
+    names = pol.labels if pol.class_mode else list(builtin())
     if current not in names:
         names = [current, *names]
     a_def = current
-    b_def = current if current == TINY else GEMMA if current != GEMMA and GEMMA in names else EMBEDDED
+    first, second = catalog.names()[:2]
+    b_def = current if current == TINY else second if current != second and second in names else first
     b_def = b_def if b_def in names else names[-1]
     c1, c2 = st.columns(2)
     a = c1.selectbox("Model A", names, index=names.index(a_def), key="compare_a")
@@ -38,11 +37,13 @@ def pick_pair(current: str) -> tuple[str, str]:
     if a == b:
         st.info("Pick two different models to compare.", icon=":material/info:")
         st.stop()
-    if GEMMA in (pol.target_of(a), pol.target_of(b)):
-        if gemma_package() is None:  # nothing to prepare: say how to install it, and let another pair be picked
-            st.warning(lesson("compare", "gemma not installed", command=GEMMA_INSTALL), icon=":material/download:")
+    for r in (catalog.row(pol.target_of(a)), catalog.row(pol.target_of(b))):
+        if r is None or not r.background:
+            continue
+        if not packaged.installed(r):  # nothing to prepare: say how to install it, and let another pair be picked
+            st.warning(lesson("compare", "gemma not installed", command=r.install), icon=":material/download:")
             st.stop()
-        gemma_gate()
+        background_gate(r)
     load_both(a, b)
     return a, b
 
@@ -59,16 +60,16 @@ def load_both(a: str, b: str) -> None:
             st.stop()
 
 
-def gemma_gate() -> None:
-    """Gemma 3 270M not prepared and no background preparation running (it is off, ILE_PREPARE_GEMMA=0): offer
-    to prepare it rather than start minutes of work on a page visit. Otherwise loading waits on the background
-    preparation with its progress (ui.frame.models)."""
-    if gemma_tokenizer_ready() or not background.disabled() or background.current() is not None:
+def background_gate(r: Packaged) -> None:
+    """A packaged model prepared in the background (Gemma 3 270M) not prepared, and no background preparation
+    running (it is off, ILE_PREPARE_GEMMA=0): offer to prepare it rather than start minutes of work on a page
+    visit. Otherwise loading waits on the background preparation with its progress (ui.frame.models)."""
+    if packaged.tokenizer_ready(r) or not background.disabled() or background.current(r.name) is not None:
         return
     st.info(lesson("compare", "gemma not ready"), icon=":material/hourglass_empty:")
-    if not st.button("Prepare Gemma 3 270M now", key="compare_prepare", icon=":material/download:"):
+    if not st.button(f"Prepare {r.called} now", key="compare_prepare", icon=":material/download:"):
         st.stop()
-    background.start()
+    background.start(r.name)
 
 
 def facts(a: str, b: str) -> None:

@@ -5,12 +5,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.frame.figures import COLORS, style
-from ui.tokenization.figures import label
+from ui.frame.figures import token_label
 
 
 def _tick_labels(tokens) -> list[str]:
     """Unique axis labels (plotly merges equal category names): '#i token'."""
-    return [f"#{i} {label(t)}" for i, t in enumerate(tokens)]
+    return [f"#{i} {token_label(t)}" for i, t in enumerate(tokens)]
 
 
 def embedding_heatmap(vectors: np.ndarray, tokens, max_tokens: int = 96, dims: int = 64) -> go.Figure:
@@ -64,7 +64,7 @@ def pca_scatter(m) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Scattergl(x=m.sample_xy[:, 0], y=m.sample_xy[:, 1], mode="markers", name="vocabulary sample",
                                marker=dict(size=5, color=COLORS["muted"], opacity=0.5),
-                               hovertext=[f"{label(t)!r} (id {i})" for t, i in zip(m.sample_tokens, m.sample_ids)],
+                               hovertext=[f"{token_label(t)!r} (id {i})" for t, i in zip(m.sample_tokens, m.sample_ids)],
                                hoverinfo="text"))
     seen: dict[int, int] = {}
     xs, ys, texts, shown = [], [], [], []
@@ -75,7 +75,7 @@ def pca_scatter(m) -> go.Figure:
         seen[i] = 1
         xs.append(float(x))
         ys.append(float(y))
-        texts.append(label(t))
+        texts.append(token_label(t))
         # label widths ~ 1.2 % of the x range per character at this size; keep a clear gap on both axes
         free = all(abs(x - sx) / span[0] > 0.012 * max(len(texts[-1]), len(st)) + 0.02 or abs(y - sy) / span[1] > 0.05
                    for sx, sy, st in shown)
@@ -93,10 +93,10 @@ def pca_scatter(m) -> go.Figure:
 
 
 def neighbours_bar(nb) -> go.Figure:
-    labels = [f"{label(t)!r} ({i})" for t, i in zip(nb.tokens, nb.ids)][::-1]
+    labels = [f"{token_label(t)!r} ({i})" for t, i in zip(nb.tokens, nb.ids)][::-1]
     fig = go.Figure(go.Bar(x=list(nb.cosines)[::-1], y=labels, orientation="h", marker_color=COLORS["primary"],
                            text=[f"{c:.3f}" for c in nb.cosines][::-1], textposition="auto"))
-    style(fig, f"Nearest tokens to {label(nb.query_token)!r} (id {nb.query_id}) in the embedding table",
+    style(fig, f"Nearest tokens to {token_label(nb.query_token)!r} (id {nb.query_id}) in the embedding table",
           "cosine similarity (-1 to 1)", "token (id)", height=max(300, 80 + 32 * len(nb.ids)))
     fig.update_yaxes(automargin=True)
     return fig

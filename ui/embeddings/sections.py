@@ -20,7 +20,7 @@ from ui.frame.layout import chart
 from ui.frame.predict import ask
 from engine.predictions.grading import nearer_alike, rope_shift
 from ui.frame.lessons import lesson
-from ui.tokenization.figures import label
+from ui.frame.figures import token_label
 
 
 def token_choices(ids, tokens, prompt: str):
@@ -38,7 +38,7 @@ def token_choices(ids, tokens, prompt: str):
 def neighbours_to_tied(lm, info, names: dict, default: int, key_default: int) -> None:
     """The end of section 2 (a token's nearest neighbours), then sections 3 and 4; the picked token drives 2 and 4."""
     q_id = st.selectbox("Nearest tokens to", list(names), index=list(names).index(default),
-                        format_func=lambda i: f"{label(names[i])!r} (id {i})", key="embeddings_neighbour")
+                        format_func=lambda i: f"{token_label(names[i])!r} (id {i})", key="embeddings_neighbour")
     neighbours(lm, info, int(q_id))
     st.header("3. Position: how the model knows the order", divider="gray")
     position(lm, info, names, default, key_default)
@@ -106,9 +106,9 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
         c1, c2, c3 = st.columns(3)
         ids_list = [i for i, _ in choices]
         qt = c1.selectbox("Query from token", ids_list, index=ids_list.index(default), key="embeddings_q",
-                          format_func=lambda i: f"{label(names[i])!r} (id {i})")
+                          format_func=lambda i: f"{token_label(names[i])!r} (id {i})")
         kt = c2.selectbox("Key from token", ids_list, index=ids_list.index(key_default), key="embeddings_kt",
-                          format_func=lambda i: f"{label(names[i])!r} (id {i})")
+                          format_func=lambda i: f"{token_label(names[i])!r} (id {i})")
         head = c3.selectbox("Query head", list(range(info.n_heads)), key="embeddings_head")
         demo = relative_for(lm.ref, int(qt), int(kt), int(head), min(int(n_pos), 64))
         st.caption(f"Vectors: {demo.source}.")
@@ -163,4 +163,4 @@ def tied(lm, info, names: dict, q_id: int) -> None:
     if b is not None:
         rows["output head row"] = b
     st.dataframe(pd.DataFrame(rows, index=[f"dim {i}" for i in range(len(a))]).T.round(5), width="stretch")
-    st.caption(f"First values of token {label(names[q_id])!r} (id {q_id}) in both matrices, read from the model.")
+    st.caption(f"First values of token {token_label(names[q_id])!r} (id {q_id}) in both matrices, read from the model.")

@@ -22,7 +22,9 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Dynam
 
 from transformers.utils import logging as hf_logging
 
-from engine.core.serverlog import say
+import logging
+
+logger = logging.getLogger(__name__)
 
 # A server's log is read line by line: a loading bar is redrawn with carriage returns and ends its line only when
 # done, so another thread's line lands on it. The pages draw their own progress.
@@ -45,7 +47,7 @@ def _import_all(package: str) -> None:
         try:
             importlib.import_module(name)
         except ImportError as exc:  # an optional dependency is missing: that module's own import will say so
-            say(f"[boot] {name} not preloaded: {exc}")
+            logger.info(f"{name} not preloaded: {exc}", extra={"channel": "boot"})
             continue
         if mod.ispkg:
             _import_all(name)

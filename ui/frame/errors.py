@@ -4,13 +4,17 @@ Streamlit's own error box is switched off for served use (.streamlit/config.toml
 "none"): its traceback shows server paths and code. This is the short message a page shows instead."""
 from __future__ import annotations
 
+import logging
 import contextlib
 import secrets
 import traceback
 
 import streamlit as st
 
-from engine.core.serverlog import say
+from engine.core.prompt import PromptError
+
+logger = logging.getLogger(__name__)
+
 
 
 @contextlib.contextmanager
@@ -21,7 +25,7 @@ def shown_briefly():
         yield
     except Exception:  # noqa: BLE001 - anything the page did not expect
         ref = secrets.token_hex(3)
-        say(f"[app] error {ref} while running a page:\n{traceback.format_exc()}")
+        logger.error(f"error {ref} while running a page:\n{traceback.format_exc()}", extra={"channel": "app"})
         st.error(f"Something went wrong on this page (reference {ref}); the details are in the server log. Try "
                  "other settings, or reload the page.", icon=":material/error:")
 
@@ -39,3 +43,14 @@ def fragment(fn=None, **kw):
         return st.fragment(body, **kw)
 
     return wrap(fn) if fn is not None else wrap
+
+
+@contextlib.contextmanager
+def prompt_refused():
+    """Run the block; a prompt the model cannot take (engine.core.prompt.PromptError: empty, too long for it) is
+    said in its own one line, and the page stops there."""
+    try:
+        yield
+    except PromptError as exc:
+        st.warning(str(exc), icon=":material/edit_note:")
+        st.stop()

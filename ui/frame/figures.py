@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import math
 
+import unicodedata
+
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from ui.frame.html import plotly_text, visible
 
 INK = "#1e293b"  # dark slate: tick labels and axis titles readable from the back of a room (not plotly's grey)
 TICK_SIZE = 15  # px; never under MIN_TICK_SIZE
@@ -99,3 +104,81 @@ def prob_text(p: float | None) -> str:
         return ""
     p = float(p)
     return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.1e}"
+
+
+# ---- helpers and figures more than one topic draws (a topic imports no other topic's figures)
+def token_label(text: str) -> str:
+    """Token text for display: whitespace made visible, invisible characters (zero-width space, joiners,
+    direction marks, control characters) named by code point so they cannot vanish or reorder the line."""
+    out = []
+    for ch in visible(text):
+        if unicodedata.category(ch) in ("Cf", "Cc", "Zl", "Zp") or (unicodedata.category(ch) == "Zs" and ch != " "):
+            out.append(f"\u27e8U+{ord(ch):04X}\u27e9")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_label(tok: str, limit: int = 14) -> str:
+    """A token as a short, visible, unambiguous axis label."""
+    v = visible(tok)
+    return v if len(v) <= limit else v[: limit - 1] + "\u2026"
+
+
+def unique_labels(tokens) -> list[str]:
+    """Axis categories must be distinct: two tokens that look alike get their rank appended."""
+    seen: dict[str, int] = {}
+    out = []
+    for t in tokens:
+        lab = short_label(t)
+        seen[lab] = seen.get(lab, 0) + 1
+        out.append(lab if seen[lab] == 1 else f"{lab} ({seen[lab]})")
+    return out
+
+
+def legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:
+    """Legend under the plot, so it never sits on the title (in a half-width column it wraps to 2-3 lines)."""
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0),
+                      margin=dict(b=80 + 22 * rows))
+    return fig
+
+
+def step_times_bar(steps) -> go.Figure:
+    xs = [s.index for s in steps]
+    ms = [s.seconds * 1000 for s in steps]
+    colors = [COLORS["warn"] if s.phase == "prefill" else COLORS["primary"] for s in steps]
+    batch = max((getattr(s, "batch_size", 1) for s in steps), default=1)
+    fig = go.Figure(go.Bar(x=xs, y=ms, marker_color=colors,
+                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {plotly_text(repr(s.token))}"
+                                      + (f"; measured in a batch of {s.batch_size}" if s.batch_size > 1 else "")
+                                      for s in steps]))
+    title = "Time of each forward pass (orange: prefill over the whole prompt; blue: one decode step)"
+    if batch > 1:
+        title = f"Time of each forward pass, measured in a batch of up to {batch} requests (orange: prefill; blue: decode)"
+    return style(fig, title, "step (0 = prefill)", "wall time (ms)", height=320)
+
+
+def progress_lines(run) -> go.Figure:
+    """Tokens generated against time for both lanes, from the per-pass timings of this run. When the lanes did the
+    same work (``run.same_work``: nothing drafted), the title and a note on the plot say their gap is noise, and
+    the speculative line is drawn in the plain lane's colour, dashed: no lane is shown winning."""
+    pt = np.cumsum(run.plain_step_seconds)
+    st_ = run.spec_prefill_seconds + np.cumsum([r.draft_seconds + r.verify_seconds for r in run.rounds])
+    s_tokens = 1 + np.cumsum([len(r.emitted) for r in run.rounds])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=np.r_[0, pt], y=np.arange(len(pt) + 1), mode="lines+markers", name="plain decoding",
+                             line=dict(color=COLORS["muted"], width=3, shape="hv"), marker=dict(size=5)))
+    same = bool(getattr(run, "same_work", False))
+    fig.add_trace(go.Scatter(x=np.r_[0, run.spec_prefill_seconds, st_],
+                             y=np.r_[0, 1, np.minimum(s_tokens, len(run.spec_ids))], mode="lines+markers",
+                             name=plotly_text(f"speculative ({run.drafter}, k={run.k})") + (": nothing drafted" if same else ""),
+                             line=dict(color=COLORS["muted"] if same else COLORS["good"], width=3, shape="hv",
+                                       dash="dash" if same else None), marker=dict(size=6)))
+    title = "The race: tokens written against time"
+    if same:
+        gap = abs(run.plain_seconds - run.spec_seconds)
+        title = "No race: both lanes did the same work, so the gap between them is noise"
+        fig.add_annotation(xref="paper", yref="paper", x=0.01, y=0.98, xanchor="left", yanchor="top",
+                           showarrow=False, align="left", bgcolor="rgba(255,255,255,0.85)",
+                           text=f"same passes, same tokens: the {gap:.2f} s gap is noise, not a winner")
+    return legend_below(style(fig, title, "time since start (s)", "tokens generated", height=380))

@@ -5,9 +5,8 @@ maps to one canonical name, so to one cache entry; in class mode only the allow-
 """
 from __future__ import annotations
 
+import logging
 import contextlib
-import threading
-import time
 from dataclasses import replace
 
 import streamlit as st
@@ -15,24 +14,20 @@ import streamlit as st
 from engine.models.names import ModelNotAllowed, ModelPolicy, plain_name, policy_from_env
 from engine.models import background
 from engine.jobs import worker
-from engine.models.names import EMBEDDED, GEMMA
-from engine.models.convert import convert_embedded, embedded_copy, embedded_is_converted
+from engine.models import catalog, packaged
+from engine.models.catalog import Packaged
+from engine.models.names import EMBEDDED
 from engine.models.loading import default_device, load_model
-from engine.core.serverlog import log
 from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
-from engine.models.names import BUILTIN
-from engine.core.compiled import (DEFAULT_MODE, ModeError, announce, cache_length, decode_name, graph_of,
-                                  last_compile_s, refused as mode_refused, shaped_of, to_mode, verify_name)
-from engine.core.compile_watch import compile_warm_up
-from engine.core.loop import warm_up
-from engine.core.prompt import PromptError, encode_prompt
+from engine.models.names import builtin
+from engine.core.background_compile import COMPILER
+from engine.core.compiled import DEFAULT_MODE, ModeError, graph_of, refused as mode_refused, to_mode
 from engine.models.precision import LABELS, model_ref, supported, to_precision, unsupported_reason
 from ui.frame import state, teacher, work
 from ui.frame.html import md_escape
 from ui.frame.cache import shared
 
-_CONVERSION = threading.Lock()  # one conversion per process, however many sessions arrive first
-
+logger = logging.getLogger(__name__)
 
 def policy() -> ModelPolicy:
     """Open mode, or class mode with its allow-list (environment settings; see engine.models.names)."""
@@ -56,7 +51,7 @@ def cache_entries(pol: ModelPolicy | None = None) -> int:
     models at each, plus ``OPEN_EXTRA``. Read once, when the app starts."""
     pol = pol or policy()
     n_prec = len(supported(default_device()))
-    return len(pol.labels) * n_prec if pol.class_mode else len(BUILTIN) * n_prec + OPEN_EXTRA
+    return len(pol.labels) * n_prec if pol.class_mode else len(builtin()) * n_prec + OPEN_EXTRA
 
 
 @shared(cache_entries())
@@ -70,22 +65,21 @@ def _load(name: str, target: str, precision: str | None) -> LoadedModel:
     if precision is not None:
         lm = worker.run(to_precision, _load(name, target, None), precision)  # on the worker: int8 calibrates
     else:
-        lm = worker.run(load_model, target, progress=log)  # the load's check passes too, like all torch work
+        lm = worker.run(load_model, target, progress=logger.info)  # the load's check passes too, like all torch work
         if target != name:  # an allow-list label: show the label, never the folder or id behind it
             lm.info = replace(lm.info, name=name, source=f"{name} (offered by this server)")
         lm.ref = ModelRef(name)
     copy = "" if precision is None else f" as a {precision} copy"  # the log tells a reload from a precision copy
-    log(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
+    logger.info(f"loaded model {name!r}{copy} for the app ({lm.info.n_params:,} parameters on {lm.info.device})")
     return lm
 
 
 CONVERSION_LABELS = {
-    "missing": "First start: converting the embedded model",
-    "outdated": "The embedded model's package was updated: converting its new version",
-    "damaged": "The saved copy of the embedded model is damaged (its files do not match their checksum): "
-               "converting it again",
+    "missing": "First start: converting {called}",
+    "outdated": "{Called}'s package was updated: converting its new version",
+    "damaged": "The saved copy of {called} is damaged (its files do not match their checksum): converting it again",
 }
-CONVERSION_TIME = " (about 15 s on 2 cores, longer on a busy laptop)..."
+CONVERSION_TIME = " ({takes} on 2 cores, longer on a busy laptop)..."
 
 
 @shared(cache_entries())
@@ -94,31 +88,28 @@ def _load_compiled(name: str, target: str, precision: str | None) -> LoadedModel
     precision), as ``_load`` keeps the eager ones. Nothing is compiled here: its warm-up compiles each static cache
     length on first use (``warm_compiled``). No st.* call in here (see ``_load``)."""
     lm = worker.run(to_mode, _load(name, target, precision), "compiled")
-    log(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
+    logger.info(f"compiled mode for model {lm.ref.label()!r}: its decode step is compiled on first use")
     return lm
 
 
-def _ensure_embedded_converted() -> None:
-    """The conversion of the embedded model (the first start's, or again after its copy was damaged), with its
-    progress drawn in this run's own status box, outside the cached loader. A second session arriving meanwhile
-    waits for the first one's conversion."""
-    why = embedded_copy()
+def _ensure_converted(r: Packaged) -> None:
+    """The conversion of a packaged model prepared on first use (the first start's, or again after its copy was
+    damaged), with its progress drawn in this run's own status box, outside the cached loader. A second session
+    arriving meanwhile waits on the conversion's file lock (engine.models.packaged.prepare)."""
+    why = packaged.copy_state(r)
     if why == "ready":
         return
-    with st.status(CONVERSION_LABELS.get(why, CONVERSION_LABELS["missing"]) + CONVERSION_TIME, expanded=True) as box:
-        if not _CONVERSION.acquire(blocking=False):
+    label = CONVERSION_LABELS.get(why, CONVERSION_LABELS["missing"]) + CONVERSION_TIME
+    with st.status(label.format(called=r.called, Called=r.sentence, takes=r.takes), expanded=True) as box:
+        if packaged.converting(r):
             box.write("Another visitor's first start is converting it; waiting for that to finish...")
-            _CONVERSION.acquire()
-        try:
-            if not embedded_is_converted():  # on the engine worker like all torch work; progress drawn here
-                work.run(convert_embedded, progress=worker.relay("progress"), key=("convert", EMBEDDED),
-                         events={"progress": lambda msg: (log(msg), box.write(msg))})
+        try:  # on the engine worker like all torch work; progress drawn here
+            work.run(packaged.prepare, r, progress=work.relay("progress"), key=("convert", r.name),
+                     events={"progress": lambda msg: (logger.info(msg), box.write(msg))})
         except ModelLoadError:
-            box.update(label="The embedded model could not be prepared", state="error")
+            box.update(label=f"{r.sentence} could not be prepared", state="error")
             raise
-        finally:
-            _CONVERSION.release()
-        box.update(label="Embedded model ready", state="complete", expanded=False)
+        box.update(label=f"{r.sentence} ready", state="complete", expanded=False)
 
 
 def first_start_in_view() -> None:
@@ -130,31 +121,31 @@ def first_start_in_view() -> None:
         _, target = policy().resolve(plain_name(state.settings().model))
     except ModelLoadError:
         return  # a name this server does not offer: the sidebar says so
-    if target == EMBEDDED and embedded_copy() != "ready":
+    r = catalog.row(target)
+    if r is not None and not r.background and packaged.copy_state(r) != "ready":
         st.space(28)  # below Streamlit's header bar, where a page's title starts (ui/frame/style.py's top padding)
         with contextlib.suppress(ModelLoadError):
-            _ensure_embedded_converted()
+            _ensure_converted(r)
 
 
 def start_background_preparation() -> None:
-    """Called on every page run (cheap after the first): when this server offers Gemma 3 270M, its one-time
-    conversion starts in a child process (engine.models.background) as soon as the first page is drawn, so it never
-    delays that page and is usually done before anyone picks Gemma."""
-    if background.disabled() or background.current() is not None:
+    """Called on every page run (cheap after the first): each packaged model marked ``background`` that this server
+    offers (Gemma 3 270M) starts its one-time conversion in a child process (engine.models.background) as soon as the
+    first page is drawn, so it never delays that page and is usually done before anyone picks it."""
+    if background.disabled():
         return
-    pol = policy()
-    if pol.class_mode and GEMMA not in dict(pol.allowed).values():
-        return
-    background.start()
+    for r in catalog.rows():
+        if r.background and background.current(r.name) is None and offered(r.name):
+            background.start(r.name)
 
 
-def _ensure_gemma_converted() -> None:
-    """Wait, with progress, for the background preparation of Gemma (starting it if it has not started or
-    failed before). The conversion itself never runs on this script thread."""
-    prep = background.start()
+def _ensure_background(r: Packaged) -> None:
+    """Wait, with progress, for the background preparation of ``r`` (starting it if it has not started or failed
+    before). The conversion itself never runs on this script thread."""
+    prep = background.start(r.name)
     if not prep.thread.is_alive() and prep.state == "ready":
         return
-    with st.status("Preparing Gemma 3 270M (one time per machine: about 45 s on 2 cores, longer on a busy laptop)...",
+    with st.status(f"Preparing {r.called} (one time per machine: {r.takes} on 2 cores, longer on a busy laptop)...",
                    expanded=True) as box:
         line = st.empty()
         while prep.thread.is_alive():
@@ -162,9 +153,9 @@ def _ensure_gemma_converted() -> None:
             line.write(md_escape(shown or "Starting..."))
             prep.thread.join(1.0)
         if prep.state != "ready":
-            box.update(label="Gemma 3 270M could not be prepared", state="error")
-            raise ModelLoadError(f"Gemma 3 270M could not be prepared: {prep.message}")
-        box.update(label="Gemma 3 270M ready", state="complete", expanded=False)
+            box.update(label=f"{r.sentence} could not be prepared", state="error")
+            raise ModelLoadError(f"{r.sentence} could not be prepared: {prep.message}")
+        box.update(label=f"{r.sentence} ready", state="complete", expanded=False)
 
 
 def ref_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> ModelRef:
@@ -187,10 +178,9 @@ def get_model(ref: ModelRef) -> LoadedModel:
         raise ModelLoadError("On a class server the teacher chooses the engine mode; this room runs "
                              f"{teacher.room_mode()}.")
     canon, target = pol.resolve(ref.name)
-    if target == EMBEDDED:
-        _ensure_embedded_converted()
-    elif target == GEMMA:
-        _ensure_gemma_converted()
+    r = catalog.row(target)
+    if r is not None:
+        _ensure_background(r) if r.background else _ensure_converted(r)
     label = f"Loading model {md_escape(canon)} ..." if precision is None else \
         f"Preparing {md_escape(canon)} at {LABELS.get(precision, precision)}: a copy cast or quantized once..."
     try:
@@ -199,7 +189,7 @@ def get_model(ref: ModelRef) -> LoadedModel:
     except ModelLoadError as exc:
         if not pol.class_mode:
             raise
-        log(f"class mode: model {canon!r} could not be loaded: {exc}")
+        logger.info(f"class mode: model {canon!r} could not be loaded: {exc}")
         raise ModelLoadError(f"The model '{canon}' could not be loaded on this server right now.") from None
 
 
@@ -228,28 +218,32 @@ def model_box() -> None:
         st.session_state["w_model"] = shown
     pin = state.pinned()  # a pinned class link fixes the model
     if pol.class_mode:
-        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if n in (EMBEDDED, GEMMA))
+        known = "; ".join(f"{n}: {nice_name(n)}" for n in pol.labels if catalog.row(n) is not None)
         st.selectbox("Model", pol.labels, key="w_model", on_change=on_model_change, disabled=pin,
                      help="The models this server offers" + (f" ({known})." if known else "."))
         return
-    pick = shown if shown in BUILTIN else None
+    pick = shown if shown in builtin() else None
     if st.session_state.get("w_model_pick") != pick:
         st.session_state["w_model_pick"] = pick
-    st.pills("Models shipped with the app", list(BUILTIN), key="w_model_pick", format_func=nice_name,
+    st.pills("Models shipped with the app", list(builtin()), key="w_model_pick", format_func=nice_name,
              on_change=_on_pick, disabled=pin, help="Both real models run offline; tiny-random is a test model.")
     st.text_input("Model", key="w_model", on_change=on_model_change, disabled=pin,
-                  help=f"'{EMBEDDED}' is SmolLM2-135M-Instruct, shipped with the app; '{GEMMA}' is Gemma 3 270M (base "
-                       "model, also offline). 'tiny-random' is a tiny model "
-                       "with random weights. Or a Hugging Face id (needs internet) or a local folder with "
-                       "safetensors weights.")
+                  help=model_box_help())
 
 
-NICE_NAMES = {EMBEDDED: "SmolLM2-135M (embedded)", GEMMA: "Gemma 3 270M", "tiny-random": "tiny random"}
+def model_box_help() -> str:
+    """The model box's help: every packaged model from the table, then the others it takes."""
+    first, *more = catalog.rows()
+    text = f"'{first.name}' is {first.title}, shipped with the app; " + "".join(
+        f"'{r.name}' is {r.title} ({r.kind} model, also offline). " for r in more)
+    return text + ("'tiny-random' is a tiny model with random weights. Or a Hugging Face id (needs internet) or a "
+                   "local folder with safetensors weights.")
 
 
 def nice_name(name: str) -> str:
     """A built-in model's name as a person reads it (the name itself for anything else)."""
-    return NICE_NAMES.get(name, name)
+    r = catalog.row(name)
+    return r.nice if r is not None else "tiny random" if name == catalog.TINY else name
 
 
 def _on_pick() -> None:
@@ -350,12 +344,24 @@ def _checked_mode(s: state.Settings, lm: LoadedModel) -> LoadedModel:
     reason = mode_refused(lm.info, lm.device)
     if reason is None:
         try:
-            return get_model(ref_for(s.model, s.precision, s.mode))
+            compiled = get_model(ref_for(s.model, s.precision, s.mode))
         except ModelLoadError as exc:
             reason = str(exc)
+        else:
+            # while one of its graphs compiles in the background, the model's runs are eager (ui.frame.compiling)
+            return lm if COMPILER.busy(compiled.ref) else compiled
     st.session_state["model_error"] = f"Compiled mode: {reason.removeprefix('Compiled mode: ').rstrip('.')}. Eager runs."
     state.set_value("mode", DEFAULT_MODE)
     return lm
+
+
+def compiled_model() -> LoadedModel | None:
+    """The settings' model in compiled mode, whether or not a graph of it compiles now; None when the session runs
+    eager (its setting, a refusal or a failure)."""
+    lm = current_model()
+    if state.settings().mode == DEFAULT_MODE:
+        return None
+    return lm if graph_of(lm) is not None else get_model(lm.ref.at(mode=state.settings().mode))
 
 
 def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
@@ -365,102 +371,6 @@ def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
         return lm
     st.caption(f":material/info: Compiled mode: {md_escape(why)}; this page runs eager.")
     return get_model(lm.ref.at(mode=DEFAULT_MODE))
-
-
-def _cancel_compile() -> None:
-    state.set_value("mode", DEFAULT_MODE)
-    st.session_state["model_error"] = ("Compiling cancelled: eager runs. A compile that had started finishes on the "
-                                       "engine (other work waits for it) and is kept, so compiled mode starts quickly "
-                                       "next time.")
-
-
-# How far along the warm-up is, by what it last said: loop.warm_up's steps, and within step 1 torch's own compile
-# phases (engine.core.compile_watch's phrases). Used only when no earlier warm-up time is on record.
-_PHASES = (("Prefill", 0.03), ("Step 1", 0.05), ("tracing", 0.08), ("graph traced", 0.25), ("the compiler", 0.3),
-           ("inductor", 0.35), ("kernels built", 0.8), ("graph compiled", 0.85), ("Step 2", 0.9), ("Step 3", 0.95))
-
-
-def compile_progress_text(step: str, phase: str, seconds: float, last: float | None) -> str:
-    """The compile box's progress line: the warm-up's step, torch's phase within it, the time so far against the
-    last warm-up's time of the same model, precision, device and cache length."""
-    against = f"last time {last:.0f} s" if last else "no earlier time on record for this model and cache length"
-    return " · ".join(x for x in (step, phase, f"{seconds:.0f} s so far ({against})") if x)
-
-
-def compile_fraction(said: str, seconds: float, last: float | None, before: float) -> float:
-    """The bar's fraction: time against the last time when there is one (capped below 1: this one may be slower),
-    else the phase's place; never going back."""
-    if last:
-        guess = min(0.97, seconds / last)
-    else:
-        guess = next((f for p, f in _PHASES if said.startswith(p) or p in said), before)
-    return max(before, guess)
-
-
-def warm_for_run(page: str = "loop") -> None:
-    """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
-    that run (prompt + max new tokens) is compiled now, in a status box with the warm-up's step, torch's phase
-    within it (engine.core.compile_watch), the graphs compiled and to do, the time so far against the last time,
-    and a button that cancels to eager, so no page's measurement ever waits on a compile. A compile that fails
-    leaves one line, the mode back at eager."""
-    from ui.frame.nav import SIDEBAR_RUN
-
-    s = state.settings()
-    if s.mode == DEFAULT_MODE or (page or "loop") not in SIDEBAR_RUN:
-        return
-    lm = current_model()
-    graph = graph_of(lm)
-    if graph is None:
-        return
-    try:
-        tokens = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids) + int(s.max_new_tokens)
-    except PromptError:
-        return  # the page says what is wrong with the prompt
-    length = cache_length(tokens, graph.max_positions)
-    if length is None or graph.failure or graph.ready(tokens):
-        return
-    last = last_compile_s(lm, decode_name(length))
-    done = sorted(graph.compile_s.items())
-    st.space(28)  # below Streamlit's header bar, where a page's title starts: the box's title was half under it
-    with st.status(f"Compiled mode: compiling the decode step for a {length:,}-position KV cache",
-                   expanded=True) as box:
-        st.caption("One graph per model, precision and cache length, compiled before anything is timed: minutes "
-                   "on a 2-core CPU the first time; from torch's compile cache on disk still tens of seconds (17-78 s "
-                   "measured for SmolLM2 on a busy 2-core CPU). "
-                   f"Graphs to do: 1 (this cache length). Graphs compiled in this server so far: {len(done)}"
-                   + (" (" + ", ".join(f"{n:,} positions in {t:.0f} s" for n, t in done) + "). " if done else ". ")
-                   + _last_time(lm, decode_name(length)))
-        st.button("Cancel: run eager", key="compile_cancel", on_click=_cancel_compile, icon=":material/cancel:")
-        bar = st.progress(0.0, text="Waiting for the engine")
-        now = {"step": "Waiting for the engine", "phase": "", "frac": 0.0, "t0": time.monotonic(), "drawn": 0.0}
-
-        def draw(force: bool = False) -> None:
-            t = time.monotonic()
-            if force or t - now["drawn"] >= 1.0:
-                said = now["phase"] or now["step"]
-                now["frac"] = compile_fraction(said, t - now["t0"], last, now["frac"])
-                bar.progress(now["frac"], text=md_escape(compile_progress_text(now["step"], now["phase"],
-                                                                               t - now["t0"], last)))
-                now["drawn"] = t
-
-        def said(msg: str) -> None:
-            if msg.startswith(("Prefill", "Step ")):
-                now["step"], now["phase"] = msg, ""
-            else:  # torch's phase within the step (compile_watch)
-                now["phase"] = msg
-            draw(force=True)
-
-        work.run(compile_warm_up, lm, tokens, progress=worker.relay("progress"), events={"progress": said},
-                 on_poll=draw, key=("compile", lm.ref, length))
-        if graph.failure:
-            box.update(label="Compiled mode could not compile this model: eager runs", state="error")
-            st.error(md_escape(f"Compiled mode: {graph.failure}. Eager runs."), icon=":material/error:")
-            state.set_value("mode", DEFAULT_MODE)
-            return
-        took = graph.compile_s.get(length, 0.0)
-        box.update(label=f"Compiled: the decode step for {length:,} cache positions is ready ({took:.0f} s to "
-                         "compile and warm up" + (f"; last time {last:.0f} s)" if last else ")"),
-                   state="complete", expanded=False)
 
 
 def _checked_precision(s: state.Settings) -> str:
@@ -503,44 +413,3 @@ def current_model() -> LoadedModel:
         state.set_value("model", fallback)
         state.set_value("precision", st.session_state.get("last_good_precision", state.FIELDS["precision"][1]))
         return get_model(ref_for(fallback, state.settings().precision))
-
-
-def _last_time(lm: LoadedModel, name: str) -> str:
-    last = last_compile_s(lm, name)
-    return f"Last time it took {last:.0f} s." if last is not None else "First compile: unknown."
-
-
-def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
-    """Compiled mode, before the race is measured: the plain lane's decode step (a run of ``tokens`` tokens) and the
-    verify pass of k + 1 tokens are compiled now, each in a status box that says its last measured compile time
-    (or that it is unknown) before it starts and a clock while it runs, so the race's clocks never hold a compile.
-    A compile that fails is one line, and the race runs eager where it must."""
-    from engine.speculative.decoding import warm_verify
-
-    graph = graph_of(lm)
-    if graph is None or graph.failure:
-        return
-    length = cache_length(tokens + k + 1, graph.max_positions)
-    if length is None:
-        return
-    shaped = shaped_of(lm)
-    steps = []
-    if not graph.ready(tokens):
-        steps.append((decode_name(cache_length(tokens, graph.max_positions)), warm_up, (lm, tokens)))
-    if shaped is not None and not shaped.ready(verify_name(k + 1, length)):
-        steps.append((verify_name(k + 1, length), warm_verify, (lm, tokens + k + 1, k + 1)))
-        announce(lm, [verify_name(k + 1, length)])
-    for i, (name, fn, args) in enumerate(steps):
-        with st.status(f"Compiled mode: compiling the {name} ({i + 1} of {len(steps)})...", expanded=True) as box:
-            st.caption(f"Before the race is timed. {_last_time(lm, name)}")
-            clock = st.empty()
-            t0 = time.monotonic()
-            work.run(fn, *args, on_poll=lambda: clock.caption(f"{time.monotonic() - t0:.0f} s so far"),
-                     key=("compile", lm.ref, name))
-            failure = graph.failure or (shaped.failure if shaped is not None else None)
-            if failure:
-                box.update(label="Compiled mode could not compile this graph: eager runs there", state="error")
-                st.error(md_escape(f"Compiled mode: {failure}."), icon=":material/error:")
-                return
-            box.update(label=f"Compiled: the {name} is ready ({time.monotonic() - t0:.0f} s)", state="complete",
-                       expanded=False)

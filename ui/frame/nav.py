@@ -43,7 +43,7 @@ PAGES = [
 
 
 # Pages that draw the sidebar's generation (ui.frame.runs.current_trace): in compiled mode its graph is compiled
-# before they run (ui.frame.models.warm_for_run); the others run eager in both modes or run no model.
+# before they run (ui.frame.compiling.warm_for_run); the others run eager in both modes or run no model.
 SIDEBAR_RUN = frozenset({"loop", "attention", "sampling", "timeline", "kv_cache"})
 
 

@@ -11,14 +11,16 @@ start, then whatever the teacher's own session picks (kept here, per server proc
 """
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 
 import streamlit as st
 
 from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.core.serverlog import say
 from engine.settings import CLASS_ENGINE, TEACHER_TOKEN
+
+logger = logging.getLogger(__name__)
 
 PARAM = "teacher"
 _PROVEN = "_teacher_proven"  # session state: this session has shown the token
@@ -38,7 +40,7 @@ def teacher_token() -> str:
     with _LOCK:
         if _MADE is None:
             _MADE = secrets.token_urlsafe(9)
-            say(f"[engine] Class view for the teacher (keep this link to yourself): {_server_url()}/batching?"
+            logger.info(f"Class view for the teacher (keep this link to yourself): {_server_url()}/batching?"
                 f"{PARAM}={_MADE}")
         return _MADE
 

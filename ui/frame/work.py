@@ -23,13 +23,15 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.jobs import worker
+from engine.jobs import job as jobs
+from engine.jobs.job import Job
 from engine.jobs.kinds import JobKind
 from engine.core.cancel import Cancelled
 from engine.core.loaded import LoadedModel, ModelRef
 from engine.settings import TRUSTED_PROXIES, WARM_SECRET
 
+relay = jobs.relay  # the pages draw a job's progress events through work.relay
 POLL_S = 0.05
-relay = worker.relay
 
 
 def _plain(v: Any) -> Any:
@@ -207,7 +209,7 @@ def ask(kind: JobKind, request: Any, key: Any = None, events: dict[str, Callable
     return _wait(job, pool, ctx, events, on_poll)
 
 
-def _wait(job: worker.Job, pool: worker.Worker, ctx, events: dict[str, Callable] | None,
+def _wait(job: Job, pool: worker.Worker, ctx, events: dict[str, Callable] | None,
           on_poll: Callable[[], None] | None):
     """Wait for ``job`` in short polls, drawing its events and its place in the queue; its result, or the run
     stops (a cancelled job says so)."""

@@ -122,20 +122,21 @@ def past_the_window(lm) -> None:
     """Section 6 (the two real models): both caches measured past Gemma 3's sliding window, against the
     per-layer formula (ui.compare.sections.kv). On SmolLM2 it appears once Gemma has been prepared, and loads it
     on demand; each model is described from its own facts once it is loaded."""
-    from engine.models.names import EMBEDDED, GEMMA
-    from engine.tokenization.tokens import gemma_tokenizer_ready
+    from engine.models import catalog, packaged
     from ui.compare import sections as compare_sections
     from ui.compare.runs import KV_LENGTHS
     from engine.core.loaded import ModelRef
-    from ui.frame.models import get_model, offered
+    from ui.frame.models import get_model
+    from ui.tokenization.runs import pair_offered
 
     name = lm.ref.name
-    if name not in (EMBEDDED, GEMMA) or not (offered(EMBEDDED) and offered(GEMMA)) or not gemma_tokenizer_ready():
+    first, second = catalog.rows()[:2]  # SmolLM2 (GQA) and Gemma 3 (MQA with sliding windows)
+    if name not in (first.name, second.name) or not pair_offered() or not packaged.tokenizer_ready(second):
         return
-    other = EMBEDDED if name == GEMMA else GEMMA
+    other = first.name if name == second.name else second.name
     st.header("6. Past the sliding window: MQA with windows vs GQA, measured", divider="gray")
     st.markdown(V.cache_words(lm.info))
-    if name == EMBEDDED and not st.toggle("Load Gemma 3 270M beside SmolLM2 and measure both", key="kv_past_window"):
+    if name == first.name and not st.toggle("Load Gemma 3 270M beside SmolLM2 and measure both", key="kv_past_window"):
         return  # on demand: a second model (1 GB) is loaded only when asked for
     st.markdown(V.cache_words(get_model(ModelRef(other)).info) + " " + lesson("kv_cache", "past window", longest=KV_LENGTHS[-1]))
     compare_sections.kv(name, other)

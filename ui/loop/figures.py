@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from ui.frame.archwords import STREAM_AXIS, stream_labels
 from ui.frame.figures import COLORS, style
-from ui.frame.html import plotly_text, visible
+from ui.frame.html import visible
 
 
 def top_probs_bar(tokens, probs, chosen: str | None, title: str) -> go.Figure:
@@ -26,16 +26,3 @@ def residual_norm_line(norms: np.ndarray, token: str) -> go.Figure:
                  STREAM_AXIS, "L2 norm (unitless)", height=320)
 
 
-def step_times_bar(steps) -> go.Figure:
-    xs = [s.index for s in steps]
-    ms = [s.seconds * 1000 for s in steps]
-    colors = [COLORS["warn"] if s.phase == "prefill" else COLORS["primary"] for s in steps]
-    batch = max((getattr(s, "batch_size", 1) for s in steps), default=1)
-    fig = go.Figure(go.Bar(x=xs, y=ms, marker_color=colors,
-                           hovertext=[f"{s.phase}: {s.tokens_in} token(s) in, chose {plotly_text(repr(s.token))}"
-                                      + (f"; measured in a batch of {s.batch_size}" if s.batch_size > 1 else "")
-                                      for s in steps]))
-    title = "Time of each forward pass (orange: prefill over the whole prompt; blue: one decode step)"
-    if batch > 1:
-        title = f"Time of each forward pass, measured in a batch of up to {batch} requests (orange: prefill; blue: decode)"
-    return style(fig, title, "step (0 = prefill)", "wall time (ms)", height=320)

@@ -14,7 +14,7 @@ from engine.core.prompt import encode_prompt
 from engine.measure import noise
 from engine.measure.threads import policy_threads
 from engine.record import build, format as record_format
-from engine.record.replay import replay_html
+from ui.record.replay import replay_html
 from engine.record.verify import Verification, verify
 from ui.frame import kept, work
 from ui.frame.models import get_model, model_named, policy, ref_for

@@ -74,7 +74,7 @@ def summary(record: dict) -> None:
     st.code(body["prompt"]["text"], language=None, wrap_lines=True)
     if record["kind"] == "trace":
         from engine.record.build import steps_of
-        from ui.loop.figures import step_times_bar
+        from ui.frame.figures import step_times_bar
 
         st.markdown(lesson("record", "answer tokens"))
         st.html(chips(body["generated_tokens"], body["generated_ids"], highlight={0}))
@@ -83,7 +83,7 @@ def summary(record: dict) -> None:
               "sync.")
     else:
         from engine.record.speculative import spec_run
-        from ui.speculative.figures import progress_lines
+        from ui.frame.figures import progress_lines
 
         run = spec_run(body, record["model"]["name"])
         st.markdown(lesson("record", "race", speedup=run.speedup, shown=md_escape(body["check"]["shown"]),

@@ -4,27 +4,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, style
+from ui.frame.figures import COLORS, short_label, style, unique_labels
 from ui.frame.html import visible
 
 REMOVED = {"top-k": COLORS["muted"], "top-p": COLORS["warn"], "min-p": "#9467bd"}
-
-
-def label(tok: str, limit: int = 14) -> str:
-    """A token as a short, visible, unambiguous axis label."""
-    v = visible(tok)
-    return v if len(v) <= limit else v[: limit - 1] + "\u2026"
-
-
-def unique_labels(tokens) -> list[str]:
-    """Axis categories must be distinct: two tokens that look alike get their rank appended."""
-    seen: dict[str, int] = {}
-    out = []
-    for t in tokens:
-        lab = label(t)
-        seen[lab] = seen.get(lab, 0) + 1
-        out.append(lab if seen[lab] == 1 else f"{lab} ({seen[lab]})")
-    return out
 
 
 def removed_by(st) -> list[str]:
@@ -187,7 +170,7 @@ def step_chart(tokens, chosen_probs, top_probs, entropies) -> go.Figure:
     fig = go.Figure(
         data=[dict(type="bar", x=x, y=list(top_probs), name="most likely token", marker_color=COLORS["muted"]),
               dict(type="bar", x=x, y=list(chosen_probs), name="appended token", marker_color=COLORS["accent"],
-                   text=[label(t, 10) for t in tokens], textposition="outside"),
+                   text=[short_label(t, 10) for t in tokens], textposition="outside"),
               dict(type="scatter", x=x, y=list(entropies), name="entropy (bits)", mode="lines+markers",
                    line=dict(color=COLORS["primary"]), yaxis="y2")],
         layout=dict(barmode="group", yaxis=dict(range=[0, 1.15]), xaxis=dict(dtick=1),

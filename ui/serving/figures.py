@@ -5,10 +5,9 @@ import math
 
 import plotly.graph_objects as go
 
-from engine.serving.measure import (ConcurrencyLevel, ConcurrencySweep, NextToken, PromptSweep, RequestTimeline,
-                                    server_split)
-from ui.frame.figures import COLORS, style
-from ui.sampling.figures import unique_labels
+from engine.serving.concurrency import ConcurrencyLevel, ConcurrencySweep
+from engine.serving.measure import NextToken, PromptSweep, RequestTimeline, server_split
+from ui.frame.figures import COLORS, style, unique_labels
 
 
 def _ms(x: float) -> float:

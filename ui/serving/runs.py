@@ -19,7 +19,10 @@ import time
 import streamlit as st
 
 from engine.jobs import worker
-from engine.serving import client as C
+from engine.jobs.job import cancel_event, relay
+from engine.serving import config as K
+from engine.serving import errors as E
+from engine.serving import concurrency as Co
 from engine.serving import measure as Me
 from engine.serving.probe import probe
 from engine.serving.servers import ServerPolicy, server_policy_from_env
@@ -61,7 +64,7 @@ def share(conn: dict) -> None:
     page parameters."""
     try:
         cfg = config(conn)
-    except C.BadURL:
+    except E.BadURL:
         return
     params = {"serve": cfg.label} if cfg.label else {"serve_url": cfg.base_url}
     if conn["model"]:
@@ -69,12 +72,12 @@ def share(conn: dict) -> None:
     state.put_page_params(**params)
 
 
-def config(conn: dict) -> C.ServerConfig:
+def config(conn: dict) -> K.ServerConfig:
     """Raises BadURL (or ServerNotListed, in class mode) with a readable message."""
     return policy().config(conn["server"], conn["model"], conn["api_key"], api=conn["api"])
 
 
-def _key(cfg: C.ServerConfig) -> tuple:
+def _key(cfg: K.ServerConfig) -> tuple:
     return (cfg.base_url, cfg.model, cfg.api, hash(cfg.api_key))
 
 
@@ -83,7 +86,7 @@ def results() -> dict:
     return dict(kept.items("serving"))
 
 
-def stored(cfg: C.ServerConfig, what: str, settings: tuple = ()):
+def stored(cfg: K.ServerConfig, what: str, settings: tuple = ()):
     return kept.get(("serving", _key(cfg), what, settings))
 
 
@@ -91,7 +94,7 @@ def _store(cfg, what, settings, value) -> None:
     kept.put(("serving", _key(cfg), what, settings), value)  # the one bounded store of kept results
 
 
-def connect(cfg: C.ServerConfig):
+def connect(cfg: K.ServerConfig):
     """Probe the server (models, /metrics) and keep the answer (or the error) for this session."""
     return run(cfg, "probe", (), "Connecting", lambda p, c: probe(cfg, cancel=c), exclusive=False)
 
@@ -111,24 +114,24 @@ def _busy_lock(url: str) -> threading.Lock:
     return _BUSY.get_or_put(url, threading.Lock)
 
 
-def _job(cfg: C.ServerConfig, fn, exclusive: bool):
+def _job(cfg: K.ServerConfig, fn, exclusive: bool):
     """On the network worker: ``fn(progress, cancel)``'s record, or the ServingError it raised (kept, shown)."""
     lock = _busy_lock(cfg.base_url) if exclusive else None
-    cancel = worker.cancel_event()
+    cancel = cancel_event()
     # a job this session just replaced (a newer click) lets go within about a second: wait that long for it
     if lock is not None and not _acquire(lock, cancel, LOCK_WAIT_S):
-        return C.ServingError("Another measurement of this server is running (another session's, or one still "
+        return E.ServingError("Another measurement of this server is running (another session's, or one still "
                               "stopping); try again when it is done (two at once would distort each other's numbers).")
     try:
-        return fn(worker.relay("progress"), cancel)
-    except C.ServingError as exc:
+        return fn(relay("progress"), cancel)
+    except E.ServingError as exc:
         return exc
     finally:
         if lock is not None:
             lock.release()
 
 
-def run(cfg: C.ServerConfig, what: str, settings: tuple, label: str, fn, exclusive: bool = True):
+def run(cfg: K.ServerConfig, what: str, settings: tuple, label: str, fn, exclusive: bool = True):
     """Run ``fn(progress, cancel)`` on the network worker with a progress bar; keep and return its record, or
     the ServingError it raised. If Streamlit stops this script (the tab closed, Cancel, a newer click), the
     exception passes through ``work.run``, which detaches from the job; the worker then cancels it."""
@@ -163,13 +166,13 @@ def prompt_sweep(cfg, lengths: tuple, new_tokens: int, repeats: int):
 
 def concurrency_sweep(cfg, levels: tuple, new_tokens: int, prompt_tokens: int):
     return run(cfg, "concurrency", (levels, new_tokens, prompt_tokens), "Concurrency sweep",
-               lambda p, c: Me.concurrency_sweep(cfg, levels, new_tokens, prompt_tokens, progress=p, cancel=c))
+               lambda p, c: Co.concurrency_sweep(cfg, levels, new_tokens, prompt_tokens, progress=p, cancel=c))
 
 
 def shown(result):
     """A stored result made ready to draw: a server error is shown as an error box (None returned), and a
     measurement's own warnings (implausible numbers) are shown above it before it is returned."""
-    if isinstance(result, C.ServingError):
+    if isinstance(result, E.ServingError):
         st.error(f"**{md_escape(result.kind.capitalize())}.** {md_escape(result)}", icon=":material/error:")
         return None
     for f in getattr(result, "flags", ()) if result is not None else ():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.serving import client as C
+from engine.serving import config as K
+from engine.serving import errors as E
+from engine.serving import concurrency as Co
 from engine.serving import measure as Me
 from engine.serving import metrics as M
 from ui.frame import nav
@@ -50,14 +52,14 @@ def connect():
     runs.share(conn)
     try:
         cfg = runs.config(conn)
-    except C.ServingError as exc:
+    except E.ServingError as exc:
         st.error(md_escape(exc), icon=":material/error:")
         st.stop()
     info = runs.connect(cfg) if connect else runs.stored(cfg, "probe")
     if info is None:
         st.info(lesson("serving", "press connect"), icon=":material/lan:")
         st.stop()
-    if isinstance(info, C.ServingError):
+    if isinstance(info, E.ServingError):
         st.error(f"**{md_escape(info.kind.capitalize())}.** {md_escape(info)}", icon=":material/error:")
         st.caption("The rest of the app does not depend on this server: the other pages keep working.")
         st.stop()
@@ -66,7 +68,7 @@ def connect():
     for note in info.notes:
         st.warning(md_escape(note), icon=":material/info:")
     nt_any = next((v for k, v in runs.results().items() if k[1] == "next" and k[0][0] == cfg.base_url), None)
-    lp = ("yes" if isinstance(nt_any, Me.NextToken) else "no: " + nt_any.kind if isinstance(nt_any, C.ServingError)
+    lp = ("yes" if isinstance(nt_any, Me.NextToken) else "no: " + nt_any.kind if isinstance(nt_any, E.ServingError)
           else "not asked yet")
     tok = next((v.token_source for k, v in runs.results().items()
                 if k[1] == "single" and isinstance(v, Me.RequestTimeline)), "not measured yet")
@@ -119,7 +121,7 @@ def next_token(cfg) -> None:
     st.markdown(lesson("serving", "logprobs"))
     c = st.columns([3, 1])
     nt_prompt = c[0].text_input("Text to continue", "The capital of France is", max_chars=2000, key="serving_nt_prompt")
-    k = c[1].slider("Top tokens", 2, C.MAX_TOP_LOGPROBS, 10, key="serving_nt_k")
+    k = c[1].slider("Top tokens", 2, K.MAX_TOP_LOGPROBS, 10, key="serving_nt_k")
     if st.button("Ask for the next token", icon=":material/casino:", key="serving_nt") and nt_prompt.strip():
         runs.next_token(cfg, nt_prompt, k)
     nt = runs.shown(runs.stored(cfg, "next", (nt_prompt, k)))
@@ -156,7 +158,7 @@ def concurrency(cfg, info) -> None:
     cs_prompt = c[2].slider("Prompt tokens (about)", 16, 512, 64, key="serving_cs_prompt")
     st.caption(f"Bounds: at most {Me.MAX_CONCURRENCY} parallel and {Me.MAX_REQUESTS} requests per sweep, "
                f"{Me.MAX_SWEEP_S:.0f} s in all (a hard stop, whatever the server does), each request at most "
-               f"{C.ServerConfig.request_timeout_s:.0f} s and {C.MAX_STREAM_BYTES // 2**20} MB, and one sweep per "
+               f"{K.ServerConfig.request_timeout_s:.0f} s and {K.MAX_STREAM_BYTES // 2**20} MB, and one sweep per "
                "server at a time.")
     b = st.columns([1, 1, 4])
     if b[0].button("Run the sweep", icon=":material/play_arrow:", key="serving_cs_run") and levels:
@@ -164,12 +166,12 @@ def concurrency(cfg, info) -> None:
         runs.concurrency_sweep(cfg, tuple(sorted(levels)), cs_new, cs_prompt)
     cs = runs.shown(runs.stored(cfg, "concurrency", (tuple(sorted(levels)), cs_new, cs_prompt)))
     if cs is not None:
-        st.markdown(Me.batching_verdict(cs.levels))
+        st.markdown(Co.batching_verdict(cs.levels))
         target = st.number_input("Time per token a user should get (ms, p90)", 5, 5000, 100, step=5,
                                  key="serving_cs_target",
                                  help="The capacity verdict: how many users at once get each token within this "
                                       "time, at the 90th percentile of the requests of a level.")
-        cap = Me.capacity(cs.levels, float(target))
+        cap = Co.capacity(cs.levels, float(target))
         (st.success if cap.users else st.warning)(cap.text, icon=":material/groups:")
         chart(concurrency_chart(cs), "measured",
               "Throughput = all tokens / (first request sent \u2192 last token); latency = one request, sent \u2192 "

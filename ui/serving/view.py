@@ -8,7 +8,8 @@ import pandas as pd
 
 from engine.serving import metrics as M
 from engine.serving import names as N
-from engine.serving.measure import ConcurrencySweep, RequestTimeline, server_split
+from engine.serving.concurrency import ConcurrencySweep
+from engine.serving.measure import RequestTimeline, server_split
 from engine.serving.probe import ServerInfo
 
 def fmt(x, spec: str = ".1f", unit: str = "") -> str:

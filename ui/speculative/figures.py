@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import html
 
-import numpy as np
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, style
-from ui.frame.html import plotly_text
+from ui.frame.figures import COLORS, legend_below, style
 
 # token role -> (background, text decoration, legend words)
 ROLE_STYLE = {
@@ -53,39 +51,6 @@ def clock_html(seconds: float, tokens: int, passes: int) -> str:
             f'{passes} target passes</div>')
 
 
-def progress_lines(run) -> go.Figure:
-    """Tokens generated against time for both lanes, from the per-pass timings of this run. When the lanes did the
-    same work (``run.same_work``: nothing drafted), the title and a note on the plot say their gap is noise, and
-    the speculative line is drawn in the plain lane's colour, dashed: no lane is shown winning."""
-    pt = np.cumsum(run.plain_step_seconds)
-    st_ = run.spec_prefill_seconds + np.cumsum([r.draft_seconds + r.verify_seconds for r in run.rounds])
-    s_tokens = 1 + np.cumsum([len(r.emitted) for r in run.rounds])
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=np.r_[0, pt], y=np.arange(len(pt) + 1), mode="lines+markers", name="plain decoding",
-                             line=dict(color=COLORS["muted"], width=3, shape="hv"), marker=dict(size=5)))
-    same = bool(getattr(run, "same_work", False))
-    fig.add_trace(go.Scatter(x=np.r_[0, run.spec_prefill_seconds, st_],
-                             y=np.r_[0, 1, np.minimum(s_tokens, len(run.spec_ids))], mode="lines+markers",
-                             name=plotly_text(f"speculative ({run.drafter}, k={run.k})") + (": nothing drafted" if same else ""),
-                             line=dict(color=COLORS["muted"] if same else COLORS["good"], width=3, shape="hv",
-                                       dash="dash" if same else None), marker=dict(size=6)))
-    title = "The race: tokens written against time"
-    if same:
-        gap = abs(run.plain_seconds - run.spec_seconds)
-        title = "No race: both lanes did the same work, so the gap between them is noise"
-        fig.add_annotation(xref="paper", yref="paper", x=0.01, y=0.98, xanchor="left", yanchor="top",
-                           showarrow=False, align="left", bgcolor="rgba(255,255,255,0.85)",
-                           text=f"same passes, same tokens: the {gap:.2f} s gap is noise, not a winner")
-    return _legend_below(style(fig, title, "time since start (s)", "tokens generated", height=380))
-
-
-def _legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:
-    """Legend under the plot, so it never sits on the title (in a half-width column it wraps to 2-3 lines)."""
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0),
-                      margin=dict(b=80 + 22 * rows))
-    return fig
-
-
 def rounds_bar(run) -> go.Figure:
     """Per round: accepted drafts, rejected drafts, and the target's own token."""
     idx = [r.index + 1 for r in run.rounds]
@@ -99,7 +64,7 @@ def rounds_bar(run) -> go.Figure:
                          marker_color=["#f59e0b" if k == "correction" else "#3b82f6" for k in kinds]))
     fig.add_trace(go.Bar(x=idx, y=rej, name="rejected drafts (below zero)", marker_color="#ef4444"))
     fig.update_layout(barmode="relative")
-    return _legend_below(style(fig, "What each verify pass kept", "round (one target forward pass each)",
+    return legend_below(style(fig, "What each verify pass kept", "round (one target forward pass each)",
                                "tokens (rejected shown below 0)", height=400), rows=2)
 
 
@@ -116,7 +81,7 @@ def round_times_bar(run) -> go.Figure:
                              name=f"median plain decode step ({med:.0f} ms)",
                              line=dict(color="#475569", dash="dash", width=2)))
     fig.update_layout(barmode="stack")
-    return _legend_below(style(fig, "Time per round: drafting, then one verify pass", "round", "wall time (ms)",
+    return legend_below(style(fig, "Time per round: drafting, then one verify pass", "round", "wall time (ms)",
                                height=400), rows=2)
 
 
@@ -149,5 +114,5 @@ def sweep_figure(points, drafter: str) -> go.Figure:
                   annotation_text="1x = as fast as plain decoding", annotation_position="bottom right")
     best = max(points, key=lambda p: p.measured_speedup)
     fig.add_annotation(x=best.k, y=best.measured_speedup, text=f"best k = {best.k}", showarrow=True, arrowhead=2)
-    return _legend_below(style(fig, f"Speedup against draft length k ({drafter})",
+    return legend_below(style(fig, f"Speedup against draft length k ({drafter})",
                                "draft length k (tokens per round)", "speedup over plain decoding (x)", height=420))

@@ -14,7 +14,8 @@ from engine.speculative.repeats import default_repeats, race_repeats
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.speculative import view as race_view
-from ui.frame.models import get_model, model_named, warm_race
+from ui.frame.compiling import warm_race
+from ui.frame.models import get_model, model_named
 from ui.speculative.view import RaceResult
 from ui.speculative.figures import clock_html, lane_html
 
@@ -128,3 +129,8 @@ def sweep(params: RaceParams, ks: tuple[int, ...], max_new_tokens: int, progress
                                  on_progress=work.relay("progress"), drafter=drafter,
                                  key=("sweep", key), events={"progress": progress}))
     return done
+
+
+def repeats() -> int:
+    """How many timed races a race runs after its warm-up (ILE_RACE_REPEATS): the page's clocks say it."""
+    return default_repeats()

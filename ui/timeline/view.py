@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.measure.spread import lesson_flags
+from engine.predictions.records import timeline_verdict
 from engine.timeline import experiment as T
 from engine.timeline.profile import NEAR_FLOOR
 from ui.frame.lessons import lesson
@@ -226,3 +227,13 @@ def regime_text(pairs, device: str, read_gb_s: T.Spread | None = None) -> str:
                                                                                 "compare, above)")
                      + ("; on a GPU the whole step is one CUDA graph launch." if gpu else "."))
     return "\n".join(lines)
+
+
+def timeline_of(trace) -> T.Timeline:
+    """The run's timeline as the page draws it: one prefill bar, then one bar per decode step."""
+    return T.timeline(trace)
+
+
+def verdict(tl: T.Timeline):
+    """Which choice of the page's question this run's timeline decides."""
+    return timeline_verdict(tl)

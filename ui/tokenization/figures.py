@@ -2,43 +2,30 @@
 from __future__ import annotations
 
 import html
-import unicodedata
 
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, style
-from ui.frame.html import PALETTE, visible
+from ui.frame.figures import COLORS, style, token_label
+from ui.frame.html import PALETTE
 
 SPECIAL_BG = "#1e293b"
 PARTIAL_BG = "#e2e8f0"
 
 
-def label(text: str) -> str:
-    """Token text for display: whitespace made visible, invisible characters (zero-width space, joiners,
-    direction marks, control characters) named by code point so they cannot vanish or reorder the line."""
-    out = []
-    for ch in visible(text):
-        if unicodedata.category(ch) in ("Cf", "Cc", "Zl", "Zp") or (unicodedata.category(ch) == "Zs" and ch != " "):
-            out.append(f"\u27e8U+{ord(ch):04X}\u27e9")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def chip_label(row, raw_pieces: bool = False) -> str:
     if raw_pieces or row.special:
-        return label(row.piece)
+        return token_label(row.piece)
     if row.partial:
         return "\u27e8" + row.bytes_hex + "\u27e9"
-    return label(row.text)
+    return token_label(row.text)
 
 
 def tooltip(row, text: str) -> str:
-    span = (f"chars {row.start}-{row.end}: {label(text[row.start:row.end])!r}" if row.start is not None
+    span = (f"chars {row.start}-{row.end}: {token_label(text[row.start:row.end])!r}" if row.start is not None
             else "no character offsets from this tokenizer")
     kind = "special (control) token" if row.special else (
         "part of a multi-byte character" if row.partial else "text token")
-    return (f"#{row.position}  id {row.id}  ({kind})\npiece {row.piece!r}\ndecodes to {label(row.text)!r}\n"
+    return (f"#{row.position}  id {row.id}  ({kind})\npiece {row.piece!r}\ndecodes to {token_label(row.text)!r}\n"
             f"bytes {row.bytes_hex}\n{span}")
 
 
@@ -55,7 +42,7 @@ def token_chips(table, raw_pieces: bool = False, show_ids: bool = True) -> str:
         sub = ""
         if r.partial and r.start is not None and not raw_pieces:
             sub = (f'<div style="font-size:11px;color:#64748b">part of '
-                   f'{html.escape(label(table.text[r.start:r.end]))}</div>')
+                   f'{html.escape(token_label(table.text[r.start:r.end]))}</div>')
         idtxt = f'<div style="font-size:11px;color:{"#cbd5e1" if r.special else "#475569"}">{r.id}</div>' \
             if show_ids else ""
         out.append(
@@ -101,7 +88,7 @@ def bytes_per_token_bar(table) -> go.Figure:
     xs = [r.position for r in table.rows]
     ys = [len(r.raw) for r in table.rows]
     colors = [SPECIAL_BG if r.special else (COLORS["warn"] if r.partial else COLORS["primary"]) for r in table.rows]
-    hover = [f"#{r.position} id {r.id}: {label(r.text)!r}" for r in table.rows]
+    hover = [f"#{r.position} id {r.id}: {token_label(r.text)!r}" for r in table.rows]
     fig = go.Figure(go.Bar(x=xs, y=ys, marker_color=colors, hovertext=hover, hoverinfo="text+y"))
     style(fig, "Bytes of text per token",
           "token position", "UTF-8 bytes", height=320)

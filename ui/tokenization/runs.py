@@ -1,15 +1,17 @@
 """Cached tokenizer work for the tokenization page, keyed on plain values (no forward pass is involved)."""
 from __future__ import annotations
 
+import logging
 import streamlit as st
 
 from engine.tokenization import tokens as T
-from engine.models.names import BUILTIN
-from engine.models.names import EMBEDDED, GEMMA, TINY
-from engine.core.serverlog import log
+from engine.models import catalog
+from engine.models.names import builtin
 from engine.core.loaded import ModelRef
 from ui.frame.models import get_model, offered, policy
 from ui.frame.cache import memo, shared
+
+logger = logging.getLogger(__name__)
 
 
 @memo(48)
@@ -32,7 +34,7 @@ def ids_for(ref: ModelRef, text: str) -> tuple[int, ...]:
 @shared(8)
 def _tokenizer(name: str, path: str | None):
     """``path``: a folder (or, in class mode, an allow-listed target); None: one of the app's own models."""
-    if path in BUILTIN:
+    if path in builtin():
         return T.builtin_tokenizer(path)
     if path:
         return T.load_tokenizer(path)
@@ -46,8 +48,8 @@ def sources(current: str) -> list[T.TokenizerSource]:
     pol = policy()
     if pol.class_mode:
         return [T.TokenizerSource(label, target) for label, target in pol.allowed]
-    out = [T.TokenizerSource(EMBEDDED, None), T.TokenizerSource(GEMMA, None), T.TokenizerSource(TINY, None)]
-    if current not in (EMBEDDED, GEMMA, TINY):
+    out = [T.TokenizerSource(name, None) for name in builtin()]
+    if current not in builtin():
         out.append(T.TokenizerSource(current, None))
     out += T.packaged_tokenizers()
     names = {s.name for s in out}
@@ -75,19 +77,27 @@ def compare_for(text: str, srcs: tuple[T.TokenizerSource, ...], current: ModelRe
         except Exception as exc:  # a broken cached tokenizer must not break the page
             # a class server never shows why (the reason can name its folders); its log has it
             if class_mode:
-                log(f"class mode: tokenizer of {s.name!r} could not be read: {type(exc).__name__}: {exc}")
+                logger.info(f"class mode: tokenizer of {s.name!r} could not be read: {type(exc).__name__}: {exc}")
             problems.append(f"{s.name}: not available on this server" if class_mode else
                             f"{s.name}: {type(exc).__name__}: {str(exc)[:120]}")
     return counts, problems
 
 
+def pair_offered() -> bool:
+    """Does this server offer the first two packaged models (SmolLM2 and Gemma 3)? A class server shows their pair
+    only when its list offers both."""
+    return all(offered(name) for name in catalog.names()[:2])
+
+
 @memo(24)
 def contrast_for(text: str) -> list[T.ContrastRow] | None:
-    """SmolLM2's and Gemma 3's tokenizers on the contrast texts and on ``text`` (None: one is not available
-    yet, e.g. Gemma still being prepared). Tokenizers only: no model weights are loaded for this."""
-    if not (offered(EMBEDDED) and offered(GEMMA)):
+    """The first two packaged models' tokenizers (SmolLM2's and Gemma 3's) on the contrast texts and on ``text``
+    (None: one is not available yet, e.g. Gemma still being prepared). Tokenizers only: no model weights are loaded
+    for this."""
+    if not pair_offered():
         return None
-    a, b = _tokenizer(EMBEDDED, None), _tokenizer(GEMMA, None)
+    first, second = catalog.names()[:2]
+    a, b = _tokenizer(first, None), _tokenizer(second, None)
     if a is None or b is None:
         return None
     texts = ((("Your text", text),) if text.strip() else ()) + T.CONTRAST_TEXTS

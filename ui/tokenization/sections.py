@@ -8,7 +8,8 @@ import streamlit as st
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.tokenization.runs import contrast_for
-from ui.tokenization.figures import label, pair_bar
+from ui.frame.figures import token_label
+from ui.tokenization.figures import pair_bar
 
 
 def rows_table(rows) -> pd.DataFrame:
@@ -17,7 +18,7 @@ def rows_table(rows) -> pd.DataFrame:
 
 
 def pieces(count) -> str:
-    return " | ".join(label(t) for t in count.texts)
+    return " | ".join(token_label(t) for t in count.texts)
 
 
 def render(text: str) -> None:

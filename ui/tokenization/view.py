@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.predictions.grading import same_tokens
 from engine.tokenization.tokens import TokenTable
 from ui.frame.lessons import lesson
-from ui.tokenization.figures import label
+from ui.frame.figures import token_label
 
 YOUR_PROMPT = "Your prompt (sidebar)"
 EXAMPLES = {
@@ -55,9 +56,9 @@ def token_fields(table: TokenTable, i: int) -> pd.DataFrame:
     return pd.DataFrame({
         "field": ["position", "token id", "raw piece", "decodes to", "bytes (hex)", "character span",
                   "text in span", "kind"],
-        "value": [str(r.position), str(r.id), r.piece, label(r.text), r.bytes_hex,
+        "value": [str(r.position), str(r.id), r.piece, token_label(r.text), r.bytes_hex,
                   f"[{r.start}, {r.end})" if r.start is not None else "not reported by this tokenizer",
-                  label(span) if span is not None else "-", kind],
+                  token_label(span) if span is not None else "-", kind],
     })
 
 
@@ -66,9 +67,14 @@ def token_table(table: TokenTable) -> tuple[pd.DataFrame, bytes]:
     df = pd.DataFrame(table.records())
     shown = df.copy()
     for col in ("piece", "text", "span text"):
-        shown[col] = shown[col].map(lambda v: label(v) if isinstance(v, str) else v)
+        shown[col] = shown[col].map(lambda v: token_label(v) if isinstance(v, str) else v)
     return shown, df.to_csv(index=False).encode("utf-8")
 
 
 def tokens_line(texts, n_tokens: int, limit: int = 200) -> str:
-    return " | ".join(label(t) for t in texts[:limit]) + (" | ..." if n_tokens > limit else "")
+    return " | ".join(token_label(t) for t in texts[:limit]) + (" | ..." if n_tokens > limit else "")
+
+
+def verdict(paris):
+    """Which choice of the page's question this model's ids of "Paris", " Paris" and "paris" decide."""
+    return same_tokens(paris)

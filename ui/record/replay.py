@@ -1,7 +1,8 @@
 """A saved run as one self-contained HTML page: no server, no network, opened from a USB stick in any browser.
 
 The page holds the record itself (the JSON of docs/record-format.md), plotly.js from the installed plotly package,
-and its own script and style (``page/``), all inline. The script draws the run stage by stage as the app's home and
+and its own script and style (``page/``, beside this module: the page is the UI's, the engine keeps only the
+record), all inline. The script draws the run stage by stage as the app's home and
 race pages do; sliders re-sample the recorded logits in the browser. A Content-Security-Policy in the page allows
 no network request at all, so the page provably works offline.
 """
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 from pathlib import Path
+
+from engine.record.cli import REFUSED, load_or_say, replay_parser
 
 PAGE = Path(__file__).with_name("page")
 
@@ -24,8 +28,8 @@ def _inline_json(record: dict) -> str:
 
 
 def plotly_js() -> str:
-    """plotly.js as the installed plotly package ships it (no CDN). Read as a data file from the package's folder,
-    found without importing plotly: the engine imports no UI library (tests/engine/test_layers.py)."""
+    """plotly.js as the installed plotly package ships it (no CDN), read as a data file from the package's folder
+    (found without importing plotly: ``python -m engine replay`` starts in a second or so)."""
     import importlib.util
 
     spec = importlib.util.find_spec("plotly")
@@ -52,3 +56,29 @@ def replay_html(record: dict) -> str:
         page = before + text + after
     before, _, after = page.partition("<!--PLOTLY-->")  # last: nothing is searched inside its 4.8 MB afterwards
     return before + plotly_js() + after
+
+
+def main(argv) -> int:
+    """Write the page of the saved run ``argv`` names (``python -m engine replay`` runs this)."""
+    args = replay_parser().parse_args(argv)
+    record = load_or_say(args.record)
+    if record is None:
+        return REFUSED
+    try:
+        page = replay_html(record)
+    except FileNotFoundError as exc:  # plotly.js, inlined into the page, is not installed
+        print(f"error: {exc}", file=sys.stderr)
+        return REFUSED
+    try:
+        Path(args.html).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+        return REFUSED
+    size = Path(args.html).stat().st_size
+    print(f"wrote {args.html} ({size / 2**20:.2f} MB): open it in any browser, no server or network needed",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # python -m engine replay runs this (engine.record.cli.replay_main)
+    sys.exit(main(sys.argv[1:]))

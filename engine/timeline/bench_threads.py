@@ -22,32 +22,10 @@ import sys
 import time
 
 import engine.settings as settings
+from engine.measure.busy import LOADS, start_load, stop_load
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_ONLY = ("this benchmark varies the thread count, which compiled CPU kernels fix when they are built")
-
-LOADS = ("spin", "torch")
-
-_SPIN = "import time\nend = time.time() + {d}\nwhile time.time() < end:\n    pass\n"
-_TORCH = ("import time, torch\na = torch.randn(384, 384)\nend = time.time() + {d}\n"
-          "while time.time() < end:\n    a @ a\n")
-
-
-def start_load(kind: str, seconds: float) -> subprocess.Popen:
-    """A background load that stops by itself after ``seconds`` (bounded even if nobody kills it)."""
-    code = (_SPIN if kind == "spin" else _TORCH).format(d=float(seconds))
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def stop_load(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
 
 def candidates(cores: int) -> list[dict]:
     from engine.measure.threads import SMALL_PASS_ROWS
@@ -116,7 +94,7 @@ def measure_candidate(cand: dict, model: str, steps: int, rounds: int, loads: li
                       precision: str = "float32") -> dict:
     env = dict(os.environ, OMP_WAIT_POLICY=cand["wait"].upper(), ILE_THREAD_POLICY="off",
                ILE_SMALL_PASS_ROWS=str(cand.get("small_pass_rows", 0)))
-    code = (f"import json, sys; from engine.measure.bench_threads import _child; "
+    code = (f"import json, sys; from engine.timeline.bench_threads import _child; "
             f"print(json.dumps(_child({cand['threads']}, {model!r}, {steps}, {rounds}, {loads!r}, {precision!r})))")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     res = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True,

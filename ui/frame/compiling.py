@@ -1,0 +1,186 @@
+"""Compiled mode's compiles, as a person sees them: each graph compiles in the background (engine.core.
+background_compile), never on the engine's worker, so neither this page nor anyone else's waits for it.
+
+- A page that draws the sidebar's run (``warm_for_run``): its decode graph compiles while the page answers eager;
+  a box says what compiles (the graph, torch's phase, the time so far against the last time, graphs done and to do)
+  and the page runs again, compiled, when the graph is ready. ui.frame.models routes a model's runs eager while
+  one of its graphs compiles.
+- The race (``warm_race``): its plain decode step and its verify pass must be compiled before its clocks start, so
+  the race page waits for them, in a box with a clock; the engine serves everyone else meanwhile.
+- Cancel stops the compile (its thread stops at its next step) and puts this session back in eager mode. On a class
+  server the room's mode is the teacher's, and so is the button.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.core.background_compile import COMPILER, CompileJob, CompileState
+from engine.core.compile_watch import compile_warm_up
+from engine.core.compiled import (DEFAULT_MODE, announce, cache_length, compile_status, decode_name, graph_of,
+                                  shaped_of, verify_name)
+from engine.core.loaded import LoadedModel, ModelRef
+from engine.core.prompt import PromptError, encode_prompt
+from ui.frame import state
+from ui.frame.html import md_escape
+
+_WAITING = "compile_waiting_for"  # (model ref, graph name): the page runs again, compiled, when it is ready
+_FRACTION = "compile_fraction"  # the bar's last fraction: it never goes back
+
+# How far along a compile is, by what it last said: loop.warm_up's steps, and within step 1 torch's own compile
+# phases (engine.core.compile_watch's phrases). Used only when no earlier time is on record.
+_PHASES = (("Prefill", 0.03), ("Step 1", 0.05), ("tracing", 0.08), ("graph traced", 0.25), ("the compiler", 0.3),
+           ("inductor", 0.35), ("kernels built", 0.8), ("graph compiled", 0.85), ("Step 2", 0.9), ("Step 3", 0.95))
+
+
+def compile_progress_text(step: str, phase: str, seconds: float, last: float | None) -> str:
+    """The compile box's progress line: the warm-up's step, torch's phase within it, the time so far against the
+    last time of the same graph, model, precision and device."""
+    against = f"last time {last:.0f} s" if last else "no earlier time on record for this model and cache length"
+    return " · ".join(x for x in (step, phase, f"{seconds:.0f} s so far ({against})") if x)
+
+
+def compile_fraction(said: str, seconds: float, last: float | None, before: float) -> float:
+    """The bar's fraction: time against the last time when there is one (capped below 1: this one may be slower),
+    else the phase's place; never going back."""
+    if last:
+        guess = min(0.97, seconds / last)
+    else:
+        guess = next((f for p, f in _PHASES if said.startswith(p) or p in said), before)
+    return max(before, guess)
+
+
+def may_cancel() -> bool:
+    from ui.frame.models import mode_is_the_teachers
+
+    return not mode_is_the_teachers()
+
+
+def cancel_compile() -> None:
+    """The box's button: the compile stops, and this session runs eager."""
+    from ui.frame.models import get_model, ref_for
+
+    s = state.settings()
+    if s.mode != DEFAULT_MODE:
+        COMPILER.cancel(get_model(ref_for(s.model, s.precision, s.mode)).ref)
+    state.set_value("mode", DEFAULT_MODE)
+    st.session_state.pop(_WAITING, None)
+    st.session_state["model_error"] = "Compiling cancelled: it stopped, and eager runs."
+
+
+def _graphs_line(lm_ref: ModelRef, job: CompileJob) -> str:
+    done = [j for j in COMPILER.jobs(lm_ref) if j.state is CompileState.READY]
+    queued = [j for j in COMPILER.jobs(lm_ref) if j.active and j is not job]
+    line = f"Graphs compiled in this server: {len(done)}"
+    if done:
+        line += " (" + "; ".join(f"{j.name} in {j.seconds or 0:.0f} s" for j in done[-3:]) + ")"
+    return line + f". To do after this one: {len(queued)}."
+
+
+def _cancel_button(key: str) -> None:
+    if may_cancel():
+        st.button("Cancel: stop compiling, run eager", key=key, on_click=cancel_compile, icon=":material/cancel:")
+
+
+def _job_box(job: CompileJob) -> None:
+    """The lines of a compile that runs or waits: what it is, how far, the graphs done and to do."""
+    frac = compile_fraction(job.phase or job.step, job.so_far(), job.last_s, st.session_state.get(_FRACTION, 0.0))
+    st.session_state[_FRACTION] = frac
+    text = ("Waiting for the compile before it" if job.state is CompileState.QUEUED
+            else compile_progress_text(job.step, job.phase, job.so_far(), job.last_s))
+    st.progress(frac, text=md_escape(text))
+    st.caption(md_escape(_graphs_line(job.ref, job)) + " Compiled kernels are kept on disk: the next start compiles "
+               "faster (tens of seconds instead of minutes on a 2-core CPU).")
+
+
+@st.fragment(run_every=2.0)
+def _background_box(ref: ModelRef, name: str) -> None:
+    job = next((j for j in COMPILER.jobs(ref) if j.name == name), None)
+    if job is None:
+        return
+    if job.state is CompileState.READY:
+        if st.session_state.pop(_WAITING, None) == (ref, name):
+            st.rerun()  # the whole page again: its run is compiled now
+        st.success(f"Compiled: the {md_escape(name)} is ready ({job.so_far():.0f} s). Runs from now on are "
+                   "compiled.", icon=":material/check_circle:")
+        return
+    if job.state in (CompileState.FAILED, CompileState.CANCELLED):
+        st.session_state.pop(_WAITING, None)
+        st.warning(md_escape(f"Compiled mode: {job.line()}. Eager runs."), icon=":material/warning:")
+        return
+    with st.container(border=True):
+        st.markdown(f":material/hourglass_top: **Compiled mode: compiling the {md_escape(name)} in the background.** "
+                    "This page answers eager meanwhile (its numbers say eager) and runs again, compiled, when the "
+                    "graph is ready; nobody else waits for it.")
+        _job_box(job)
+        _cancel_button("compile_cancel")
+
+
+def warm_for_run(page: str = "loop") -> None:
+    """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
+    that run (prompt + max new tokens) compiles in the background, shown in a box that refreshes itself, with a
+    button that cancels it. A compile that failed leaves one line, and eager runs."""
+    from ui.frame.models import compiled_model
+    from ui.frame.nav import SIDEBAR_RUN
+
+    s = state.settings()
+    if s.mode == DEFAULT_MODE or (page or "loop") not in SIDEBAR_RUN:
+        return
+    lm = compiled_model()
+    graph = graph_of(lm) if lm is not None else None
+    if graph is None or graph.failure:
+        return
+    try:
+        tokens = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids) + int(s.max_new_tokens)
+    except PromptError:
+        return  # the page says what is wrong with the prompt
+    length = cache_length(tokens, graph.max_positions)
+    if length is None or graph.ready(tokens):
+        return
+    name = decode_name(length)
+    job = COMPILER.submit(lm, name, compile_warm_up, lm, tokens)
+    if job.active:
+        st.session_state[_WAITING] = (lm.ref, name)
+    st.space(28)  # below Streamlit's header bar, where a page's title starts
+    _background_box(lm.ref, name)
+
+
+def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
+    """Compiled mode, before the race is measured: the plain lane's decode step (a run of ``tokens`` tokens) and the
+    verify pass of k + 1 tokens compile in the background, and this page waits for them (its clocks must not hold
+    a compile), in a box each with its last time and a clock; the engine serves everyone else meanwhile. A compile
+    that fails or is cancelled is one line, and the race runs eager where it must."""
+    from engine.speculative.decoding import warm_verify
+
+    graph = graph_of(lm)
+    if graph is None or graph.failure:
+        return
+    length = cache_length(tokens + k + 1, graph.max_positions)
+    if length is None:
+        return
+    shaped = shaped_of(lm)
+    steps = []
+    if not graph.ready(tokens):
+        steps.append((decode_name(cache_length(tokens, graph.max_positions)), compile_warm_up, (lm, tokens)))
+    if shaped is not None and not shaped.ready(verify_name(k + 1, length)):
+        steps.append((verify_name(k + 1, length), warm_verify, (lm, tokens + k + 1, k + 1)))
+        announce(lm, [verify_name(k + 1, length)])
+    jobs = [COMPILER.submit(lm, name, fn, *args) for name, fn, args in steps]
+    for i, job in enumerate(jobs):
+        with st.status(f"Compiled mode: compiling the {job.name} ({i + 1} of {len(jobs)}) before the race...",
+                       expanded=True) as box:
+            st.caption("In the background: the engine goes on serving everyone else; the race's clocks start when "
+                       "its graphs are ready.")
+            st.session_state[_FRACTION] = 0.0
+            _cancel_button(f"race_compile_cancel_{i}")
+            slot = st.empty()
+            while not job.done.wait(1.0):
+                with slot.container():
+                    _job_box(job)
+            slot.empty()
+            status = compile_status(lm)
+            if job.state is not CompileState.READY or (status is not None and status.failure):
+                box.update(label="Compiled mode could not compile this graph: eager runs there", state="error")
+                st.error(md_escape(f"Compiled mode: {job.line()}."), icon=":material/error:")
+                return
+            box.update(label=f"Compiled: the {job.name} is ready ({job.so_far():.0f} s)", state="complete",
+                       expanded=False)
