@@ -196,14 +196,16 @@ BASE_PYTHON = Setting("ILE_BASE_PYTHON", "text", None, "The Python that makes th
 TEST_WORKERS = Setting("ILE_TEST_WORKERS", "int", None, "pytest workers of scripts/test.sh's first phase (the tiers "
                       "that read no clock); 1 runs it serially.", "shell", minimum=1,
                       default_doc="the number of cores")
-WHEEL_CACHE = Setting("ILE_WHEEL_CACHE", "path", None, "Where the llama.cpp server build is kept, per CPU.", "shell",
+WHEEL_CACHE = Setting("ILE_WHEEL_CACHE", "path", None, "Where the one llama.cpp build (llama-server and "
+                      "llama-cpp-python's wheel) is kept, per build flags.", "shell",
                       default_doc="`$XDG_CACHE_HOME/ile-wheels`")
 
 # ------------------------------------------------------------------------------------------ tests
 TEST_DEVICE = Setting("ILE_TEST_DEVICE", "text", "cpu", "The device the test tiers load models on.", "tests")
 SCREENSHOTS = Setting("ILE_SCREENSHOTS", "flag", None, "The browser tests save screenshots.", "tests",
                       default_doc="on, except under `CI`")
-CI = Setting("CI", "flag", False, "Set by CI services: the browser tests save no screenshots.", "tests")
+CI = Setting("CI", "flag", False, "Set by CI services: the browser tests save no screenshots, and a llama.cpp the "
+             "serving tests cannot run (missing, or killed by a signal) fails them instead of skipping.", "tests")
 FULL_CLASS_TEST = Setting("ILE_FULL_CLASS_TEST", "flag", False, "Run the full 20-session class tests in a real "
                           "browser (minutes).", "tests")
 CLASS_SESSIONS = Setting("ILE_CLASS_SESSIONS", "int", None, "Sessions in the browser class tests.", "tests", minimum=1,

@@ -6,9 +6,10 @@ from ui.attention import sections
 from ui.attention import view as V
 from ui.frame import nav
 from ui.attention.figures import residual_norms_chart
-from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.layout import beside, chart, notes, section, what_you_see
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
+from ui.frame.predict import ask
 from ui.frame.runs import current_trace
 
 nav.through_router()
@@ -34,7 +35,7 @@ def lead() -> None:
     with main:
         what_you_see(lesson("attention", "what you see", layers=info.n_layers, heads=info.n_heads, m=p.m))
     with side:
-        try_this(lesson("attention", "try sink"), V.sink_answer(p), key="attention_try")
+        ask("attention", "try sink", V.sink_answer(p), key="attention_try", verdict=V.sink_verdict(p))
 
 
 # ---------------------------------------------------------------- 1-3. the heads (one fragment: see the module)

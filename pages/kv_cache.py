@@ -6,9 +6,10 @@ from ui.kv_cache import sections
 from ui.kv_cache import view as V
 from ui.frame import nav
 from ui.kv_cache.figures import growth_chart
-from ui.frame.layout import beside, chart, notes, section, try_this, what_you_see
+from ui.frame.layout import beside, chart, notes, section, what_you_see
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
+from ui.frame.predict import ask
 from ui.precision.sections import precision_note
 from ui.frame.runs import current_trace
 
@@ -32,7 +33,9 @@ if section(None):
     with side:
         what_you_see(V.what_you_see(info, rc))
         st.caption(precision_note(lm))
-        try_this(*V.token_question(info, rc), key="kv_try_token")
+        question, answer = V.token_question(info, rc)
+        ask("kv_cache", V.token_section(info), answer, key="kv_try_token", verdict=V.token_verdict(info, rc),
+            text=question)
     st.markdown(V.holds_text(info, rc))
 
 # 2 -------------------------------------------------------------------------------------------------------------

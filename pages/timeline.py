@@ -6,7 +6,7 @@ from ui.frame import nav
 from ui.precision import sections as precision_view
 from ui.timeline import sections
 from ui.timeline import view as V
-from ui.frame.layout import beside, chart, notes, section, what_you_see
+from ui.frame.layout import beside, chart, notes, presenting, section, what_you_see
 from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 from ui.frame.models import current_model
@@ -32,9 +32,13 @@ if section(None):
         sections.metrics(V.run_metrics(tl))
         sections.mode_check(lm, tr, s)
     with side:
-        what_you_see(lesson("timeline", "what you see"))
-        st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
-        ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=V.verdict(tl))
+        top, below = st.container(), st.container()
+        # on the projector the room's question comes first, its tally and answer beside the timeline
+        with below if presenting() else top:
+            what_you_see(lesson("timeline", "what you see"))
+            st.warning(lesson("timeline", "noisy"), icon=":material/speed:")
+        with top if presenting() else below:
+            ask("timeline", "try this", lesson("timeline", "answer"), key="timeline_try", verdict=V.verdict(tl))
     st.markdown(lesson("timeline", "first token", ttft=tl.ttft_ms))
 
 if section("2. With and without the KV cache"):

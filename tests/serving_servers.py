@@ -1,7 +1,7 @@
 """Real HTTP servers for the serving tests, all on 127.0.0.1 and stopped at the end:
 
-- ``LlamaCppServer``: llama.cpp's own ``llama-server`` (built by scripts/build_llama_server.sh from the llama.cpp
-  that llama-cpp-python vendors) running the embedded SmolLM2 GGUF with /metrics and /slots: the reference server
+- ``LlamaCppServer``: llama.cpp's own ``llama-server`` (built by scripts/build_llama_cpp.sh from the llama.cpp
+  that llama-cpp-python vendors, in the same build as the wheel's libraries) running the embedded SmolLM2 GGUF with /metrics and /slots: the reference server
   the serving page must be right about (what most people run locally);
 - ``LlamaServer``: llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``), kept for what it
   does differently (one request at a time, no /metrics);
@@ -36,6 +36,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def unavailable(why: str) -> None:
+    """End a test whose llama.cpp cannot run (not installed, not built, or killed by a signal): under CI a failure,
+    since a green CI must not hide the serving tests; elsewhere a skip that says why."""
+    import pytest
+
+    if settings.CI.get():
+        pytest.fail(f"llama.cpp server tests cannot run under CI: {why}", pytrace=False)
+    pytest.skip(f"llama.cpp server tests skipped: {why}")
 
 
 def llama_cpp_missing() -> str | None:
@@ -91,17 +101,17 @@ class LlamaServer:
 
 
 def llama_server_binary() -> tuple[Path | None, str]:
-    """(path to llama.cpp's ``llama-server`` built by scripts/build_llama_server.sh, None) or (None, why not).
+    """(path to llama.cpp's ``llama-server`` built by scripts/build_llama_cpp.sh, None) or (None, why not).
     ``ILE_LLAMA_SERVER`` names another binary."""
     env = settings.LLAMA_SERVER.get()
     if env:
         return (env, "") if os.access(env, os.X_OK) else (None, f"ILE_LLAMA_SERVER={env} is not executable")
     try:
-        out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llama_server.sh"), "--path"], capture_output=True,
+        out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llama_cpp.sh"), "--path"], capture_output=True,
                              text=True, timeout=30, env=dict(os.environ, PYTHON=sys.executable))
         path = Path(out.stdout.strip())
     except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"scripts/build_llama_server.sh --path failed: {exc}"
+        return None, f"scripts/build_llama_cpp.sh --path failed: {exc}"
     if path.is_file() and os.access(path, os.X_OK):
         return path, ""
     failed = path.parent / "build-failed.txt"
@@ -120,7 +130,7 @@ def crash_of(server) -> str | None:
 
 class ServerCrashed(RuntimeError):
     """llama-server was killed by a signal while it started (a segmentation or protection fault in the binary built
-    on this machine): a fault of that build, which the serving tests name and skip, never a pass."""
+    on this machine): a fault of that build, which the serving tests name (``unavailable``), never a pass."""
 
     def __init__(self, returncode: int, tail: str):
         import signal

@@ -186,6 +186,47 @@ def rope_shift(score_near: float, score_shifted: float, rel_tol: float = 1e-3) -
     return Verdict(Outcome.DECIDED, "same" if same else "changes", ev)
 
 
+def attention_sink(heads_first: int, heads_near: int, heads_other: int) -> Verdict:
+    """Which earlier token does the last prompt token read most, over all heads: the first token (an attention
+    sink), itself or the token just before it, or another word of the prompt? Each head votes with its largest
+    weight; the most heads decide. Read from one recorded pass: no noise, but a tie between the top two decides
+    nothing."""
+    votes = {"first": heads_first, "near": heads_near, "word": heads_other}
+    if sum(votes.values()) < 1:
+        return NOT_MEASURED
+    ev = (Evidence("heads reading the first token most", heads_first, heads_first, heads_first, 1, ""),
+          Evidence("heads reading themselves or the token before most", heads_near, heads_near, heads_near, 1, ""),
+          Evidence("heads reading another word most", heads_other, heads_other, heads_other, 1, ""))
+    top = sorted(votes.values(), reverse=True)
+    if top[0] == top[1]:
+        return Verdict(Outcome.NOISY, None, ev)
+    return Verdict(Outcome.DECIDED, max(votes, key=votes.get), ev)
+
+
+def kv_per_token(step_growth: Sequence[int], formulas: dict[str, int]) -> Verdict:
+    """Which formula gives the bytes one new token adds to the cache? ``step_growth``: the bytes each decode step
+    of this run added (measured from the cache's tensors); ``formulas``: each choice's bytes. The first choice (in
+    the lesson's order) equal to what every step added decides; measured bytes are exact, so there is no spread."""
+    grown = sorted(set(int(g) for g in step_growth))
+    if not grown:
+        return NOT_MEASURED
+    ev = (Evidence("bytes each decode step added (measured)", grown[0], grown[0], grown[-1], len(step_growth), ""),)
+    if len(grown) > 1:  # a window filled during the run: the steps disagree, the question is about the first ones
+        return Verdict(Outcome.NOISY, None, ev)
+    answer = next((k for k, v in formulas.items() if v == grown[0]), None)
+    return Verdict(Outcome.DECIDED if answer else Outcome.NOISY, answer, ev)
+
+
+def nearer_alike(cos_near: float, cos_far: float) -> Verdict:
+    """Are the vectors of two neighbouring positions more alike (cosine) than those of two far apart? Read from
+    the model's weights: no noise."""
+    if not (math.isfinite(cos_near) and math.isfinite(cos_far)):
+        return NOT_MEASURED
+    ev = (Evidence("cosine, neighbouring positions", cos_near, cos_near, cos_near, 1, ""),
+          Evidence("cosine, far-apart positions", cos_far, cos_far, cos_far, 1, ""))
+    return Verdict(Outcome.DECIDED, "more" if cos_near > cos_far else "less", ev)
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -200,4 +241,7 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("batch_step", ("about t", "less", "about bt", "more")),
     Rule("same_tokens", ("same", "some", "different")),
     Rule("rope_shift", ("same", "changes")),
+    Rule("attention_sink", ("first", "near", "word")),
+    Rule("nearer_alike", ("more", "less")),
+    Rule("kv_per_token", ("kv heads", "query heads", "keys only", "one layer")),
 )}

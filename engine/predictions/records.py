@@ -65,3 +65,25 @@ def batch_verdict(points: Sequence | None, batch: int = BATCH) -> Verdict:
     if one is None or many is None:
         return G.NOT_MEASURED
     return G.batch_step([s * 1000.0 for s in one.step_seconds], [s * 1000.0 for s in many.step_seconds], batch)
+
+
+def attention_verdict(att) -> Verdict:
+    """The attention sink question from recorded prompt attentions ``att`` [layers, heads, m, m]: where each head's
+    last query puts its largest weight (position 0, the last two positions, or elsewhere)."""
+    if att is None or att.ndim != 4 or att.shape[-1] < 3:
+        return G.NOT_MEASURED
+    top = att[:, :, -1, :].argmax(-1)  # [layers, heads]: the key each head's last query reads most
+    m = att.shape[-1]
+    first, near = int((top == 0).sum()), int((top >= m - 2).sum())
+    return G.attention_sink(first, near, int(top.size) - first - near)
+
+
+def kv_verdict(step_growth: Sequence[int], layers: int, heads: int, kv_heads: int, head_dim: int,
+               bytes_per_value: int) -> Verdict:
+    """The bytes-per-token question from the bytes each decode step added to the cache (measured) against each
+    choice's formula for this model."""
+    one = head_dim * bytes_per_value  # [head_dim] values of one head, in bytes
+    return G.kv_per_token(step_growth, {"kv heads": 2 * layers * kv_heads * one,
+                                        "query heads": 2 * layers * heads * one,
+                                        "keys only": layers * kv_heads * one,
+                                        "one layer": 2 * kv_heads * one})

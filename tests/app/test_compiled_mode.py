@@ -35,6 +35,8 @@ def test_timeline_in_compiled_mode_matches_eager_and_traces_both_modes():
     assert [h.value for h in at.subheader][-2:] == ["Eager", "Compiled"]
     table = next(d.value for d in at.dataframe if "regime" in d.value.columns)
     assert set(table["mode"]) == {"eager", "compiled"} and len(table) == 4
+    decode = table[table["step"] == "decode"].set_index("mode")["matmul per layer"]  # per layer and kind
+    assert decode["compiled"] < decode["eager"]  # fused: q/k/v one matrix multiply, gate/up another
 
 
 def test_a_mode_the_model_cannot_run_is_refused_in_one_line_and_eager_runs():

@@ -109,3 +109,23 @@ def test_presenter_view_shows_the_tally_then_the_answer_under_it(class_mode):
     text = _texts(at)
     assert "This run decides:" in text or "Too noisy to decide" in text
     assert len(at.get("plotly_chart")) == charts  # the tally is still there, above the answer
+
+
+@pytest.mark.parametrize("path, key, qid", [("pages/attention.py", "attention_try_pick", "attention.try-sink"),
+                                            ("pages/kv_cache.py", "kv_try_token_pick", "kv_cache.try-token"),
+                                            ("pages/kv_cache.py", "kv_try_variants_pick", "kv_cache.try-variants")])
+def test_the_new_questions_are_asked_counted_and_graded_in_class(class_mode, path, key, qid):
+    """The attention and KV cache questions in class mode (the variants box sits in the calculator's fragment):
+    a pick is counted, and after the reveal the box grades it by this run or by the lesson's fact."""
+    q = by_id(qid)
+    at = run_page(path, model="tiny-random", max_new_tokens="4")
+    assert not errors(at), errors(at)
+    radio = next(r for r in at.radio if str(r.key).startswith(key))
+    radio.set_value(q.keys[0]).run()
+    assert not errors(at), errors(at)
+    assert TALLY.counts(q)[q.keys[0]] == 1
+    TALLY.reveal(q)
+    at.run()
+    assert not errors(at), errors(at)
+    text = _texts(at)
+    assert "This run decides:" in text or "The answer:" in text or "Too noisy to decide" in text, text[-1500:]

@@ -27,6 +27,12 @@ def test_timeline_page_measurements_on_tiny_model(passes):
     rows = list(table["prompt tokens"])  # where prefill has not climbed yet, the sweep doubles the longest prompt
     assert rows[:2] == [8, 16] and all(b == 2 * a for a, b in zip(rows[1:], rows[2:])), rows
     assert any("climb" in m.value for m in at.markdown)
+    # "which curve climbs?" is graded by this sweep's own shortest and longest prompt (or said to be too noisy)
+    at.radio(key="timeline_sweep_try_pick").set_value("first token").run()
+    assert not errors(at), errors(at)
+    graded = "\n".join(m.value for m in at.markdown)
+    assert ("This run decides:" in graded and "time to first token, longest prompt" in graded) or \
+        "Too noisy to decide" in graded, graded[-2000:]
     at.slider(key="timeline_bd_repeats").set_value(1)
     _click(at, "Measure the stages")
     _click(at, "Measure the memory of one pass")

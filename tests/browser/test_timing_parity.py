@@ -17,7 +17,6 @@ import subprocess
 import sys
 import urllib.parse
 
-import pytest
 
 from engine.measure.busy import start_load, stop_load
 from tests.browser.harness import ROOT, assert_no_error, thread_cpu, wait_idle
@@ -80,7 +79,7 @@ def _within(ratio: float, bound: float = BOUND) -> bool:
     return 1 / bound <= ratio <= bound
 
 
-def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
+def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page, skip_streak):
     load = start_load("spin", 900)  # bounded: it stops by itself
     tries = []
     try:
@@ -102,6 +101,7 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
     finally:
         stop_load(load)
     steady = [t for t in tries if t["steady"]]
-    if not steady:
-        pytest.skip(f"the CLI disagreed with itself by more than {BOUND}x in every triple: {tries}")
+    if not steady:  # a noisy machine: a skip, but the third in a row fails (tests/skip_streak.py)
+        skip_streak.skip(f"the CLI disagreed with itself by more than {BOUND}x in every triple: {tries}")
+    skip_streak.measured()
     assert any(_within(t["ttft"]) and _within(t["tpot"]) for t in steady), tries

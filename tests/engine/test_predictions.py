@@ -160,3 +160,51 @@ def test_batch_record_graded_each_way():
     assert R.batch_verdict([pt(1, 30.0), pt(8, 60.0)]).answer == "less"
     assert R.batch_verdict([pt(1, 30.0), pt(8, 245.0)]).answer == "about bt"
     assert R.batch_verdict([pt(1, 30.0), pt(4, 60.0)]).outcome is Outcome.NOT_MEASURED  # no batch of 8 measured
+
+
+def test_a_noisy_sweep_grades_nothing():
+    """Time to first token 30 -> 55-70 ms: the longest / shortest interval (1.6-2.5x) straddles the 2x line."""
+    def row(n, ttft, lo, hi, tpot):
+        return SweepRow(n, Spread(ttft, lo, hi, 3), Spread(tpot, tpot * 0.97, tpot * 1.03, 3))
+    v = R.sweep_verdict(Sweep((row(16, 30.0, 28.0, 34.0, 30.0), row(512, 62.0, 55.0, 70.0, 31.0)), 6, 3))
+    assert v.outcome is Outcome.NOISY and v.answer is None
+
+
+def _att(first: int, near: int, other: int, m: int = 6):
+    """Attention [1, heads, m, m] whose last query reads position 0 in ``first`` heads, its own position in
+    ``near`` heads and position 2 in the others (each row a distribution)."""
+    import numpy as np
+
+    heads = first + near + other
+    att = np.full((1, heads, m, m), 0.1 / (m - 1), dtype=np.float32)
+    for h in range(heads):
+        top = 0 if h < first else m - 1 if h < first + near else min(2, m - 1)
+        att[0, h, -1, :] = 0.1 / (m - 1)
+        att[0, h, -1, top] = 0.9
+    return att
+
+
+def test_the_attention_sink_question_graded_each_way():
+    assert R.attention_verdict(_att(7, 1, 1)).answer == "first"
+    assert R.attention_verdict(_att(1, 7, 1)).answer == "near"
+    assert R.attention_verdict(_att(1, 1, 7)).answer == "word"
+    tie = R.attention_verdict(_att(4, 4, 1))
+    assert tie.outcome is Outcome.NOISY and tie.answer is None
+    assert R.attention_verdict(_att(1, 1, 1, m=2)).outcome is Outcome.NOT_MEASURED
+
+
+def test_the_kv_bytes_question_graded_by_the_measured_growth():
+    # SmolLM2's shape in float32: 30 layers, 9 query heads, 3 KV heads, 64 values per head, 4 bytes
+    shape = dict(layers=30, heads=9, kv_heads=3, head_dim=64, bytes_per_value=4)
+    assert R.kv_verdict((46_080,) * 5, **shape).answer == "kv heads"  # 2 x 30 x 3 x 64 x 4
+    assert R.kv_verdict((138_240,) * 5, **shape).answer == "query heads"
+    assert R.kv_verdict((23_040,) * 5, **shape).answer == "keys only"
+    assert R.kv_verdict((1_536,) * 5, **shape).answer == "one layer"
+    assert R.kv_verdict((), **shape).outcome is Outcome.NOT_MEASURED
+    assert R.kv_verdict((46_080, 999), **shape).outcome is Outcome.NOISY  # the steps disagree: nothing graded
+    assert R.kv_verdict((12_345,) * 3, **shape).outcome is Outcome.NOISY  # no formula matches: nothing graded
+
+
+def test_the_learned_positions_question_graded_each_way():
+    assert G.nearer_alike(0.9, 0.2).answer == "more" and G.nearer_alike(0.1, 0.5).answer == "less"
+    assert G.nearer_alike(float("nan"), 0.5).outcome is Outcome.NOT_MEASURED

@@ -23,7 +23,10 @@ def test_every_question_parses_and_is_decided():
 @pytest.mark.parametrize("qid, rule", [("timeline.try-this", "prefill_vs_decode"),
                                        ("timeline.precision-try-this", "half_precision"),
                                        ("speculative.try-self", "speculation_wins"),
-                                       ("batching.try-batch", "batch_step")])
+                                       ("batching.try-batch", "batch_step"),
+                                       ("timeline.sweep-try-this", "climbing_curve"),
+                                       ("attention.try-sink", "attention_sink"),
+                                       ("kv_cache.try-token", "kv_per_token")])
 def test_the_measurable_questions_are_decided_by_the_run(qid, rule):
     q = Q.by_id(qid)
     assert q is not None and q.decider is Q.Decider.MEASURED and q.rule == rule
@@ -57,3 +60,14 @@ def test_by_id_refuses_forged_ids():
     assert Q.by_id("timeline.try-this") is not None
     for forged in ("timeline.nope", "", None, 3, ["timeline.try-this"], "../../etc/passwd"):
         assert Q.by_id(forged) is None
+
+
+def test_every_try_this_box_is_a_question_with_choices():
+    """No page asks a free-text "Try this" any more: the plain box (ui/frame/layout.py try_this) is drawn only by
+    ui/frame/predict.py, for a lesson section that has no choices."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    callers = [str(p.relative_to(root)) for folder in ("pages", "ui") for p in (root / folder).rglob("*.py")
+               if "try_this(" in p.read_text() and p.name not in {"layout.py", "predict.py"}]
+    assert callers == [], callers

@@ -1,5 +1,6 @@
-"""The class tally: one pick per session and question, forged choices refused, a client's picks bounded, a
-reload (a closed session) never counted twice, closed at the reveal, cleared by a new round, bounded in memory."""
+"""The class tally: one pick per voter and question, forged choices refused, a client's picks bounded (however
+many voter ids it makes), a reload (the same voter) neither dropped nor counted twice, closed at the reveal,
+cleared by a new round, bounded in memory."""
 from ui.frame.questions import Question, by_id
 from ui.frame.tally import Pick, Tally
 
@@ -31,14 +32,23 @@ def test_one_client_cannot_vote_as_a_crowd():
     assert t.pick(OTHER, "s7", "10.0.0.9", "vocab", per_client=5) is Pick.COUNTED  # the bound is per question
 
 
-def test_a_reload_does_not_vote_twice():
-    """A reload is a new session; the old one is closed, so only the new pick counts, and the closed session's
-    seat is free for the client."""
-    t, open_ = Tally(), {"old", "new"}
-    t.pick(Q, "old", "c", "wider", per_client=1, live=open_.__contains__)
-    open_.discard("old")
-    assert t.pick(Q, "new", "c", "wider", per_client=1, live=open_.__contains__) is Pick.COUNTED
-    assert t.counts(Q, live=open_.__contains__)["wider"] == 1
+def test_a_reload_keeps_its_pick_and_does_not_vote_twice():
+    """A reload is a new session at the same address, so the same voter: its pick is still counted and its own,
+    and picking again changes it in place."""
+    t = Tally()
+    t.pick(Q, "voter-a", "c", "wider", per_client=1)
+    assert t.counts(Q)["wider"] == 1 and t.mine(Q, "voter-a") == "wider"  # the reloaded tab reads it back
+    assert t.pick(Q, "voter-a", "c", "wider", per_client=1) is Pick.SAME
+    assert t.pick(Q, "voter-a", "c", "narrower", per_client=1) is Pick.COUNTED
+    assert t.counts(Q) == {"narrower": 1, "as wide": 0, "wider": 0}
+
+
+def test_fresh_voter_ids_from_one_client_stay_within_its_seats():
+    """Closing a tab keeps its pick: a script that makes a new voter id per session still casts at most the
+    client's seats."""
+    t = Tally()
+    got = [t.pick(Q, f"forged-{i}", "10.0.0.9", "wider", per_client=3) for i in range(100)]
+    assert got.count(Pick.COUNTED) == 3 and t.counts(Q)["wider"] == 3
 
 
 def test_reveal_closes_picks_and_a_new_round_clears():

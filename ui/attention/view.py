@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.predictions.records import attention_verdict
 from engine.attention.analysis import (FirstTokenPull, first_token_pull, gqa_saving, growth_exponent,
                                      head_entropy_bits, head_mean_distance, kv_groups, kv_head_of)
 from ui.frame import archwords as AW
@@ -70,6 +71,11 @@ def sink_answer(p: Prompt) -> str:
     if pull.heads_mostly_first * 3 >= pull.heads_total:
         return lesson("attention", "answer sink", **values)
     return lesson("attention", "answer no sink", **values)
+
+
+def sink_verdict(p: Prompt):
+    """Which choice of the sink question this run's attention decides (engine/predictions/records.py)."""
+    return attention_verdict(p.att)
 
 
 @dataclass(frozen=True)

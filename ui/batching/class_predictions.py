@@ -13,7 +13,7 @@ import streamlit as st
 from ui.frame import nav
 from ui.frame import questions as Q
 from ui.frame.layout import chart
-from ui.frame.predict import PARAM, open_sessions, right_choice
+from ui.frame.predict import PARAM, right_choice
 from ui.frame.tally import TALLY
 from ui.frame.tally_chart import tally_chart
 
@@ -39,7 +39,9 @@ def section(root: str, params: dict[str, str]) -> None:
     qs = Q.all_questions()
     asked = sorted(TALLY.asked())
     ids = list(qs)
-    default = ids.index(asked[0]) if asked and asked[0] in ids else ids.index("timeline.try-this")
+    sent = Q.by_id(st.query_params.get(PARAM))  # the teacher's own link may name the question (?q=)
+    default = ids.index(sent.id) if sent is not None else \
+        ids.index(asked[0]) if asked and asked[0] in ids else ids.index("timeline.try-this")
     qid = st.selectbox("Question", ids, index=default, format_func=lambda i: _label(qs[i]), key="class_question")
     q = qs[qid]
     st.markdown("**Send the class to this question** (the class link, opening this page with the question marked):")
@@ -59,12 +61,12 @@ def _tally(q: Q.Question) -> None:
                      help="Clears every pick and reveal, of every question."):
             TALLY.new_round()
     revealed = TALLY.revealed(q)
-    counts = TALLY.counts(q, open_sessions())
+    counts = TALLY.counts(q)
     picks.metric("Picks", sum(counts.values()))
     with c[0]:
         answer = right_choice(q, None) if revealed else None
         chart(tally_chart(q, counts, answer), "counted",
-              "Picks of the class, one per open student page, anonymous"
+              "Picks of the class, one per student page (a reload keeps its pick), anonymous"
               + ("; revealed: every student's page shows the answer now, graded by " +
                  ("the lesson's fact (green)." if answer else "that page's own run (open the page in presenter view "
                                                             "to show yours beside this tally).")

@@ -16,9 +16,9 @@ from engine.embeddings.analysis import rope_refusal
 from ui.embeddings.runs import learned_for, neighbours_for, relative_for, rope_for, row_pair_for, tied_for
 from ui.embeddings.figures import (cosine_heatmap, learned_heatmap, neighbours_bar, relative_heatmap, relative_lines,
                                    rope_angle_heatmap, rope_wavelength_line)
-from ui.frame.layout import chart, try_this
+from ui.frame.layout import chart
 from ui.frame.predict import ask
-from engine.predictions.grading import rope_shift
+from engine.predictions.grading import nearer_alike, rope_shift
 from ui.frame.lessons import lesson
 from ui.frame.figures import token_label
 
@@ -134,9 +134,10 @@ def position(lm, info, names: dict, default: int, key_default: int) -> None:
                              "Cosine similarity between position vectors", axis="position", max_tokens=256), "model",
               "Nearby positions have similar vectors: order was learned, not given by a formula.")
         if lp.vectors.shape[0] > 1:
-            try_this("Are the vectors of positions 0 and 1 more alike than 0 and the last one shown?",
-                     f"Measured cosine: positions 0 and 1: **{lp.cosine[0, 1]:.3f}**; 0 and {lp.vectors.shape[0] - 1}: "
-                     f"**{lp.cosine[0, -1]:.3f}**.", key="embeddings_try")
+            ask("embeddings", "try learned",
+                f"Measured cosine: positions 0 and 1: **{lp.cosine[0, 1]:.3f}**; 0 and {lp.vectors.shape[0] - 1}: "
+                f"**{lp.cosine[0, -1]:.3f}**.", key="embeddings_try",
+                verdict=nearer_alike(float(lp.cosine[0, 1]), float(lp.cosine[0, -1])))
     elif info.position_encoding == "alibi":
         st.info("This model adds no position vector and rotates nothing: ALiBi subtracts from each attention score a "
                 "penalty proportional to the distance between the two tokens (a different slope per head). Position "

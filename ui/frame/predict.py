@@ -12,7 +12,7 @@ the one the teacher sent the class to.
 from __future__ import annotations
 
 import math
-from typing import Callable, Hashable
+from typing import Callable
 
 import streamlit as st
 
@@ -42,6 +42,10 @@ RULE_WORDS = {
                   "1.25x; about 8 T: within a factor 1.25 of 8)",
     "same_tokens": "this model's tokenizer: the three ids",
     "rope_shift": "this model: the two scores, measured",
+    "attention_sink": "this run's attention: the key each head's last query reads most, the most heads deciding",
+    "kv_per_token": "the bytes this run's decode steps added to the cache, measured from its tensors, against each "
+                    "formula for this model",
+    "nearer_alike": "this model's learned position table: the two cosines",
 }
 
 
@@ -56,17 +60,6 @@ def class_mode() -> bool:
     from ui.frame.models import policy
 
     return policy().class_mode
-
-
-def open_sessions() -> Callable[[Hashable], bool]:
-    """Is a session still open? Streamlit has no public list: its Runtime's session manager is asked (as the class
-    view's session count is); another Streamlit counts every pick rather than guess."""
-    try:
-        from streamlit.runtime import Runtime
-
-        return Runtime.instance()._session_mgr.is_active_session
-    except Exception:
-        return lambda s: True
 
 
 def picks_per_client() -> int:
@@ -95,11 +88,14 @@ def ask(topic: str, section: str, answer: str, key: str, verdict: Decides = None
         if st.query_params.get(PARAM) == q.id:
             state.put_page_params(**{PARAM: q.id})
             st.caption(":material/flag: Your teacher sent you to this question.")
-        st.caption(how_decided(q))
+        if not presenting():
+            st.caption(how_decided(q))
         if class_mode():
-            _in_class(q, answer, key, verdict, pending)
+            _in_class(q, state.voter_id(), answer, key, verdict, pending)
         else:
             _alone(q, answer, key, verdict, pending)
+        if presenting():  # on the projector the tally and the answer come first, on the screen's first view
+            st.caption(how_decided(q))
 
 
 def _alone(q: Q.Question, answer: str, key: str, verdict: Decides, pending: str | None) -> None:
@@ -116,32 +112,33 @@ def _alone(q: Q.Question, answer: str, key: str, verdict: Decides, pending: str 
 
 
 @st.fragment(run_every=POLL_S)
-def _in_class(q: Q.Question, answer: str, key: str, verdict: Decides, pending: str | None) -> None:
-    from ui.frame.work import client_address, session_id
+def _in_class(q: Q.Question, voter: str, answer: str, key: str, verdict: Decides, pending: str | None) -> None:
+    from ui.frame.work import client_address
 
-    sid, live = session_id(), open_sessions()
-    mine = TALLY.mine(q, sid)
+    mine = TALLY.mine(q, voter)
     if TALLY.revealed(q):
         if presenting():  # the tally, then the answer under it (the lesson box is a narrow column already)
             answer_key = right_choice(q, verdict() if callable(verdict) else verdict)
-            chart(tally_chart(q, TALLY.counts(q, live), answer_key), "counted",
-                  "Picks of this class, one per open page, anonymous; green: the answer.", key=f"{key}_tally")
+            chart(tally_chart(q, TALLY.counts(q), answer_key), "counted",
+                  "Picks of this class, one per student page, anonymous; green: the answer.", key=f"{key}_tally")
         reveal(q, mine, answer, verdict, pending)
+        return
+    if presenting():  # the projector is not a voter: the room picks on its own pages, the screen shows the tally
+        chart(tally_chart(q, TALLY.counts(q)), "counted", "Picks of this class so far, one per student page, "
+              "anonymous; the answer shows when the teacher reveals it.", key=f"{key}_tally")
+        st.caption(":material/hourglass_top: The answer opens here when the class view reveals it.")
         return
     keys = list(q.keys)
     pick = st.radio("Your prediction (anonymous; you can change it until your teacher reveals the answer)", keys,
                     index=keys.index(mine) if mine in keys else None, format_func=q.text_of,
                     key=f"{key}_pick_{TALLY.round}")  # a new round starts from no pick, in every tab
     if pick is not None and pick != mine:
-        said = TALLY.pick(q, sid, client_address(), pick, picks_per_client(), live)
+        said = TALLY.pick(q, voter, client_address(), pick, picks_per_client())
         if said is Pick.CROWD:
             st.warning("This address already casts as many picks as the class has seats: yours is not counted.",
                        icon=":material/group_off:")
         elif said is Pick.CLOSED:
             st.caption("The answer was just revealed: picks are closed.")
-    if presenting():
-        chart(tally_chart(q, TALLY.counts(q, live)), "counted", "Picks of this class so far, one per open page, "
-              "anonymous; the answer shows when the teacher reveals it.", key=f"{key}_tally")
     st.caption(":material/hourglass_top: The answer opens here when your teacher reveals it to the class.")
 
 
@@ -156,7 +153,7 @@ def _number(x: float, unit: str) -> str:
     if not math.isfinite(x):
         return "n/a"
     if unit == "x":
-        return f"{x:.2f}x"
+        return f"{x:.2f}x" if abs(x) >= 0.1 else f"{x:.2g}x"  # a prefill of 3.5 ms over 2,043 ms: 0.0017x, not 0.00x
     if unit == "ms":
         return f"{x:.1f} ms" if x < 100 else f"{x:,.0f} ms"
     return f"{x:g}"

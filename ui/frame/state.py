@@ -7,6 +7,8 @@ Pages read the value (``settings().prompt``, ``settings().sampling``); only this
 """
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass, fields, replace
 
 import streamlit as st
@@ -198,12 +200,28 @@ def pinned_prompt() -> bool:
     return _pin_mode() == PIN_PROMPT
 
 
+VOTER = "voter"  # a class page's random voter id (ui/frame/tally.py): a reload keeps its pick, never votes twice
+_VOTER_ID = re.compile(r"[A-Za-z0-9_-]{16}")
+
+
+def voter_id() -> str:
+    """This tab's voter id for the class's predictions: the address's (a reload, a new session at the same address,
+    is the same voter), else a fresh random one, kept in the address from now on. Random: it names no person, and a
+    forged or copied one votes at most once per question like any other (the client's picks are bounded)."""
+    if VOTER not in st.session_state:
+        raw = st.query_params.get(VOTER, "")
+        st.session_state[VOTER] = raw if isinstance(raw, str) and _VOTER_ID.fullmatch(raw) else \
+            secrets.token_urlsafe(12)
+    return st.session_state[VOTER]
+
+
 def class_link_params(prompt: bool = False) -> dict[str, str]:
     """The current settings as a class link's values (what the teacher's class view offers to share): the model
     and settings pinned and the prompt each student's own (it starts as the teacher's), or with ``prompt`` the
     prompt pinned too."""
     want = share_params()
     want.pop("present", None)
+    want.pop(VOTER, None)  # every student gets their own
     want[PIN] = PIN_PROMPT if prompt else "1"
     return want
 
@@ -221,6 +239,8 @@ def share_params(before_page: bool = False) -> dict[str, str]:
         want[name] = ("1" if val else "0") if typ is bool else str(val)
     if pinned():
         want[PIN] = PIN_PROMPT if pinned_prompt() else "1"
+    if VOTER in st.session_state:
+        want[VOTER] = st.session_state[VOTER]
     return want
 
 

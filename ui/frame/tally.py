@@ -1,19 +1,20 @@
-"""The class's predictions: one anonymous pick per session and question, counted per choice, in this server's
-memory. Pure Python (no Streamlit): ui/frame/predict.py passes in the session, its client and which sessions
-are still open.
+"""The class's predictions: one anonymous pick per voter and question, counted per choice, in this server's
+memory. Pure Python (no Streamlit): ui/frame/predict.py passes in the voter and its client.
+
+A voter is one browser tab's random id (ui/frame/state.py ``voter_id``), kept in the page address, so a reload (a
+new Streamlit session at the same address) is the same voter: its pick stays counted, shows as its own and is
+changed in place, never cast twice. The id is random and says nothing about a person.
 
 Bounded and safe by construction:
 
-- a pick is one entry keyed (question, session): a thousand clicks from one tab are one entry, changed in place,
+- a pick is one entry keyed (question, voter): a thousand clicks from one tab are one entry, changed in place,
   and only a choice the lesson file lists for a question it has is taken (anything else is refused);
-- a pick counts while its session is open (``live``): a reload opens a new session and closes the old one, so the
-  old pick stops counting and a reload never votes twice;
 - one client (one address: every tab of one machine, or a whole room behind one proxy) casts at most
   ``per_client`` picks per question, the class batch's seat count (engine/jobs/seats.py bounds a client's seats by
-  the same batch): one machine cannot vote as a crowd beyond a class's size;
+  the same batch): one machine cannot vote as a crowd beyond a class's size, however many voter ids it forges;
 - every pick lives in a ``BoundedStore`` ("class picks": at most ``MAX_PICKS`` entries, gone ``CLASS_TTL_S``
   after it was made, i.e. after the class ends); "New round" clears them all; picking closes at the reveal;
-- what leaves this module is counts per choice: no session, no address.
+- what leaves this module is counts per choice: no voter, no address.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ CLASS_TTL_S = 4 * 3600.0  # a pick older than this belongs to a class that ended
 
 class Pick(enum.Enum):
     COUNTED = "counted"  # a first pick, or a changed one
-    SAME = "same"  # the session's pick already (a repeated click)
+    SAME = "same"  # the voter's pick already (a repeated click)
     NO_SUCH_CHOICE = "no such choice"  # a forged or stale value: not one of the question's choices
     CLOSED = "closed"  # revealed: picks are closed until a new round
     CROWD = "crowd"  # this client already casts its ``per_client`` picks for this question
@@ -40,41 +41,39 @@ class Pick(enum.Enum):
 class Tally:
     def __init__(self, max_picks: int = MAX_PICKS, ttl_s: float = CLASS_TTL_S,
                  clock: Callable[[], float] = time.monotonic):
-        # (question id, session) -> (client, choice key)
+        # (question id, voter) -> (client, choice key)
         self._picks: BoundedStore[tuple, tuple] = BoundedStore("class picks", max_picks, ttl_s=ttl_s, clock=clock)
         self._revealed: set[str] = set()  # question ids; only ids of lesson questions enter (bounded by them)
         self._lock = threading.Lock()
         self.round = 1
 
-    def pick(self, q: Question, session: Hashable, client: Hashable, choice: object, per_client: int,
-             live: Callable[[Hashable], bool] = lambda s: True) -> Pick:
-        """Record ``session``'s pick for ``q``; returns what happened (never raises on a forged value)."""
+    def pick(self, q: Question, voter: Hashable, client: Hashable, choice: object, per_client: int) -> Pick:
+        """Record ``voter``'s pick for ``q``; returns what happened (never raises on a forged value)."""
         if not isinstance(choice, str) or choice not in q.keys:
             return Pick.NO_SUCH_CHOICE
         with self._lock:
             if q.id in self._revealed:
                 return Pick.CLOSED
-            key = (q.id, session)
+            key = (q.id, voter)
             had = self._picks.get(key)
             if had is not None and had[1] == choice:
                 return Pick.SAME
             if had is None:
-                others = sum(1 for (qid, s), (c, _) in self._picks.items()
-                             if qid == q.id and c == client and s != session and live(s))
+                others = sum(1 for (qid, _), (c, _) in self._picks.items() if qid == q.id and c == client)
                 if others >= per_client:
                     return Pick.CROWD
             self._picks.put(key, (client, choice))
             return Pick.COUNTED
 
-    def mine(self, q: Question, session: Hashable) -> str | None:
-        had = self._picks.get((q.id, session))
+    def mine(self, q: Question, voter: Hashable) -> str | None:
+        had = self._picks.get((q.id, voter))
         return None if had is None else had[1]
 
-    def counts(self, q: Question, live: Callable[[Hashable], bool] = lambda s: True) -> dict[str, int]:
-        """Picks per choice key, in the lesson's order, counting open sessions only."""
+    def counts(self, q: Question) -> dict[str, int]:
+        """Picks per choice key, in the lesson's order."""
         out = dict.fromkeys(q.keys, 0)
-        for (qid, s), (_, choice) in self._picks.items():
-            if qid == q.id and choice in out and live(s):
+        for (qid, _), (_, choice) in self._picks.items():
+            if qid == q.id and choice in out:
                 out[choice] += 1
         return out
 

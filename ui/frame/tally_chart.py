@@ -33,7 +33,8 @@ def tally_chart(q: Question, counts: dict[str, int], answer: str | None = None, 
     fig = go.Figure(go.Bar(x=n, y=[_wrap(q.text_of(k)) for k in keys], orientation="h", marker_color=colors,
                            text=n, textposition="auto", hovertemplate="%{x} picks<extra></extra>"))
     total = sum(n)
-    style(fig, f"The class's predictions: {total} pick{'s' if total != 1 else ''}", "picks (students)", "", height)
+    # short: the presenter's box is a third of a projector's width, and a longer title lost its last letters there
+    style(fig, f"The class's picks: {total}", "picks (students)", "", height)
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(rangemode="tozero", dtick=max(1, -(-max(n + [1]) // 6)))
     fig.update_layout(margin=dict(l=20, r=20, t=60, b=55))

@@ -16,7 +16,8 @@ from ui.frame import state
 from ui.kv_cache.runs import snapshot_for
 from ui.kv_cache.figures import cache_heatmap, context_sweep, memory_bar, paging_chart, paging_totals, variants_bar
 from ui.frame.html import md_escape
-from ui.frame.layout import chart, common_mistake, try_this
+from ui.frame.layout import chart, common_mistake
+from ui.frame.predict import ask
 from ui.frame.lessons import lesson
 
 
@@ -54,7 +55,7 @@ def calculator_and_paging() -> None:
     calc = calculator()
     common_mistake(V.mistake())
     var = V.variants(calc)
-    try_this(var.question, var.answer, key="kv_try_variants")
+    ask("kv_cache", "try variants", var.answer, key="kv_try_variants", text=var.question)
     chart(variants_bar(var.rows, calc.name), "derived", var.caption, key="kv_variants")
     with st.expander("All presets: published configs and KV bytes per token at 16 bits"):
         st.dataframe(V.presets_table(), hide_index=True)

@@ -10,6 +10,8 @@ from engine.core.loaded import Mode
 from engine.core.kv import growth_at, growth_past_windows, kv_bytes_for, layer_bytes_formula
 from engine.kv_cache import presets as kp
 from engine.core.trace import StepRecord
+from engine.predictions.grading import Verdict
+from engine.predictions.records import kv_verdict
 from ui.frame import archwords as AW
 from ui.frame.html import visible
 from ui.kv_cache.figures import fmt_bytes
@@ -120,6 +122,20 @@ def token_question(info, rc: RunCache) -> tuple[str, str]:
             lesson("kv_cache", "answer token windows", per_token=rc.per_token, after=growth_past_windows(info),
                    growing=" and the ".join(_group_name(g) for g in grow) or "none of the layers", full=full,
                    **v) + " " + measured)
+
+
+def token_section(info) -> str:
+    """The lesson section of the bytes-per-token question: with sliding windows it asks before and after they fill."""
+    return "try token" if _windowed(info) is None else "try token windows"
+
+
+def token_verdict(info, rc: RunCache) -> Verdict | None:
+    """The bytes-per-token question graded by the bytes this run's decode steps added to the cache (measured);
+    the windowed question is a fact (None)."""
+    if _windowed(info) is not None:
+        return None
+    return kv_verdict(rc.step_growth, info.n_layers, info.n_heads, info.n_kv_heads, info.head_dim,
+                      info.bytes_per_value)
 
 
 def holds_text(info, rc: RunCache) -> str:

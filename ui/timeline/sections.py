@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.loaded import Mode
+from engine.predictions.records import sweep_verdict
 from engine.timeline import experiment as T
 from engine.timeline import roofline as R
 from ui.timeline import runs
@@ -13,6 +14,7 @@ from ui.frame.html import chips
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.frame.measured import measure_again_bar, thread_policy_line
+from ui.frame.predict import ask
 from ui.timeline.figures import (breakdown_chart, cache_chart, floor_chart, kernel_lanes, memory_chart, roofline_chart,
                                  sweep_chart)
 from engine.core.compiled import DEFAULT_MODE, mode_of, refused as mode_refused
@@ -51,17 +53,25 @@ def cache(lm, ids: tuple[int, ...], max_new_tokens: int) -> None:
 def sweep(lm) -> None:
     """Section 3: time to first token and time per token at several prompt lengths, on a button."""
     st.markdown(lesson("timeline", "sweep"))
+    question = st.container()  # asked above the button, graded by the sweep run below it
     cols = st.columns(3)
     lengths = cols[0].multiselect("Prompt lengths (tokens)", [8, 16, 32, 64, 128, 256, 512],
                                   default=list(T.SWEEP_LENGTHS), key="timeline_sweep_lengths")
     new_tokens = cols[1].slider("Decode steps per run", 2, 16, 6, key="timeline_sweep_new")
     repeats = cols[2].slider("Repeats", 1, 5, 3, key="timeline_sweep_repeats")
+    ran = bool(lengths) and runs.on_demand("sweep", "Run the sweep",
+                                           "Each length is warmed up once, then measured 'Repeats' times.")
+    sw, cals, ext = runs.sweep(lm.ref, tuple(sorted(lengths)), new_tokens, repeats) if ran else (None, None, None)
+    with question:
+        ask("timeline", "sweep try this", lesson("timeline", "sweep answer"), key="timeline_sweep_try",
+            verdict=sweep_verdict(sw) if sw is not None else None,
+            pending="Run the sweep below (two prompt lengths or more), then reveal again: its shortest and longest "
+                    "prompt decide.")
     if not lengths:
         st.info("Pick at least one prompt length.")
         return
-    if not runs.on_demand("sweep", "Run the sweep", "Each length is warmed up once, then measured 'Repeats' times."):
+    if sw is None:
         return
-    sw, cals, ext = runs.sweep(lm.ref, tuple(sorted(lengths)), new_tokens, repeats)
     chart(sweep_chart(sw), "measured", V.sweep_caption(sw), key="timeline_sweep")
     st.markdown(V.climb_text(sw, ext, lm.info.device))
     st.dataframe(V.sweep_table(sw), hide_index=True)

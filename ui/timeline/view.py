@@ -180,10 +180,12 @@ def short_op(name: str, limit: int = 48) -> str:
 
 
 def kernel_rows(profiles) -> pd.DataFrame:
-    """One row per traced step: mode, phase, operators or kernels, device busy share, times, regime."""
+    """One row per traced step: mode, phase, operators or kernels (all, and per layer of each kind: eager is the
+    step before compiled mode's fusion, compiled after it), device busy share, times, regime."""
     return pd.DataFrame([{
         "mode": p.mode, "step": p.phase + ("" if p.graph or p.mode == Mode.EAGER else " (runs eager)"),
         f"{p.op_word} per step": p.ops,
+        **{f"{kind} per layer": round(n, 1) for kind, n in p.per_layer().items()},
         "device busy": f"{p.device_busy_fraction:.0%}", "traced (ms)": round(p.wall_ms, 2),
         "plain (ms)": round(p.plain_ms, 2), "regime": r.name} for p, r in profiles])
 
