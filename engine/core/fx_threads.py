@@ -32,7 +32,7 @@ from __future__ import annotations
 import builtins
 import threading
 
-_MARK = "_ile_one_thread"
+_WRAPPED: set = set()  # the patch methods made here (install is idempotent)
 
 
 def install() -> bool:
@@ -74,8 +74,9 @@ def _fx_patches() -> bool:
         if not callable(getattr(kind, "patch", None)) or not hasattr(kind, "_replace"):
             return False
     for kind in kinds:
-        if not getattr(kind.patch, _MARK, False):
+        if kind.patch not in _WRAPPED:
             kind.patch = _one_thread(kind.patch)
+            _WRAPPED.add(kind.patch)
     return True
 
 
@@ -91,10 +92,8 @@ def _one_thread(patch):
         def routed(*args, **kwargs):
             return (new if threading.get_ident() == owner else old)(*args, **kwargs)
 
-        for flag in ("__fx_already_patched", "_Patcher__fx_already_patched"):  # torch's "already patched" flag
-            if hasattr(new, flag):
-                setattr(routed, flag, getattr(new, flag))
+        # torch's "already patched" mark is not carried over: torch sets it under a mangled name
+        # (_Patcher__fx_already_patched) and reads the plain one, so it never marks anything today either
         patch(record._replace(new_fn=routed))
 
-    setattr(patch_for_this_thread, _MARK, True)
     return patch_for_this_thread

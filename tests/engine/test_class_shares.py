@@ -184,7 +184,7 @@ def test_bench_hostile_measures_a_question_alone_and_beside_hostile_traffic(tiny
     assert 0 < r["hostile_rows_held"] <= seats.long_seats_per_client(8)
     assert "beside 6 hostile sessions" in bench_hostile.summary(r)
     # the whole page (answer, analysis, block walk) in every scenario, each page finished before its others
-    assert set(r["page_s"]) == {"none", "hostile", "pastes", "classmate", "alone3"}
+    assert set(r["page_s"]) == {"none", "hostile", "pastes", "classmate", "alone3", "compile"}
     assert all(0 < s < float("inf") for s in r["page_s"].values()) and set(r["page_within_goal"]) == \
-        {"hostile", "pastes", "classmate", "alone3"}
+        {"hostile", "pastes", "classmate", "alone3", "compile"}
     assert "the whole page" in bench_hostile.summary(r)
