@@ -212,7 +212,8 @@ def _compile(lm: LoadedModel, timeout: float):
     a real compile in a fresh process), once its compile step has begun; None where compiled mode is refused."""
     from engine.core.background_compile import COMPILER
     from engine.core.compile_watch import compile_warm_up
-    from engine.core.compiled import ModeError, cache_length, decode_name, to_mode
+    from engine.core.compiled import ModeError, to_mode
+    from engine.core.compile_record import cache_length, decode_name
 
     try:
         twin = to_mode(lm, "compiled")

@@ -33,7 +33,8 @@ from typing import Callable, Iterator
 
 from engine.core import fx_threads
 from engine.core.compile_watch import watched
-from engine.core.compiled import COMPILER_THREAD, compile_status, graph_of, last_compile_s
+from engine.core.compiled import compile_status, graph_of
+from engine.core.compile_record import COMPILER_THREAD, last_compile_s
 from engine.core.loaded import ModelRef
 
 # A compile traces with torch.fx, which patches torch.nn.Module for the whole process while it traces: the patches

@@ -5,7 +5,7 @@ it is doing at each step of it through its own loggers (dynamo: "torchdynamo sta
 function inductor"; inductor: "torchinductor compiling FORWARDS graph 0", "... done compiling ..."): ``watched``
 listens there, on the compiling thread only, and passes each step on as a phrase, with the graphs compiled so far.
 The seconds of each finished warm-up are kept on disk by the warm-up itself, per model, precision, device and graph
-(``engine.core.compiled.last_compile_s``), so the next one can be shown against the last.
+(``engine.core.compile_record.last_compile_s``), so the next one can be shown against the last.
 """
 from __future__ import annotations
 
@@ -87,4 +87,4 @@ def compile_warm_up(lm, tokens: int, progress: Callable[[str], None] | None = No
     from engine.core.loop import warm_up
 
     with watched(progress):
-        warm_up(lm, tokens, progress=progress)  # it keeps the graph's time (engine.core.compiled.last_compile_s)
+        warm_up(lm, tokens, progress=progress)  # it keeps the graph's time (engine.core.compile_record.last_compile_s)

@@ -27,8 +27,8 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import (compiling, decode_name, expected_line, graph_of, is_static, prefill_bucket,
-                                   prefill_name, record_compile_s, rewind, shaped_of)
+from engine.core.compiled import compiling, graph_of, is_static, rewind, shaped_of
+from engine.core.compile_record import decode_name, expected_line, prefill_bucket, prefill_name, record_compile_s
 from engine.core.device_sampling import draw, knobs, noise
 from engine.core.fused import fuse
 from engine.core.sampling import SamplingSettings

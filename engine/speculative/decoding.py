@@ -31,7 +31,8 @@ from engine.core.sampling import SamplingSettings, make_generator, sample, sampl
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
-from engine.core.compiled import announce, cache_length, compiling, shaped_of, verify_name
+from engine.core.compiled import announce, compiling, shaped_of
+from engine.core.compile_record import cache_length, verify_name
 from engine.speculative import MAX_K
 
 PASSAGE = (

@@ -4,7 +4,7 @@ decode step, ``model.generate`` with a static cache and ``torch.compile`` of the
 
 ``generate`` times its prefill and decode together, so the decode step is derived from two runs on the same prompt and
 the same static cache: (seconds for n new tokens - seconds for 1) / (n - 1), medians of the repeats. One static cache
-length for every prompt (the engine's rule: engine.core.compiled.cache_length), so one compiled graph and no compile
+length for every prompt (the engine's rule: engine.core.compile_record.cache_length), so one compiled graph and no compile
 inside a timed run. Compiling sets transformers' compiled call on the model object: the benchmark's own process only.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import statistics
 
 import torch
 
-from engine.core.compiled import cache_length
+from engine.core.compile_record import cache_length
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
 

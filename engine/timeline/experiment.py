@@ -31,7 +31,8 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import Trace
-from engine.core.compiled import announce, cache_length, prefill_bucket, prefill_name
+from engine.core.compiled import announce
+from engine.core.compile_record import cache_length, prefill_bucket, prefill_name
 from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_prefill, warm_up
 from engine.measure.spread import Spread
 

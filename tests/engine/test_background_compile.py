@@ -7,11 +7,12 @@ import time
 import torch
 
 from engine.core import compiled as C
+from engine.core import compile_record as CR
 from engine.core import loop
 from engine.core.background_compile import COMPILER, BackgroundCompiler, CompileState
 from engine.core.compile_watch import compile_warm_up
 
-TOKENS = 40  # the shortest static cache (C.SHORTEST): one decode graph
+TOKENS = 40  # the shortest static cache (CR.SHORTEST): one decode graph
 
 
 def fresh_tiny(hidden: int):
@@ -41,14 +42,14 @@ def test_a_background_compile_leaves_the_engine_answering_and_then_serves_eagers
     tiny_lm = fresh_tiny(96)
     lm = C.to_mode(tiny_lm, "compiled")
     graph = C.graph_of(lm)
-    job = COMPILER.submit(lm, C.decode_name(C.SHORTEST), compile_warm_up, lm, TOKENS)
-    assert COMPILER.submit(lm, C.decode_name(C.SHORTEST), compile_warm_up, lm, TOKENS) is job  # asked twice: one
+    job = COMPILER.submit(lm, CR.decode_name(CR.SHORTEST), compile_warm_up, lm, TOKENS)
+    assert COMPILER.submit(lm, CR.decode_name(CR.SHORTEST), compile_warm_up, lm, TOKENS) is job  # asked twice: one
     assert COMPILER.busy(lm.ref)
     steps = _eager_steps(tiny_lm, job.done.is_set)
     assert job.state is CompileState.READY, job.line()
     assert steps > 10  # the engine went on between the compile's steps
     assert graph.ready(TOKENS) and not COMPILER.busy(lm.ref) and graph.compiling_in is None
-    assert job.line().startswith(f"{C.decode_name(C.SHORTEST)}: ready in ")
+    assert job.line().startswith(f"{CR.decode_name(CR.SHORTEST)}: ready in ")
     compiled, _, _ = loop.timed_greedy(lm, [5, 6, 7, 8], 12, reserve=TOKENS)
     assert compiled == loop.timed_greedy(tiny_lm, [5, 6, 7, 8], 12)[0]
 
@@ -58,7 +59,7 @@ def test_a_cancelled_compile_stops_and_the_next_one_compiles(one_thread):
     lm = C.to_mode(tiny_lm, "compiled")
     graph = C.graph_of(lm)
     compiler = BackgroundCompiler()  # a queue of its own: the other tests' jobs are not in the way
-    name = C.decode_name(C.SHORTEST)
+    name = CR.decode_name(CR.SHORTEST)
     job = compiler.submit(lm, name, compile_warm_up, lm, TOKENS)
     t0 = time.monotonic()
     while not job.step.startswith("Step 1") and not job.done.is_set() and time.monotonic() - t0 < 300:
@@ -124,13 +125,20 @@ def test_a_module_called_on_one_thread_while_fx_traces_on_another_runs_as_it_is(
         tracer.join(30)
 
 
-def test_a_students_whole_page_beside_a_compile_is_within_the_class_goal(one_thread):
+def test_a_students_whole_page_beside_a_compile_is_within_the_class_goal(one_thread, monkeypatch):
     """`bench hostile`'s compile scenario: the page (answer, analysis, block walk) while compiled mode's decode step
     compiles in the background takes at most 2x its time alone + 5 s, with the same answer, and the compile was
-    still running when the page was done (it did not wait for it)."""
+    still running when the page was done (it did not wait for it). torch's caches on disk are off for this compile:
+    from them a tiny graph compiles in about as long as the page takes, and the test could not tell."""
     from types import SimpleNamespace
 
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
     from engine.batching import bench_hostile
+
+    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
+    monkeypatch.setattr(functorch_config, "enable_autograd_cache", False)
 
     lm = fresh_tiny(80)
     r = bench_hostile.run(lm, SimpleNamespace(questions=1, question_tokens=8, max_batch=8, timeout=300.0,
@@ -168,7 +176,7 @@ def test_an_analysis_during_a_background_compile_captures_every_block(one_thread
     twin = C.to_mode(lm, "compiled")
     want = analyse_prompts(lm, [[5, 6, 7, 8, 9]])
     compiler = BackgroundCompiler()
-    job = compiler.submit(twin, C.decode_name(C.SHORTEST), compile_warm_up, twin, TOKENS)
+    job = compiler.submit(twin, CR.decode_name(CR.SHORTEST), compile_warm_up, twin, TOKENS)
     t0 = time.monotonic()
     while not job.step.startswith("Step 1") and not job.done.is_set() and time.monotonic() - t0 < 300:
         time.sleep(0.01)

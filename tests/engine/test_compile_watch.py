@@ -7,6 +7,7 @@ import torch
 
 from engine.core import compile_watch as W
 from engine.core import compiled as C
+from engine.core import compile_record as CR
 
 
 def test_torch_step_messages_become_phrases():
@@ -41,5 +42,5 @@ def test_a_compile_warm_up_says_its_steps_and_keeps_its_time(tiny_lm, tmp_path, 
     heard: list[str] = []
     W.compile_warm_up(lm, 40, progress=heard.append)
     assert [h[:6] for h in heard if h.startswith("Step ")] == ["Step 1", "Step 2", "Step 3"], heard
-    kept = C.last_compile_s(lm, C.decode_name(256))  # one record of compile times (engine.core.compiled)
+    kept = CR.last_compile_s(lm, CR.decode_name(256))  # one record of compile times (engine.core.compiled)
     assert kept is not None and kept >= C.graph_of(lm).compile_s[256] - 0.05

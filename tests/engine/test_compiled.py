@@ -11,6 +11,7 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 from engine.core import compiled as C
+from engine.core import compile_record as CR
 from engine.core import loop
 from engine.core.kv import kv_bytes_for, reserved_bytes
 from engine.models.loading import load_model, load_tiny_arch
@@ -106,7 +107,7 @@ def test_kv_bytes_of_a_compiled_run_equal_the_formula_and_the_static_cache_reser
     assert [s.kv_bytes for s in tr.steps] == [kv_bytes_for(tiny_compiled.info, s.kv_tokens) for s in tr.steps]
     cache = loop.new_cache(tiny_compiled, tokens=40)  # the same length as the run's: its cache, emptied
     assert isinstance(cache, StaticCache) and int(cache.get_seq_length()) == 0
-    assert reserved_bytes(cache) == kv_bytes_for(tiny_compiled.info, C.cache_length(40, 1024)) == 256 * 512
+    assert reserved_bytes(cache) == kv_bytes_for(tiny_compiled.info, CR.cache_length(40, 1024)) == 256 * 512
 
 
 def test_only_one_sequence_fed_token_by_token_gets_the_static_cache(tiny_compiled, tiny_lm):
@@ -199,9 +200,9 @@ def test_a_reference_carries_precision_and_mode_apart_from_the_name():
 
 
 def test_cache_lengths_are_few_and_hold_the_run():
-    assert C.cache_length(1, 8192) == 256 and C.cache_length(256, 8192) == 256 and C.cache_length(257, 8192) == 512
-    assert C.cache_length(5000, 8192) == 8192 and C.cache_length(1000, 600) is None
-    assert C.cache_length(500, 600) == 512 and C.cache_length(550, 600) == 600
+    assert CR.cache_length(1, 8192) == 256 and CR.cache_length(256, 8192) == 256 and CR.cache_length(257, 8192) == 512
+    assert CR.cache_length(5000, 8192) == 8192 and CR.cache_length(1000, 600) is None
+    assert CR.cache_length(500, 600) == 512 and CR.cache_length(550, 600) == 600
 
 
 def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_compiled):

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from engine.core import compiled as C
+from engine.core import compile_record as CR
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.core.request import RunRequest
@@ -60,9 +61,9 @@ def test_a_class_in_compiled_mode_is_one_batch_of_compiled_steps_equal_to_each_a
         assert [s.compiled for s in t.steps] == [False] + [True] * (len(t.steps) - 1)  # prefill eager
         assert t.engine_mode == "compiled"
     status = C.compile_status(tiny_compiled)
-    name = C.batch_name(C.padded_batch(len(CLASS)), C.SHORTEST)
+    name = CR.batch_name(CR.padded_batch(len(CLASS)), CR.SHORTEST)
     assert name in dict(status.done) and status.current is None and status.failure is None
-    assert C.last_compile_s(tiny_compiled, name) is not None  # kept in the cache folder for the next start
+    assert CR.last_compile_s(tiny_compiled, name) is not None  # kept in the cache folder for the next start
 
 
 # a prompt that repeats itself, so prompt lookup drafts from it
@@ -141,7 +142,7 @@ def test_a_compiled_prefill_runs_in_its_bucket_and_equals_eager(tiny_lm, tiny_co
     comp = loop.timed_greedy(tiny_compiled, ids, 8, reserve=64, buckets=True)
     assert loop_graphs() == before
     assert comp[0] == loop.timed_greedy(tiny_lm, ids, 8)[0]
-    assert not loop.prefill_compiled(tiny_compiled, C.PREFILL_BUCKETS[-1] + 1, loop.new_cache(tiny_compiled, 2048))
+    assert not loop.prefill_compiled(tiny_compiled, CR.PREFILL_BUCKETS[-1] + 1, loop.new_cache(tiny_compiled, 2048))
     sweep = prompt_length_sweep(tiny_compiled, (12,), new_tokens=2, repeats=1, reserve=64)
     assert [r.prefill_mode for r in sweep.rows] == ["compiled"] and C.compile_status(tiny_compiled).to_do == ()
     assert [r.prefill_mode for r in prompt_length_sweep(tiny_lm, (12,), 2, 1).rows] == ["eager"]
@@ -153,20 +154,20 @@ def test_compile_status_says_what_compiles_and_its_last_time_before_it_starts(ti
     monkeypatch.setenv("ILE_CACHE_DIR", str(tmp_path))
     lm = C.to_mode(tiny_lm, "compiled")  # its own record: nothing compiled yet
     assert C.compile_status(tiny_lm) is None and C.compile_status(lm).done == ()
-    name = C.batch_name(8, 256)
+    name = CR.batch_name(8, 256)
     heard = []
     shaped = C.shaped_of(lm)
-    C.announce(lm, [name, C.batch_name(16, 256)])
+    C.announce(lm, [name, CR.batch_name(16, 256)])
     with C.compiling(lm, name, heard.append):
         during = C.compile_status(lm)
     assert heard == [f"compiling the {name}: first compile: unknown"]
     assert during.current == name and during.seconds_so_far >= 0 and during.last_seconds is None
-    assert during.to_do == (C.batch_name(16, 256),) and "first compile: unknown" in during.line
+    assert during.to_do == (CR.batch_name(16, 256),) and "first compile: unknown" in during.line
     after = C.compile_status(lm)
-    assert after.current is None and [n for n, _ in after.done] == [name] and after.to_do == (C.batch_name(16, 256),)
-    assert C.last_compile_s(lm, name) == pytest.approx(dict(after.done)[name], abs=0.1)
-    assert C.expected_line(lm, name).startswith(f"compiling the {name}: last time ")
-    with C.compiling(lm, C.batch_name(16, 256), heard.append):
+    assert after.current is None and [n for n, _ in after.done] == [name] and after.to_do == (CR.batch_name(16, 256),)
+    assert CR.last_compile_s(lm, name) == pytest.approx(dict(after.done)[name], abs=0.1)
+    assert CR.expected_line(lm, name).startswith(f"compiling the {name}: last time ")
+    with C.compiling(lm, CR.batch_name(16, 256), heard.append):
         raise RuntimeError("a graph break\nsecond line")
     assert "\n" not in shaped.failure and "a graph break" in shaped.failure and C.compile_status(lm).failure
 
@@ -177,11 +178,11 @@ def test_a_class_can_be_compiled_ahead_and_a_batch_past_the_largest_size_runs_ea
     from engine.core.batch import Batch, decode_logits, prefill_logits, prepare_step, warm_batches
 
     monkeypatch.setattr(B, "BATCH_SIZES", (4,))  # the class test's graph only: a new one costs minutes here
-    want = [C.batch_name(4, C.SHORTEST)]
+    want = [CR.batch_name(4, CR.SHORTEST)]
     assert warm_batches(tiny_compiled, 3, 20) == want
     status = C.compile_status(tiny_compiled)
     assert set(want) <= set(dict(status.done)) and status.to_do == ()
-    prompts = [(5 + i, 6, 7) for i in range(C.BATCH_SIZES[-1] + 1)]  # 33 rows: a DynamicCache, eager steps
+    prompts = [(5 + i, 6, 7) for i in range(CR.BATCH_SIZES[-1] + 1)]  # 33 rows: a DynamicCache, eager steps
     for lm in (tiny_compiled, tiny_lm):
         batch = Batch(lm)
         kv, mask, logits, _ = prefill_logits(lm, prompts)

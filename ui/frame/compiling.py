@@ -16,8 +16,8 @@ import streamlit as st
 
 from engine.core.background_compile import COMPILER, CompileJob, CompileState
 from engine.core.compile_watch import compile_warm_up
-from engine.core.compiled import (DEFAULT_MODE, announce, cache_length, compile_status, decode_name, graph_of,
-                                  shaped_of, verify_name)
+from engine.core.compiled import DEFAULT_MODE, announce, compile_status, graph_of, shaped_of
+from engine.core.compile_record import cache_length, decode_name, verify_name
 from engine.core.loaded import LoadedModel, ModelRef
 from engine.core.prompt import PromptError, encode_prompt
 from ui.frame import state

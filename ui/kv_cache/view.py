@@ -317,7 +317,7 @@ def presets_table() -> pd.DataFrame:
 
 def static_cache_note(info, tr) -> str | None:
     """Compiled mode: what the static cache of this run reserved (derived) against what it filled (measured)."""
-    from engine.core.compiled import cache_length
+    from engine.core.compile_record import cache_length
 
     if tr.engine_mode != Mode.COMPILED:
         return None
