@@ -22,6 +22,7 @@ from typing import Sequence
 class Outcome(enum.Enum):
     DECIDED = "decided"  # the numbers name one choice
     NOISY = "noisy"  # the spread straddles a boundary: too noisy to decide, nothing graded
+    UNDECIDED = "undecided"  # exact numbers that name no single choice (a tie, or no choice matches): not graded
     NOT_MEASURED = "not measured"  # the page has not measured what decides it yet
 
 
@@ -199,7 +200,7 @@ def attention_sink(heads_first: int, heads_near: int, heads_other: int) -> Verdi
           Evidence("heads reading another word most", heads_other, heads_other, heads_other, 1, ""))
     top = sorted(votes.values(), reverse=True)
     if top[0] == top[1]:
-        return Verdict(Outcome.NOISY, None, ev)
+        return Verdict(Outcome.UNDECIDED, None, ev)
     return Verdict(Outcome.DECIDED, max(votes, key=votes.get), ev)
 
 
@@ -212,9 +213,9 @@ def kv_per_token(step_growth: Sequence[int], formulas: dict[str, int]) -> Verdic
         return NOT_MEASURED
     ev = (Evidence("bytes each decode step added (measured)", grown[0], grown[0], grown[-1], len(step_growth), ""),)
     if len(grown) > 1:  # a window filled during the run: the steps disagree, the question is about the first ones
-        return Verdict(Outcome.NOISY, None, ev)
-    answer = next((k for k, v in formulas.items() if v == grown[0]), None)
-    return Verdict(Outcome.DECIDED if answer else Outcome.NOISY, answer, ev)
+        return Verdict(Outcome.UNDECIDED, None, ev)
+    answer = next((k for k, v in formulas.items() if v == grown[0]), None)  # none: e.g. a latent (MLA) cache
+    return Verdict(Outcome.DECIDED if answer else Outcome.UNDECIDED, answer, ev)
 
 
 def nearer_alike(cos_near: float, cos_far: float) -> Verdict:

@@ -189,7 +189,7 @@ def test_the_attention_sink_question_graded_each_way():
     assert R.attention_verdict(_att(1, 7, 1)).answer == "near"
     assert R.attention_verdict(_att(1, 1, 7)).answer == "word"
     tie = R.attention_verdict(_att(4, 4, 1))
-    assert tie.outcome is Outcome.NOISY and tie.answer is None
+    assert tie.outcome is Outcome.UNDECIDED and tie.answer is None  # exact counts that tie: not "too noisy"
     assert R.attention_verdict(_att(1, 1, 1, m=2)).outcome is Outcome.NOT_MEASURED
 
 
@@ -201,8 +201,17 @@ def test_the_kv_bytes_question_graded_by_the_measured_growth():
     assert R.kv_verdict((23_040,) * 5, **shape).answer == "keys only"
     assert R.kv_verdict((1_536,) * 5, **shape).answer == "one layer"
     assert R.kv_verdict((), **shape).outcome is Outcome.NOT_MEASURED
-    assert R.kv_verdict((46_080, 999), **shape).outcome is Outcome.NOISY  # the steps disagree: nothing graded
-    assert R.kv_verdict((12_345,) * 3, **shape).outcome is Outcome.NOISY  # no formula matches: nothing graded
+    assert R.kv_verdict((46_080, 999), **shape).outcome is Outcome.UNDECIDED  # the steps disagree: nothing graded
+    assert R.kv_verdict((12_345,) * 3, **shape).outcome is Outcome.UNDECIDED  # no formula matches: nothing graded
+
+
+def test_numbers_that_name_no_choice_are_not_called_noisy():
+    from ui.frame import predict
+    from ui.frame import questions as Q
+
+    q = next(q for q in Q.all_questions().values() if q.topic == "kv_cache" and q.decider is Q.Decider.MEASURED)
+    words = predict.grade_words(q, None, G.Verdict(Outcome.UNDECIDED, None), None)
+    assert "name no single choice" in words and "noisy" not in words.lower().replace("not noisy", "")
 
 
 def test_the_learned_positions_question_graded_each_way():

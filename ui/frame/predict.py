@@ -184,6 +184,10 @@ def grade_words(q: Q.Question, pick: str | None, verdict: Verdict | None, pendin
             return yours + "**Too noisy to decide on this run: nothing is graded.** The spreads straddle the line " \
                            "between two choices; measure again on a quieter machine.\n\n" + \
                 "\n".join(evidence_lines(verdict))
+        if verdict.outcome is Outcome.UNDECIDED:
+            return yours + "**This run's numbers name no single choice: nothing is graded.** They are exact, not " \
+                           "noisy: two choices tie, or none of them matches this model.\n\n" + \
+                "\n".join(evidence_lines(verdict))
         head = f"**This run decides: {q.text_of(right)}.**"
     else:
         head = f"**The answer: {q.text_of(right)}.**"
