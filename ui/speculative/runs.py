@@ -34,11 +34,14 @@ class RaceParams:
     top_p: float
     seed: int
     max_new_tokens: int
+    min_p: float = 0.0
 
     @property
     def settings(self) -> SamplingSettings:
-        return SamplingSettings(self.temperature, self.top_k if self.temperature > 0 else 0,
-                                self.top_p if self.temperature > 0 else 1.0)
+        """The race's sampling: the sidebar's filters at the race's own temperature (none of them at 0: greedy)."""
+        on = self.temperature > 0
+        return SamplingSettings(self.temperature, self.top_k if on else 0, self.top_p if on else 1.0,
+                                self.min_p if on else 0.0)
 
 
 def finished(params: RaceParams) -> RaceResult | None:

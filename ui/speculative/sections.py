@@ -93,7 +93,7 @@ def controls(lm) -> RaceParams:
     state.put_page_params(**url)
     state.write_query_params()  # now: the page stops early (st.stop) until a race ran, before app.py's write
     return RaceParams(lm.ref, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
-                      s.top_p, int(seed), int(max_new))
+                      s.top_p, int(seed), int(max_new), min_p=s.min_p)
 
 
 def own_text(sidebar_prompt: str) -> str:
