@@ -115,7 +115,7 @@ def test_first_start_converts_with_progress_then_every_page_renders(fresh_server
         assert where is not None and where["y"] + where["height"] <= 768, f"the progress is off the screen: {where}"
         wait_idle(first, timeout=300)
         assert_no_error(first)
-        assert "Embedded model ready" in first.inner_text("body")
+        assert "The embedded model is ready" in first.inner_text("body")
         print(f"first visit (conversion, load, home page) in {time.perf_counter() - t0:.1f} s")
         visit_every_page(first, "first session")
         assert KEY_CHART_ON_THE_FIRST_SCREEN <= {spec.url for spec in PAGES}

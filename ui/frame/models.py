@@ -107,7 +107,7 @@ def _ensure_converted(r: Packaged) -> None:
         except ModelLoadError:
             box.update(label=f"{r.sentence} could not be prepared", state="error")
             raise
-        box.update(label=f"{r.sentence} ready", state="complete", expanded=False)
+        box.update(label=f"{r.sentence} is ready", state="complete", expanded=False)
 
 
 def first_start_in_view() -> None:
@@ -153,7 +153,7 @@ def _ensure_background(r: Packaged) -> None:
         if prep.state != "ready":
             box.update(label=f"{r.sentence} could not be prepared", state="error")
             raise ModelLoadError(f"{r.sentence} could not be prepared: {prep.message}")
-        box.update(label=f"{r.sentence} ready", state="complete", expanded=False)
+        box.update(label=f"{r.sentence} is ready", state="complete", expanded=False)
 
 
 def ref_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> ModelRef:
