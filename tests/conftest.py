@@ -230,7 +230,7 @@ def door():
     def hook(module, args):
         import torch
 
-        if torch.compiler.is_compiling():  # traced into a compiled decode step (engine.core.compiled), which runs
+        if torch.compiler.is_dynamo_compiling():  # traced into a compiled decode step (engine.core.compiled), which runs
             return  # inside loop.forward's door by construction; the count is of the calls that reach Python
         if type(module).__name__.endswith("ForCausalLM"):
             if not worker.get_worker().owns(threading.current_thread()):  # all torch work runs on the worker

@@ -24,7 +24,7 @@ import torch
 
 from engine.core import arch
 from engine.core.loop import crop, forward, new_cache
-from engine.core.loaded import LoadedModel, ModelLoadError
+from engine.core.loaded import LoadedModel, ModelLoadError, ModelRef
 from engine.models.loading import check_size, estimate_params, load_model
 from engine.core.sampling import SamplingSettings, sampling_probs
 from engine.store import BoundedStore
@@ -250,7 +250,11 @@ def same_vocabulary(tok_a, tok_b) -> bool:
     return len(tok_a) == len(tok_b) and tok_a.get_vocab() == tok_b.get_vocab()
 
 
-def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel] = load_model) -> Drafter:
+def _load_named(name: str) -> LoadedModel:
+    return load_model(ModelRef(name))
+
+
+def make_drafter(lm: LoadedModel, spec: str, loader: Callable[[str], LoadedModel] = _load_named) -> Drafter:
     """Build a drafter from a short spec: ``lookup[:N | :M-N]``, ``early-exit:L``, ``model:NAME``.
 
     ``model:self`` (or the target's own name) drafts with the target itself; ``model:random:L`` with a

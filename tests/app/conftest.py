@@ -12,7 +12,7 @@ def passes():
     def hook(module, args):
         import torch
 
-        if torch.compiler.is_compiling():  # traced into a compiled decode step: counted where Python calls it
+        if torch.compiler.is_dynamo_compiling():  # traced into a compiled decode step: counted where Python calls it
             return
         if type(module).__name__.endswith("ForCausalLM"):
             count["n"] += 1

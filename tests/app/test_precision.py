@@ -80,7 +80,7 @@ def test_a_precision_copy_is_made_from_the_loaded_model_not_a_second_load(monkey
     M._load.clear()
     loads = []
     real = M.load_model
-    monkeypatch.setattr(M, "load_model", lambda target, **kw: loads.append(target) or real(target, **kw))
+    monkeypatch.setattr(M, "load_model", lambda ref, **kw: loads.append(ref.name) or real(ref, **kw))
     at = run_page(HOME, model="tiny-random", max_new_tokens="2")
     assert not errors(at), errors(at)
     at.sidebar.selectbox(key="w_precision").set_value("bfloat16").run()

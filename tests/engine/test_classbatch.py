@@ -151,10 +151,10 @@ def _slow_steps(monkeypatch, seconds=0.01):
 
 
 def test_a_closed_tab_frees_its_slot(tiny_lm, one_thread, monkeypatch):
-    from engine.jobs import worker
+    from engine.jobs import job
 
     _slow_steps(monkeypatch)
-    monkeypatch.setattr(worker, "DETACH_GRACE_S", 0.1)
+    monkeypatch.setattr(job, "DETACH_GRACE_S", 0.1)
     w = Worker()
     b, release = _queue_behind_blocker(w)
     stay = _submit(w, tiny_lm, PROMPTS[0], 100, session="stay")

@@ -6,7 +6,10 @@ from ui.loop.details import batch_note
 
 
 def _trace(batched: bool, precision: str = "", dtype: str = "float32"):
-    return SimpleNamespace(batched=batched, largest_batch=7, info=SimpleNamespace(precision=precision, dtype=dtype))
+    from engine.core.loaded import ModelRef
+
+    return SimpleNamespace(batched=batched, largest_batch=7, model=ModelRef("tiny-random", precision),
+                           info=SimpleNamespace(dtype=dtype))
 
 
 def test_a_solo_answer_has_no_note():
