@@ -201,9 +201,9 @@ def page_beside(lm: LoadedModel, question: str, n: int, args, others: str) -> di
         if job is not None:
             from engine.core.background_compile import COMPILER
 
-            compiling = job.active
+            compiling, said = job.active, job.line()
             COMPILER.cancel(job.ref)
-            return {"seconds": seconds, "ids": ids, "compiling": compiling}
+            return {"seconds": seconds, "ids": ids, "compiling": compiling, "compile": said}
     return {"seconds": seconds, "ids": ids}
 
 
@@ -282,6 +282,7 @@ def _page_only(lm: LoadedModel, page: dict) -> dict:
             "page_within_goal": {k: v["seconds"] <= PAGE_GOAL[0] * base + PAGE_GOAL[1]
                                  for k, v in page.items() if k != "none"},
             "compiling_throughout": page.get("compile", {}).get("compiling"),
+            "compile_when_the_page_was_done": page.get("compile", {}).get("compile"),
             "same_answers": same, "cpus": os.cpu_count(),
             "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
 
