@@ -229,10 +229,10 @@ def to_mode(lm: LoadedModel, mode: str) -> LoadedModel:
 # CUDA graph per shape, recorded once): a speculative verify pass (one row, k + 1 tokens: one graph per k and cache
 # length) and the class batcher's decode step (one token per row, rows padded up to a size in BATCH_SIZES, as serving
 # engines capture them: one graph per size and cache length). Each is compiled lazily, in a warm-up before anything
-# is timed (``warm_shaped``'s callers), and the warm-up's time is recorded (``compile_status``, ``last_compile_s``).
+# is timed (the callers of ``compiling``), and its time is recorded (``compile_status``, ``last_compile_s``).
 class ShapedGraphs:
     """A compiled model's shaped passes and their static caches (one per (rows, length): a CUDA graph replays on
-    fixed addresses), with what has been compiled and what is compiling now. Worker thread only."""
+    fixed addresses), with what has been compiled and what is compiling now (on one thread: ``start``)."""
 
     def __init__(self, graph: DecodeGraph):
         self.graph = graph
@@ -240,7 +240,7 @@ class ShapedGraphs:
         self.compile_s: dict[str, float] = {}  # graph name -> seconds its warm-up took (compile included)
         self.failure: str | None = None
         self.current: tuple[str, float] | None = None  # (graph name, perf_counter at its start) while compiling
-        self.compiling_thread: int | None = None  # whose warm-up compiles it (engine.core.background_compile)
+        self._marked = None  # the decode graph's compiling_in before ``start`` marked it
         self.to_do: list[str] = []  # graph names a warm-up has announced and not yet compiled
         self._fn = None
 
@@ -295,8 +295,8 @@ class ShapedGraphs:
     def serves(self, ids: torch.Tensor, cache, keep: int, attention_mask: torch.Tensor | None) -> bool:
         """Does this pass run as a compiled graph: its graph is compiled, or is compiling now (its warm-up)?"""
         name = self.name_of(ids, cache, keep, attention_mask)
-        return name is not None and self.failure is None and not self.graph.elsewhere() and (name in self.compile_s or (
-            self.current is not None and self.current[0] == name and self.compiling_thread == threading.get_ident()))
+        return name is not None and self.failure is None and not self.graph.elsewhere() and (
+            name in self.compile_s or (self.current is not None and self.current[0] == name))
 
     def run(self, make: Callable[[torch.nn.Module], Callable], ids: torch.Tensor, cache, keep: int,
             attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None) -> torch.Tensor:
@@ -324,18 +324,18 @@ class ShapedGraphs:
         return self._fn(ids, cache, attention_mask, position_ids, keep)
 
     def start(self, name: str) -> None:
+        """Graph ``name`` compiles now, on this thread; other threads' passes run eager (``DecodeGraph.elsewhere``)."""
         self.current = (name, time.perf_counter())
-        self.compiling_thread = threading.get_ident()
+        self._marked, self.graph.compiling_in = self.graph.compiling_in, threading.get_ident()
 
-    def abandon(self) -> None:
-        """The graph compiling now was cancelled: nothing is recorded, and it is compiled again when next asked."""
-        self.current = self.compiling_thread = None
+    def abandon(self) -> None:  # the compile ended, cancelled: nothing is recorded (``finish`` records)
+        self.current, self.graph.compiling_in, self._marked = None, self._marked, None
 
     def finish(self, lm, seconds: float | None, exc: BaseException | None = None) -> None:
         """The graph compiling now is done (its warm-up took ``seconds``, kept here and in the cache folder), or it
         failed (``exc``: one line, and the shaped passes of this model run eager from then on)."""
         name = self.current[0] if self.current else None
-        self.current = self.compiling_thread = None
+        self.abandon()
         if name in self.to_do:
             self.to_do.remove(name)
         if exc is not None:
