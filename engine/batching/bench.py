@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from engine.batching import EAGER_BECAUSE
 from engine.bench import Bench
-from engine.batching.experiment import (EAGER_BECAUSE, WorkloadSettings, decode_sweep, make_workload, serve,
-                                        solo_tokens)
 from engine.core.loaded import LoadedModel
 
+# The serving (torch) is imported when the benchmark runs: ``bench batching --help`` needs no torch.
 
 
 def _ints(text: str) -> list[int]:
@@ -34,6 +34,9 @@ def add_arguments(p) -> None:
 
 
 def run(lm: LoadedModel, args) -> dict:
+    from engine.batching.experiment import decode_sweep, serve, solo_tokens
+    from engine.batching.workload import WorkloadSettings, make_workload
+
     sweep = decode_sweep(lm, _ints(args.batch_sizes), steps=args.steps, warmup=args.warmup)
     base = sweep[0]
     ws = WorkloadSettings(args.requests, args.rate, args.min_new, args.max_new, args.seed)

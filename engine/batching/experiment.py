@@ -15,17 +15,20 @@
 Variable lengths share one batch by left padding: an attention mask marks padded cache positions and
 explicit ``position_ids`` give each row its own positions, so every request gets the tokens it would get
 alone. Keys are stored after RoPE, so left-padding a cache never changes a stored key.
+
+The request trace is engine/batching/workload.py; what a run measured, engine/batching/records.py.
 """
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
 
+from engine.batching.records import LoadPoint, RequestRecord, ServeResult, StepEvent, SweepPoint
+from engine.batching.workload import POLICIES, PROMPTS, Request, WorkloadSettings, make_workload
 from engine.core.kv import kv_bytes, kv_bytes_for
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
@@ -33,187 +36,7 @@ from engine.measure.timing import now
 from engine.core.batch import Batch, decode_logits, prefill_logits
 from engine.core.loop import warm_up
 
-# compiled mode: its bench (engine/batching/bench.py) and its page say this in one line and run eager
-EAGER_BECAUSE = ("batched decode steps (their size and padding change every round) run eager")
-
-POLICIES = ("static", "continuous")
-
-PROMPTS = (
-    "What is the capital of France?",
-    "Give me three tips for sleeping better.",
-    "Explain photosynthesis to a ten-year-old.",
-    "Write a haiku about the sea.",
-    "Why is the sky blue?",
-    "Translate 'good morning' into Spanish and German.",
-    "What is 17 times 23?",
-    "Suggest a name for a black cat.",
-    "How do I boil an egg?",
-    "Summarise the plot of Romeo and Juliet in one sentence.",
-    "List four planets of the solar system.",
-    "What does a CPU do?",
-)
-
 Progress = Callable[[float, str], None]
-
-
-# ----------------------------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True)
-class Request:
-    rid: int
-    arrival_s: float  # offset from the start of the run
-    prompt: str
-    prompt_ids: tuple[int, ...]
-    max_new_tokens: int  # exactly this many tokens are generated (end-of-sequence is not a stop here)
-
-
-@dataclass(frozen=True)
-class WorkloadSettings:
-    """A request trace: Poisson arrivals at ``rate_per_s``, output lengths uniform in [min, max], seeded."""
-
-    n_requests: int = 8
-    rate_per_s: float = 4.0
-    min_new_tokens: int = 4
-    max_new_tokens: int = 24
-    seed: int = 0
-    chat: bool = True
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    rid: int
-    prompt: str
-    prompt_tokens: int
-    max_new_tokens: int
-    arrival_s: float
-    admitted_s: float  # its prefill started
-    first_token_s: float  # its prefill ended: first token ready
-    done_s: float  # its last token ready
-    released_s: float  # its batch slot freed (static: when the whole batch ends)
-    token_ids: tuple[int, ...]
-
-    @property
-    def ttft_s(self) -> float:
-        return self.first_token_s - self.arrival_s
-
-    @property
-    def latency_s(self) -> float:
-        """Arrival to last token."""
-        return self.done_s - self.arrival_s
-
-    @property
-    def tpot_s(self) -> float:
-        """Time per output token after the first."""
-        n = len(self.token_ids)
-        return (self.done_s - self.first_token_s) / (n - 1) if n > 1 else float("nan")
-
-
-@dataclass(frozen=True)
-class StepEvent:
-    """One forward pass of the server (timed after a device sync)."""
-
-    phase: str  # "prefill" | "decode"
-    start_s: float
-    end_s: float
-    rids: tuple[int, ...]  # the request in each batch row
-    useful_rows: int  # rows whose token someone still needs
-    tokens_in: int  # positions fed to the model, padding included
-    pad_tokens: int  # of those, padding (prefill: left padding; decode: rows of finished requests)
-    kv_bytes: int  # measured from the cache tensors after this pass (batch cache, padding included)
-    kv_real_tokens: int  # cached positions that are not padding, over all rows
-
-
-@dataclass(frozen=True)
-class ServeResult:
-    policy: str
-    model: str
-    max_batch: int
-    batch_timeout_s: float
-    requests: tuple[RequestRecord, ...]
-    steps: tuple[StepEvent, ...]
-    wall_s: float
-    kv_bytes_per_token: int  # formula: 2 x layers x kv_heads x head_dim x bytes per value
-
-    def metrics(self) -> dict:
-        reqs = self.requests
-        lat = np.array([r.latency_s for r in reqs])
-        ttft = np.array([r.ttft_s for r in reqs])
-        tokens = sum(len(r.token_ids) for r in reqs)
-        end = max((r.done_s for r in reqs), default=0.0)
-        dec = [s for s in self.steps if s.phase == "decode"]
-        pre = [s for s in self.steps if s.phase == "prefill"]
-        slots = sum(len(s.rids) for s in dec)
-        wasted = sum(s.pad_tokens for s in dec)
-        return {
-            "policy": self.policy, "requests": len(reqs), "tokens": tokens, "makespan_s": end,
-            "throughput_tok_s": tokens / end if end > 0 else float("nan"),
-            "mean_latency_s": float(lat.mean()) if len(lat) else float("nan"),
-            "p90_latency_s": float(np.percentile(lat, 90)) if len(lat) else float("nan"),
-            "mean_ttft_s": float(ttft.mean()) if len(ttft) else float("nan"),
-            "p90_ttft_s": float(np.percentile(ttft, 90)) if len(ttft) else float("nan"),
-            "forward_passes": len(self.steps), "decode_steps": len(dec), "prefills": len(pre),
-            "decode_slots": slots, "wasted_decode_slots": wasted,
-            "wasted_fraction": wasted / slots if slots else 0.0,
-            "prefill_tokens": sum(s.tokens_in for s in pre), "prefill_pad_tokens": sum(s.pad_tokens for s in pre),
-            "mean_batch": slots / len(dec) if dec else 0.0,
-            "peak_kv_bytes": max((s.kv_bytes for s in self.steps), default=0),
-            "busy_s": sum(s.end_s - s.start_s for s in self.steps),
-        }
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    batch: int
-    step_seconds: np.ndarray = field(repr=False)  # every timed decode step
-    context_tokens: int  # tokens in each row's cache when the timed steps began
-    kv_bytes: int  # measured after the last step
-    timed_steps: int
-
-    @property
-    def median_s(self) -> float:
-        return float(np.median(self.step_seconds))
-
-    @property
-    def p10_s(self) -> float:
-        return float(np.percentile(self.step_seconds, 10))
-
-    @property
-    def p90_s(self) -> float:
-        return float(np.percentile(self.step_seconds, 90))
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.batch / self.median_s
-
-
-# ----------------------------------------------------------------------------------------------- workload
-
-
-def make_workload(tokenizer, s: WorkloadSettings, prompts: tuple[str, ...] = PROMPTS) -> tuple[Request, ...]:
-    """Seeded request trace: exponential gaps (Poisson arrivals), the first request at t = 0."""
-    if s.n_requests < 1:
-        raise ValueError("at least one request is needed")
-    if not s.rate_per_s > 0:
-        raise ValueError("the arrival rate must be positive")
-    lo, hi = sorted((max(1, int(s.min_new_tokens)), max(1, int(s.max_new_tokens))))
-    rng = np.random.default_rng(s.seed)
-    gaps = rng.exponential(1.0 / s.rate_per_s, s.n_requests)
-    gaps[0] = 0.0
-    arrivals = np.cumsum(gaps)
-    lengths = rng.integers(lo, hi + 1, s.n_requests)
-    picks = rng.permutation(np.resize(np.arange(len(prompts)), s.n_requests))
-    out = []
-    for i in range(s.n_requests):
-        text = prompts[int(picks[i]) % len(prompts)]
-        ids = encode_prompt(tokenizer, text, use_chat_template=s.chat).ids
-        out.append(Request(i, float(arrivals[i]), text, ids, int(lengths[i])))
-    return tuple(out)
-
-
-def scale_arrivals(reqs: tuple[Request, ...], rate_factor: float) -> tuple[Request, ...]:
-    """The same requests arriving ``rate_factor`` times as often (arrival times divided by it)."""
-    return tuple(Request(r.rid, r.arrival_s / rate_factor, r.prompt, r.prompt_ids, r.max_new_tokens) for r in reqs)
 
 
 # ----------------------------------------------------------------------------------------------- batch state
@@ -410,17 +233,6 @@ def solo_tokens(lm: LoadedModel, req: Request) -> list[int]:
 
 
 # ----------------------------------------------------------------------------------------------- load
-
-
-@dataclass(frozen=True)
-class LoadPoint:
-    """One probe request ("you") served among background traffic arriving at ``rate_per_s`` (0 = alone)."""
-
-    rate_per_s: float
-    background: int  # other requests in the run
-    probe: RequestRecord
-    mean_batch_while_decoding: float  # rows per decode step during the probe's decode
-    step_ms_while_decoding: float  # median wall time of those decode steps
 
 
 def load_sweep(lm: LoadedModel, base: WorkloadSettings, rates=(0.0, 2.0, 8.0), probe_tokens: int = 12,

@@ -57,7 +57,7 @@ def race_verdict(run, relative_noise: float) -> Verdict:
 
 
 def batch_verdict(points: Sequence | None, batch: int = BATCH) -> Verdict:
-    """One step for ``batch`` sequences against one for 1, from ``engine.batching.experiment.SweepPoint``s."""
+    """One step for ``batch`` sequences against one for 1, from ``engine.batching.records.SweepPoint``s."""
     if not points:
         return G.NOT_MEASURED
     one = next((p for p in points if p.batch == 1), None)

@@ -51,7 +51,7 @@ def test_batching_measure_again_measures_again(monkeypatch):
 def test_lesson_note_follows_the_sweep():
     import numpy as np
 
-    from engine.batching.experiment import SweepPoint
+    from engine.batching.records import SweepPoint
     from ui.batching.runs import sweep_lesson_note
 
     def pts(t8):

@@ -266,10 +266,11 @@ def test_stepper_back_past_the_window_gives_the_same_distribution(case):
 
 def test_batched_serving_gives_each_request_its_solo_tokens(case):
     from engine.batching import experiment as B
+    from engine.batching.workload import WorkloadSettings, make_workload
 
     _, lm, ids, tr = case
-    reqs = B.make_workload(lm.tokenizer, B.WorkloadSettings(n_requests=3, rate_per_s=50, min_new_tokens=6,
-                                                            max_new_tokens=10, chat=False))
+    reqs = make_workload(lm.tokenizer, WorkloadSettings(n_requests=3, rate_per_s=50, min_new_tokens=6,
+                                                        max_new_tokens=10, chat=False))
     r = B.serve(lm, reqs, "continuous", 3)
     for rec in r.requests:  # left-padded rows, merged caches (sliding layers too): same tokens as alone
         assert list(rec.token_ids) == B.solo_tokens(lm, reqs[rec.rid])[: len(rec.token_ids)]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine.batching import bench as bench_batching
-from engine.batching.experiment import (POLICIES, Request, WorkloadSettings, decode_sweep, load_sweep, make_workload,
-                             scale_arrivals, serve, solo_tokens)
+from engine.batching.experiment import decode_sweep, load_sweep, serve, solo_tokens
+from engine.batching.workload import POLICIES, Request, WorkloadSettings, make_workload, scale_arrivals
 from engine.core.kv import kv_bytes_for
 
 

@@ -29,6 +29,7 @@ def model_state(model) -> dict:
 
 def _jobs():
     from engine.batching import experiment as B
+    from engine.batching.workload import WorkloadSettings, make_workload
     from engine.timeline import experiment as T
     from engine.timeline import memory as M
     from engine.speculative.decoding import race, sweep_k
@@ -69,7 +70,7 @@ def _jobs():
         "stage breakdown": lambda lm: T.stage_breakdown(lm, ids, 1),
         "training memory": lambda lm: M.training_vs_inference_memory(lm, ids[:8]),
         "batching sweep": lambda lm: B.decode_sweep(lm, (1, 2), steps=2, warmup=1),
-        "batching serve": lambda lm: B.serve(lm, B.make_workload(lm.tokenizer, B.WorkloadSettings(
+        "batching serve": lambda lm: B.serve(lm, make_workload(lm.tokenizer, WorkloadSettings(
             n_requests=3, min_new_tokens=2, max_new_tokens=3)), "continuous", 2, 0.0),
         "embeddings": lambda lm: (E.prompt_embeddings(lm, ids), E.nearest_tokens(lm, 5, 3), E.tied_check(lm)),
         "bench generate": lambda lm: bench_decode._time_generate(lm, ids, 3),

@@ -106,7 +106,7 @@ def test_band_uses_quartiles_from_four_samples():
 import numpy as np  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from engine.batching.experiment import SweepPoint  # noqa: E402
+from engine.batching.records import SweepPoint  # noqa: E402
 from engine.measure.spread import Spread  # noqa: E402
 from engine.predictions import records as R  # noqa: E402
 from engine.timeline.experiment import Sweep, SweepRow, Timeline, TimelineBar  # noqa: E402

@@ -1,7 +1,8 @@
 """Figure builders for the batching page, on records from a real (tiny-model) run."""
 import pytest
 
-from engine.batching.experiment import POLICIES, WorkloadSettings, decode_sweep, load_sweep, make_workload, serve
+from engine.batching.experiment import decode_sweep, load_sweep, serve
+from engine.batching.workload import POLICIES, WorkloadSettings, make_workload
 from ui.batching.figures import (gantt, kv_over_time, latency_bars, load_chart, occupancy_chart, sweep_step_time,
                                  sweep_throughput_bar, workload_chart)
 

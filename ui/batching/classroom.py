@@ -18,7 +18,7 @@ import streamlit as st
 from engine.jobs import worker
 from engine.jobs.kinds import JobState
 from ui.frame.teacher import PARAM, is_teacher, teacher_tabs, teacher_token
-from engine.batching.experiment import RequestRecord, ServeResult, StepEvent
+from engine.batching.records import RequestRecord, ServeResult, StepEvent
 
 WINDOW_S = 300.0  # the last five minutes
 KEEP_S = float("inf")  # the snapshot the waves are cut from: all the worker keeps (engine.jobs.worker.HISTORY)

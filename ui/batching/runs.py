@@ -4,7 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.measure import noise
-from engine.batching import experiment as B
+from engine.batching import EAGER_BECAUSE, experiment as B
+from engine.batching.workload import Request, WorkloadSettings, make_workload
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work
 from ui.frame.measured import Measured
@@ -20,13 +21,13 @@ def _bar(label: str):
 
 def page_model():
     """The model this page measures on: the sidebar's, eager (its batched decode steps change size and padding every
-    round, so compiled mode says so in one line and runs eager: ``engine.batching.experiment.EAGER_BECAUSE``)."""
-    return eager_model(current_model(), B.EAGER_BECAUSE)
+    round, so compiled mode says so in one line and runs eager: ``engine.batching.EAGER_BECAUSE``)."""
+    return eager_model(current_model(), EAGER_BECAUSE)
 
 
 @memo(16)
-def workload_for(ref: ModelRef, ws: B.WorkloadSettings) -> tuple[B.Request, ...]:
-    return B.make_workload(get_model(ref).tokenizer, ws)
+def workload_for(ref: ModelRef, ws: WorkloadSettings) -> tuple[Request, ...]:
+    return make_workload(get_model(ref).tokenizer, ws)
 
 
 # The measured runs draw a progress bar created outside them, which st.cache_data cannot replay on a hit
@@ -51,16 +52,16 @@ def sweep(ref: ModelRef, sizes, steps: int, warmup: int) -> Measured:
                    lambda cb, lm=get_model(ref): B.decode_sweep(lm, tuple(sizes), steps=steps, warmup=warmup, progress=cb))
 
 
-def serve(ref: ModelRef, ws: B.WorkloadSettings, policy: str, max_batch: int, timeout: float) -> Measured:
+def serve(ref: ModelRef, ws: WorkloadSettings, policy: str, max_batch: int, timeout: float) -> Measured:
     lm = get_model(ref)
 
     def run(cb):
-        return B.serve(lm, B.make_workload(lm.tokenizer, ws), policy, max_batch, timeout, progress=cb)
+        return B.serve(lm, make_workload(lm.tokenizer, ws), policy, max_batch, timeout, progress=cb)
 
     return _cached(("serve", ref, ws, policy, max_batch, timeout), f"Serving with {policy} batching", run)
 
 
-def load(ref: ModelRef, ws: B.WorkloadSettings, rates, probe_tokens: int, max_batch: int) -> Measured:
+def load(ref: ModelRef, ws: WorkloadSettings, rates, probe_tokens: int, max_batch: int) -> Measured:
     return _cached(("load", ref, ws, tuple(rates), probe_tokens, max_batch),
                    "Your request on a quiet and a busy server",
                    lambda cb, lm=get_model(ref): B.load_sweep(lm, ws, tuple(rates), probe_tokens, max_batch=max_batch,

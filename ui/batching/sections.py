@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.batching.experiment import POLICIES, WorkloadSettings
+from engine.batching.workload import POLICIES, WorkloadSettings
 from ui.batching import runs
 from ui.batching import view as V
 from ui.frame import nav

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from engine.batching.experiment import WorkloadSettings
+from engine.batching.workload import WorkloadSettings
 from engine.predictions.records import batch_verdict
 from ui.frame.lessons import lesson
 
