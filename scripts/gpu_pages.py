@@ -95,7 +95,7 @@ def _page(tokens: int, model: str) -> dict:
 
 
 def race(args) -> dict:
-    from engine.speculative.decoding import PROMPTS
+    from engine.speculative import PROMPTS
 
     prompt = next(text for name, _, text in PROMPTS if name == "quote")
     rows = []

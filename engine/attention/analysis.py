@@ -12,12 +12,12 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from engine.attention import DEFAULT_LENGTHS
 from engine.core import instrument, loop
 from engine.core.kv import kv_bytes_for
 from engine.core.loaded import LoadedModel, ModelInfo
 from engine.measure.timing import now
 
-DEFAULT_LENGTHS = (32, 64, 128, 256, 512)
 FILLER = ("The quick brown fox jumps over the lazy dog while the teacher explains how a language model reads "
           "every earlier word before it writes the next one. ")
 

@@ -5,8 +5,8 @@ the two longest lengths: ~1 linear, ~2 quadratic), measured in the same run.
 """
 from __future__ import annotations
 
+from engine.attention import DEFAULT_LENGTHS
 from engine.bench import Bench
-from engine.attention.analysis import DEFAULT_LENGTHS, fit_power, growth_exponent, measure_cost
 from engine.core.loaded import LoadedModel
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
 
 
 def run(lm: LoadedModel, args) -> dict:
+    from engine.attention.analysis import fit_power, growth_exponent, measure_cost
+
     lengths = [int(x) for x in str(args.lengths).split(",") if x.strip()]
     pts = measure_cost(lm, lengths, args.repeats)
     ns = [p.tokens for p in pts]

@@ -6,13 +6,12 @@ Runs prefill then greedy decode steps for a batch of copies of one prompt and ch
 """
 from __future__ import annotations
 
-import torch
-
 from engine.bench import Bench
 from engine.core.kv import kv_bytes, kv_bytes_for, kv_tokens
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
-from engine.core.loop import decode_step, new_cache, prefill
+
+# The loop (torch) is imported in measure_steps: ``bench kv --help`` needs neither.
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_BECAUSE = ("KV bytes are measured step by step on the eager loop's growing cache (a static cache holds its whole"
@@ -27,19 +26,23 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=int, default=1, help="copies of the prompt decoded together")
 
 
-@torch.inference_mode()
 def measure_steps(lm: LoadedModel, ids: list[int], new_tokens: int, batch: int = 1) -> list[dict]:
     """One row per forward pass (step 0 = prefill): cached tokens, measured bytes, formula bytes."""
+    import torch
+
+    from engine.core.loop import decode_step, new_cache, prefill
+
     rows = []
-    cache = new_cache(lm)
-    x = torch.tensor([list(ids)] * batch, device=lm.device)  # [batch, n]
-    for i in range(max(1, new_tokens)):
-        logits = (prefill if i == 0 else decode_step)(lm, x, cache)  # [batch, vocab]
-        t = kv_tokens(cache)
-        measured, formula = kv_bytes(cache), kv_bytes_for(lm.info, t, batch)
-        rows.append({"step": i, "phase": "prefill" if i == 0 else "decode", "tokens": t, "batch": batch,
-                     "measured_bytes": measured, "formula_bytes": formula, "equal": measured == formula})
-        x = logits.argmax(-1, keepdim=True)  # [batch, 1] greedy
+    with torch.inference_mode():
+        cache = new_cache(lm)
+        x = torch.tensor([list(ids)] * batch, device=lm.device)  # [batch, n]
+        for i in range(max(1, new_tokens)):
+            logits = (prefill if i == 0 else decode_step)(lm, x, cache)  # [batch, vocab]
+            t = kv_tokens(cache)
+            measured, formula = kv_bytes(cache), kv_bytes_for(lm.info, t, batch)
+            rows.append({"step": i, "phase": "prefill" if i == 0 else "decode", "tokens": t, "batch": batch,
+                         "measured_bytes": measured, "formula_bytes": formula, "equal": measured == formula})
+            x = logits.argmax(-1, keepdim=True)  # [batch, 1] greedy
     return rows
 
 

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from engine.measure.threads import apply_policy
+from engine.measure.threads import apply_policy, rule_for_every_pass
 
 
 def sync(device: torch.device | str | None = None) -> None:
@@ -17,6 +17,18 @@ def sync(device: torch.device | str | None = None) -> None:
 def now(device=None) -> float:
     sync(device)
     return time.perf_counter()
+
+
+def timed_generate(lm, ids: list[int], config) -> tuple[float, list[int]]:
+    """transformers' ``model.generate`` on one prompt with ``config`` (a GenerationConfig), under the engine's thread
+    rule for small passes (as engine.core.loop runs its own), timed after a device sync: (seconds, new token ids)."""
+    with torch.inference_mode():
+        x = torch.tensor([ids], device=lm.device)  # [1, prompt]
+        t0 = now(lm.device)
+        with rule_for_every_pass(lm.model):
+            out = lm.model.generate(x, generation_config=config, attention_mask=torch.ones_like(x))
+        seconds = now(lm.device) - t0
+    return seconds, out[0, len(ids):].tolist()
 
 
 def configure_worker_threads() -> None:

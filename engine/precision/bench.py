@@ -19,17 +19,15 @@ import statistics
 import time
 
 from engine.bench import Bench
-from engine.precision import experiment as P
-from engine.timeline.experiment import spread_dict
-from engine.timeline.roofline import hardware_probe
-from engine.core.compiled import DEFAULT_MODE, ModeError, mode_of, to_mode
 from engine.models.names import EMBEDDED
-from engine.models import catalog, packaged
-from engine.core.loaded import LoadedModel
-from engine.models.precision import PRECISIONS, supported, to_precision
+from engine.models import catalog
+from engine.core.loaded import DEFAULT_MODE, PRECISIONS, LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.measure.spread import LESSON_RUNS
 from engine.measure.threads import small_pass_rows, threads_said
+from engine.precision import PROMPT
+
+# The measurement (torch, transformers) is imported when the benchmark runs: ``bench precision --help`` needs neither.
 
 
 def add_arguments(p) -> None:
@@ -37,7 +35,7 @@ def add_arguments(p) -> None:
     p.add_argument("--repeats", type=int, default=LESSON_RUNS, help=f"alternating repeats (at least {LESSON_RUNS})")
     p.add_argument("--precisions", default="", help=f"comma-separated, from {','.join(PRECISIONS)} "
                                                     "(default: all this device supports)")
-    p.add_argument("--prompt", default=P.PROMPT)
+    p.add_argument("--prompt", default=PROMPT)
     p.add_argument("--no-llama-cpp", action="store_true", help="skip the llama.cpp reference row")
 
 
@@ -47,6 +45,8 @@ def _llama_cpp(lm: LoadedModel, ids: list[int], new_tokens: int, repeats: int) -
     decode = (time of prompt + n tokens - prefill) / (n - 1)."""
     if importlib.util.find_spec("llama_cpp") is None:
         return {"skipped": "llama-cpp-python is not installed (pip install llama-cpp-python)"}
+    from engine.models import packaged
+
     gguf = packaged.gguf_path(catalog.row(EMBEDDED))
     if lm.ref.name != EMBEDDED or gguf is None:
         return {"skipped": "the llama.cpp row runs only on the embedded model (its GGUF file)"}
@@ -87,6 +87,12 @@ def _llama_cpp(lm: LoadedModel, ids: list[int], new_tokens: int, repeats: int) -
 
 
 def run(lm: LoadedModel, args) -> dict:
+    from engine.core.compiled import ModeError, mode_of, to_mode
+    from engine.models.precision import supported, to_precision
+    from engine.precision import experiment as P
+    from engine.timeline.experiment import spread_dict
+    from engine.timeline.roofline import hardware_probe
+
     want = [p.strip() for p in str(args.precisions).split(",") if p.strip()] or list(supported(lm.device))
     bad = [p for p in want if p not in supported(lm.device)]
     if bad:

@@ -29,7 +29,6 @@ AGREEMENT_TEXT = (
     "from the sea; the vapour rises, cools and condenses into clouds. When the droplets grow heavy they fall as "
     "rain or snow, which runs off into rivers or soaks into the ground, and in time returns to the sea."
 )
-PROMPT = "Explain in two sentences why the sky is blue."
 
 
 def _noop(frac: float, msg: str) -> None:

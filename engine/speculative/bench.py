@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import statistics
 
-import torch
-from transformers import GenerationConfig
-
 from engine.bench import Bench
-from engine.speculative.drafters import DrafterError, make_drafter
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.core.prompt import encode_prompt
-from engine.core.sampling import SamplingSettings
-from engine.measure.threads import rule_for_every_pass
-from engine.speculative.decoding import race, speculative_generate
-from engine.measure.timing import now
-from engine.core.trace import generate_tokens
-from engine.core.loop import warm_up
-from engine.speculative.decoding import PROMPTS
+from engine.speculative import PROMPTS
+
+# The decoding (torch, transformers) is imported by the functions that run it: ``bench specdec --help`` needs neither.
 
 # `--mode compiled`: the command says this in one line and runs eager (engine/__main__.py)
 EAGER_BECAUSE = ("speculative decoding's verify passes (k + 1 tokens) and their rollback run eager, and the plain runs"
               " beside them too, so the ratios compare like with like")
+
 
 def add_arguments(p) -> None:
     p.add_argument("--new-tokens", type=int, default=96)
@@ -39,27 +32,33 @@ def add_arguments(p) -> None:
 
 
 def _wall_plain(lm, ids, n):
+    from engine.core.sampling import SamplingSettings
+    from engine.core.trace import generate_tokens
+    from engine.measure.timing import now
+
     t0 = now(lm.device)
     out, *_ = generate_tokens(lm, ids, SamplingSettings(), n, seed=0, record=False)
     return now(lm.device) - t0, out
 
 
 def _wall_spec(lm, ids, drafter, k, n):
+    from engine.core.sampling import SamplingSettings
+    from engine.measure.timing import now
+    from engine.speculative.decoding import speculative_generate
+
     t0 = now(lm.device)
     out, _, rounds = speculative_generate(lm, ids, drafter, k, SamplingSettings(), n, seed=0)
     return now(lm.device) - t0, out
 
 
-@torch.inference_mode()
 def _wall_generate(lm, ids, n, **assist):
+    from transformers import GenerationConfig
+
+    from engine.measure.timing import timed_generate
+
     cfg = GenerationConfig(max_new_tokens=n, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id,
                            eos_token_id=lm.model.generation_config.eos_token_id or lm.tokenizer.eos_token_id, **assist)
-    x = torch.tensor([ids], device=lm.device)
-    t0 = now(lm.device)
-    with rule_for_every_pass(lm.model):  # the engine's thread rule for small passes, as in engine.core.loop
-        out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
-    seconds = now(lm.device) - t0
-    return seconds, out[0, len(ids):].tolist()
+    return timed_generate(lm, ids, cfg)
 
 
 def _builtin(spec: str, k: int) -> dict | None:
@@ -74,6 +73,13 @@ def _builtin(spec: str, k: int) -> dict | None:
 
 
 def run(lm: LoadedModel, args) -> dict:
+    import torch
+
+    from engine.core.loop import warm_up
+    from engine.core.sampling import SamplingSettings
+    from engine.speculative.decoding import race
+    from engine.speculative.drafters import DrafterError, make_drafter
+
     n, repeats = args.new_tokens, max(1, args.repeats)
     specs = [s.strip() for s in args.drafters.split(",") if s.strip()]
     ks = [int(k) for k in args.ks.split(",") if k.strip()]

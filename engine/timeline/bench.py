@@ -18,17 +18,15 @@ machine are noisy.
 from __future__ import annotations
 
 from engine.bench import Bench
-from engine.timeline import experiment as T
-from engine.timeline import roofline as R
 from engine.core.loaded import LoadedModel
 from engine.core.prompt import encode_prompt
-from engine.core.sampling import SamplingSettings
+from engine.timeline import PROMPT, SWEEP_LENGTHS
 
-PROMPT = "Explain in two sentences why the sky is blue."
+# The experiment (torch) is imported when the benchmark runs: ``bench timeline --help`` needs no torch.
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--lengths", default=",".join(map(str, T.SWEEP_LENGTHS)), help="prompt lengths, comma-separated")
+    p.add_argument("--lengths", default=",".join(map(str, SWEEP_LENGTHS)), help="prompt lengths, comma-separated")
     p.add_argument("--new-tokens", type=int, default=8, help="tokens generated per sweep run (>= 2)")
     p.add_argument("--no-extend", action="store_true", help="measure only --lengths (by default the sweep doubles "
                                                              "the longest prompt until prefill climbs)")
@@ -38,7 +36,10 @@ def add_arguments(p) -> None:
     p.add_argument("--prompt", default=PROMPT, help="prompt of the stage breakdown (chat template applied)")
 
 
-def _pass(p: T.PassBreakdown) -> dict:
+def _pass(p) -> dict:
+    """A stage breakdown's pass (engine.timeline.experiment.PassBreakdown) as JSON."""
+    from engine.timeline import experiment as T
+
     return {
         "tokens_in": p.tokens_in,
         "stage_ms": {s: T.spread_dict(v) for s, v in p.stage_ms.items()},
@@ -49,6 +50,10 @@ def _pass(p: T.PassBreakdown) -> dict:
 
 
 def run(lm: LoadedModel, args) -> dict:
+    from engine.core.sampling import SamplingSettings
+    from engine.timeline import experiment as T
+    from engine.timeline import roofline as R
+
     lengths = [int(x) for x in str(args.lengths).split(",") if x.strip()]
     sw = T.prompt_length_sweep(lm, lengths, args.new_tokens, args.repeats)
     extended, short = [], None

@@ -16,21 +16,13 @@ from __future__ import annotations
 
 import statistics
 
-import torch
-from transformers import GenerationConfig
-
 from engine.bench import Bench
-from engine.core.loaded import LoadedModel
+from engine.core.loaded import DEFAULT_MODE, MODES, LoadedModel
 from engine.core.prompt import encode_prompt
-from engine.core.sampling import SamplingSettings
-from engine.measure.threads import rule_for_every_pass
-from engine.measure.timing import now
-from engine.core.trace import generate_tokens
-from engine.core.compiled import DEFAULT_MODE, MODES, ModeError, graph_of, mode_of, to_mode
-from engine.core.loop import timed_greedy, warm_up
-from engine.models.precision import decode_weight_bytes
-from engine.timeline.bench_peer import PEERS, TransformersPeer
 
+# The loop, transformers and torch are imported by the functions that time (``bench decode --help`` needs none).
+
+PEERS = ("transformers",)  # --peer: transformers' own fast decode recipe (engine/timeline/bench_peer.py)
 PROMPTS = [
     "The capital of France is",
     "Explain in two sentences why the sky is blue.",
@@ -50,23 +42,25 @@ def add_arguments(p) -> None:
 
 
 def _time_engine(lm, ids, n, record):
+    from engine.core.sampling import SamplingSettings
+    from engine.core.trace import generate_tokens
+    from engine.measure.timing import now
+
     t0 = now(lm.device)
     out, *_ = generate_tokens(lm, ids, SamplingSettings(), n, seed=0, stop_at_eos=False, record=record)
     return now(lm.device) - t0, out
 
 
-@torch.inference_mode()
 def _time_generate(lm, ids, n):
+    from transformers import GenerationConfig
+
+    from engine.measure.timing import timed_generate
+
     # generate() fills fields left as None from the model's own generation_config (so EOS would come back); an
     # empty EOS list is "set" and stops nothing, and the shared model's generation_config is never edited.
     # min_new_tokens is not used because it masks EOS out of the argmax (changing tokens).
     cfg = GenerationConfig(max_new_tokens=n, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=[])
-    x = torch.tensor([ids], device=lm.device)
-    t0 = now(lm.device)
-    with rule_for_every_pass(lm.model):  # the engine's thread rule for small passes, as in engine.core.loop
-        out = lm.model.generate(x, generation_config=cfg, attention_mask=torch.ones_like(x))
-    seconds = now(lm.device) - t0
-    out = out[0, len(ids):].tolist()
+    seconds, out = timed_generate(lm, ids, cfg)
     assert len(out) == n, f"generate produced {len(out)} tokens, expected {n}"
     return seconds, out
 
@@ -74,6 +68,10 @@ def _time_generate(lm, ids, n):
 def run(lm: LoadedModel, args) -> dict:
     if str(getattr(args, "modes", "") or "").strip():
         return run_modes(lm, args)
+    import torch
+
+    from engine.core.loop import warm_up
+
     n, repeats = args.new_tokens, args.repeats
     warm_up(lm)
     rows = []
@@ -109,6 +107,8 @@ def run(lm: LoadedModel, args) -> dict:
 
 def in_modes(lm: LoadedModel, names: list[str]) -> tuple[dict, dict]:
     """The model in each mode asked for (eager always, first), and the one-line refusal of each that cannot run."""
+    from engine.core.compiled import ModeError, to_mode
+
     eager = to_mode(lm, DEFAULT_MODE)
     models, refused = {DEFAULT_MODE: eager}, {}
     for m in names:
@@ -123,6 +123,13 @@ def in_modes(lm: LoadedModel, names: list[str]) -> tuple[dict, dict]:
 
 def run_modes(lm: LoadedModel, args) -> dict:
     """Each engine mode's decode speed on the same prompts, alternating modes within every repeat."""
+    import torch
+
+    from engine.core.compiled import graph_of, mode_of
+    from engine.core.loop import timed_greedy
+    from engine.measure.timing import now
+    from engine.models.precision import decode_weight_bytes
+    from engine.timeline.bench_peer import TransformersPeer
     from engine.timeline.roofline import hardware_probe
 
     names = [m.strip() for m in str(args.modes).split(",") if m.strip()]

@@ -17,8 +17,6 @@ from engine.core.compile_record import cache_length
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
 
-PEERS = ("transformers",)
-
 
 class TransformersPeer:
     """transformers' static cache + torch.compile on ``lm``'s model, for runs of up to ``tokens`` tokens."""

@@ -12,15 +12,13 @@ refused: {mode: why}, note.
 from __future__ import annotations
 
 from engine.bench import Bench
-from engine.core.compiled import DEFAULT_MODE, MODES
-from engine.core.loaded import LoadedModel
+from engine.core.loaded import DEFAULT_MODE, MODES, LoadedModel
 from engine.core.prompt import encode_prompt
 from engine.measure.spread import LESSON_RUNS, lesson_flags
-from engine.timeline import roofline as R
+from engine.timeline import PROMPT
 from engine.timeline.bench_decode import in_modes
-from engine.timeline.profile import pace, profile_steps, regime
 
-PROMPT = "Explain in two sentences why the sky is blue."
+# The profiler and the roofline (torch) are imported when the benchmark runs: ``bench profile --help`` needs no torch.
 
 
 def add_arguments(p) -> None:
@@ -31,6 +29,9 @@ def add_arguments(p) -> None:
 
 
 def run(lm: LoadedModel, args) -> dict:
+    from engine.timeline import roofline as R
+    from engine.timeline.profile import pace, profile_steps, regime
+
     names = [m.strip() for m in str(args.modes).split(",") if m.strip() in MODES] or [DEFAULT_MODE]
     models, refused = in_modes(lm, names)
     ids = list(encode_prompt(lm.tokenizer, args.prompt, use_chat_template=True).ids)

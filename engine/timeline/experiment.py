@@ -35,10 +35,10 @@ from engine.core.compiled import announce
 from engine.core.compile_record import cache_length, prefill_bucket, prefill_name
 from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_prefill, warm_up
 from engine.measure.spread import Spread
+from engine.timeline import SWEEP_LENGTHS
 
 Progress = Callable[[float, str], None]  # (fraction done 0..1, message)
 
-SWEEP_LENGTHS = (16, 64, 128, 256, 512)
 STAGES = ("embedding", "attention", "MLP", "norms", "output projection", "sampling", "other")
 SWEEP_TEXT = (
     "The inference loop of a language model has two phases. Prefill reads the whole prompt in one pass and "

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from engine.speculative.decoding import PROMPTS
+from engine.speculative import PROMPTS
 from tests.browser.harness import ROOT, assert_no_error, new_tab, screenshot, screenshots_wanted, wait_idle
 from ui.frame import nav
 

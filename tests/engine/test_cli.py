@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.__main__ import BENCHES
+
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every command's --help, and the benchmarks whose modules import no torch. The other benchmarks' own arguments come
-# from modules that import torch at their top (bench NAME --help takes as long as importing it).
+# Every command's --help, every benchmark's included (its own arguments come from its module, which imports its work
+# only when it runs).
 HELPS = [[], ["trace"], ["race"], ["info"], ["bench"], ["prepare"], ["replay"], ["verify"], ["settings"],
-         ["serve-bench"], ["bench", "threads"], ["bench", "classroom"], ["bench", "hostile"]]
+         ["serve-bench"], *(["bench", name] for name in sorted(BENCHES))]
 
 # Runs each help through main() in one fresh interpreter and says, after each, which heavy packages it had imported.
 PROBE = """

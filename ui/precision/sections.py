@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.measure.spread import LESSON_RUNS
-from engine.precision import experiment as P
+from engine.precision import PROMPT, experiment as P
 from engine.core.loaded import LoadedModel, ModelLoadError
 from engine.models.loading import default_device
 from engine.core.compiled import DEFAULT_MODE
@@ -40,7 +40,7 @@ def _run(base: str, precisions: tuple[str, ...], new_tokens: int, repeats: int, 
                     raise
                 box.write(md_escape(f"{p}: {exc} Eager runs."))
                 models.append(get_model(ref_for(base, p)))
-        ids = list(encode_prompt(models[0].tokenizer, P.PROMPT, use_chat_template=True).ids)
+        ids = list(encode_prompt(models[0].tokenizer, PROMPT, use_chat_template=True).ids)
         bar = st.progress(0.0, text="Warming up")
         cmp = work.run(P.compare_precisions, models, ids, new_tokens, repeats, read_gb_s,
                        progress=work.relay("progress"),

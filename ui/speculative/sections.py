@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.speculative.decoding import PROMPTS
+from engine.speculative import MAX_K, PROMPTS
 from engine.speculative.drafters import DrafterError
-from engine.speculative.decoding import MAX_K
 from engine.core.loaded import ModelLoadError
 from engine.core.prompt import PromptError
 from ui.speculative import view as RV
