@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine.core.loaded import DEFAULT_MODE, Mode
+
 ON = frozenset({"1", "on", "true", "yes"})
 OFF = frozenset({"0", "off", "false", "no"})
 KINDS = ("flag", "int", "choice", "path", "text", "list", "secret")
@@ -68,7 +70,9 @@ class Setting:
     default: Any
     doc: str  # one sentence for docs/settings.md
     scope: str  # one of SCOPES
-    choices: tuple[str, ...] = ()  # kind "choice": the values it takes (``on``/``off`` also by their other words)
+    # kind "choice": the values it takes (``on``/``off`` also by their other words); ``get()`` returns the one that
+    # matches, so choices that are an Enum's members (str enums) give the member
+    choices: tuple[str, ...] = ()
     minimum: int | None = None  # kind "int": smaller values read as this
     default_doc: str = ""  # how the default reads in the docs when it is not a plain value
 
@@ -96,8 +100,9 @@ class Setting:
             word = raw.lower()
             word = "on" if word in ON and "on" in self.choices else "off" if word in OFF and "off" in self.choices \
                 else word
-            if word in self.choices:
-                return word
+            for choice in self.choices:
+                if choice == word:
+                    return choice
             _warn(self.name, raw, f"is not one of {', '.join(self.choices)}: {self.default} applies")
             return self.default
         if self.kind == "path":
@@ -133,9 +138,9 @@ SERVERS = Setting("ILE_SERVERS", "list", "", "The serving engines a class may me
 TEACHER_TOKEN = Setting("ILE_TEACHER_TOKEN", "secret", "", "The token of the teacher's class view "
                         "(`/batching?teacher=<token>`); scripts/start.sh makes a fresh one for each start.", "class",
                         default_doc="a fresh token made by the process")
-CLASS_ENGINE = Setting("ILE_CLASS_ENGINE", "choice", "eager", "Class mode: the engine mode every student's session "
-                      "runs in until the teacher's own session picks another (a student's `?mode=` is ignored: a "
-                      "compile holds the engine for minutes).", "class", choices=("eager", "compiled"))
+CLASS_ENGINE = Setting("ILE_CLASS_ENGINE", "choice", DEFAULT_MODE, "Class mode: the engine mode every student's "
+                      "session runs in until the teacher's own session picks another (a student's `?mode=` is "
+                      "ignored: a compile holds the engine for minutes).", "class", choices=tuple(Mode))
 TRUSTED_PROXIES = Setting("ILE_TRUSTED_PROXIES", "list", "", "Addresses of reverse proxies whose `X-Forwarded-For` "
                           "names the student's computer, comma-separated; from any other address the header is "
                           "ignored (scripts/start.sh hands it to the web server as `FORWARDED_ALLOW_IPS`).", "class",

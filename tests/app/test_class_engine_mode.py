@@ -4,6 +4,7 @@ is disabled with a line saying whose choice it is, and the teacher's own session
 import pytest
 
 import ui.frame.models
+from engine.core.loaded import Mode
 from ui.frame import teacher
 from tests.app.test_pages import errors, run_page, shown
 
@@ -16,9 +17,9 @@ def class_server(monkeypatch):
     monkeypatch.setenv("ILE_CLASS_MODE", "on")
     monkeypatch.setenv("ILE_MODELS", "tiny-random")
     monkeypatch.setenv("ILE_TEACHER_TOKEN", TOKEN)
-    teacher.set_room_mode("eager")
+    teacher.set_room_mode(Mode.EAGER)
     yield
-    teacher.set_room_mode("eager")
+    teacher.set_room_mode(Mode.EAGER)
 
 
 def test_a_students_mode_in_the_address_is_ignored_on_a_class_server(class_server, monkeypatch):

@@ -99,6 +99,17 @@ def test_typed_values_from_a_given_mapping():
     assert S.CACHE_DIR.get({"ILE_CACHE_DIR": "~/x"}) == Path("~/x").expanduser()
 
 
+def test_the_class_engine_is_a_mode_and_a_bad_value_says_so_in_one_line(capsys):
+    from engine.core.loaded import Mode
+
+    assert S.CLASS_ENGINE.get({}) is Mode.EAGER
+    assert S.CLASS_ENGINE.get({"ILE_CLASS_ENGINE": " Compiled "}) is Mode.COMPILED
+    capsys.readouterr()
+    assert S.CLASS_ENGINE.get({"ILE_CLASS_ENGINE": "turbo-planted"}) is Mode.EAGER
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ILE_CLASS_ENGINE='turbo-planted' is not one of eager, compiled: eager applies" in err
+
+
 def test_values_are_read_when_asked_not_at_import(monkeypatch):
     monkeypatch.setenv("ILE_MAX_BATCH", "7")
     assert S.MAX_BATCH.get() == 7

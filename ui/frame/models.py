@@ -156,7 +156,7 @@ def _ensure_background(r: Packaged) -> None:
         box.update(label=f"{r.sentence} is ready", state="complete", expanded=False)
 
 
-def ref_for(name: str, precision: str, mode: str = DEFAULT_MODE) -> ModelRef:
+def ref_for(name: str, precision: str, mode: Mode = DEFAULT_MODE) -> ModelRef:
     """The reference of the model ``name`` (as typed or as a link carried it: any precision or mode suffix in it is
     dropped) at the setting's precision and engine mode: where the settings become a model."""
     return model_ref(plain_name(name), precision, default_device(), mode)
@@ -319,7 +319,7 @@ def mode_is_the_teachers() -> bool:
     return policy().class_mode and not teacher.is_teacher()
 
 
-def session_mode(s: state.Settings) -> str:
+def session_mode(s: state.Settings) -> Mode:
     """The engine mode this session runs in: its own setting, except on a class server, where a student's session
     runs in the room's mode (ui/frame/teacher.py) and the teacher's own session sets it."""
     if not policy().class_mode:

@@ -15,10 +15,9 @@ import streamlit as st
 
 from engine.settings import ON, RUN_LOG
 
-from engine.core.compiled import DEFAULT_MODE, MODES
 from engine.models.names import EMBEDDED, plain_name
 from engine.models.loading import default_device
-from engine.core.loaded import ModelRef
+from engine.core.loaded import DEFAULT_MODE, Mode, ModelRef
 from engine.core.request import RunRequest
 from engine.core.sampling import SamplingSettings
 from engine.models.precision import default_precision
@@ -30,7 +29,7 @@ DEFAULT_PROMPT = "What is the capital of France?"
 FIELDS: dict[str, tuple] = {
     "model": (str, EMBEDDED, None, None),
     "precision": (str, default_precision(default_device()), None, None),  # checked when loaded (ui.frame.models)
-    "mode": (str, DEFAULT_MODE, None, None),  # engine mode (engine.core.compiled): one of MODES, checked when loaded
+    "mode": (Mode, DEFAULT_MODE, None, None),  # engine mode: a Mode member (a link's other text: the default)
     "prompt": (str, DEFAULT_PROMPT, None, None),
     "chat": (bool, True, None, None),
     "max_new_tokens": (int, 24, 1, MAX_NEW_TOKENS),
@@ -64,8 +63,6 @@ def parse(name: str, raw):
         val = val[:50_000]
     if name == "model":  # a name never carries a precision ("embedded@int8"): only the precision setting does
         val = plain_name(val) or default
-    if name == "mode" and val not in MODES:
-        return default
     return val
 
 
@@ -74,7 +71,7 @@ class Settings:
     """The sidebar's settings for one run (FIELDS gives each one's type, default and range)."""
     model: str
     precision: str
-    mode: str  # engine mode: one of engine.core.loaded.MODES (a Mode compares equal to its text)
+    mode: Mode  # engine mode
     prompt: str
     chat: bool
     max_new_tokens: int

@@ -17,7 +17,7 @@ import threading
 
 import streamlit as st
 
-from engine.core.compiled import DEFAULT_MODE, MODES
+from engine.core.loaded import Mode
 from engine.settings import CLASS_ENGINE, TEACHER_TOKEN
 
 logger = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ _PROVEN = "_teacher_proven"  # session state: this session has shown the token
 _LOCK = threading.Lock()
 _MADE: str | None = None
 _TABS: set[str] = set()  # ids of the sessions that have shown the token: the teacher's own tabs (not students)
-_ROOM_MODE: dict[str, str] = {}  # "mode" -> the engine mode the teacher picked for the room (unset: CLASS_ENGINE)
+_ROOM_MODE: dict[str, Mode] = {}  # "mode" -> the engine mode the teacher picked for the room (unset: CLASS_ENGINE)
 
 
 def teacher_token() -> str:
@@ -87,15 +87,14 @@ def teacher_tabs(active: set[str]) -> set[str]:
         return set(_TABS)
 
 
-def room_mode() -> str:
+def room_mode() -> Mode:
     """The engine mode of every student session on a class server."""
     with _LOCK:
-        mode = _ROOM_MODE.get("mode") or CLASS_ENGINE.get()
-    return mode if mode in MODES else DEFAULT_MODE
+        return _ROOM_MODE.get("mode") or CLASS_ENGINE.get()
 
 
-def set_room_mode(mode: str) -> None:
-    """The teacher's session picked ``mode``: the room runs in it from the next run of each student's page."""
-    if mode in MODES:
-        with _LOCK:
-            _ROOM_MODE["mode"] = mode
+def set_room_mode(mode: Mode) -> None:
+    """The teacher's session picked ``mode`` (its Settings.mode): the room runs in it from the next run of each
+    student's page."""
+    with _LOCK:
+        _ROOM_MODE["mode"] = Mode(mode)
