@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from engine.core.loaded import DEFAULT_MODE, Mode
+from engine.mode import DEFAULT_MODE, Mode
 
 ON = frozenset({"1", "on", "true", "yes"})
 OFF = frozenset({"0", "off", "false", "no"})

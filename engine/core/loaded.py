@@ -9,29 +9,17 @@ It imports no torch (torch comes in where a value needs it): the command line bu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from engine.mode import DEFAULT_MODE, MODES, Mode
 
 if TYPE_CHECKING:
     import torch
 
-# The vocabulary of a ModelRef's precision and mode: engine.models.precision casts or quantizes to a precision,
-# engine.core.compiled runs a mode; both re-export these names.
+# The vocabulary of a ModelRef's precision and mode (the modes: engine/mode.py): engine.models.precision casts or
+# quantizes to a precision, engine.core.compiled runs a mode; both re-export these names.
 PRECISIONS = ("float32", "bfloat16", "float16", "int8")
-
-
-class Mode(StrEnum):
-    """An engine mode: the loop that runs a model's decode steps (engine.core.compiled decides, at the step, whether
-    a compiled graph serves it). A str enum: the text in a link, a setting or a record compares equal to it, and
-    JSON writes it as that text. A third mode is a member here and its runner in engine/core: no page names one."""
-
-    EAGER = "eager"  # PyTorch runs each operator as Python calls it
-    COMPILED = "compiled"  # a static KV cache and torch.compile around the decode step
-
-
-MODES = tuple(Mode)
-DEFAULT_MODE = Mode.EAGER
 
 
 @dataclass(frozen=True)

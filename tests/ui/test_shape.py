@@ -202,15 +202,14 @@ def test_no_module_takes_another_modules_private_name():
 
 
 GROUND = ("engine.core", "engine.measure.threads", "engine.measure.cpu_time", "engine.measure.timing", "engine.settings",
-          "engine.store")
+          "engine.store", "engine.mode")
 
 
 def above_the_ground_floor(g: dict[str, set[str]], floor: str = "engine.core",
                            allowed: tuple[str, ...] = GROUND) -> dict[str, list[str]]:
     """For each module of ``floor``: the engine modules it reaches (directly, or through another module, lazily
     too) that are not ``allowed`` (``GROUND``: core, the clock and thread rule it times passes with (and the rule's
-    reading of the CPU time), the settings
-    and the bounded store)."""
+    reading of the CPU time), the settings, the engine modes' enum and the bounded store)."""
     ground = lambda m: any(m == g_ or m.startswith(g_ + ".") for g_ in allowed)  # noqa: E731
     return {m: sorted(n for n in _reached(g, m) if n.startswith("engine") and not ground(n))
             for m in sorted(g) if (m == floor or m.startswith(floor + ".")) and
