@@ -1,7 +1,7 @@
 """SpecRun records built by hand for tests (pure arithmetic, no model): the rounds as (drafted, accepted, draft
 seconds) and a plain step time."""
 from engine.core.sampling import SamplingSettings
-from engine.speculative.decoding import SpecRound, SpecRun
+from engine.speculative.records import SpecRound, SpecRun
 
 
 def spec_run(rounds, step=0.04, k=4) -> SpecRun:

@@ -49,7 +49,7 @@ def precision_verdict(cmp) -> Verdict:
 
 
 def race_verdict(run, relative_noise: float) -> Verdict:
-    """Speculation with model:self against plain decoding, from an ``engine.speculative.decoding.SpecRun`` (the
+    """Speculation with model:self against plain decoding, from an ``engine.speculative.records.SpecRun`` (the
     question is about the target drafting for itself: another drafter's race does not decide it)."""
     if run is None or not run.measurable:
         return G.NOT_MEASURED

@@ -1,5 +1,5 @@
 """Saved runs built from the engine's own records: a ``Trace`` (engine/core/trace.py) or a race's ``SpecRun``
-(engine/speculative/decoding.py), with who ran them (the model's identity) and where (the machine).
+(engine/speculative/records.py), with who ran them (the model's identity) and where (the machine).
 
 Nothing here runs the model: every number comes from the record of the run, the model's facts and the hashes the
 model cache keeps. The field-by-field description is docs/record-format.md.

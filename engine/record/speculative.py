@@ -1,4 +1,4 @@
-"""A saved race and the engine's SpecRun (engine/speculative/decoding.py): the derived numbers a record keeps, and the
+"""A saved race and the engine's SpecRun (engine/speculative/records.py): the derived numbers a record keeps, and the
 way back from a record to a SpecRun, so a saved race's numbers are the engine's own properties."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def race_summary(run) -> dict:
 def spec_run(race: dict, model: str):
     """A saved race back as the engine's SpecRun, so its derived numbers are the engine's own properties."""
     from engine.core.sampling import SamplingSettings
-    from engine.speculative.decoding import SpecRound, SpecRun
+    from engine.speculative.records import SpecRound, SpecRun
 
     rounds = tuple(SpecRound(
         r["index"], tuple(r["drafted"]), tuple(r["q"]), tuple(r["p"]), r["accepted"], r["token"], r["kind"],

@@ -1,6 +1,6 @@
-"""Speculative decoding (Leviathan et al. 2023; p = target, q = draft): the algorithm, its records and the race of
-plain against speculative decoding (decoding), the drafters (drafters), the ``python -m engine race`` command (cli),
-``bench specdec`` (bench)."""
+"""Speculative decoding (Leviathan et al. 2023; p = target, q = draft): the algorithm and the race of plain against
+speculative decoding (decoding), what a race measured and the paper's formula (records), the drafters (drafters), the
+``python -m engine race`` command (cli), ``bench specdec`` (bench)."""
 
 # here, not in decoding, so the command line's help needs no torch
 MAX_K = 16  # the longest draft of one round

@@ -22,7 +22,8 @@ from engine.core.loaded import LoadedModel
 from engine.core.sampling import SamplingSettings
 from engine.measure import noise
 from engine.measure.spread import Spread
-from engine.speculative.decoding import SpecRun, race
+from engine.speculative.decoding import race
+from engine.speculative.records import SpecRun
 from engine.speculative.drafters import Drafter, make_drafter
 
 LESSON_RUNS = 5  # the fewest runs whose median a page turns into a sentence

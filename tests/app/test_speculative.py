@@ -83,7 +83,7 @@ def test_no_accepted_draft_shows_no_gain():
 
 def test_impossible_speedup_is_flagged(monkeypatch):
     """A speedup above k + 1 (as a disturbed plain lane produced: 17.5x at k = 4) is flagged, not praised."""
-    from engine.speculative import decoding as S
+    from engine.speculative import records as S
 
     real = ui_spec.race
 
@@ -178,7 +178,7 @@ def test_lanes_that_did_the_same_work_are_never_shown_winning(monkeypatch):
     """Nothing drafted (prompt lookup on an open prompt): each speculative round is a plain decode step, so the
     lanes did the same work. However their clocks differ (here the plain lane was slowed 1.2x, as a busy moment
     does), the page says the gap is noise under the lanes and on the chart, and shows no speedup."""
-    from engine.speculative import decoding as S
+    from engine.speculative import records as S
 
     real = ui_spec.race
 
@@ -225,7 +225,7 @@ def test_a_race_whose_shared_prefill_was_timed_far_apart_is_noise_not_a_win(monk
     """Issue 52's race: the plain lane's prefill timed 2,630 ms and the speculative lane's 723 ms (the same work),
     while speculation was slower decode only (0.73x): its own wall clock read "1.22x as fast". The page must flag
     the pair and call the result noise: never a win (nor a loss)."""
-    from engine.speculative import decoding as S
+    from engine.speculative import records as S
 
     real = ui_spec.race
 

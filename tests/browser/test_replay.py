@@ -136,7 +136,7 @@ def test_a_saved_run_replays_offline_with_working_sliders(browser, trace_page):
 def _lasting(run, plain_s: float, spec_s: float):
     """``run`` with each lane's measured times scaled to last ``plain_s`` and ``spec_s`` seconds in all (the tiny
     model races in milliseconds, where both clocks would read 0.0x s and could not tell the lanes' ends apart)."""
-    from engine.speculative.decoding import SpecRun
+    from engine.speculative.records import SpecRun
 
     fp, fs = plain_s / run.plain_seconds, spec_s / run.spec_seconds
     rounds = tuple(r.__class__(**{**r.__dict__, "draft_seconds": r.draft_seconds * fs,

@@ -6,7 +6,8 @@ import torch
 from engine.speculative.drafters import DrafterError, LookupDrafter, ModelDrafter, early_exit_model, make_drafter
 from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings, make_generator
-from engine.speculative.decoding import expected_speedup, race, speculative_generate, sweep_k, verify
+from engine.speculative.decoding import race, speculative_generate, sweep_k, verify
+from engine.speculative.records import expected_speedup
 from engine.core.trace import generate_tokens
 from engine.core.loop import crop, new_cache, prefill
 

@@ -3,7 +3,7 @@ by hand (pure arithmetic, no model)."""
 import math
 
 from engine.measure import noise
-from engine.speculative.decoding import SpecRun, expected_speedup
+from engine.speculative.records import SpecRun, expected_speedup
 from tests.spec_runs import spec_run
 
 

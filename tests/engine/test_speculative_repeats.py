@@ -11,7 +11,7 @@ from engine.core.prompt import encode_prompt
 from engine.core.sampling import SamplingSettings
 from engine.measure import noise
 from engine.speculative import repeats as R
-from engine.speculative.decoding import SpecRun
+from engine.speculative.records import SpecRun
 from tests.spec_runs import spec_run
 from ui.speculative import view as race_view
 

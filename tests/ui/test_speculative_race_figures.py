@@ -64,7 +64,7 @@ def test_gap_rows_walk_from_the_formula_to_the_clock():
 def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
     """The wall clock can stay under k + 1 while the decode-only number (prefill left out) passes it."""
     from engine.measure import noise
-    from engine.speculative.decoding import SpecRun
+    from engine.speculative.records import SpecRun
 
     run = spec_run([(4, 4, 0.0)] * 6, step=0.04)
     fast = SpecRun(**{**run.__dict__, "rounds": tuple(r.__class__(**{**r.__dict__, "verify_seconds": 0.005})
@@ -78,7 +78,7 @@ def test_a_decode_only_speedup_above_k_plus_one_is_flagged():
 
 
 def test_sweep_figure_sets_the_decode_only_line_beside_the_formula():
-    from engine.speculative.decoding import SweepPoint
+    from engine.speculative.records import SweepPoint
     from ui.speculative.figures import sweep_figure
 
     pts = [SweepPoint(k, 0.9, 2.0, 0.01, 1.4, 2.2, True, 10, 1.9) for k in (1, 2, 4)]
@@ -118,7 +118,7 @@ def _quiet():
 def test_a_sweep_whose_plain_lane_was_timed_far_apart_names_no_best_k():
     """The plain lane is re-measured for every k: the same work each time. Timed more than 1.5x apart, the sweep
     is noise, and its verdict names no best k (one race per k cannot carry that lesson)."""
-    from engine.speculative.decoding import SweepPoint
+    from engine.speculative.records import SweepPoint
 
     quiet = [SweepPoint(k, 0.9, 2.0, 0.01, s, 2.2, True, 10, s, 1.0 + k / 100) for k, s in ((1, 1.3), (2, 1.6))]
     assert race_view.sweep_flags(quiet) == [] and "Best k" in race_view.sweep_verdict(quiet, "lookup")
@@ -129,7 +129,7 @@ def test_a_sweep_whose_plain_lane_was_timed_far_apart_names_no_best_k():
 
 
 def test_the_self_draft_answer_never_reads_a_noisy_race():
-    from engine.speculative.decoding import SpecRun
+    from engine.speculative.records import SpecRun
     from engine.speculative.repeats import RaceRepeats
 
     run = spec_run([(4, 4, 0.2)] * 6, step=0.04)  # model:self: drafting costs more than a target step per token

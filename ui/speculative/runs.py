@@ -9,7 +9,8 @@ import streamlit as st
 from engine.speculative.drafters import make_drafter
 from engine.core.prompt import encode_prompt, token_text
 from engine.core.sampling import SamplingSettings
-from engine.speculative.decoding import SpecRun, sweep_k
+from engine.speculative.decoding import sweep_k
+from engine.speculative.records import SpecRun
 from engine.speculative.repeats import default_repeats, race_repeats
 from engine.core.loaded import ModelRef
 from ui.frame import kept, measured, work

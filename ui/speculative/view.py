@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from engine.measure import noise
-from engine.speculative.decoding import SpecRun
+from engine.speculative.records import SpecRun
 from engine.speculative.repeats import RaceRepeats
 from ui.frame.html import md_escape, visible
 from ui.frame.lessons import lesson
