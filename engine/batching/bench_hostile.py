@@ -139,7 +139,7 @@ PAGE_GOAL = (2.0, 5.0)  # the whole page beside others: at most 2x its time alon
 def _page(w, lm, question: str, n: int, timeout: float) -> tuple[float, list[int] | None]:
     """The home page's three asks, in its order (the analysis and the block walk after the answer, as its sections
     ask them): (seconds from the answer's submit to the walk's end, the answer's tokens)."""
-    from engine.jobs.classbatch import ANALYSIS, PromptRequest
+    from engine.jobs.prompt_passes import ANALYSIS, PromptRequest
     from engine.loop.inspect import BLOCK_WALK, BlockWalkRequest
 
     answer = _ask(w, lm, question, n, "student", "10.0.0.7")

@@ -4,8 +4,8 @@
 ``RunRequest`` (engine/core/request.py) and the model that serves it, and run alone it *is* ``run_trace``. Asked of
 the worker (``Worker.ask(ANSWER, request)``), it is handed to ``serve_batch`` with every other queued request of its
 ``group`` (the same model object, so the same precision): continuous batching, as the batching page teaches it.
-``ANALYSIS`` serves the prompts' untimed analysis passes the same way (``PromptRequest``), in right-padded passes
-(``prompt_passes``, which the block walk's kind in engine/loop/inspect.py uses too).
+The prompts' untimed analysis passes (``ANALYSIS``) are served together too, in right-padded passes:
+engine/jobs/prompt_passes.py.
 
 - Requests join between decode steps, within the share of the batch their client and session may hold
   (engine/jobs/seats.py, asked by the worker's ``admit``; a request weighs more for a long prompt or many new
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
 
 import torch
 
@@ -45,7 +44,7 @@ from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, 
 from engine.jobs import seats
 from engine.jobs.kinds import BatchHost, JobKind, JobState
 from engine.jobs.job import relay
-from engine.core.cancel import Cancelled
+from engine.jobs.prompt_passes import ANALYSIS_CHUNK_TOKENS, cancelled, chunks
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
 from engine.core.loaded import LoadedModel
@@ -53,8 +52,8 @@ from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.request import RunRequest
 from engine.core.sampling import make_generator, sample
 from engine.measure.timing import now
-from engine.core.trace import (MAX_NEW_TOKENS, PromptAnalysis, Trace, analyse_prompt, analyse_prompts,
-                               build_trace, run_trace, step_record, step_stats)
+from engine.core.trace import (MAX_NEW_TOKENS, Trace, analyse_prompts, build_trace, run_trace, step_record,
+                               step_stats)
 
 PREFILL_SLICE_TOKENS = 256  # padded positions of long prompts prefilled in one round (chunked prefill)
 SHORT_PROMPT_TOKENS = 128  # a group whose prompts are all this short is prefilled whole when it arrives
@@ -62,7 +61,6 @@ DECODE_SHARE = 2.0  # decode seconds the rows decoding get after each second of 
 GROUP_TOKENS = 2048  # padded positions of one group filling together (rows x its longest prompt)
 SIMILAR = 1.25  # a group's longest prompt is at most this times its shortest, plus SIMILAR_SLACK tokens
 SIMILAR_SLACK = 16
-ANALYSIS_CHUNK_TOKENS = 1024  # padded positions per analysis pass (it keeps logits at every position)
 
 
 @dataclass(frozen=True)
@@ -178,16 +176,6 @@ def _row_kv(batch: Batch, i: int) -> tuple[int, int]:
     return held, real
 
 
-def _chunks(rows: list, budget: int) -> list[list]:
-    """Consecutive groups whose padded size (rows x longest prompt) stays within ``budget`` (one row may
-    exceed it alone)."""
-    out: list[list] = []
-    for r in rows:
-        if out and (len(out[-1]) + 1) * max(len(r.ids), *(len(x.ids) for x in out[-1])) <= budget:
-            out[-1].append(r)
-        else:
-            out.append([r])
-    return out
 
 
 def _groups(rows: list) -> list[list]:
@@ -302,10 +290,10 @@ def serve_batch(w: BatchHost, first) -> None:
     warm_up(lm)
     while True:
         for r in batch.leave(lambda r: r.job.should_stop()):
-            w.complete(r.job, JobState.CANCELLED, error=_cancelled(r.job))
+            w.complete(r.job, JobState.CANCELLED, error=cancelled(r.job))
         for g in filling:  # a request cancelled mid-prefill leaves within one slice
             for r in g.drop(lambda r: r.job.should_stop()):
-                w.complete(r.job, JobState.CANCELLED, error=_cancelled(r.job))
+                w.complete(r.job, JobState.CANCELLED, error=cancelled(r.job))
         filling = [g for g in filling if g.rows]
         room = w.max_batch - len(batch.rows) - sum(len(g.rows) for g in filling) - len(joiners)
         if room > 0:
@@ -313,7 +301,7 @@ def serve_batch(w: BatchHost, first) -> None:
         new: list[_Row] = []
         for job in joiners:
             if job.should_stop():
-                w.complete(job, JobState.CANCELLED, error=_cancelled(job))
+                w.complete(job, JobState.CANCELLED, error=cancelled(job))
                 continue
             try:
                 new.append(_Row(job, lm))
@@ -341,12 +329,8 @@ def serve_batch(w: BatchHost, first) -> None:
 
 def _leave_done(w, lm, batch: Batch) -> None:
     """Rows that have their last token leave the batch and get their Trace."""
-    for chunk in _chunks(batch.leave(lambda r: r.reason is not None), ANALYSIS_CHUNK_TOKENS):
+    for chunk in chunks(batch.leave(lambda r: r.reason is not None), ANALYSIS_CHUNK_TOKENS):
         _finish(w, lm, chunk)
-
-
-def _cancelled(job):
-    return Cancelled(f"job {job.key!r} cancelled (left the batch)")
 
 
 def _decode(w, lm, batch: Batch, stops, dev) -> float:
@@ -387,79 +371,3 @@ def _finish(w, lm, rows: list[_Row]) -> None:
 
 ANSWER = JobKind("answer", alone=answer_alone, together=serve_batch, group=lambda r: group(r.lm),
                  weight=answer_weight)
-
-
-class HasPrompt(Protocol):
-    """A request ``prompt_passes`` can serve: a model and a prompt's token ids."""
-
-    lm: LoadedModel
-    ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class PromptRequest:
-    """One prompt's untimed analysis pass."""
-
-    lm: LoadedModel = field(repr=False)
-    ids: tuple[int, ...]
-
-
-def analysis_alone(r: PromptRequest) -> PromptAnalysis:
-    return analyse_prompt(r.lm, list(r.ids))
-
-
-def prompt_passes(phase: str, many: Callable[[HasPrompt, list[list[int]]], list]) -> Callable[[BatchHost, Any], None]:
-    """A ``together`` runner for a kind whose requests are one prompt each (``HasPrompt``): the job handed over
-    and every job of its group already waiting run as passes over several prompts, in chunks of at most
-    ANALYSIS_CHUNK_TOKENS padded positions. ``many(first_request, prompts)`` returns one result per prompt; what
-    else it reads of the first request (a block walk's layer) is the same for the whole group (its kind's
-    ``group`` says so). Jobs that arrive meanwhile run next. ``phase`` names its passes in the class view."""
-
-    def serve(w: BatchHost, first) -> None:
-        pending = [first] + w.admit(first.batch, w.max_batch - 1)  # everyone already waiting joins the first pass
-        while pending:
-            items = [_Ids(job, tuple(int(i) for i in job.request.ids)) for job in pending]
-            for n, chunk in enumerate(_chunks(items, ANALYSIS_CHUNK_TOKENS)):
-                if n:
-                    w.pause()  # between passes, off the clock: other work takes its turn
-                chunk = _live(w, chunk)  # a closed tab's prompt is dropped before its pass, not after it
-                if not chunk:
-                    continue
-                start = time.monotonic()
-                try:
-                    found = many(first.request, [list(c.ids) for c in chunk])
-                except Exception as exc:
-                    for c in chunk:
-                        w.complete(c.job, JobState.FAILED, error=exc)
-                    continue
-                w.note_step(phase, start, time.monotonic(), len(chunk))
-                for c, a in zip(chunk, found):
-                    c.job.rows = max(c.job.rows, len(chunk))
-                    w.complete(c.job, JobState.DONE, result=a)
-            w.pause()
-            pending = w.admit(first.batch, w.max_batch)
-
-    return serve
-
-
-def _live(w: BatchHost, chunk: list) -> list:
-    """The items of ``chunk`` whose job still has a waiter; the others are ended as cancelled."""
-    out = []
-    for c in chunk:
-        if c.job.should_stop():
-            w.complete(c.job, JobState.CANCELLED, error=_cancelled(c.job))
-        else:
-            out.append(c)
-    return out
-
-
-class _Ids:
-    __slots__ = ("job", "ids")
-
-    def __init__(self, job, ids):
-        self.job, self.ids = job, ids
-
-
-ANALYSIS = JobKind("analysis", alone=analysis_alone,
-                   together=prompt_passes("analysis", lambda r, prompts: analyse_prompts(r.lm, prompts)),
-                   group=lambda r: ("analysis", r.lm.ref, id(r.lm)))

@@ -1,8 +1,9 @@
 """The worker's contract with the code it serves: a ``JobKind`` says what a kind of request is called, how one
 request runs alone and, for a kind that batches, how a group of its requests is served together.
 
-A kind is a plain frozen record defined by the module that owns the work (the class batcher's answers and
-analyses in engine/jobs/classbatch.py, the block walk in engine/loop/inspect.py); a request is a frozen dataclass
+A kind is a plain frozen record defined by the module that owns the work (the class batcher's answers in
+engine/jobs/classbatch.py, the prompts' analyses in engine/jobs/prompt_passes.py, the block walk in
+engine/loop/inspect.py); a request is a frozen dataclass
 of that module's (``AnswerRequest``, ``PromptRequest``, ...), submitted with ``Worker.ask(kind, request)``. The
 worker looks at nothing else: no attribute on a function, no reading of positional arguments. A plain function
 submitted with ``Worker.submit(fn, *args)`` is a job of its own kind (its name) that always runs alone.

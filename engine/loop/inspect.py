@@ -8,7 +8,7 @@ import torch
 
 from engine.core import arch, archfacts, instrument, loop
 from engine.core.loaded import LoadedModel
-from engine.jobs.classbatch import prompt_passes
+from engine.jobs.prompt_passes import prompt_passes
 from engine.jobs.kinds import JobKind
 
 

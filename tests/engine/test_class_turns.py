@@ -14,8 +14,8 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.jobs import seats
 from engine.core.request import RunRequest
-from engine.jobs.classbatch import (ANALYSIS, ANSWER, AnswerRequest, PromptRequest, answer_alone, answer_weight,
-                                    prompt_passes)
+from engine.jobs.classbatch import ANSWER, AnswerRequest, answer_alone, answer_weight
+from engine.jobs.prompt_passes import ANALYSIS, PromptRequest, prompt_passes
 from engine.jobs.kinds import JobKind
 from engine.jobs.worker import Worker
 
@@ -96,9 +96,9 @@ class _Ids:
 def test_a_closed_tabs_analysis_is_dropped_before_its_pass(monkeypatch):
     """Analysis passes ran every prompt admitted in a round to its end, closed tabs' included (up to 147 s); each
     pass now drops the prompts whose tab left, and the runner pauses between passes."""
-    import engine.jobs.classbatch as classbatch
+    import engine.jobs.prompt_passes as passes
 
-    monkeypatch.setattr(classbatch, "ANALYSIS_CHUNK_TOKENS", 4)  # one prompt per pass
+    monkeypatch.setattr(passes, "ANALYSIS_CHUNK_TOKENS", 4)  # one prompt per pass
     served: list = []
     jobs: list = []
 

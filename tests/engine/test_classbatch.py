@@ -308,7 +308,7 @@ def test_a_batched_request_streams_its_steps_to_its_own_page(tiny_lm, one_thread
 
 
 def test_analysis_passes_waiting_together_run_as_one(tiny_lm, one_thread):
-    from engine.jobs.classbatch import ANALYSIS, PromptRequest
+    from engine.jobs.prompt_passes import ANALYSIS, PromptRequest
     from engine.core.trace import analyse_prompt
 
     w = Worker()

@@ -21,7 +21,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from engine.jobs.classbatch import ANALYSIS, ANSWER, AnswerRequest, PromptRequest
+from engine.jobs.classbatch import ANSWER, AnswerRequest
+from engine.jobs.prompt_passes import ANALYSIS, PromptRequest
 from engine.loop.inspect import BLOCK_WALK, BlockWalkRequest
 from engine.core.prompt import PromptError
 from engine.core.request import RunRequest
