@@ -43,7 +43,7 @@ BENCHES = {
 
 
 def _emit(args, result: dict, text: str) -> None:
-    from engine.record.format import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
+    from engine.record.values import strict  # JSON has no NaN or infinity: a ratio with nothing to divide is null
 
     out = json.dumps(strict(result), ensure_ascii=False, allow_nan=False)
     print(out if args.json else text)

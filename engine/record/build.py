@@ -15,7 +15,8 @@ from importlib import metadata
 
 import numpy as np
 
-from engine.record.format import FORMAT, VERSION, encode_array
+from engine.record.format import FORMAT, VERSION
+from engine.record.values import encode_array
 from engine.record.summaries import timings
 from engine.record.speculative import race_summary
 

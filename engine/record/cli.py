@@ -156,7 +156,7 @@ def verify_main(argv) -> int:
     if note:
         d["notes"] = [note, *d["notes"]]
     if args.json:
-        from engine.record.format import strict
+        from engine.record.values import strict
 
         print(json.dumps(strict(d), ensure_ascii=False, allow_nan=False))
     else:

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from engine.core.prompt import encode_prompt, token_text
-from engine.record.format import RecordError, decode_array
+from engine.record.values import RecordError, decode_array
 
 SHOWN = 60  # characters of a differing value quoted in the verdict
 

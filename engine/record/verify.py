@@ -35,7 +35,7 @@ from engine.measure import noise
 from engine.record.build import calibration_dict, engine_mode, is_tokenizer, is_weights, machine_facts, \
     model_identity
 from engine.record import derived
-from engine.record.format import decode_array
+from engine.record.values import decode_array
 
 # Largest |logit difference| accepted, by the coarser precision of the two runs (logit units). "same": the same
 # precision, device kind, engine mode and torch / transformers versions; "other": any of those differ.

@@ -11,6 +11,7 @@ from engine.core.sampling import SamplingSettings, sampling_probs
 from engine.core.trace import run_trace
 from engine.measure import noise
 from engine.record import build, format as F
+from engine.record.values import decode_array
 from ui.record.replay import replay_html
 from tests.browser.harness import SHOTS
 
@@ -98,7 +99,7 @@ def test_a_saved_run_replays_offline_with_working_sliders(browser, trace_page):
         assert 0 < sum(shares) <= 1.0 + 1e-9
 
         # the sliders' filters are the engine's (engine/core/sampling.py) on the same recorded logits
-        logits = F.decode_array(t["first_logits"]["values"], "l")
+        logits = decode_array(t["first_logits"]["values"], "l")
         for temp, k, p in [(1.0, 0, 1.0), (0.7, 40, 0.9), (1.5, 0, 0.5), (0.3, 5, 1.0), (2.0, 200, 0.95)]:
             js = page.evaluate("""([T, k, p]) => {
                 const R = JSON.parse(document.getElementById('record').textContent);
@@ -116,7 +117,7 @@ def test_a_saved_run_replays_offline_with_working_sliders(browser, trace_page):
             assert np.allclose(probs, ref[list(ids)], atol=1e-5), (temp, k, p)
 
         # the attention selects show the recorded weights of that layer and head
-        att = F.decode_array(t["analysis"]["attentions"], "a")  # [layers, heads, m, m]
+        att = decode_array(t["analysis"]["attentions"], "a")  # [layers, heads, m, m]
         last_l, last_h = att.shape[0] - 1, att.shape[1] - 1
         page.select_option("#layer", str(last_l))
         page.select_option("#head", str(last_h))

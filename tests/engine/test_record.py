@@ -12,6 +12,8 @@ import torch
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.record import build, format as F, verify as V
+from engine.record.consistency import ROW_SUM_TOLERANCE
+from engine.record.values import decode_array, encode_array
 from engine.record.speculative import spec_run
 from ui.record.replay import replay_html
 
@@ -59,11 +61,11 @@ def test_a_trace_record_round_trips(tiny_lm, trace_rec):
     assert back == trace_rec
     t = back["trace"]
     assert t["generated_ids"] == [s["token_id"] for s in t["steps"]]
-    att = F.decode_array(t["analysis"]["attentions"], "a")  # [layers, heads, m, m]
+    att = decode_array(t["analysis"]["attentions"], "a")  # [layers, heads, m, m]
     assert att.shape == (tiny_lm.info.n_layers, tiny_lm.info.n_heads, len(t["prompt"]["ids"]),
                          len(t["prompt"]["ids"]))
-    assert np.allclose(att.sum(-1), 1, atol=F.ROW_SUM_TOLERANCE) and np.triu(att, 1).max() == 0
-    logits = F.decode_array(t["first_logits"]["values"], "l")
+    assert np.allclose(att.sum(-1), 1, atol=ROW_SUM_TOLERANCE) and np.triu(att, 1).max() == 0
+    logits = decode_array(t["first_logits"]["values"], "l")
     assert logits.shape == (tiny_lm.info.vocab_size,)
     assert t["first_logits"]["top_ids"][0] == int(np.argmax(logits)) == t["generated_ids"][0]  # greedy
     assert [s["kv_bytes"] for s in t["steps"]] == t["kv_formula_bytes"]  # measured = derived (Llama layout)
@@ -137,9 +139,9 @@ def test_an_inconsistent_record_is_refused_even_with_a_fresh_hash(trace_rec, edi
 
 def test_non_causal_attention_is_refused(trace_rec):
     def future(r):
-        a = F.decode_array(r["trace"]["analysis"]["attentions"], "a")
+        a = decode_array(r["trace"]["analysis"]["attentions"], "a")
         a[0, 0, 0, :] = 1.0 / a.shape[-1]  # the first query attends to every later position
-        r["trace"]["analysis"]["attentions"] = F.encode_array(a, "float16")
+        r["trace"]["analysis"]["attentions"] = encode_array(a, "float16")
 
     with pytest.raises(F.RecordError, match="not causal"):
         F.load(_resealed(_edit(trace_rec, future)))

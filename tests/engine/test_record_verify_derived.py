@@ -12,6 +12,7 @@ from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from tests.record_edits import claim_twice_the_vocabulary
 from engine.record import build, format as F, verify as V
+from engine.record.values import decode_array, encode_array
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +40,10 @@ def _berlin(r):
 
 
 def _first_logit_outside_top(r):
-    values = F.decode_array(r["trace"]["first_logits"]["values"], "v")
+    values = decode_array(r["trace"]["first_logits"]["values"], "v")
     low = int(np.argmin(values))  # far outside every top-k: only the whole vocabulary's comparison sees it
     values[low] += 1.0
-    r["trace"]["first_logits"]["values"] = F.encode_array(values, "float32")
+    r["trace"]["first_logits"]["values"] = encode_array(values, "float32")
 
 
 def _scale_probs(r):  # every probability of a step halved together: their ratios (checked on load) still hold
@@ -57,9 +58,9 @@ def _swap_first_two_predictions(r):  # ids and their strings together: only the 
 
 
 def _norms(r):
-    a = F.decode_array(r["trace"]["analysis"]["residual_norms"], "n")
+    a = decode_array(r["trace"]["analysis"]["residual_norms"], "n")
     a[1, 2] *= 1.5
-    r["trace"]["analysis"]["residual_norms"] = F.encode_array(a, "float32")
+    r["trace"]["analysis"]["residual_norms"] = encode_array(a, "float32")
 
 
 @pytest.mark.parametrize("edit, path", [
