@@ -7,7 +7,8 @@
   module (``bench``, ``bench_*``: the command line's, not the pages');
 - every topic is the first word of its paths: pages/<topic>.py has assets/lessons/<topic>.md and ui/<topic>/;
 - a page imports no engine module (it asks its topic's ui); no two folders of engine/ and ui/ import each other;
-  no ui topic imports another topic's figures (what two topics draw is ui/frame/figures.py's).
+  no ui topic imports another topic's figures (what two topics draw is ui/frame/figures.py's);
+- no product module (engine/, ui/, pages/, app.py) passes MAX_MODULE_LINES lines: past that it does several jobs.
 
 Each rule is also run on a small bad example, so it is seen to fail.
 """
@@ -294,3 +295,24 @@ def test_no_topic_imports_another_topics_figures():
         "ui.sampling.figures"]
     assert other_topics_figures("ui.record.sections", "def f():\n    from ui.loop import figures\n") == ["ui.loop.figures"]
     assert other_topics_figures("ui.loop.sections", "from ui.loop.figures import x\nfrom ui.frame.figures import y\n") == []
+
+
+MAX_MODULE_LINES = 450  # docs/architecture.md: a module does one job; past ~450 lines it usually does several
+PRODUCT = ("engine", "ui", "pages", "app.py")
+
+
+def modules_over(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """The product modules under ``root`` longer than ``limit`` lines, with their lengths."""
+    paths = [p for r in PRODUCT for p in ([root / r] if r.endswith(".py") else sorted((root / r).rglob("*.py")))
+             if p.is_file()]
+    lengths = {str(p.relative_to(root)): len(p.read_text("utf-8").splitlines()) for p in paths}
+    return {name: n for name, n in lengths.items() if n > limit}
+
+
+def test_no_product_module_passes_the_line_limit(tmp_path):
+    assert modules_over(ROOT) == {}, "split each by job (docs/architecture.md: a module does one job)"
+    (tmp_path / "engine" / "core").mkdir(parents=True)
+    (tmp_path / "engine" / "core" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "engine" / "core" / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (tmp_path / "app.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 2))
+    assert modules_over(tmp_path) == {"engine/core/long.py": MAX_MODULE_LINES + 1, "app.py": MAX_MODULE_LINES + 2}
