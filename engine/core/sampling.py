@@ -6,40 +6,49 @@ runs on CPU float32 with an explicit ``torch.Generator`` so a seed reproduces a 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
 NEG_INF = float("-inf")
 
 
+def knob(default: float | int, low: float | int, high: float | int):
+    """A sampling knob: its default (the knob off, or greedy) and the range ``clamp`` forces it into, declared once;
+    the saved run's schema reads the same range (engine/record/format.py: settings_schema)."""
+    return field(default=default, metadata={"range": (low, high)})
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
-    temperature: float = 0.0  # 0 = greedy
-    top_k: int = 0  # 0 = off
-    top_p: float = 1.0  # 1 = off
-    min_p: float = 0.0  # 0 = off
+    """The sampling knobs of a run, each a ``knob``. Everything that carries a run carries this record whole (the run
+    request, the worker's answers, the trace, the saved run's ``settings``), so a new knob is a field here."""
+
+    temperature: float = knob(0.0, 0.0, 10.0)  # 0 = greedy
+    top_k: int = knob(0, 0, 2**32)  # 0 = off
+    top_p: float = knob(1.0, 0.0, 1.0)  # 1 = off
+    min_p: float = knob(0.0, 0.0, 1.0)  # 0 = off
 
     def __post_init__(self):
         # NaN has no meaning for any of these and survives every min/max clamp; refuse it here, with a message,
         # rather than as a RuntimeError from deep inside a draw.
-        for name in ("temperature", "top_p", "min_p"):
-            val = getattr(self, name)
-            if val != val:
-                raise ValueError(f"The sampling setting {name} is not a number (nan).")
+        for f in fields(self):
+            val = getattr(self, f.name)
+            if isinstance(f.default, float) and val != val:
+                raise ValueError(f"The sampling setting {f.name} is not a number (nan).")
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
 
     def clamp(self) -> "SamplingSettings":
-        """The same settings forced into their valid ranges (extreme UI/CLI values never crash a run)."""
-        return SamplingSettings(
-            temperature=min(max(float(self.temperature), 0.0), 10.0),
-            top_k=max(int(self.top_k), 0),
-            top_p=min(max(float(self.top_p), 0.0), 1.0),
-            min_p=min(max(float(self.min_p), 0.0), 1.0),
-        )
+        """The same settings forced into their valid ranges, each as its default's type (extreme UI/CLI values never
+        crash a run)."""
+        def within(f):
+            low, high = f.metadata["range"]
+            return min(max(type(f.default)(getattr(self, f.name)), low), high)
+
+        return replace(self, **{f.name: within(f) for f in fields(self)})
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:

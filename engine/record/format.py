@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import fields
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
@@ -168,7 +169,25 @@ def _where(path) -> str:
 
 @lru_cache(maxsize=1)
 def schema() -> dict:
-    return json.loads((Path(__file__).with_name("schema.json")).read_text(encoding="utf-8"))
+    """schema.json with its ``settings`` filled in from the sampling record (``settings_schema``)."""
+    doc = json.loads((Path(__file__).with_name("schema.json")).read_text(encoding="utf-8"))
+    doc["$defs"]["settings"] = settings_schema()
+    return doc
+
+
+def settings_schema(record: type | None = None) -> dict:
+    """What a saved run's ``settings`` must be: every knob of the run's sampling record (``record``, by default
+    engine.core.sampling.SamplingSettings, whose ``asdict`` the run saved), each a JSON number (an integer for an
+    int knob) within the range the record clamps it into, all of them present and no other name. A knob is declared
+    once, in the record, and a saved run is still checked against it before it is trusted."""
+    if record is None:
+        from engine.core.sampling import SamplingSettings as record  # torch: imported once a file is read, not before
+
+    knobs = {}
+    for f in fields(record):
+        low, high = f.metadata["range"]
+        knobs[f.name] = {"type": "integer" if isinstance(f.default, int) else "number", "minimum": low, "maximum": high}
+    return {"type": "object", "additionalProperties": False, "required": list(knobs), "properties": knobs}
 
 
 def _said(error) -> str:
