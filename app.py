@@ -2,10 +2,12 @@
 import ui.frame.boot  # noqa: F401  first: every module imported once, in one thread (see ui/frame/boot.py)
 import streamlit as st
 
-from ui.frame import compiling, errors, layout, legacy_pages, models, nav, server_metrics, sidebar, state, style
+from ui.frame import (compiling, errors, layout, legacy_pages, models, nav, server_metrics, sidebar, state, style,
+                      uploads)
 
 legacy_pages.legacy_mode_off()  # pages/ beside app.py: Streamlit's legacy router off (ui/frame/legacy_pages.py)
 server_metrics.closed_to_a_class()  # a class server's /_stcore/metrics reports nothing (ui/frame/server_metrics.py)
+uploads.bound_uploads()  # the server keeps few uploads, none once read (ui/frame/uploads.py)
 
 present = state.settings().present
 st.set_page_config(page_title="Inference Loop Explorer", page_icon=str(nav.ICON), layout="wide",

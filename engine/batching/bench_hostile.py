@@ -51,7 +51,7 @@ def add_arguments(p) -> None:
     p.add_argument("--page-only", action="store_true", help="only the whole-page scenarios (not the questions)")
 
 
-def _paste(i: int, chars: int) -> str:
+def paste(i: int, chars: int) -> str:
     text = f"Session {i}. {ASK}\n\n" + PASTE * (chars // len(PASTE) + 1)
     return text[:chars]
 
@@ -108,7 +108,7 @@ def alone(lm: LoadedModel, questions: list[str], n: int, args) -> list[tuple[flo
 
 def beside_hostile(lm: LoadedModel, question: str, n: int, args) -> dict:
     with own_worker(max_batch=args.max_batch) as w:
-        hostile = [_ask(w, lm, _paste(i, args.paste_chars), args.paste_tokens, f"h{i}", "10.0.0.66")
+        hostile = [_ask(w, lm, paste(i, args.paste_chars), args.paste_tokens, f"h{i}", "10.0.0.66")
                    for i in range(args.hostile)]
         _wait(lambda: any(h.first_token_at for h in hostile), args.timeout)  # the hostile rows are decoding
         q = _ask(w, lm, question, n, "student", "10.0.0.7")
@@ -124,7 +124,7 @@ def beside_paste(lm: LoadedModel, questions: list[str], n: int, args) -> list[tu
         box = []
 
         def submit():
-            box.append(_ask(w, lm, _paste(0, args.paste_chars), args.paste_tokens, "paste", "10.0.0.66"))
+            box.append(_ask(w, lm, paste(0, args.paste_chars), args.paste_tokens, "paste", "10.0.0.66"))
             return [_ask(w, lm, q, n, f"student-{i}", f"10.0.0.{10 + i}") for i, q in enumerate(questions)]
 
         t0, jobs = submitted_together(w, submit)
@@ -182,9 +182,9 @@ def page_beside(lm: LoadedModel, question: str, n: int, args, others: str) -> di
 
     with own_worker(max_batch=args.max_batch) as w:
         if others == "hostile":
-            busy = [long(i, _paste(i, args.paste_chars), args.paste_tokens, "10.0.0.66") for i in range(args.hostile)]
+            busy = [long(i, paste(i, args.paste_chars), args.paste_tokens, "10.0.0.66") for i in range(args.hostile)]
         elif others == "pastes":
-            busy = [long(i, _paste(i, args.paste_chars), args.paste_tokens, f"10.0.0.{60 + i}") for i in range(2)]
+            busy = [long(i, paste(i, args.paste_chars), args.paste_tokens, f"10.0.0.{60 + i}") for i in range(2)]
         elif others == "classmate":
             busy = [long(0, "Tell me a long story about the sea, with many chapters.", args.long_tokens, "10.0.0.5")]
         elif others == "alone3":

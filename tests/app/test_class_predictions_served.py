@@ -1,5 +1,5 @@
 """A class of 30 predicts together on a served class server (issue 54's goals), with 30 websocket sessions that do
-what a student's tab does (tests/app/class_sessions.py) and the teacher's class view as a 31st:
+what a student's tab does (scripts/class_tabs.py) and the teacher's class view as a 31st:
 
 - everyone picks; the teacher's tally shows 30 within 2 s of the last pick;
 - "Reveal to the class" opens the answer on every open student page within 3 s (their boxes poll; no reload);
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.app.class_sessions import Tab, run
+from scripts.class_tabs import Tab, run
 from tests.browser.harness import App
 
 TOKEN = "t0ken-for-the-served-class"

@@ -1,6 +1,6 @@
 """A class predicts together, in a real browser on a class server: a teacher tab (the class view), 3 student tabs
 in Chromium (ILE_CLASS_SESSIONS=N for more) and 10 more students as websocket sessions that act as a tab does
-(tests/app/class_sessions.py: ten Chromium tabs, each drawing a measured timeline page, ran past 300 s on the
+(scripts/class_tabs.py: ten Chromium tabs, each drawing a measured timeline page, ran past 300 s on the
 2 shared cores, over this test's 90 s) open the timeline question from the teacher's link and pick. The teacher's
 tally counts every pick within 2 s of the last, a reload keeps its pick and does not vote twice, "Reveal to the
 class" opens the answer on every student's page within 3 s (their boxes poll; no reload), and a forged ?q= shows
@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl
 import pytest
 
 from engine import settings
-from tests.app.class_sessions import Crowd, Tab
+from scripts.class_tabs import Crowd, Tab
 from tests.browser.harness import SHOTS, App, assert_no_error, screenshots_wanted
 
 TOKEN = "t0ken-for-the-class-test"

@@ -1,5 +1,5 @@
-"""A workaround of Streamlit internals (one of two; the other is ui/frame/server_metrics.py): a pages/ folder
-beside app.py with st.navigation.
+"""A workaround of Streamlit internals (one of three; the others are ui/frame/server_metrics.py and
+ui/frame/uploads.py): a pages/ folder beside app.py with st.navigation.
 
 A pages/ folder beside the main script puts Streamlit in its legacy multipage mode (``PagesManager.
 uses_pages_directory``, decided when a server's first session opens): every run is wrapped in a navigation of its

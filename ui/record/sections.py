@@ -8,6 +8,7 @@ import streamlit as st
 from engine.core.loaded import ModelLoadError
 from engine.record.format import MAX_BYTES, RecordError
 from ui.frame.html import chips, md_escape
+from ui.frame import kept, uploads
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.record import runs, view
@@ -48,21 +49,39 @@ def save_race(result, params) -> None:
 
 
 def upload() -> dict | None:
-    """The uploader; a refused file is said in one line. Returns the checked record, or None."""
-    f = st.file_uploader("Open a saved run (RUN.json)", type=["json"], key="record_upload",
-                         max_upload_size=MAX_BYTES // 2**20,
-                         help="A file saved with 'Save this run' or `python -m engine trace/race --save`.")
+    """The uploader; a refused file is said in one line. Returns the checked record, or None.
+
+    The file's bytes leave the server as soon as they are checked (ui/frame/uploads.py): this session keeps the
+    checked record (or the refusal) under the file's id, and later runs of the page read that."""
+    st.file_uploader("Open a saved run (RUN.json)", type=["json"], key="record_upload",
+                     max_upload_size=MAX_BYTES // 2**20,
+                     help="A file saved with 'Save this run' or `python -m engine trace/race --save`.")
+    f = uploads.named("record_upload")
     if f is None:
         return None
-    if f.size > MAX_BYTES:
-        st.error(f"This file is {f.size / 2**20:,.1f} MB; a saved run is at most {MAX_BYTES // 2**20} MB.",
-                 icon=":material/block:")
-        return None
+    got = kept.get(("record upload", f.file_id))
+    if got is None:
+        for key, _ in kept.items("record upload"):  # one checked file per session: the one on show
+            kept.forget(("record upload", *key))
+        got = kept.put(("record upload", f.file_id), _checked(f))
+    record, refusal = got
+    if refusal is not None:
+        st.error(md_escape(refusal), icon=":material/block:")
+    return record
+
+
+def _checked(f) -> tuple[dict | None, str | None]:
+    """(the record, None) or (None, why it was refused); the file's bytes are dropped from the server either way."""
+    if not hasattr(f, "getvalue"):  # Streamlit's DeletedFile: let go before this page read it, or read long ago
+        return None, ("This file is no longer on the server (it keeps few uploads at once, and none once read): "
+                      "open it again.")
+    data = uploads.read_and_drop(f)
+    if len(data) > MAX_BYTES:
+        return None, f"This file is {len(data) / 2**20:,.1f} MB; a saved run is at most {MAX_BYTES // 2**20} MB."
     try:
-        return runs.uploaded(f.getvalue())
+        return runs.uploaded(data), None
     except RecordError as exc:
-        st.error(md_escape(str(exc)), icon=":material/block:")
-        return None
+        return None, str(exc)
 
 
 def summary(record: dict) -> None:
