@@ -20,14 +20,14 @@ from ui.record.replay import replay_html
 PROMPT = "The capital of France is <b>Paris</b> </script><script>alert(1)</script>"
 
 
-def _machine(lm, cal=None):
+def machine_of(lm, cal=None):
     return build.machine_facts(str(lm.device), torch.get_num_threads(), cal)
 
 
 @pytest.fixture(scope="module")
 def trace_rec(tiny_lm):
     tr = run_trace(tiny_lm, PROMPT, SamplingSettings(), max_new_tokens=6, seed=0)
-    return F.seal(build.trace_record(tr, tiny_lm.tokenizer, build.model_identity(tiny_lm), _machine(tiny_lm), "test"))
+    return F.seal(build.trace_record(tr, tiny_lm.tokenizer, build.model_identity(tiny_lm), machine_of(tiny_lm), "test"))
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def race_rec(tiny_lm):
     run = race(tiny_lm, list(enc.ids), "model:random:1", 3, SamplingSettings(), 12, 0)
     check = noise.check_speedup(run.speedup, run.k, run.accepted, run.tokens_per_pass)
     return F.seal(build.race_record(run, check, text, enc, tiny_lm.tokenizer, tiny_lm.ref, tiny_lm.info,
-                                    build.model_identity(tiny_lm), _machine(tiny_lm), "test"))
+                                    build.model_identity(tiny_lm), machine_of(tiny_lm), "test"))
 
 
 def _bytes(rec) -> bytes:
@@ -331,7 +331,7 @@ def test_an_answer_served_in_a_class_batch_saves_and_verifies_alone(tiny_lm, one
     for job in jobs:
         tr = job.result(60)
         rec = F.load(F.dumps(build.trace_record(tr, tiny_lm.tokenizer, build.model_identity(tiny_lm),
-                                                _machine(tiny_lm), "test")))
+                                                machine_of(tiny_lm), "test")))
         assert rec["trace"]["timed_in_batcher"] and max(s["batch_size"] for s in rec["trace"]["steps"]) > 1
         v = V.verify(rec, tiny_lm)
         assert v.status == "identical", v.verdict
@@ -347,7 +347,7 @@ def test_every_family_saves_a_valid_record_that_reproduces(family, one_thread):
     lm = load_tiny_arch(family)
     tr = run_trace(lm, "The capital of France is Paris. The capital of Italy is Rome. Once upon a time",
                    SamplingSettings(), max_new_tokens=5, use_chat_template=False)
-    rec = F.load(F.dumps(build.trace_record(tr, lm.tokenizer, build.model_identity(lm), _machine(lm), "test")))
+    rec = F.load(F.dumps(build.trace_record(tr, lm.tokenizer, build.model_identity(lm), machine_of(lm), "test")))
     assert rec["model"]["model_type"] == lm.info.model_type and rec["model"]["identity"]["weights_sha256"]
     v = V.verify(rec, lm)
     assert v.status == "identical" and v.weights["same"], (family, v.verdict)
@@ -359,7 +359,7 @@ def test_an_int8_copy_saves_and_reproduces(tiny_lm):
 
     lm = to_precision(tiny_lm, "int8")
     tr = run_trace(lm, "hello there", SamplingSettings(), max_new_tokens=4)
-    rec = F.load(F.dumps(build.trace_record(tr, lm.tokenizer, build.model_identity(lm), _machine(lm), "test")))
+    rec = F.load(F.dumps(build.trace_record(tr, lm.tokenizer, build.model_identity(lm), machine_of(lm), "test")))
     assert rec["model"]["precision"] == "int8" and rec["model"]["name"] == "tiny-random"
     v = V.verify(rec, lm)
     assert v.status == "identical" and v.tolerance.logit == V.TOLERANCE_SAME["int8"], v.verdict

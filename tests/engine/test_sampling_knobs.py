@@ -48,10 +48,10 @@ def test_the_saved_run_checks_the_records_own_knobs():
 def test_a_saved_run_with_other_settings_is_refused_in_one_line(tiny_lm, settings, words):
     from engine.core.trace import run_trace
     from engine.record import build
-    from tests.engine.test_record import _machine
+    from tests.engine.test_record import machine_of
 
     tr = run_trace(tiny_lm, "hello", SamplingSettings(), max_new_tokens=2, seed=0)
-    rec = copy.deepcopy(build.trace_record(tr, tiny_lm.tokenizer, build.model_identity(tiny_lm), _machine(tiny_lm),
+    rec = copy.deepcopy(build.trace_record(tr, tiny_lm.tokenizer, build.model_identity(tiny_lm), machine_of(tiny_lm),
                                            "test"))
     rec["trace"]["settings"] = settings
     with pytest.raises(F.RecordError) as exc:
