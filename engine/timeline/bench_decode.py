@@ -224,6 +224,9 @@ def summary(r: dict) -> str:
             kinds = ", ".join(f"{k} {v}" for k, v in row["kernels_by_kind"].items())
             lines.append(f"{'':>12} {row['kernels_are']} per step by kind: {kinds}")
         for name, row in r.get("peers", {}).items():
+            if row["decode_ms_per_token"] is None:
+                lines.append(f"{name:>12} {row['flag']}  (peer, derived)")
+                continue
             lines.append(f"{name:>12} {row['decode_ms_per_token']:>9.2f} {row['tokens_per_s']:>9.1f} "
                          f"{row['ratio_to_eager']:>8.2f}x {'':>9} {'':>8}  {row['same_tokens']}  (peer, derived)")
         lines.append(f"{'floor':>9} {r['floor_ms_per_token']:>9.2f} {r['floor_tokens_per_s']:>9.1f}  "
