@@ -15,6 +15,7 @@ from engine.core import compiled as C
 from engine.core import compile_record as CR
 from engine.core import loop
 from engine.core.background_compile import BackgroundCompiler, CompileState, run_graphs
+from engine.core.batch import batch_graphs
 from engine.core.compile_watch import compile_prefill
 from engine.core.prefill_buckets import PrefillWhy, prefill_mode
 from engine.core.prompt import encode_prompt
@@ -80,6 +81,9 @@ def test_a_runs_graphs_are_its_decode_step_then_its_prefill_bucket_and_until_the
     lm = C.to_mode(tiny_lm, "compiled")
     n = n_tokens(lm, SHORT)
     assert [name for name, _, _ in run_graphs(lm, n, n + NEW)] == [CR.decode_name(256), CR.prefill_name(16, 256)]
+    # the class batcher's step for the page's answer, asked for before the run too: one per cache length it crosses
+    assert [name for name, _, _ in batch_graphs(lm, n, n + NEW)] == [CR.batch_name(1, 256)]
+    assert [name for name, _, _ in batch_graphs(lm, 250, 300)] == [CR.batch_name(1, 256), CR.batch_name(1, 512)]
     cache = C.graph_of(lm).cache(n + NEW)
     assert prefill_mode(lm, n, cache).line == "eager (its graph is not compiled)"
     C.announce(lm, [CR.prefill_name(16, 256)])  # queued on the background compiler

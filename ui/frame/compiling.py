@@ -2,7 +2,8 @@
 background_compile), never on the engine's worker, so neither this page nor anyone else's waits for it.
 
 - A page that draws the sidebar's run (``warm_for_run``): its decode graph, then its prompt's prefill bucket
-  (engine.core.prefill_buckets), compile while the page answers eager; a box says what compiles (the graph, torch's
+  (engine.core.prefill_buckets), then the class batcher's step where the batcher serves the answer, compile while
+  the page answers eager; a box says what compiles (the graph, torch's
   phase, the time so far against the last time, graphs done and to do) and the page runs again, compiled, when
   they are ready. ui.frame.models routes a model's runs eager while one of its graphs compiles.
 - The race (``warm_race``) and the prompt-length sweep (``wait_for_graphs``): their graphs must be compiled before
@@ -16,12 +17,15 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.background_compile import COMPILER, CompileJob, CompileState, run_graphs
+from engine.core.batch import batch_graphs
 from engine.core.compile_watch import compile_prefill, compile_warm_up
 from engine.core.compiled import DEFAULT_MODE, announce, compile_status, graph_of, shaped_of
 from engine.core.compile_record import cache_length, decode_name, verify_name
 from engine.core.prefill_buckets import bucket_graphs
 from engine.core.loaded import LoadedModel, ModelRef
 from engine.core.prompt import PromptError, encode_prompt
+from engine.jobs import worker
+from engine.jobs.classbatch import group
 from ui.frame import state
 from ui.frame.html import md_escape
 
@@ -140,9 +144,11 @@ def warm_for_run(page: str = "loop") -> None:
     except PromptError:
         return  # the page says what is wrong with the prompt
     graphs = run_graphs(lm, n, n + int(s.max_new_tokens))
+    if worker.get_worker().batching and group(lm) is not None:  # the class batcher serves the answer: its step too
+        graphs += batch_graphs(lm, n, n + int(s.max_new_tokens))
     if not graphs:
         return
-    announce(lm, [name for name, fn, _ in graphs if fn is not compile_warm_up])  # the prefill bucket: to do
+    announce(lm, [name for name, fn, _ in graphs if fn is not compile_warm_up])  # shaped graphs: to do
     jobs = [COMPILER.submit(lm, name, fn, *args) for name, fn, args in graphs]
     names = tuple(j.name for j in jobs)
     if any(j.active for j in jobs):
