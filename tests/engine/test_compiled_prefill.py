@@ -6,7 +6,6 @@ costs the suite 30-100 s on a busy 2-core CPU."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import torch
@@ -117,30 +116,37 @@ def test_a_compiled_prefill_gives_eagers_tokens_and_says_so_and_nothing_compiles
     assert len(compile_threads) == before, compile_threads[before:]  # no compile on the worker or in a timed pass
 
 
-def test_a_cancelled_bucket_compile_leaves_eager_prefill_working(tiny_lm, compiled_tiny, monkeypatch, one_thread):
-    """The 64-token bucket's compile, cancelled mid-way: nothing is left compiling or to do, and a run whose prompt
-    is in that bucket prefills eager (and says so), with eager's tokens, its decode steps still compiled. torch's
-    caches on disk are off, so the compile is a real one that runs long enough to be cancelled mid-way."""
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
+def test_a_cancelled_bucket_compile_leaves_eager_prefill_working(tiny_lm, compiled_tiny, one_thread):
+    """The 64-token bucket's compile, cancelled mid-way (held inside dynamo's compile until the cancel is asked, so
+    it cannot finish first): nothing is left compiling or to do, and a run whose prompt is in that bucket prefills
+    eager (and says so), with eager's tokens, its decode steps still compiled."""
+    from torch._dynamo.callback import callback_handler
 
-    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
-    monkeypatch.setattr(functorch_config, "enable_autograd_cache", False)
     lm, n = compiled_tiny, n_tokens(tiny_lm, LONG)
     tokens = n + NEW
     name = CR.prefill_name(64, CR.cache_length(tokens, lm.info.max_positions))
     assert [g[0] for g in run_graphs(lm, n, tokens)] == [name]
-    compiler = BackgroundCompiler()
-    C.announce(lm, [name])
-    job = compiler.submit(lm, name, compile_prefill, lm, n, tokens)
-    t0 = time.monotonic()
-    while not job.step.startswith("Step 1") and not job.done.is_set() and time.monotonic() - t0 < 300:
-        time.sleep(0.01)
-    time.sleep(0.3)  # inside the compile now
-    assert not job.done.is_set(), "the compile ended before it could be cancelled mid-way"
-    cache = C.graph_of(lm).cache(tokens)
-    assert prefill_mode(lm, n, cache).why in (PrefillWhy.COMPILING, PrefillWhy.OTHER_COMPILING)
-    assert compiler.cancel(lm.ref) == 1 and compiler.wait(job, 120) and job.state is CompileState.CANCELLED
+    inside, cancelled = threading.Event(), threading.Event()
+
+    def hold(args) -> None:  # dynamo starts compiling on the compiler's thread: wait there for the cancel
+        if threading.current_thread().name == CR.COMPILER_THREAD:
+            inside.set()
+            cancelled.wait(60)
+
+    callback_handler.register_start_callback(hold)
+    try:
+        compiler = BackgroundCompiler()
+        C.announce(lm, [name])
+        job = compiler.submit(lm, name, compile_prefill, lm, n, tokens)
+        assert inside.wait(300), job.line()
+        cache = C.graph_of(lm).cache(tokens)
+        assert prefill_mode(lm, n, cache).why in (PrefillWhy.COMPILING, PrefillWhy.OTHER_COMPILING)
+        assert compiler.cancel(lm.ref) == 1
+        cancelled.set()
+        assert compiler.wait(job, 120) and job.state is CompileState.CANCELLED
+    finally:
+        cancelled.set()
+        callback_handler.remove_start_callback(hold)
     shaped = C.shaped_of(lm)
     assert shaped.current is None and C.graph_of(lm).compiling_in is None and name not in shaped.to_do
     assert prefill_mode(lm, n, cache).line == "eager (its graph is not compiled)"
