@@ -219,11 +219,12 @@ def main(argv=None) -> int:
         _emit(args, described(lm.ref, i), text)
         return 0
     if args.cmd == "trace":
-        from engine.core.trace import run_trace
+        from engine.core.trace import run_trace, warm_run
         from engine.measure import noise
 
         s = sampling_settings(args)
         try:
+            warm_run(lm, args.prompt, args.max_new_tokens, not args.no_chat_template)  # compiled: its graphs, untimed
             with noise.calibrated() as cal:
                 t = run_trace(lm, args.prompt, s, args.max_new_tokens, args.seed, not args.no_chat_template)
         except PromptError as exc:
@@ -233,7 +234,7 @@ def main(argv=None) -> int:
             return 2
         text = (f"{t.encoded.text}{bold(t.generated_text)}\n\n{len(t.prompt_ids)} prompt tokens, "
                 f"{len(t.generated_ids)} new; time to first token {t.ttft * 1000:.0f} ms; "
-                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason}); engine: {t.engine_mode}")
+                f"{t.tokens_per_second:.1f} tokens/s ({t.stop_reason}); engine: {t.engine_mode}, prefill: {t.prefill_mode}")
         _emit(args, t.to_dict(lm.tokenizer, attentions=not args.no_attentions), text)
         return 0
     if args.cmd == "race":

@@ -32,10 +32,11 @@ from enum import Enum
 from typing import Callable, Iterator
 
 from engine.core import fx_threads
-from engine.core.compile_watch import watched
-from engine.core.compiled import compile_status, graph_of
-from engine.core.compile_record import COMPILER_THREAD, last_compile_s
+from engine.core.compile_watch import compile_prefill, compile_warm_up, watched
+from engine.core.compiled import compile_status, graph_of, shaped_of
+from engine.core.compile_record import COMPILER_THREAD, cache_length, decode_name, last_compile_s
 from engine.core.loaded import ModelRef
+from engine.core.prefill_buckets import bucket_graphs
 
 # A compile traces with torch.fx, which patches torch.nn.Module for the whole process while it traces: the patches
 # are made to apply to the compiling thread only (engine.core.fx_threads); where they cannot be, compiled mode is
@@ -186,6 +187,9 @@ class BackgroundCompiler:
 
     def _end(self, job: CompileJob, state: CompileState, failure: str | None = None) -> None:
         job.state, job.failure = state, failure
+        shaped = shaped_of(job.lm) if job.lm is not None and state is not CompileState.READY else None
+        if shaped is not None and job.name in shaped.to_do:  # cancelled or failed: no longer to do
+            shaped.to_do.remove(job.name)
         if job.started is not None and job.seconds is None:
             job.seconds = time.monotonic() - job.started
         job.lm = None  # the model is not kept alive by a finished job
@@ -247,3 +251,17 @@ class BackgroundCompiler:
 
 
 COMPILER = BackgroundCompiler()  # the server's one compiler (a thread of its own; the worker's is for answers)
+
+
+def run_graphs(lm, prompt_tokens: int, tokens: int) -> list[tuple[str, Callable, tuple]]:
+    """The graphs of ``lm`` (compiled mode) that a run of ``tokens`` tokens, ``prompt_tokens`` of them its prompt,
+    needs and does not have yet, in the order they compile: its decode step, then its prompt's prefill bucket
+    (engine.core.prefill_buckets). Each as (graph name, fn, args) for ``BackgroundCompiler.submit``; none in eager
+    mode, after a failed compile, or for a run longer than any static cache."""
+    graph = graph_of(lm)
+    length = cache_length(tokens, graph.max_positions) if graph is not None and not graph.failure else None
+    if length is None:
+        return []
+    out = [] if graph.ready(tokens) else [(decode_name(length), compile_warm_up, (lm, int(tokens)))]
+    return out + [(name, compile_prefill, (lm, int(prompt_tokens), t))
+                  for name, t in bucket_graphs(lm, prompt_tokens, (tokens,))]

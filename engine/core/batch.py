@@ -245,6 +245,25 @@ def warm_batch(lm: LoadedModel, rows: int, length: int, progress=None) -> bool:
     return prepare_step(lm, batch, progress)
 
 
+def batch_graphs(lm: LoadedModel, prompt_tokens: int, tokens: int, rows: int = 1) -> list[tuple]:
+    """Compiled mode: the batch step graphs a class batch of ``rows`` rows (padded: BATCH_SIZES) whose prompts hold
+    ``prompt_tokens`` tokens needs to decode to ``tokens`` tokens and does not have yet, one per static cache length
+    it moves through (``into_static``, ``_static_decode``), as (graph name, ``warm_batch``, args) for the background
+    compiler: a page whose answer the class batcher serves asks for them before its run, as it asks for the run's
+    own graphs (engine.core.background_compile.run_graphs)."""
+    shaped, size = shaped_of(lm), padded_batch(rows)
+    if shaped is None or shaped.failure or size is None:
+        return []
+    out, length = [], cache_length(int(prompt_tokens) + 1, shaped.graph.max_positions)
+    while length is not None:
+        if not shaped.ready(batch_name(size, length)):
+            out.append((batch_name(size, length), warm_batch, (lm, size, length)))
+        if length >= int(tokens) - 1:  # the last decode step writes position tokens - 2
+            break
+        length = cache_length(length + 1, shaped.graph.max_positions)
+    return out
+
+
 def step_compiled(lm: LoadedModel, batch: Batch) -> bool:
     """A class batch's next step (compiled mode): does it run as its compiled graph? A graph not compiled yet is
     compiled in the background (engine.core.background_compile) while this step and the next run eager on the same

@@ -88,3 +88,12 @@ def compile_warm_up(lm, tokens: int, progress: Callable[[str], None] | None = No
 
     with watched(progress):
         warm_up(lm, tokens, progress=progress)  # it keeps the graph's time (engine.core.compile_record.last_compile_s)
+
+
+def compile_prefill(lm, n: int, tokens: int, progress: Callable[[str], None] | None = None) -> None:
+    """``loop.warm_prefill`` (a prompt of ``n`` tokens' bucket, on the static cache of a run of ``tokens``) as a
+    background compile job, torch's compile steps passed to ``progress`` as they happen."""
+    from engine.core.loop import warm_prefill
+
+    with watched(progress):
+        warm_prefill(lm, n, tokens, progress=progress)

@@ -5,9 +5,8 @@ kernels, and on CUDA that graph is captured once and replayed as a CUDA graph (`
 launch per step instead of hundreds.
 
 What the mode serves (``engine.core.loop`` routes a pass here only when all of it holds):
-- the decode step, ``[1, 1]`` token ids on a static cache made for it (``loop.new_cache(lm, tokens=...)``); the
-  prefill stays eager (its shape changes with every prompt) and writes into the same static cache;
-- one graph per static cache length (``cache_length``: powers of two from ``SHORTEST``, up to the model's positions),
+- the decode step, ``[1, 1]`` token ids on a static cache made for it (``loop.new_cache(lm, tokens=...)``), one
+  graph per static cache length (``cache_length``: powers of two from ``SHORTEST``, up to the model's positions),
   compiled in ``loop.warm_up`` before anything is timed, never inside a measured step.
 
 What it refuses, in one line each (``refused``), and eager runs instead:
@@ -18,15 +17,16 @@ What it refuses, in one line each (``refused``), and eager runs instead:
 - the stepper and analyses: their caches are the eager loop's, so they run eager.
 
 Shaped passes (``ShapedGraphs``, below): a speculative verify pass (one row, k + 1 tokens, rolled back by moving the
-static cache's length: ``rewind``) and the class batcher's decode step (rows padded up to a size in BATCH_SIZES) run
-as graphs of their own, one per shape, each compiled in a warm-up before anything is timed (``compiling``), its time
-recorded for the next start (``compile_status``, ``last_compile_s``).
+static cache's length: ``rewind``), the class batcher's decode step (rows padded up to a size in BATCH_SIZES) and a
+one-sequence prefill (padded to its bucket: engine.core.prefill_buckets) run as graphs of their own, one per shape,
+each compiled in a warm-up before anything is timed (``compiling``), its time recorded for the next start.
 
 KV bytes: a static cache holds its whole length from the first step; ``engine.core.kv.kv_bytes`` counts the
 positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
 
 The compiled step runs the model with its projections fused (engine.core.fused: q/k/v one matrix multiply, gate/up
-another), a second module tree over the same weights; prefill and everything eager run the model as loaded.
+another), a second module tree over the same weights, and so do the shaped passes; every eager pass runs the model
+as loaded.
 
 A compiled model is a second ``LoadedModel`` over the same weights (``to_mode``); the shared model object is never
 changed. Its reference (engine.core.loaded.ModelRef) says ``mode="compiled"``, so everything kept per model
@@ -128,19 +128,24 @@ class DecodeGraph:
         """The compiled step: ``make(model)`` is the plain step (engine.core.loop builds it: the one module that
         passes a KV cache to a model), compiled once, on first use."""
         if self._fn is None:
-            import torch._dynamo
-
-            if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:
-                torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
-            # CUDA: "reduce-overhead" captures the step as a CUDA graph. CPU: inductor's C++ kernels, each wrapped in
-            # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs). Inductor's
-            # freezing (weights as constants packed for MKL: 275 operators a step instead of 362, 1.056x) is off:
-            # with it, a model's compiled passes disagreed with one another in one process (a bucketed prefill's
-            # graph, then a decode graph, changed greedy tokens against eager; docs/benchmarks.md)
-            kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
-            model = self.fusion.model if self.fusion is not None else self.model
-            self._fn = torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
+            self._fn = self.compile(make)
         return self._fn
+
+    def compile(self, make: Callable[[torch.nn.Module], Callable]):
+        """``make(tree)`` under torch.compile, ``tree`` the fused one (the decode step's and every shaped pass's: a
+        verify pass or a batch step that rounded differently from the plain step could flip a greedy near tie)."""
+        import torch._dynamo
+
+        if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:
+            torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
+        # CUDA: "reduce-overhead" captures the step as a CUDA graph. CPU: inductor's C++ kernels, each wrapped in
+        # a profiler range (the kernel-level view of a step sees them; a no-op when no profiler runs). Inductor's
+        # freezing (weights as constants packed for MKL: 275 operators a step instead of 362, 1.056x) is off:
+        # with it, a model's compiled passes disagreed with one another in one process (a bucketed prefill's
+        # graph, then a decode graph, changed greedy tokens against eager; docs/benchmarks.md)
+        kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
+        model = self.fusion.model if self.fusion is not None else self.model
+        return torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
 
     def cache(self, tokens: int):
         """The static cache for a run of ``tokens`` tokens, emptied; None when the run is longer than any length."""
@@ -150,11 +155,12 @@ class DecodeGraph:
         if length is None or self.failure:
             return None
         cache = self.caches.get(length)
-        if cache is None:
-            cache = StaticCache(config=self.model.config, max_cache_len=length)
-            self.caches[length] = cache
-        else:
-            with torch.inference_mode():  # its tensors were made in the inference-mode pass that first filled it
+        # inference tensors, as a shaped pass's caches: dynamo guards on a tensor's kind, and a prefill bucket's graph
+        # serves both (compiled on one, run on the other, it would compile again inside a timed pass)
+        with torch.inference_mode():
+            if cache is None:
+                cache = self.caches[length] = StaticCache(config=self.model.config, max_cache_len=length)
+            else:
                 cache.reset()
         return cache
 
@@ -237,6 +243,7 @@ class ShapedGraphs:
     def __init__(self, graph: DecodeGraph):
         self.graph = graph
         self.caches: dict[tuple[int, int], object] = {}
+        self.warming: weakref.WeakSet = weakref.WeakSet()  # caches a background compile warms up on (``cache``)
         self.compile_s: dict[str, float] = {}  # graph name -> seconds its warm-up took (compile included)
         self.failure: str | None = None
         self.current: tuple[str, float] | None = None  # (graph name, perf_counter at its start) while compiling
@@ -250,8 +257,8 @@ class ShapedGraphs:
         from transformers import StaticCache
 
         key = (int(rows), int(length))
-        # a compile in the background warms up on a cache of its own: the engine's worker may be running a batch
-        # on the kept one meanwhile (eager, engine.core.background_compile)
+        # a compile in the background warms up on a cache of its own (one of this graph's: its passes compile), as the
+        # engine's worker may be running a batch on the kept one meanwhile (eager, engine.core.background_compile)
         fresh = threading.current_thread().name == COMPILER_THREAD
         cache = None if fresh else self.caches.get(key)
         model = self.graph.model
@@ -265,14 +272,16 @@ class ShapedGraphs:
                 shape = (int(rows), int(heads), 1, int(head_dim))  # lazy_initialization reads only shapes and kind
                 for layer in cache.layers:
                     layer.lazy_initialization(p.new_empty(shape), p.new_empty(shape))
-                if not fresh:
+                if fresh:
+                    self.warming.add(cache)
+                else:
                     self.caches[key] = cache
             else:
                 cache.reset()
         return cache
 
     def owns(self, cache) -> bool:
-        return any(cache is c for c in self.caches.values()) or self.graph.owns(cache)
+        return any(cache is c for c in self.caches.values()) or cache in self.warming or self.graph.owns(cache)
 
     def ready(self, name: str) -> bool:
         return name in self.compile_s and self.failure is None
@@ -302,17 +311,7 @@ class ShapedGraphs:
             attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None) -> torch.Tensor:
         """One compiled pass: ids [rows, n] -> logits [rows, keep, vocab] (a copy, as DecodeGraph.step's)."""
         if self._fn is None:
-            import torch._dynamo as dynamo
-
-            if dynamo.config.recompile_limit < RECOMPILE_LIMIT:
-                dynamo.config.recompile_limit = RECOMPILE_LIMIT
-            kw = ({"mode": "reduce-overhead"} if self.graph.cuda_graphs
-                  else {"options": {"cpp.enable_kernel_profile": True}})
-            # the same tree and weights as the decode step (fused): a verify pass or a batch step
-            # that rounded differently from the plain step could change a greedy token at a near tie
-            g = self.graph
-            self._fn = torch.compile(make(g.fusion.model if g.fusion is not None else g.model), fullgraph=True,
-                                     dynamic=False, **kw)
+            self._fn = self.graph.compile(make)  # the decode step's tree and weights (fused)
         with torch.inference_mode():
             ids = ids.clone(memory_format=torch.contiguous_format)
             attention_mask = None if attention_mask is None else attention_mask.contiguous()

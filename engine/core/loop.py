@@ -4,8 +4,9 @@ over the prompt, one decode step per new token, ``decode`` for n steps with a ca
 
 Two engine modes run behind this door (engine.core.compiled): eager, and compiled, where a decode step of a compiled
 model on the static cache that ``new_cache(lm, tokens=...)`` made for it runs as one compiled graph (a CUDA graph on
-a GPU), and so do a verify pass and a padded batch step on a static cache whose graph is compiled
-(``engine.core.compiled.ShapedGraphs``). Every other pass of a compiled model (prefill, analyses) runs eager.
+a GPU), and so do a verify pass, a padded batch step and a one-sequence prefill (padded to its bucket:
+engine.core.prefill_buckets) on a static cache whose graph is compiled (``engine.core.compiled.ShapedGraphs``).
+Every other pass of a compiled model (analyses, the stepper, anything on the eager loop's cache) runs eager.
 
 This is the one door to the model. It is the only module that passes a KV cache (``past_key_values=``) to a
 model: trace, timeline, KV snapshots, the stepper, speculative decoding and the batching scheduler all call it;
@@ -28,11 +29,13 @@ import torch
 from transformers import DynamicCache
 
 from engine.core.compiled import compiling, graph_of, is_static, rewind, shaped_of
-from engine.core.compile_record import decode_name, expected_line, prefill_bucket, prefill_name, record_compile_s
+from engine.core.compile_record import (cache_length, decode_name, expected_line, prefill_bucket, prefill_name,
+                                         record_compile_s)
 from engine.core.device_sampling import draw, knobs, noise
 from engine.core.fused import fuse
 from engine.core.sampling import SamplingSettings
 from engine.core.loaded import LoadedModel
+from engine.core.prefill_buckets import PrefillMode, prefill_mode
 from engine.measure.threads import pass_threads
 from engine.measure.timing import now
 from engine.core.cancel import Cancelled, check_cancelled, pause_point
@@ -274,50 +277,43 @@ def full_pass(lm, ids: torch.Tensor, params: dict | None = None, **kw):
         return model(input_ids=ids, use_cache=False, **kw)
 
 
-def prefill(lm, ids: torch.Tensor, cache, buckets: bool = False) -> torch.Tensor:
+def prefill(lm, ids: torch.Tensor, cache, mode: PrefillMode | None = None) -> torch.Tensor:
     """One forward pass over the whole prompt; fills the cache. ids: [batch, n] -> logits [batch, vocab].
-    ``buckets`` (compiled mode): where ``prefill_compiled`` says so, the prompt runs as its bucket's compiled graph,
-    padded on the right, and the padding's positions are rolled back."""
-    if buckets and prefill_compiled(lm, ids.shape[1], cache):
+    ``mode``: how it runs (``engine.core.prefill_buckets.prefill_mode``, decided by a caller that reports it, else
+    here): compiled mode runs one sequence on its static cache as its bucket's compiled graph when that graph is
+    ready, padded on the right, and rolls the padding's positions back."""
+    mode = mode or prefill_mode(lm, ids.shape[1], cache, ids.shape[0])
+    if mode.compiled:
         n, past = ids.shape[1], int(cache.get_seq_length())
-        bucket = prefill_bucket(n)
-        x = torch.cat([ids, ids[:, -1:].expand(1, bucket - n)], dim=1)  # [1, bucket] right-padded
+        x = torch.cat([ids, ids[:, -1:].expand(1, mode.bucket - n)], dim=1)  # [1, bucket] right-padded
         logits = forward(lm, x, cache, keep=torch.tensor([n - 1], device=x.device))  # [1, 1, vocab]
         rewind(cache, past + n)
         return logits[:, -1]
     return forward(lm, ids, cache)[:, -1]
 
 
-def prefill_compiled(lm, n: int, cache) -> bool:
-    """Does a prefill of ``n`` tokens on ``cache`` run as a compiled graph: compiled mode, one sequence on its static
-    cache with room for the padded bucket, and that bucket's graph compiled (``warm_prefill``)?"""
-    shaped = shaped_of(lm)
-    bucket = prefill_bucket(n)
-    if shaped is None or bucket is None or not shaped.owns(cache):
-        return False
-    length = cache.layers[0].max_cache_len
-    return int(cache.get_seq_length()) + bucket <= length and shaped.ready(prefill_name(bucket, length))
-
-
 def warm_prefill(lm, n: int, tokens: int, progress: Callable[[str], None] | None = None) -> bool:
-    """Compiled mode: compile the prefill graph of the bucket that holds ``n`` prompt tokens on the static cache of
-    a run of ``tokens`` tokens (untimed; three passes on CUDA to record and replay its CUDA graph). Returns whether
-    such a prefill runs compiled; False in eager mode, past the largest bucket or the longest static cache."""
-    shaped = shaped_of(lm)
-    bucket = prefill_bucket(n)
-    cache = new_cache(lm, tokens=tokens) if shaped is not None and bucket is not None else None
-    if cache is None or not served_compiled(lm, cache) or bucket > cache.layers[0].max_cache_len:
+    """Compiled mode: compile the graph of the bucket that holds ``n`` prompt tokens (engine.core.prefill_buckets) on
+    the static cache of a run of ``tokens`` tokens (untimed; three passes on CUDA to record and replay its CUDA
+    graph). Returns whether that graph is ready; False in eager mode, past the largest bucket or the longest static
+    cache, or when it failed. On the background compiler's thread it runs on a static cache of its own: the engine
+    may be using the kept one meanwhile (engine.core.compiled.ShapedGraphs.cache)."""
+    shaped, bucket = shaped_of(lm), prefill_bucket(n)
+    length = cache_length(tokens, shaped.graph.max_positions) if shaped is not None else None
+    if bucket is None or length is None or bucket > length or shaped.failure:
         return False
-    name = prefill_name(bucket, cache.layers[0].max_cache_len)
-    if not shaped.ready(name):
-        ids = torch.zeros((1, bucket), dtype=torch.long, device=next(_module(lm).parameters()).device)
-        with compiling(lm, name, progress), torch.inference_mode():
-            forward(lm, ids[:, :2], cache)  # eager: a new static cache allocates its tensors on its first pass, and a
-            rewind(cache, 0)  # graph traced before that would not fit the allocated one
-            for _ in range(3 if shaped.graph.cuda_graphs else 1):
-                forward(lm, ids, cache, keep=torch.tensor([bucket - 1], device=ids.device))
-                rewind(cache, 0)
-    return prefill_compiled(lm, n, new_cache(lm, tokens=tokens))
+    name, runs = prefill_name(bucket, length), 3 if shaped.graph.cuda_graphs else 1
+    if shaped.ready(name):
+        return True
+    cache, say = shaped.cache(1, length), progress or (lambda msg: None)
+    ids = torch.zeros((1, bucket), dtype=torch.long, device=next(_module(lm).parameters()).device)  # [1, bucket]
+    with compiling(lm, name, progress), torch.inference_mode():
+        for i in range(runs):
+            say(f"Step {i + 1} of {runs}: " + ("compiling the prefill (dynamo traces it, inductor builds its kernels)"
+                                                if i == 0 else "running it again"))
+            forward(lm, ids, cache, keep=torch.tensor([bucket - 1], device=ids.device))  # [1, 1, vocab]
+            rewind(cache, 0)
+    return shaped.ready(name)
 
 
 def decode_step(lm, token: torch.Tensor, cache) -> torch.Tensor:
@@ -370,21 +366,24 @@ def decode(lm: LoadedModel, token: int, cache, n: int, on_step: StepCallback | N
     return out, "max_new_tokens"
 
 
-def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0, buckets: bool = False
-                 ) -> tuple[list[int], float, list[float]]:
+def timed_greedy(lm, ids: list[int], n: int, reserve: int = 0,
+                 on_prefill: Callable[[PrefillMode], None] | None = None) -> tuple[list[int], float, list[float]]:
     """Greedy prefill then ``decode`` to ``n`` tokens in all (EOS ignored), each pass timed after a device sync:
     (token ids, prefill seconds, decode step seconds). The timed greedy loop of the timeline, precision and
     thread benchmarks. ``reserve``: a compiled model's static cache holds at least this many tokens (a sweep keeps
-    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed).
-    ``buckets``: the prefill runs compiled where its bucket's graph is (``prefill_compiled``; ``warm_prefill``
-    compiles it)."""
+    one length, one compiled graph, for all its prompts); compiled, the step is warmed up first (no compile timed),
+    and the prefill runs as its bucket's graph where that is compiled (``prefill``). ``on_prefill(mode)`` hears how
+    the prefill ran, off the clock."""
     dev = next(_module(lm).parameters()).device
     tokens = max(len(ids) + int(n), int(reserve))
     warm_up(lm, tokens)
     cache = new_cache(lm, tokens=tokens)
+    how = prefill_mode(lm, len(ids), cache)
     t0 = now(dev)
-    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache, buckets)[0])  # [1, n] -> [vocab] -> id
+    first = greedy(prefill(lm, torch.tensor([list(ids)], device=dev), cache, how)[0])  # [1, n] -> [vocab] -> id
     t_prefill = now(dev) - t0
+    if on_prefill is not None:
+        on_prefill(how)
     steps: list[float] = []
     out, _ = decode(lm, first, cache, max(0, int(n) - 1), on_step=lambda i, tok, logits, s: steps.append(s),
                     on_device=_greedy_draw(lm), logits=False)

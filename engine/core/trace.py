@@ -18,6 +18,7 @@ from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
 from engine.core.loop import decode, device_draw, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
 from engine.core.loaded import LoadedModel, Mode, ModelInfo, ModelRef, described
+from engine.core.prefill_buckets import PrefillMode, prefill_mode
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
 from engine.core.predictions import PositionPredictions, predictions_from_logits
@@ -49,7 +50,9 @@ class StepRecord:
     # batch of 7 is the time of one pass that made a token for each of 7 requests: not a solo step time.
     batch_size: int = 1
     top_logits: tuple[float, ...] = ()  # raw logits of top_ids: what a saved run is checked against (engine/record)
-    compiled: bool = False  # this decode step ran as the compiled graph (engine.core.compiled); a prefill never does
+    # this pass ran as a compiled graph (engine.core.compiled): a decode step as the decode graph, the prefill (step 0)
+    # as its bucket's graph (engine.core.prefill_buckets)
+    compiled: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,9 @@ class Trace:
     analysis: PromptAnalysis | None = field(default=None)
     # timed by the class batcher's padded loop (engine.jobs.classbatch), even with one row: not the solo loop's times
     timed_in_batcher: bool = False
+    # how the prefill ran, in words (engine.core.prefill_buckets.PrefillMode.line: "compiled, 64-token bucket",
+    # "eager (its graph is compiling)"); "" where it was not recorded (a batched run, a saved run read back)
+    prefill_mode: str = ""
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -109,7 +115,7 @@ class Trace:
     def engine_mode(self) -> Mode:
         """The loop that ran the decode steps: "compiled" when the compiled graph served them, else "eager" (also a
         compiled model's run that was longer than any static cache, or whose compile failed)."""
-        return Mode.COMPILED if any(s.compiled for s in self.steps) else Mode.EAGER
+        return Mode.COMPILED if any(s.compiled for s in self.steps if s.phase == "decode") else Mode.EAGER
 
     @property
     def largest_batch(self) -> int:
@@ -139,6 +145,7 @@ class Trace:
             "generated_text": self.generated_text,
             "stop_reason": self.stop_reason,
             "engine_mode": self.engine_mode,
+            "prefill_mode": self.prefill_mode,
             "ttft_seconds": self.ttft,
             "tokens_per_second": self.tokens_per_second,
             "steps": [asdict(s) for s in self.steps],
@@ -206,12 +213,13 @@ def step_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: 
 
 def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings, max_new_tokens: int, seed: int,
                     stop_at_eos: bool = True, on_step: Callable[[StepRecord], None] | None = None,
-                    record: bool = True):
+                    record: bool = True, on_prefill: Callable[[PrefillMode], None] | None = None):
     """The inference loop: prefill, then decode one token at a time with the KV cache.
 
     Returns (generated ids, step records, first-step logits on CPU, stop reason). With ``record=False`` only
     the ids are kept (the lean loop the decode benchmark compares against ``model.generate``). Token strings
-    are decoded after the loop unless ``on_step`` streams records as they happen.
+    are decoded after the loop unless ``on_step`` streams records as they happen. ``on_prefill(mode)`` hears how
+    the prefill ran (compiled mode: its bucket's graph, or eager and why), off the clock.
     """
     settings = settings.clamp()
     gen = make_generator(seed)
@@ -224,7 +232,7 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     def keep(i: int, tok: int, logits: torch.Tensor, seconds: float, tokens_in: int = 1) -> None:
         if record:
             raw.append((i, tokens_in, seconds, (kv_bytes(cache), kv_tokens(cache)), tok,
-                        step_stats(logits, tok, settings), 1, compiled and i > 0))
+                        step_stats(logits, tok, settings), 1, how.compiled if i == 0 else compiled))
             if on_step is not None:
                 steps.append(step_record(lm, *raw[-1]))
                 on_step(steps[-1])
@@ -233,10 +241,13 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     warm_up(lm, tokens)  # compiled mode: its graph for this length is compiled here, before anything is timed
     cache = new_cache(lm, tokens=tokens)
     compiled = served_compiled(lm, cache)
+    how = prefill_mode(lm, len(ids), cache)  # decided here, once: the run says how its prefill ran
     t0 = now(dev)
-    first_logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
+    first_logits = prefill(lm, torch.tensor([ids], device=dev), cache, how)[0].float().cpu()  # [vocab]
     tok = pick(first_logits)
     keep(0, tok, first_logits, now(dev) - t0, len(ids))
+    if on_prefill is not None:
+        on_prefill(how)
     if tok in stops:
         out, reason = [tok], "eos"
     else:
@@ -331,15 +342,29 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
     max_new_tokens = int(min(max(max_new_tokens, 1), MAX_NEW_TOKENS))
     settings = settings.clamp()
     enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=max_prompt_tokens)
+    heard: list[PrefillMode] = []
     ids, steps, first_logits, reason = generate_tokens(lm, list(enc.ids), settings, max_new_tokens, seed,
-                                                       on_step=on_step)
+                                                       on_step=on_step, on_prefill=heard.append)
     analysis = analyse_prompt(lm, list(enc.ids)) if analyse else None
-    return build_trace(lm, prompt, enc, settings, seed, max_new_tokens, ids, steps, first_logits, reason, analysis)
+    return build_trace(lm, prompt, enc, settings, seed, max_new_tokens, ids, steps, first_logits, reason, analysis,
+                       prefill_mode=heard[0].line)
+
+
+def warm_run(lm: LoadedModel, prompt: str, max_new_tokens: int = 16, use_chat_template: bool = True,
+             max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> None:
+    """Compiled mode, before ``run_trace`` on the command line: the run's decode graph and its prompt's prefill
+    bucket compiled here, untimed (engine.core.background_compile.run_graphs). Not for the engine's worker: the app
+    compiles them on the background compiler. Raises PromptError as ``run_trace`` does."""
+    from engine.core.background_compile import run_graphs
+
+    n = len(encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=max_prompt_tokens).ids)
+    for _, fn, args in run_graphs(lm, n, n + int(min(max(max_new_tokens, 1), MAX_NEW_TOKENS))):
+        fn(*args)
 
 
 def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: SamplingSettings, seed: int,
                 max_new_tokens: int, ids: list[int], steps, first_logits: torch.Tensor, reason: str,
-                analysis: PromptAnalysis | None, timed_in_batcher: bool = False) -> Trace:
+                analysis: PromptAnalysis | None, timed_in_batcher: bool = False, prefill_mode: str = "") -> Trace:
     """The immutable record of one run (alone: ``run_trace``; in a batch: ``engine.jobs.classbatch``)."""
     return Trace(
         model=lm.ref, info=lm.info, prompt=prompt, encoded=enc, settings=settings, seed=int(seed),
@@ -348,5 +373,5 @@ def build_trace(lm: LoadedModel, prompt: str, enc: EncodedPrompt, settings: Samp
         generated_tokens=tuple(token_text(lm.tokenizer, ids)),
         generated_text=lm.tokenizer.decode(ids, clean_up_tokenization_spaces=False), stop_reason=reason,
         steps=tuple(steps), first_logits=first_logits.numpy().astype(np.float32), analysis=analysis,
-        timed_in_batcher=timed_in_batcher,
+        timed_in_batcher=timed_in_batcher, prefill_mode=prefill_mode,
     )

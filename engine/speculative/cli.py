@@ -32,7 +32,10 @@ def cli(lm, args, emit, save_race=None) -> int:
     in by the command line: records stand above speculative decoding, which imports none of them)."""
     from engine.core.loaded import ModelLoadError
     from engine.core.prompt import PromptError, encode_prompt
+    from engine.core.loop import warm_prefill
+    from engine.core.prefill_buckets import bucket_graphs
     from engine.measure import noise
+    from engine.speculative import MAX_K
     from engine.speculative.drafters import DrafterError, make_drafter
     from engine.speculative.repeats import default_repeats, race_repeats
 
@@ -45,6 +48,12 @@ def cli(lm, args, emit, save_race=None) -> int:
     if args.repeats is None:
         args.repeats = default_repeats()
     s = sampling_settings(args)
+    n = len(enc.ids)
+    tokens = n + max(1, args.max_new_tokens)
+    # compiled mode: the prompt's prefill bucket on each lane's static cache (the speculative lane's holds its last
+    # padded verify pass too), compiled before any race is timed
+    for _, t in bucket_graphs(lm, n, (tokens, tokens + min(max(args.k, 0), MAX_K) + 1)):
+        warm_prefill(lm, n, t)
     with noise.calibrated() as cal:
         series = race_repeats(lm, list(enc.ids), args.drafter, args.k, s, max(1, args.max_new_tokens), args.seed,
                               args.repeats, drafter=drafter)

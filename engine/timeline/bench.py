@@ -55,10 +55,13 @@ def run(lm: LoadedModel, args) -> dict:
     from engine.timeline import roofline as R
 
     lengths = [int(x) for x in str(args.lengths).split(",") if x.strip()]
+    T.warm_sweep(lm, lengths, args.new_tokens)  # compiled mode: the prefill buckets, before anything is timed
     sw = T.prompt_length_sweep(lm, lengths, args.new_tokens, args.repeats)
     extended, short = [], None
     while not args.no_extend and not T.climbed(sw.rows):  # on a fast device: until prefill really climbs
         n = T.next_length(sw.rows, lm.info.max_positions, sw.new_tokens)
+        if n:
+            T.warm_sweep(lm, [n], sw.new_tokens)
         row = T.sweep_length(lm, n, sw.new_tokens, sw.repeats) if n else None
         if row is None:
             short = n
@@ -75,7 +78,8 @@ def run(lm: LoadedModel, args) -> dict:
         "benchmark": "timeline", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": hw.threads, "new_tokens": sw.new_tokens, "repeats": sw.repeats,
         "sweep": [{"prompt_tokens": r.prompt_tokens, "ttft_ms": T.spread_dict(r.ttft_ms),
-                   "tpot_ms": T.spread_dict(r.tpot_ms), "prefill_mode": r.prefill_mode} for r in sw.rows],
+                   "tpot_ms": T.spread_dict(r.tpot_ms), "prefill_mode": r.prefill_mode,
+                   "prefill": r.prefill} for r in sw.rows],
         "ttft_growth": round(last.ttft_ms.median / first.ttft_ms.median, 3),
         "extended": extended, "climb_started_at": T.climb_start(sw.rows), "memory_short_at": short,
         "tpot_growth": round(last.tpot_ms.median / first.tpot_ms.median, 3),
@@ -95,9 +99,10 @@ def run(lm: LoadedModel, args) -> dict:
 
 
 def summary(r: dict) -> str:
-    lines = [f"{'prompt tokens':>13} {'TTFT ms':>10} {'TPOT ms':>10}"]
+    lines = [f"{'prompt tokens':>13} {'TTFT ms':>10} {'TPOT ms':>10}  prefill"]
     for row in r["sweep"]:
-        lines.append(f"{row['prompt_tokens']:>13} {row['ttft_ms']['median']:>10.1f} {row['tpot_ms']['median']:>10.1f}")
+        lines.append(f"{row['prompt_tokens']:>13} {row['ttft_ms']['median']:>10.1f} {row['tpot_ms']['median']:>10.1f}"
+                     f"  {row.get('prefill', '')}")
     lines.append(f"TTFT grows x{r['ttft_growth']:.2f}, TPOT x{r['tpot_growth']:.2f} from shortest to longest prompt"
                  + (f"; prefill started to climb at {r['climb_started_at']} tokens" if r["climb_started_at"] else "")
                  + (f"; extended to {r['extended'][-1]} tokens" if r["extended"] else "")

@@ -31,9 +31,8 @@ from engine.core.prompt import token_text
 from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import Trace
-from engine.core.compiled import announce
-from engine.core.compile_record import cache_length, prefill_bucket, prefill_name
-from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_prefill, warm_up
+from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_up
+from engine.core.prefill_buckets import PrefillMode
 from engine.measure.spread import Spread
 from engine.timeline import SWEEP_LENGTHS
 
@@ -104,9 +103,10 @@ class SweepRow:
     prompt_tokens: int
     ttft_ms: Spread  # measured over repeats
     tpot_ms: Spread  # median decode step of each repeat, then median (and range) over repeats
-    # how its prefill ran: "compiled" (its bucket's graph, padded to the bucket) or "eager" (eager mode, or a prompt
-    # past the largest bucket: engine.core.compiled.PREFILL_BUCKETS)
+    # how its prefill ran in the timed repeats: "compiled" (its bucket's graph, padded to the bucket) in every one,
+    # else "eager"; ``prefill`` says it in words, and why it was eager (engine.core.prefill_buckets.PrefillMode.line)
     prefill_mode: Mode = Mode.EAGER
+    prefill: str = "eager"
 
 
 @dataclass(frozen=True)
@@ -123,12 +123,36 @@ def sweep_prompt(lm: LoadedModel, length: int) -> list[int]:
     return (base * reps)[:length]
 
 
-def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int, reserve: int = 0
-                    ) -> tuple[float, list[float]]:
+def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int, reserve: int = 0,
+                    on_prefill: Callable[[PrefillMode], None] | None = None) -> tuple[float, list[float]]:
     """Greedy prefill + decode with the cache; returns (TTFT seconds, decode step seconds). Compiled mode: the
-    prefill runs as its bucket's graph where it is compiled (``warm_prefill``)."""
-    _, first, steps = timed_greedy(lm, ids, new_tokens, reserve=reserve, buckets=True)
+    prefill runs as its bucket's graph where that is compiled (``sweep_graphs``), and ``on_prefill`` hears which."""
+    _, first, steps = timed_greedy(lm, ids, new_tokens, reserve=reserve, on_prefill=on_prefill)
     return first, steps
+
+
+def sweep_graphs(lm: LoadedModel, lengths, new_tokens: int, reserve: int = 0) -> list[tuple[str, Callable, tuple]]:
+    """Compiled mode: the graphs a sweep of these prompt lengths needs and does not have yet (the decode step on its
+    one static cache, then each length's prefill bucket: engine.core.background_compile.run_graphs), as (graph
+    name, fn, args): the app's background compiler compiles them, the command line before its sweep
+    (``warm_sweep``). The sweep itself never compiles one: a length whose graph is not ready runs eager and says
+    so."""
+    from engine.core.background_compile import run_graphs  # compiled mode's compiler, imported where it is asked for
+
+    lengths = sorted({int(n) for n in lengths if int(n) > 0})
+    reserve = max(int(reserve), max(lengths, default=0) + max(2, int(new_tokens)))
+    out: dict[str, tuple[str, Callable, tuple]] = {}
+    for n in lengths:
+        for name, fn, args in run_graphs(lm, n, reserve):
+            out.setdefault(name, (name, fn, args))
+    return list(out.values())
+
+
+def warm_sweep(lm: LoadedModel, lengths, new_tokens: int, reserve: int = 0) -> None:
+    """The command line's compile of ``sweep_graphs``, before anything is timed (not for the engine's worker: the
+    app queues them on its background compiler)."""
+    for _, fn, args in sweep_graphs(lm, lengths, new_tokens, reserve):
+        fn(*args)
 
 
 # Where prefill "really climbs": the sweep goes on doubling the prompt until its time to first token is at least
@@ -181,23 +205,29 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     total, done = len(lengths) * (repeats + 1), 0
     reserve = max(int(reserve), max(lengths) + new_tokens)
     warm_up(lm, reserve)
-    # compiled mode: each length's prefill bucket compiled before anything is timed (the last time said first)
-    length = cache_length(reserve, lm.info.max_positions)
-    announce(lm, [prefill_name(b, length) for b in sorted({prefill_bucket(n) for n in lengths} - {None})
-                  if length is not None and b <= length])
-    mode = {n: Mode.COMPILED if warm_prefill(lm, n, reserve, progress=lambda msg: progress(0.0, msg)) else Mode.EAGER
-            for n in lengths}
+    ran: dict[int, list[PrefillMode]] = {n: [] for n in lengths}  # how each timed prefill ran
     for r in range(repeats + 1):  # round 0 is the warm-up, not recorded
         for n in lengths:
             progress(done / total, f"{'warm-up' if r == 0 else f'repeat {r}/{repeats}'}: {n} prompt tokens")
-            first, steps = _timed_generate(lm, prompts[n], new_tokens, reserve)
+            first, steps = _timed_generate(lm, prompts[n], new_tokens, reserve, (ran[n].append if r else None))
             if r:
                 ttft[n].append(first * 1000.0)
                 tpot[n].append(statistics.median(steps) * 1000.0)
             done += 1
     progress(1.0, "done")
-    rows = tuple(SweepRow(n, Spread.of(ttft[n]), Spread.of(tpot[n]), mode[n]) for n in lengths)
+    rows = tuple(SweepRow(n, Spread.of(ttft[n]), Spread.of(tpot[n]), *_ran(ran[n])) for n in lengths)
     return Sweep(rows, new_tokens, repeats)
+
+
+def _ran(modes: list[PrefillMode]) -> tuple[Mode, str]:
+    """A length's prefill mode over its repeats: compiled only if every repeat was; a graph that became ready
+    part-way through is said (those repeats' times mix the two modes)."""
+    compiled = sum(m.compiled for m in modes)
+    if modes and compiled == len(modes):
+        return Mode.COMPILED, modes[-1].line
+    if compiled:
+        return Mode.EAGER, f"mixed: compiled in {compiled} of {len(modes)} repeats"
+    return Mode.EAGER, modes[-1].line if modes else "eager"
 
 
 # ------------------------------------------------------------------------------- with vs without cache

@@ -127,27 +127,6 @@ def test_bench_classroom_in_compiled_mode_says_its_batched_run_ran_compiled(tiny
     assert "compiled (" in classroom.summary(r)
 
 
-def test_a_compiled_prefill_runs_in_its_bucket_and_equals_eager(tiny_lm, tiny_compiled, one_thread):
-    """A prompt of 10 tokens runs as the 16-token bucket's graph (padded on the right, the padding rolled back):
-    the same greedy tokens as eager, no compile inside the timed run, and the sweep says which mode ran each
-    length (past the largest bucket: eager)."""
-    from engine.core import loop
-    from engine.timeline.experiment import prompt_length_sweep
-
-    ids = list(range(5, 15))
-    assert loop.warm_prefill(tiny_compiled, len(ids), 64)
-    assert loop.prefill_compiled(tiny_compiled, len(ids), loop.new_cache(tiny_compiled, tokens=64))
-    loop.warm_up(tiny_compiled, 64)  # the decode step's own graph, compiled outside the count below
-    before = loop_graphs()
-    comp = loop.timed_greedy(tiny_compiled, ids, 8, reserve=64, buckets=True)
-    assert loop_graphs() == before
-    assert comp[0] == loop.timed_greedy(tiny_lm, ids, 8)[0]
-    assert not loop.prefill_compiled(tiny_compiled, CR.PREFILL_BUCKETS[-1] + 1, loop.new_cache(tiny_compiled, 2048))
-    sweep = prompt_length_sweep(tiny_compiled, (12,), new_tokens=2, repeats=1, reserve=64)
-    assert [r.prefill_mode for r in sweep.rows] == ["compiled"] and C.compile_status(tiny_compiled).to_do == ()
-    assert [r.prefill_mode for r in prompt_length_sweep(tiny_lm, (12,), 2, 1).rows] == ["eager"]
-
-
 def test_compile_status_says_what_compiles_and_its_last_time_before_it_starts(tiny_lm, tmp_path, monkeypatch):
     """A page can show the graph compiling, done and to do, seconds so far against the last time; before a graph's
     first compile the line says its time is unknown, after it the measured time (kept in the cache folder)."""

@@ -1,12 +1,14 @@
 """Compiled mode's compiles, as a person sees them: each graph compiles in the background (engine.core.
 background_compile), never on the engine's worker, so neither this page nor anyone else's waits for it.
 
-- A page that draws the sidebar's run (``warm_for_run``): its decode graph compiles while the page answers eager;
-  a box says what compiles (the graph, torch's phase, the time so far against the last time, graphs done and to do)
-  and the page runs again, compiled, when the graph is ready. ui.frame.models routes a model's runs eager while
-  one of its graphs compiles.
-- The race (``warm_race``): its plain decode step and its verify pass must be compiled before its clocks start, so
-  the race page waits for them, in a box with a clock; the engine serves everyone else meanwhile.
+- A page that draws the sidebar's run (``warm_for_run``): its decode graph, then its prompt's prefill bucket
+  (engine.core.prefill_buckets), then the class batcher's step where the batcher serves the answer, compile while
+  the page answers eager; a box says what compiles (the graph, torch's
+  phase, the time so far against the last time, graphs done and to do) and the page runs again, compiled, when
+  they are ready. ui.frame.models routes a model's runs eager while one of its graphs compiles.
+- The race (``warm_race``) and the prompt-length sweep (``wait_for_graphs``): their graphs must be compiled before
+  their clocks start, so the page waits for them, in a box with a clock; the engine serves everyone else
+  meanwhile.
 - Cancel stops the compile (its thread stops at its next step) and puts this session back in eager mode. On a class
   server the room's mode is the teacher's, and so is the button.
 """
@@ -14,12 +16,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.background_compile import COMPILER, CompileJob, CompileState
-from engine.core.compile_watch import compile_warm_up
+from engine.core.background_compile import COMPILER, CompileJob, CompileState, run_graphs
+from engine.core.batch import batch_graphs
+from engine.core.compile_watch import compile_prefill, compile_warm_up
 from engine.core.compiled import DEFAULT_MODE, announce, compile_status, graph_of, shaped_of
 from engine.core.compile_record import cache_length, decode_name, verify_name
+from engine.core.prefill_buckets import bucket_graphs
 from engine.core.loaded import LoadedModel, ModelRef
 from engine.core.prompt import PromptError, encode_prompt
+from engine.jobs import worker
+from engine.jobs.classbatch import group
 from ui.frame import state
 from ui.frame.html import md_escape
 
@@ -93,32 +99,36 @@ def _job_box(job: CompileJob) -> None:
 
 
 @st.fragment(run_every=2.0)
-def _background_box(ref: ModelRef, name: str) -> None:
-    job = next((j for j in COMPILER.jobs(ref) if j.name == name), None)
-    if job is None:
+def _background_box(ref: ModelRef, names: tuple[str, ...]) -> None:
+    jobs = [j for n in names for j in COMPILER.jobs(ref) if j.name == n]
+    if not jobs:
         return
-    if job.state is CompileState.READY:
-        if st.session_state.pop(_WAITING, None) == (ref, name):
-            st.rerun()  # the whole page again: its run is compiled now
-        st.success(f"Compiled: the {md_escape(name)} is ready ({job.so_far():.0f} s). Runs from now on are "
-                   "compiled.", icon=":material/check_circle:")
-        return
-    if job.state in (CompileState.FAILED, CompileState.CANCELLED):
+    ended = next((j for j in jobs if j.state in (CompileState.FAILED, CompileState.CANCELLED)), None)
+    if ended is not None:
         st.session_state.pop(_WAITING, None)
-        st.warning(md_escape(f"Compiled mode: {job.line()}. Eager runs."), icon=":material/warning:")
+        st.warning(md_escape(f"Compiled mode: {ended.line()}. Eager runs."), icon=":material/warning:")
+        return
+    job = next((j for j in jobs if j.active), None)
+    if job is None:
+        if st.session_state.pop(_WAITING, None) == (ref, names):
+            st.rerun()  # the whole page again: its run is compiled now
+        st.success(md_escape(f"Compiled: the {'; the '.join(j.name for j in jobs)} "
+                             f"{'is' if len(jobs) == 1 else 'are'} ready ({sum(j.so_far() for j in jobs):.0f} s). ")
+                   + "Runs from now on are compiled.", icon=":material/check_circle:")
         return
     with st.container(border=True):
-        st.markdown(f":material/hourglass_top: **Compiled mode: compiling the {md_escape(name)} in the background.** "
-                    "This page answers eager meanwhile (its numbers say eager) and runs again, compiled, when the "
-                    "graph is ready; nobody else waits for it.")
+        st.markdown(f":material/hourglass_top: **Compiled mode: compiling the {md_escape(job.name)} in the "
+                    "background.** This page answers eager meanwhile (its numbers say eager) and runs again, "
+                    "compiled, when its graphs are ready; nobody else waits for them.")
         _job_box(job)
         _cancel_button("compile_cancel")
 
 
 def warm_for_run(page: str = "loop") -> None:
     """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
-    that run (prompt + max new tokens) compiles in the background, shown in a box that refreshes itself, with a
-    button that cancels it. A compile that failed leaves one line, and eager runs."""
+    that run (prompt + max new tokens), then its prompt's prefill bucket, compile in the background
+    (engine.core.background_compile.run_graphs), shown in a box that refreshes itself, with a button that cancels
+    them. A compile that failed leaves one line, and eager runs."""
     from ui.frame.models import compiled_model
     from ui.frame.nav import SIDEBAR_RUN
 
@@ -130,25 +140,27 @@ def warm_for_run(page: str = "loop") -> None:
     if graph is None or graph.failure:
         return
     try:
-        tokens = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids) + int(s.max_new_tokens)
+        n = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids)
     except PromptError:
         return  # the page says what is wrong with the prompt
-    length = cache_length(tokens, graph.max_positions)
-    if length is None or graph.ready(tokens):
+    graphs = run_graphs(lm, n, n + int(s.max_new_tokens))
+    if worker.get_worker().batching and group(lm) is not None:  # the class batcher serves the answer: its step too
+        graphs += batch_graphs(lm, n, n + int(s.max_new_tokens))
+    if not graphs:
         return
-    name = decode_name(length)
-    job = COMPILER.submit(lm, name, compile_warm_up, lm, tokens)
-    if job.active:
-        st.session_state[_WAITING] = (lm.ref, name)
+    announce(lm, [name for name, fn, _ in graphs if fn is not compile_warm_up])  # shaped graphs: to do
+    jobs = [COMPILER.submit(lm, name, fn, *args) for name, fn, args in graphs]
+    names = tuple(j.name for j in jobs)
+    if any(j.active for j in jobs):
+        st.session_state[_WAITING] = (lm.ref, names)
     st.space(28)  # below Streamlit's header bar, where a page's title starts
-    _background_box(lm.ref, name)
+    _background_box(lm.ref, names)
 
 
-def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
-    """Compiled mode, before the race is measured: the plain lane's decode step (a run of ``tokens`` tokens) and the
-    verify pass of k + 1 tokens compile in the background, and this page waits for them (its clocks must not hold
-    a compile), in a box each with its last time and a clock; the engine serves everyone else meanwhile. A compile
-    that fails or is cancelled is one line, and the race runs eager where it must."""
+def warm_race(lm: LoadedModel, tokens: int, k: int, prompt_tokens: int = 0) -> None:
+    """Compiled mode, before the race is measured: the plain lane's decode step (a run of ``tokens`` tokens), the
+    verify pass of k + 1 tokens and the prompt's prefill bucket on each lane's static cache compile in the
+    background, and this page waits for them (``wait_for_graphs``)."""
     from engine.speculative.decoding import warm_verify
 
     graph = graph_of(lm)
@@ -163,15 +175,26 @@ def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
         steps.append((decode_name(cache_length(tokens, graph.max_positions)), compile_warm_up, (lm, tokens)))
     if shaped is not None and not shaped.ready(verify_name(k + 1, length)):
         steps.append((verify_name(k + 1, length), warm_verify, (lm, tokens + k + 1, k + 1)))
-        announce(lm, [verify_name(k + 1, length)])
+    if prompt_tokens:  # the plain lane's cache holds its run, the speculative lane's its last padded verify pass too
+        steps += [(name, compile_prefill, (lm, prompt_tokens, t))
+                  for name, t in bucket_graphs(lm, prompt_tokens, (tokens, tokens + k + 1))]
+    wait_for_graphs(lm, steps, "the race")
+
+
+def wait_for_graphs(lm: LoadedModel, steps: list[tuple], before: str) -> bool:
+    """Compiled mode, before a measurement whose clocks must not hold a compile (``before``: "the race", "the
+    sweep"): its graphs, (name, fn, args) each, compile in the background and this page waits for them, in a box
+    each with its last time and a clock; the engine serves everyone else meanwhile. Returns whether all are ready;
+    a compile that fails or is cancelled is one line, and the measurement runs eager where it must."""
+    announce(lm, [name for name, fn, _ in steps if fn is not compile_warm_up])  # the shaped passes' graphs: to do
     jobs = [COMPILER.submit(lm, name, fn, *args) for name, fn, args in steps]
     for i, job in enumerate(jobs):
-        with st.status(f"Compiled mode: compiling the {job.name} ({i + 1} of {len(jobs)}) before the race...",
+        with st.status(f"Compiled mode: compiling the {job.name} ({i + 1} of {len(jobs)}) before {before}...",
                        expanded=True) as box:
-            st.caption("In the background: the engine goes on serving everyone else; the race's clocks start when "
+            st.caption(f"In the background: the engine goes on serving everyone else; {before}'s clocks start when "
                        "its graphs are ready.")
             st.session_state[_FRACTION] = 0.0
-            _cancel_button(f"race_compile_cancel_{i}")
+            _cancel_button(f"compile_cancel_{before.split()[-1]}_{i}")
             slot = st.empty()
             while not job.done.wait(1.0):
                 with slot.container():
@@ -181,6 +204,7 @@ def warm_race(lm: LoadedModel, tokens: int, k: int) -> None:
             if job.state is not CompileState.READY or (status is not None and status.failure):
                 box.update(label="Compiled mode could not compile this graph: eager runs there", state="error")
                 st.error(md_escape(f"Compiled mode: {job.line()}."), icon=":material/error:")
-                return
+                return False
             box.update(label=f"Compiled: the {job.name} is ready ({job.so_far():.0f} s)", state="complete",
                        expanded=False)
+    return True

@@ -35,8 +35,9 @@ def mode_help(lm) -> str:
 
     return ("Eager: PyTorch runs each of the decode step's hundreds of operators as Python calls it. Compiled: a "
             "static KV cache and torch.compile turn the step into one graph of fused kernels (on a GPU, replayed as "
-            "one CUDA graph); compiled once per model, precision and cache length before anything is timed. Prefill, "
-            f"analyses and speculative decoding run eager in both modes. In this engine mode, {how_served(lm)}. "
+            "one CUDA graph); compiled once per model, precision and cache length before anything is timed, in the "
+            "background. A prompt's prefill runs compiled too, padded to a bucket of 16 to 1,024 tokens, once that "
+            f"bucket's graph is compiled; analyses run eager in both modes. In this engine mode, {how_served(lm)}. "
             "Kept in the page address.")
 
 

@@ -5,6 +5,7 @@ from statistics import median
 
 import pandas as pd
 
+from engine.core.loaded import Mode
 from ui.frame.figures import prob_text
 from ui.frame.html import visible
 
@@ -47,6 +48,16 @@ def batch_note(trace) -> str:
             "time, and the engine served your request together with theirs (continuous batching, see the Batching "
             "page). Each bar is one pass that made a token for every request in it, so it is not the time of a "
             "step alone; the Timeline page measures steps alone." + _rounding_note(trace))
+
+
+def prefill_note(trace) -> str:
+    """Compiled mode: how this run's prefill ran (its bucket's compiled graph, or eager and why), as its decode steps
+    say whether they ran compiled."""
+    if trace.model.mode == Mode.EAGER:
+        return ""
+    if trace.timed_in_batcher:
+        return " Prefill: eager (served in the class batch: its prefill is one padded pass with the others' prompts)."
+    return f" Prefill: {trace.prefill_mode}." if trace.prefill_mode else ""
 
 
 def _rounding_note(trace) -> str:

@@ -68,7 +68,7 @@ def run_live(params: RaceParams, plain_lane, plain_clock, spec_lane, spec_clock)
     lm = get_model(params.model)
     ids = list(encode_prompt(lm.tokenizer, params.prompt, params.chat).ids)
     drafter = make_drafter(lm, params.drafter, loader=model_named)
-    warm_race(lm, len(ids) + int(params.max_new_tokens), int(params.k))  # compiled mode: no compile inside a clock
+    warm_race(lm, len(ids) + int(params.max_new_tokens), int(params.k), len(ids))  # compiled: no compile in a clock
     for lane, clock in ((plain_lane, plain_clock), (spec_lane, spec_clock)):
         lane.html(lane_html([], cursor=True))
         clock.html(clock_html(0.0, 0, 0))

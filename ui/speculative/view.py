@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from engine.core.compile_record import prefill_bucket
 from engine.measure import noise
 from engine.speculative.records import SpecRun
 from engine.speculative.repeats import RaceRepeats
@@ -382,5 +383,10 @@ def how_lanes_ran(run) -> str:
     """One line on how each lane of a race ran (engine modes: ``SpecRun.plain_mode``, ``SpecRun.spec_mode``)."""
     words = {"compiled": "compiled (torch.compile graphs)", "eager": "eager", "mixed": "partly compiled, partly eager"}
     plain = words.get(run.plain_mode, "as in the earlier plain run")
-    return (f"How they ran: plain lane's decode steps {plain}; speculative lane's verify passes "
+    line = (f"How they ran: plain lane's decode steps {plain}; speculative lane's verify passes "
             f"{words.get(run.spec_mode, run.spec_mode)}.")
+    if run.plain_mode == "compiled" and run.plain_steps:  # a compiled lane's prefill runs as its bucket's graph
+        bucket = prefill_bucket(len(run.prompt_ids))
+        line += (f" Plain lane's prefill: compiled, {bucket}-token bucket." if run.plain_steps[0].compiled else
+                 " Plain lane's prefill: eager" + (" (past the largest bucket)." if bucket is None else "."))
+    return line

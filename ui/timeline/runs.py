@@ -17,6 +17,7 @@ from engine.core.sampling import SamplingSettings
 from engine.store import BoundedStore
 from engine.core.loaded import ModelRef
 from ui.frame import measured, work
+from ui.frame.compiling import wait_for_graphs
 from ui.frame.measured import Measured
 from ui.frame.models import get_model
 from ui.frame.cache import memo
@@ -32,6 +33,16 @@ def sweep_row_for(ref: ModelRef, length: int, new_tokens: int, repeats: int, res
     return measured.measure(("timeline_sweep", ref, length, new_tokens, repeats, reserve),
                             lambda: work.run(T.sweep_length, get_model(ref), length, new_tokens, repeats, reserve),
                             again=measured.again_pressed(again_key("sweep")))
+
+
+def compiled_graphs(ref: ModelRef, lengths, new_tokens: int, reserve: int = 0) -> None:
+    """Compiled mode, before sweep lengths are measured: their graphs (its decode step, each length's prefill
+    bucket) compile on the background compiler and this page waits for them, never the engine's worker; a length
+    whose graph is not ready (cancelled, failed) runs eager and its row says so."""
+    lm = get_model(ref)
+    steps = T.sweep_graphs(lm, lengths, new_tokens, reserve)
+    if steps:
+        wait_for_graphs(lm, steps, "the sweep")
 
 
 def warm(ref: ModelRef, tokens: int) -> None:
@@ -82,9 +93,10 @@ def sweep(ref: ModelRef, lengths: tuple[int, ...], new_tokens: int, repeats: int
     calibrations of the rows (when and under what load each was measured), and how it was extended: where prefill
     has not climbed yet (a fast device), the longest prompt is doubled until it does, up to the model's positions
     or the device's memory ({"extended": lengths added, "memory_short_at": a length that did not fit})."""
-    bar = st.progress(0.0, text="Prompt-length sweep")
     new_tokens, repeats = max(2, new_tokens), max(1, repeats)
     reserve = max(lengths) + new_tokens  # compiled mode: one static cache length, one graph, for the chosen lengths
+    compiled_graphs(ref, lengths, new_tokens, reserve)
+    bar = st.progress(0.0, text="Prompt-length sweep")
     got, extended, short = [], [], None
     for i, n in enumerate(lengths):
         bar.progress(i / len(lengths), text=f"Prompt-length sweep: {n} prompt tokens ({i + 1} of {len(lengths)})")
@@ -95,6 +107,7 @@ def sweep(ref: ModelRef, lengths: tuple[int, ...], new_tokens: int, repeats: int
         n = T.next_length(rows, max_positions, new_tokens)
         if n is None:
             break
+        compiled_graphs(ref, (n,), new_tokens)
         bar.progress(0.99, text=f"Prefill has not climbed yet on this device: extending the sweep to {n:,} tokens")
         m = sweep_row_for(ref, n, new_tokens, repeats)
         if m.value is None:

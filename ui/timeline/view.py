@@ -88,7 +88,7 @@ def sweep_table(sw: T.Sweep) -> pd.DataFrame:
     return pd.DataFrame([{
         "prompt tokens": r.prompt_tokens, "TTFT median (ms)": round(r.ttft_ms.median, 1),
         "TTFT range (ms)": f"{r.ttft_ms.lo:.1f} to {r.ttft_ms.hi:.1f}", "TPOT median (ms)": round(r.tpot_ms.median, 1),
-        "TPOT range (ms)": f"{r.tpot_ms.lo:.1f} to {r.tpot_ms.hi:.1f}"} for r in sw.rows])
+        "TPOT range (ms)": f"{r.tpot_ms.lo:.1f} to {r.tpot_ms.hi:.1f}", "prefill": r.prefill} for r in sw.rows])
 
 
 def breakdown_caption(bd: T.Breakdown) -> str:

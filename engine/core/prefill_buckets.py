@@ -1,0 +1,102 @@
+"""Compiled mode's prefill, by buckets: how a prefill runs, and the warm-up that compiles a bucket's graph.
+
+A prompt of one sequence on a compiled model's static cache runs as the compiled graph of its bucket
+(engine.core.compile_record.PREFILL_BUCKETS: padded on the right up to the bucket, the logits kept at the last real
+position, the padding's cache positions rolled back) when that graph is compiled, and eager otherwise. A prompt's
+length changes with every question, so one graph per length would compile without end; a few buckets are a few
+graphs, and causal attention keeps the padding out of every real position.
+
+``prefill_mode`` decides it, once, at the call that runs the prefill (``engine.core.loop.prefill``), and says why
+in words a run keeps (``PrefillMode.line``: "compiled, 64-token bucket", "eager (its graph is compiling)"), as a
+decode step says whether it ran compiled. A bucket's graph is compiled by ``engine.core.loop.warm_prefill``: in
+the app on the background compiler's thread (engine.core.background_compile, ``compile_watch.compile_prefill``),
+on the command line before anything is timed; never inside an engine job or a timed pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterable
+
+from engine.core.compiled import graph_of, shaped_of
+from engine.core.compile_record import PREFILL_BUCKETS, cache_length, prefill_bucket, prefill_name
+
+
+class PrefillWhy(Enum):
+    """How a prefill ran, and why it ran eager where it did."""
+
+    COMPILED = "compiled"
+    EAGER_MODE = "eager"  # an eager model, several rows, or a cache that is not a compiled graph's static cache
+    PAST_BUCKETS = "past the largest bucket"
+    NO_ROOM = "its padded bucket does not fit the static cache"
+    COMPILING = "its graph is compiling"
+    OTHER_COMPILING = "another graph of this model is compiling"
+    NOT_COMPILED = "its graph is not compiled"
+    FAILED = "compiled mode could not compile this model's graphs"
+
+
+@dataclass(frozen=True)
+class PrefillMode:
+    why: PrefillWhy
+    tokens: int  # the prompt's tokens
+    bucket: int | None  # the padded length it runs (or would run) at; None past the largest bucket
+
+    @property
+    def compiled(self) -> bool:
+        return self.why is PrefillWhy.COMPILED
+
+    @property
+    def line(self) -> str:
+        """What a run says of its prefill: "compiled, 64-token bucket", "eager (its graph is compiling)"."""
+        if self.compiled:
+            return f"compiled, {self.bucket}-token bucket"
+        if self.why is PrefillWhy.EAGER_MODE:
+            return "eager"
+        if self.why is PrefillWhy.PAST_BUCKETS:
+            return f"eager (past the largest bucket, {PREFILL_BUCKETS[-1]:,} tokens)"
+        return f"eager ({self.why.value})"
+
+
+def prefill_mode(lm, n: int, cache, rows: int = 1) -> PrefillMode:
+    """How a prefill of ``rows`` x ``n`` tokens on ``cache`` runs now: as its bucket's compiled graph (compiled mode,
+    one row on a static cache of the model's with room for the padded bucket, that bucket's graph compiled, and no
+    graph of the model compiling on another thread: engine.core.compiled.DecodeGraph.elsewhere), else eager, and why."""
+    n = int(n)
+    bucket = prefill_bucket(n)
+    graph = graph_of(lm)
+    if graph is None or int(rows) != 1:
+        return PrefillMode(PrefillWhy.EAGER_MODE, n, bucket)
+    shaped = shaped_of(lm)
+    if graph.failure or (shaped is not None and shaped.failure):
+        return PrefillMode(PrefillWhy.FAILED, n, bucket)
+    if shaped is None or not shaped.owns(cache):
+        return PrefillMode(PrefillWhy.EAGER_MODE, n, bucket)
+    if bucket is None:
+        return PrefillMode(PrefillWhy.PAST_BUCKETS, n, None)
+    length = cache.layers[0].max_cache_len
+    if int(cache.get_seq_length()) + bucket > length:
+        return PrefillMode(PrefillWhy.NO_ROOM, n, bucket)
+    name = prefill_name(bucket, length)
+    if not shaped.ready(name):
+        compiling_now = (shaped.current is not None and shaped.current[0] == name) or name in shaped.to_do
+        return PrefillMode(PrefillWhy.COMPILING if compiling_now else PrefillWhy.NOT_COMPILED, n, bucket)
+    if graph.elsewhere():
+        return PrefillMode(PrefillWhy.OTHER_COMPILING, n, bucket)
+    return PrefillMode(PrefillWhy.COMPILED, n, bucket)
+
+
+def bucket_graphs(lm, n: int, runs: Iterable[int]) -> list[tuple[str, int]]:
+    """The bucket graphs a prefill of ``n`` tokens needs and does not have yet, on the static caches of runs of
+    ``runs`` tokens each (a run's prompt, answer and any padded verify pass): (graph name, run tokens), each graph
+    once, in order. Empty in eager mode, past the largest bucket, or where the bucket does not fit a cache."""
+    shaped, bucket = shaped_of(lm), prefill_bucket(n)
+    if shaped is None or bucket is None:
+        return []
+    out: dict[str, int] = {}
+    for tokens in runs:
+        length = cache_length(tokens, shaped.graph.max_positions)
+        if length is not None and bucket <= length:
+            name = prefill_name(bucket, length)
+            if not shaped.ready(name) and name not in out:
+                out[name] = int(tokens)
+    return list(out.items())

@@ -1,0 +1,156 @@
+"""Compiled mode's prefill (engine.core.prefill_buckets): a one-sequence prompt on a compiled model's static cache runs
+as its bucket's compiled graph once the background compiler has compiled it, with eager's greedy tokens and logits
+within float32 rounding; until then, or past the largest bucket, it runs eager, and every run says which. No graph
+compiles on the engine's worker or inside a timed pass. One compiled tiny model for the module: each real compile
+costs the suite 30-100 s on a busy 2-core CPU."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from engine.core import compiled as C
+from engine.core import compile_record as CR
+from engine.core import loop
+from engine.core.background_compile import BackgroundCompiler, CompileState, run_graphs
+from engine.core.batch import batch_graphs
+from engine.core.compile_watch import compile_prefill
+from engine.core.prefill_buckets import PrefillWhy, prefill_mode
+from engine.core.prompt import encode_prompt
+from engine.core.request import RunRequest
+from engine.core.sampling import SamplingSettings
+from engine.core.trace import run_trace
+
+GREEDY = SamplingSettings(temperature=0.0)
+NEW = 6
+SHORT = "the fox ran"  # a prompt in the 16-token bucket (no chat template; the tiny tokenizer's pieces are short)
+LONG = "the quick brown fox jumps over"  # in the 64-token bucket
+
+
+def n_tokens(lm, prompt: str) -> int:
+    return len(encode_prompt(lm.tokenizer, prompt, False).ids)
+
+
+@pytest.fixture(scope="module")
+def compile_threads():
+    """The name of the thread every compile dynamo starts (a first compile or a recompile) while this module runs."""
+    from torch._dynamo.callback import callback_handler
+
+    names: list[str] = []
+
+    def started(args) -> None:
+        names.append(threading.current_thread().name)
+
+    callback_handler.register_start_callback(started)
+    yield names
+    callback_handler.remove_start_callback(started)
+
+
+@pytest.fixture(scope="module")
+def compiled_tiny(tiny_lm, compile_threads):
+    """``tiny_lm`` in compiled mode, the graphs of a run of SHORT compiled as the app compiles them: by a background
+    compiler, in ``run_graphs``' order (its decode step, then its prefill bucket)."""
+    lm = C.to_mode(tiny_lm, "compiled")
+    n = n_tokens(lm, SHORT)
+    compiler = BackgroundCompiler()
+    jobs = [compiler.submit(lm, name, fn, *args) for name, fn, args in run_graphs(lm, n, n + NEW)]
+    for job in jobs:
+        assert compiler.wait(job, 900) and job.state is CompileState.READY, job.line()
+    return lm
+
+
+def _alone_on_a_worker(lm, prompt: str):
+    """A student's answer run alone by the engine's worker (batching off: ``run_trace`` on the worker's thread)."""
+    from engine.jobs.classbatch import ANSWER, AnswerRequest
+    from engine.jobs.worker import Worker
+
+    w = Worker(batching=False, name="ile-test-worker")
+    try:
+        job = w.ask(ANSWER, AnswerRequest(lm, RunRequest(lm.ref, prompt, False, NEW, GREEDY, 0), analyse=False),
+                    session="student")
+        return job.result(900)
+    finally:
+        w.close()
+
+
+def test_a_runs_graphs_are_its_decode_step_then_its_prefill_bucket_and_until_then_prefill_says_eager(tiny_lm):
+    """What the background compiler is asked for a run, and what a prefill says before its graph exists (no
+    compile here: a compiled model of its own, nothing compiled)."""
+    lm = C.to_mode(tiny_lm, "compiled")
+    n = n_tokens(lm, SHORT)
+    assert [name for name, _, _ in run_graphs(lm, n, n + NEW)] == [CR.decode_name(256), CR.prefill_name(16, 256)]
+    # the class batcher's step for the page's answer, asked for before the run too: one per cache length it crosses
+    assert [name for name, _, _ in batch_graphs(lm, n, n + NEW)] == [CR.batch_name(1, 256)]
+    assert [name for name, _, _ in batch_graphs(lm, 250, 300)] == [CR.batch_name(1, 256), CR.batch_name(1, 512)]
+    cache = C.graph_of(lm).cache(n + NEW)
+    assert prefill_mode(lm, n, cache).line == "eager (its graph is not compiled)"
+    C.announce(lm, [CR.prefill_name(16, 256)])  # queued on the background compiler
+    assert prefill_mode(lm, n, cache).line == "eager (its graph is compiling)"
+    past = CR.PREFILL_BUCKETS[-1] + 1
+    assert prefill_mode(lm, past, cache).line == "eager (past the largest bucket, 1,024 tokens)"
+    assert prefill_mode(tiny_lm, n, loop.new_cache(tiny_lm)).line == "eager"  # eager mode says no more
+    assert prefill_mode(lm, n, loop.new_cache(lm)).why is PrefillWhy.EAGER_MODE  # the eager loop's cache
+
+
+def test_a_compiled_prefill_gives_eagers_tokens_and_says_so_and_nothing_compiles_on_the_worker(
+        tiny_lm, compiled_tiny, compile_threads, one_thread):
+    assert compile_threads and set(compile_threads) == {CR.COMPILER_THREAD}, compile_threads  # the fixture's compiles
+    before = len(compile_threads)
+    tr = _alone_on_a_worker(compiled_tiny, SHORT)
+    eager = run_trace(tiny_lm, SHORT, GREEDY, NEW, 0, False, analyse=False)
+    assert tr.prefill_mode == "compiled, 16-token bucket" and tr.steps[0].compiled
+    assert tr.engine_mode == "compiled" and all(s.compiled for s in tr.steps[1:])
+    assert tr.generated_ids == eager.generated_ids
+    assert eager.prefill_mode == "eager" and not eager.steps[0].compiled
+    assert torch.allclose(torch.from_numpy(tr.first_logits), torch.from_numpy(eager.first_logits), atol=1e-4)
+    assert tr.to_dict(tiny_lm.tokenizer)["prefill_mode"] == "compiled, 16-token bucket"
+    # the timeline's sweep on the same static cache: a length in the compiled bucket runs compiled, one whose bucket
+    # was never compiled runs eager and says why; neither compiles anything
+    from engine.timeline.experiment import prompt_length_sweep
+
+    n = n_tokens(tiny_lm, SHORT)
+    sweep = prompt_length_sweep(compiled_tiny, (12, 40), new_tokens=2, repeats=1, reserve=n + NEW)
+    assert [(r.prefill_mode, r.prefill) for r in sweep.rows] == [
+        ("compiled", "compiled, 16-token bucket"), ("eager", "eager (its graph is not compiled)")]
+    assert len(compile_threads) == before, compile_threads[before:]  # no compile on the worker or in a timed pass
+
+
+def test_a_cancelled_bucket_compile_leaves_eager_prefill_working(tiny_lm, compiled_tiny, one_thread):
+    """The 64-token bucket's compile, cancelled mid-way (held inside dynamo's compile until the cancel is asked, so
+    it cannot finish first): nothing is left compiling or to do, and a run whose prompt is in that bucket prefills
+    eager (and says so), with eager's tokens, its decode steps still compiled."""
+    from torch._dynamo.callback import callback_handler
+
+    lm, n = compiled_tiny, n_tokens(tiny_lm, LONG)
+    tokens = n + NEW
+    name = CR.prefill_name(64, CR.cache_length(tokens, lm.info.max_positions))
+    assert [g[0] for g in run_graphs(lm, n, tokens)] == [name]
+    inside, cancelled = threading.Event(), threading.Event()
+
+    def hold(args) -> None:  # dynamo starts compiling on the compiler's thread: wait there for the cancel
+        if threading.current_thread().name == CR.COMPILER_THREAD:
+            inside.set()
+            cancelled.wait(60)
+
+    callback_handler.register_start_callback(hold)
+    try:
+        compiler = BackgroundCompiler()
+        C.announce(lm, [name])
+        job = compiler.submit(lm, name, compile_prefill, lm, n, tokens)
+        assert inside.wait(300), job.line()
+        cache = C.graph_of(lm).cache(tokens)
+        assert prefill_mode(lm, n, cache).why in (PrefillWhy.COMPILING, PrefillWhy.OTHER_COMPILING)
+        assert compiler.cancel(lm.ref) == 1
+        cancelled.set()
+        assert compiler.wait(job, 120) and job.state is CompileState.CANCELLED
+    finally:
+        cancelled.set()
+        callback_handler.remove_start_callback(hold)
+    shaped = C.shaped_of(lm)
+    assert shaped.current is None and C.graph_of(lm).compiling_in is None and name not in shaped.to_do
+    assert prefill_mode(lm, n, cache).line == "eager (its graph is not compiled)"
+    tr = run_trace(lm, LONG, GREEDY, NEW, 0, False, analyse=False)
+    assert tr.prefill_mode == "eager (its graph is not compiled)" and not tr.steps[0].compiled
+    assert tr.engine_mode == "compiled"  # the decode steps: the graph compiled for the module
+    assert tr.generated_ids == run_trace(tiny_lm, LONG, GREEDY, NEW, 0, False, analyse=False).generated_ids
