@@ -128,10 +128,14 @@ goal(50, "the compiled race identical in float32")(invariant("compiled race (flo
 def race_page_vs_cli(r: Results) -> tuple[str, bool, str]:
     rows, parts, ok = _race_rows(r), [], True
     for x in rows:
-        page = x.get("page") or {}
+        page = x.get("page")
+        if page is None:
+            step = r.steps.get("race", {})
+            raise NotMeasured(f"the race page did not run at {x['new_tokens']} tokens (the check: "
+                              f"{step.get('status', 'no step record')}, limit {step.get('limit_s')} s)")
         if page.get("error") or not page.get("speedup"):
             raise NotMeasured(f"the race page at {x['new_tokens']} tokens gave no speedup: "
-                              f"{page.get('error') or page.get('problems') or 'no metric'}"[:300])
+                              f"{page.get('error') or page.get('problems')}"[:300])
         ratio = page["speedup"] / x["cli"]["speedup"]
         ok = ok and 0.85 <= ratio <= 1.15
         parts.append(f"{x['new_tokens']} tokens: page x{_f(page['speedup'])} vs CLI x{_f(x['cli']['speedup'])} "
@@ -264,7 +268,9 @@ def _compiled_bf16(r: Results) -> dict:
     _runs(d.get("repeats"), "bench decode's bfloat16 run")
     c = d["modes"].get("compiled")
     if c is None:
-        raise NotMeasured(f"compiled mode was refused: {'; '.join(d.get('refused', {}).values())}"[:300])
+        refused = "; ".join(d.get("refused", {}).values())
+        raise NotMeasured(f"compiled mode was refused: {refused}"[:300] if refused else
+                          f"compiled mode was not measured (modes: {', '.join(d['modes'])})")
     return c
 
 

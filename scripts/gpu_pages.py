@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import settings  # noqa: E402  first: the engine's thread policy, before anything imports torch
+from engine.store import BoundedStore  # noqa: E402  the engine first: its thread policy, before anything imports torch
 
 SKIP = {"compile_cancel", "present_prev", "present_next"}  # would leave the page or the mode under test
 MAX_PRESSES = 12
@@ -183,23 +183,23 @@ def _cli(prompt: str, tokens: int, args) -> dict:
             "plain_tokens_per_s": d["plain"]["tokens_per_second"], "identical": d["identical_output"]}
 
 
-def _num(v) -> float | None:
-    try:
-        return float(str(v).strip().split()[0].rstrip("x×"))
-    except (ValueError, IndexError):
-        return None
-
-
 def _page(tokens: int, args) -> dict:
+    """The race page's figures at these settings: the medians of the race it keeps (the metric shows "no gain" or
+    "n/a" where the CLI's JSON has a number), how each lane ran, and the metrics as shown."""
     at = open_page("pages/speculative.py", model=args.model, mode=args.mode, temperature="0",
                    max_new_tokens=str(tokens), race_prompt=RACE_PRESET, race_drafter="lookup", race_k="4",
                    **({"precision": args.precision} if args.precision else {}))
     at.button(key="speculative_go").click().run()
-    m = {x.label: x.value for x in at.metric}
-    texts = [str(e.value) for kind in ("caption", "markdown", "info") for e in getattr(at, kind)]
-    ran = next((t for t in texts if t.startswith("How they ran:")), "")
-    return {"speedup": _num(m.get("Measured speedup")), "decode_speedup": _num(m.get("Decode-only speedup")),
-            "runs": settings.RACE_REPEATS.get(), "identical": m.get("Identical output"), "how_they_ran": ran,
+    # the page keeps its race in the session's one store of results, under a key that starts with its name
+    kept = [v for store in at.session_state.values() if isinstance(store, BoundedStore)
+            for k, v in store.items() if isinstance(k, tuple) and k[:1] == ("speculative race",)]
+    shown = {x.label: x.value for x in at.metric}
+    if not kept:
+        return {"error": f"the page kept no race; it showed {shown}; problems {problems(at)}"[:400]}
+    series, run = kept[-1].series, kept[-1].run
+    return {"speedup": series.speedup.median, "decode_speedup": series.decode_speedup.median, "runs": series.n,
+            "plain_mode": run.plain_mode, "spec_mode": run.spec_mode, "identical": run.identical,
+            "shown": {k: shown.get(k) for k in ("Measured speedup", "Decode-only speedup")},
             "problems": problems(at)}
 
 

@@ -177,3 +177,17 @@ def test_too_few_runs_a_missing_result_or_another_shape_is_not_measured_never_a_
     assert precision["verdict"] == NOT_MEASURED and "did not run" in precision["why"]
     md, _ = gpu_report.report(tmp_path / "r")
     assert "## Measured by scripts/gpu_check.sh" in md
+
+
+def test_a_race_stopped_before_its_page_keeps_the_cli_figures_and_says_why_the_page_has_none(tmp_path):
+    results = copy.deepcopy(RESULTS)
+    for row in results["race"]["rows"]:
+        del row["page"], row["page_vs_cli"]
+    steps = STEPS + [("race", "timed", 110, 110, 124, "timed out", "")]
+    got = goals(write(tmp_path / "r", results, steps))
+    assert got["the race in compiled mode ≥ 2x compiled plain on the extractive preset"]["verdict"] == MET
+    page = got["the race page vs the CLI within 15% (16 and 64 tokens)"]
+    assert page["verdict"] == NOT_MEASURED
+    assert "did not run at 16 tokens (the check: timed out, limit 110 s)" in page["why"]
+    md, _ = gpu_report.report(tmp_path / "r")
+    assert "| 16 | x2.20 (x2.00) | not run |" in md
