@@ -209,8 +209,8 @@ def sweep_climbs(r: Results) -> tuple[str, bool, str]:
     t = _sweep(r)
     first, last = t["sweep"][0], t["sweep"][-1]
     at = t.get("climb_started_at")
-    measured = (f"{first['prompt_tokens']:,} → {last['prompt_tokens']:,} tokens: TTFT {first['ttft_ms']['median']:.1f} "
-                f"→ {last['ttft_ms']['median']:.1f} ms; "
+    measured = (f"{first['prompt_tokens']:,} → {last['prompt_tokens']:,} tokens: TTFT "
+                f"{first['ttft_ms']['median']:.1f} → {last['ttft_ms']['median']:.1f} ms; "
                 + (f"started to climb at {at:,} tokens" if at else "no climb")
                 + (f"; {t['memory_short_at']:,} tokens did not fit" if t.get("memory_short_at") else ""))
     return measured, at is not None, "the sweep names the length where TTFT passed 1.5x the shortest's"

@@ -128,7 +128,8 @@ def race_md(r: dict | None) -> list[str]:
         c, p = x.get("cli", {}), x.get("page") or {}
         rows.append([x["new_tokens"],
                      c.get("error") or f"x{c['decode_speedup']:.2f} (x{c['speedup']:.2f})",
-                     p.get("error") or (f"x{_ms(p.get('decode_speedup'))} (x{_ms(p.get('speedup'))})" if p else "not run"),
+                     p.get("error") or (f"x{_ms(p.get('decode_speedup'))} (x{_ms(p.get('speedup'))})"
+                                        if p else "not run"),
                      _ms(x.get("page_vs_cli")), f"{c.get('plain_mode', '')} / {c.get('spec_mode', '')}",
                      f"{p.get('identical', '')} (CLI {c.get('identical', '')})", "; ".join(c.get("flags", []))[:200]])
     return [f"### The race in {r['mode']} mode: page vs `python -m engine race` ({r['prompt']} preset, lookup, k = 4, "
@@ -242,7 +243,8 @@ def report(d: Path) -> tuple[str, dict]:
              *goals_md(goals), ""]
     prof = every.get("profile")
     for fn, arg in ((decode_md, (every, prof)), (profile_md, (prof,)), (race_md, (every.get("race"),)),
-                    (class_md, (every,)), (sweep_md, (every.get("timeline"),)), (precision_md, (every.get("precision"),)),
+                    (class_md, (every,)), (sweep_md, (every.get("timeline"),)),
+                    (precision_md, (every.get("precision"),)),
                     (compile_md, (load(d, "compile_times.json"),)), (pages_md, (every.get("pages"),)),
                     (invariants_md, (every,)), (steps_md, (steps, d))):
         try:

@@ -18,10 +18,11 @@ def spread(median, lo=None, hi=None, n=5):
 
 
 def decode(dtype, eager_ms, compiled_ms, peer_ms, kernels):
-    mode = lambda ms, k, ran: {"decode_ms_per_token": ms, "decode_ms_min": ms * 0.9, "decode_ms_max": ms * 1.2,  # noqa: E731
-                               "tokens_per_s": 1000 / ms, "ratio_to_eager": eager_ms / ms, "of_floor": 0.1 / ms,
-                               "same_tokens": True, "kernels_per_step": k, "kernels_are": "kernels",
-                               "kernels_by_kind": {"matmul": 210, "elementwise": k - 210}, "ran_as": ran}
+    mode = lambda ms, k, ran: {  # noqa: E731
+        "decode_ms_per_token": ms, "decode_ms_min": ms * 0.9, "decode_ms_max": ms * 1.2,
+        "tokens_per_s": 1000 / ms, "ratio_to_eager": eager_ms / ms, "of_floor": 0.1 / ms, "same_tokens": True,
+        "kernels_per_step": k, "kernels_are": "kernels", "kernels_by_kind": {"matmul": 210, "elementwise": k - 210},
+        "ran_as": ran}
     return {"benchmark": "decode", "device": "cuda", "dtype": dtype, "repeats": 5, "new_tokens": 32,
             "modes": {"eager": mode(eager_ms, 2480, "eager"), "compiled": mode(compiled_ms, kernels, "compiled")},
             "refused": {}, "peers": {"transformers": {"decode_ms_per_token": peer_ms, "tokens_per_s": 1000 / peer_ms,
@@ -93,7 +94,8 @@ RESULTS = {
 STEPS = [("warm-decode-bfloat16", "untimed", 140, 61, 0, "done", ""),
          ("decode-bfloat16", "timed", 75, 40, 0, "done", ""), ("profile", "timed", 40, 22, 0, "done", ""),
          ("timeline", "timed", 80, 80, 124, "timed out", ""),
-         ("precision", "timed", 40, 0, "", "not run", "12 s were left in the call when its turn came; it needs 25-40 s")]
+         ("precision", "timed", 40, 0, "", "not run",
+          "12 s were left in the call when its turn came; it needs 25-40 s")]
 
 VERDICTS = {  # goal -> expected verdict, on RESULTS and STEPS
     "eager decode named launch-bound, with a busy share ≤ 20%": MET,
