@@ -51,20 +51,39 @@ def problems(at) -> list[str]:
     return out
 
 
-def compiled_again(at, model: str) -> float:
-    """Wait for the model's background compiles at any precision (a compiled page answers eager until its graphs are
-    ready), then draw the page again so it runs compiled; the seconds waited (0: none was running)."""
+def compiles_done(model: str, wait_s: float = COMPILE_WAIT_S) -> bool:
+    """Wait up to ``wait_s`` for the model's background compiles at any precision; whether any was running."""
     from engine.core.background_compile import COMPILER
     from engine.core.loaded import PRECISIONS, Mode, ModelRef
 
     refs = [ModelRef(model, p, Mode.COMPILED) for p in ("", *PRECISIONS)]
     t0, waited = time.perf_counter(), False
-    while any(COMPILER.busy(r) for r in refs) and time.perf_counter() - t0 < COMPILE_WAIT_S:
+    while any(COMPILER.busy(r) for r in refs) and time.perf_counter() - t0 < wait_s:
         for r in refs:
-            waited = COMPILER.wait_idle(r, timeout=max(1.0, COMPILE_WAIT_S - (time.perf_counter() - t0))) or waited
-    if waited:
+            waited = COMPILER.wait_idle(r, timeout=max(1.0, wait_s - (time.perf_counter() - t0))) or waited
+    return waited
+
+
+def compiled_again(at, model: str) -> float:
+    """A compiled page answers eager until its graphs are ready: wait for them, then draw the page again so it runs
+    compiled; the seconds waited."""
+    t0 = time.perf_counter()
+    if compiles_done(model):
         at.run()
     return round(time.perf_counter() - t0, 1)
+
+
+def settle(model: str) -> None:
+    """Before the process ends: let a background compile finish, else cancel it (a compile thread still running at
+    exit aborts the interpreter)."""
+    from engine.core.background_compile import COMPILER
+    from engine.core.loaded import PRECISIONS, Mode, ModelRef
+
+    if compiles_done(model, 60):
+        return
+    for p in ("", *PRECISIONS):
+        COMPILER.cancel(ModelRef(model, p, Mode.COMPILED))
+    compiles_done(model, 10)
 
 
 def press_all(at, model: str, compiled: bool) -> tuple[list[str], list[str]]:
@@ -99,6 +118,7 @@ def one_page(args) -> dict:
                      "compile_wait_s": waited, "buttons_pressed": pressed, "problems": found, "error_boxes": said})
         write(args.out, {"check": "page", "model": args.model, "rows": rows})
         print(json.dumps(rows[-1])[:400], flush=True)
+    settle(args.model)
     return {"check": "page", "model": args.model, "rows": rows, "ok": not any(r["problems"] for r in rows)}
 
 
@@ -189,7 +209,12 @@ def _page(tokens: int, args) -> dict:
     at = open_page("pages/speculative.py", model=args.model, mode=args.mode, temperature="0",
                    max_new_tokens=str(tokens), race_prompt=RACE_PRESET, race_drafter="lookup", race_k="4",
                    **({"precision": args.precision} if args.precision else {}))
+    if args.mode == "compiled":
+        compiled_again(at, args.model)  # the page's own run compiles in the background, and a page routes eager then
     at.button(key="speculative_go").click().run()
+    if args.mode == "compiled" and compiles_done(args.model):  # a lane's graph was still compiling: race again
+        at.run()
+        at.button(key="speculative_again").click().run()
     # the page keeps its race in the session's one store of results, under a key that starts with its name
     kept = [v for store in at.session_state.values() if isinstance(store, BoundedStore)
             for k, v in store.items() if isinstance(k, tuple) and k[:1] == ("speculative race",)]
@@ -222,6 +247,7 @@ def race(args) -> dict:
         r["page_vs_cli"] = page / cli if cli and page else None
         write(args.out, {**base, "rows": rows})
         print(json.dumps(r)[:600], flush=True)
+    settle(args.model)
     return {**base, "rows": rows,
             "ok": all(r["page_vs_cli"] and 0.85 <= r["page_vs_cli"] <= 1.15 for r in rows)}
 

@@ -130,7 +130,8 @@ def race_md(r: dict | None) -> list[str]:
                      c.get("error") or f"x{c['decode_speedup']:.2f} (x{c['speedup']:.2f})",
                      p.get("error") or (f"x{_ms(p.get('decode_speedup'))} (x{_ms(p.get('speedup'))})"
                                         if p else "not run"),
-                     _ms(x.get("page_vs_cli")), f"{c.get('plain_mode', '')} / {c.get('spec_mode', '')}",
+                     _ms(x.get("page_vs_cli")), f"CLI {c.get('plain_mode', '')} / {c.get('spec_mode', '')}, page "
+                     f"{p.get('plain_mode', '')} / {p.get('spec_mode', '')}",
                      f"{p.get('identical', '')} (CLI {c.get('identical', '')})", "; ".join(c.get("flags", []))[:200]])
     return [f"### The race in {r['mode']} mode: page vs `python -m engine race` ({r['prompt']} preset, lookup, k = 4, "
             f"greedy, {r['precision']})", "",

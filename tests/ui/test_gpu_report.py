@@ -43,8 +43,8 @@ def race_row(n, cli_wall, cli_decode, page_wall):
             "cli": {"speedup": cli_wall, "decode_speedup": cli_decode, "runs": 5, "noise": False, "flags": [],
                     "plain_mode": "compiled", "spec_mode": "compiled", "plain_tokens_per_s": 400.0,
                     "identical": False},
-            "page": {"speedup": page_wall, "decode_speedup": page_wall * 1.1, "runs": 5, "identical": "no",
-                     "how_they_ran": "How they ran: ...", "problems": []},
+            "page": {"speedup": page_wall, "decode_speedup": page_wall * 1.1, "runs": 5, "identical": False,
+                     "plain_mode": "compiled", "spec_mode": "compiled", "problems": []},
             "page_vs_cli": page_wall / cli_wall}
 
 
@@ -193,3 +193,11 @@ def test_a_race_stopped_before_its_page_keeps_the_cli_figures_and_says_why_the_p
     assert "did not run at 16 tokens (the check: timed out, limit 110 s)" in page["why"]
     md, _ = gpu_report.report(tmp_path / "r")
     assert "| 16 | x2.20 (x2.00) | not run |" in md
+
+
+def test_a_page_whose_lanes_ran_eager_is_not_the_compiled_race_it_is_compared_with(tmp_path):
+    results = copy.deepcopy(RESULTS)
+    results["race"]["rows"][0]["page"].update(plain_mode="eager", spec_mode="eager")
+    page = goals(write(tmp_path / "r", results))["the race page vs the CLI within 15% (16 and 64 tokens)"]
+    assert page["verdict"] == NOT_MEASURED
+    assert "not the same race at 16 tokens: the page's lanes ran eager / eager, the CLI's compiled" in page["why"]
