@@ -33,6 +33,9 @@ def add_arguments(p) -> None:
     p.add_argument("--new-tokens", type=int, default=6)
     p.add_argument("--repeats", type=int, default=1, help="serial/batched pairs")
     p.add_argument("--no-analysis", action="store_true", help="skip the untimed analysis pass of each request")
+    p.add_argument("--no-serial", action="store_true",
+                   help="time the batched worker alone (a peer for another run's batch, e.g. the eager batch beside "
+                        "--mode compiled's: the serial worker is the slow half); no batched/serial ratio")
 
 
 def _prompts(n: int) -> list[str]:
@@ -100,35 +103,38 @@ def run(lm: LoadedModel, args) -> dict:
     from engine.core.loop import warm_up
 
     prompts = _prompts(int(args.sessions))
+    workers = (True,) if getattr(args, "no_serial", False) else (False, True)
     warm_up(lm)
     if graph_of(lm) is not None:  # compiled: every graph both workers need is compiled before any clock starts
         from engine.core.background_compile import COMPILER
 
         for _ in range(2):  # a batch size met first compiles in the background while that pass runs eager
-            for batching in (False, True):
+            for batching in workers:
                 serve_class(lm, prompts, int(args.new_tokens), batching, analyse=False)
             COMPILER.wait_idle(lm.ref)
     runs = []
     for _ in range(max(1, int(args.repeats))):
-        for batching in (False, True):
+        for batching in workers:
             runs.append(serve_class(lm, prompts, int(args.new_tokens), batching, not args.no_analysis))
     serial = [r for r in runs if not r["batching"]]
     batched = [r for r in runs if r["batching"]]
-    same = all(r["ids"] == serial[0]["ids"] for r in runs)
+    same = all(r["ids"] == runs[0]["ids"] for r in runs)
     for r in runs:
         r.pop("ids")
-    med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+    med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else None  # noqa: E731
     return {
         "benchmark": "classroom", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "sessions": len(prompts), "new_tokens": int(args.new_tokens), "runs": runs,
         "serial_throughput_tok_s": med(serial, "throughput_tok_s"),
         "batched_throughput_tok_s": med(batched, "throughput_tok_s"),
-        "throughput_ratio_batched_vs_serial": med(batched, "throughput_tok_s") / med(serial, "throughput_tok_s"),
+        "throughput_ratio_batched_vs_serial": med(batched, "throughput_tok_s") / med(serial, "throughput_tok_s")
+        if serial else None,
         "serial_last_ready_s": med(serial, "last_ready_s"), "batched_last_ready_s": med(batched, "last_ready_s"),
         "same_answers": same, "engine_mode": mode_of(lm), "batched_mode": batched[0]["mode"],
-        "serial_mode": serial[0]["mode"],
+        "serial_mode": serial[0]["mode"] if serial else None,
         "note": "every request submitted at t = 0, one session each; greedy, chat template; ready = its Trace done "
-                "(analysis pass included unless --no-analysis); serial = the worker with batching off",
+                "(analysis pass included unless --no-analysis); serial = the worker with batching off (none with "
+                "--no-serial: same_answers then compares the batched runs)",
     }
 
 
@@ -139,8 +145,9 @@ def summary(r: dict) -> str:
         how = f"{x['mode']} ({x['decode_step_records_compiled']} of {x['decode_step_records']} compiled)"
         lines.append(f"{'batched' if x['batching'] else 'serial':8s}  {x['last_ready_s']:11.2f}  {x['p50_ready_s']:11.2f}"
                      f"  {x['throughput_tok_s']:8.1f}  {x['largest_batch']:13d}  {how}")
-    lines.append(f"batched / serial throughput: {r['throughput_ratio_batched_vs_serial']:.2f}x; "
-                 f"same answers: {r['same_answers']}")
+    ratio = r["throughput_ratio_batched_vs_serial"]
+    lines.append((f"batched / serial throughput: {ratio:.2f}x; " if ratio is not None else "batched worker only; ")
+                 + f"same answers: {r['same_answers']}")
     return "\n".join(lines)
 
 

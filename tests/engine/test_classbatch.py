@@ -373,6 +373,18 @@ def test_bench_classroom_compares_batched_and_serial_in_one_run(tiny_lm, one_thr
     assert r["throughput_ratio_batched_vs_serial"] > 0 and "batched / serial" in classroom.summary(r)
 
 
+def test_bench_classroom_no_serial_times_the_batched_worker_alone(tiny_lm, one_thread):
+    """--no-serial (the GPU check's eager batch, the peer of the compiled one): only batched runs, no ratio."""
+    from types import SimpleNamespace
+
+    from engine.batching import bench_classroom as classroom
+
+    r = classroom.run(tiny_lm, SimpleNamespace(sessions=4, new_tokens=3, repeats=2, no_analysis=True, no_serial=True))
+    assert [x["batching"] for x in r["runs"]] == [True, True] and r["runs"][0]["largest_batch"] == 4
+    assert r["serial_throughput_tok_s"] is None and r["throughput_ratio_batched_vs_serial"] is None
+    assert r["same_answers"] and r["batched_throughput_tok_s"] > 0 and "batched worker only" in classroom.summary(r)
+
+
 def test_int8_answers_run_alone_because_a_batch_would_change_them(tiny_lm, one_thread):
     """int8 quantizes a pass's activations with one scale over all its rows, so another request's row moves yours:
     forced into a batch, an int8 answer differed from its solo run; the worker therefore serves int8 alone."""
