@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import announce, compiling, is_static, rewind, shaped_of
+from engine.core.compiled import announce, compiling, shaped_of
+from engine.core.static_cache import is_static, rewind
 from engine.core.compile_record import BATCH_SIZES, batch_name, cache_length, padded_batch
 from engine.core.loaded import LoadedModel
 from engine.core.loop import forward, new_cache

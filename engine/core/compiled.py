@@ -17,12 +17,12 @@ What it refuses, in one line each (``refused``), and eager runs instead:
 - the stepper and analyses: their caches are the eager loop's, so they run eager.
 
 Shaped passes (``ShapedGraphs``, below): a speculative verify pass (one row, k + 1 tokens, rolled back by moving the
-static cache's length: ``rewind``), the class batcher's decode step (rows padded up to a size in BATCH_SIZES) and a
-one-sequence prefill (padded to its bucket: engine.core.prefill_buckets) run as graphs of their own, one per shape,
+static cache's length: engine.core.static_cache), the class batcher's decode step (rows padded up to a size in
+BATCH_SIZES) and a one-sequence prefill (padded to its bucket: engine.core.prefill_buckets) run as graphs of their own, one per shape,
 each compiled in a warm-up before anything is timed (``compiling``), its time recorded for the next start.
 
-KV bytes: a static cache holds its whole length from the first step; ``engine.core.kv.kv_bytes`` counts the
-positions filled (what the formula gives), ``engine.core.kv.reserved_bytes`` the allocation.
+KV bytes: a static cache holds its whole length from the first step; ``engine.core.kv.kv_bytes`` counts the filled
+positions (the formula), ``engine.core.kv.reserved_bytes`` the allocation.
 
 The compiled step runs the model with its projections fused (engine.core.fused: q/k/v one matrix multiply, gate/up
 another), a second module tree over the same weights, and so do the shaped passes; every eager pass runs the model
@@ -49,6 +49,7 @@ from engine.core.loaded import (DEFAULT_MODE, MODES, LoadedModel, ModelLoadError
                                  Mode)
 from engine.core.compile_record import (BATCH_SIZES, COMPILER_THREAD, batch_name, cache_length, decode_name,
                                          expected_line, last_compile_s, prefill_name, record_compile_s, verify_name)
+from engine.core.static_cache import static_cache
 from engine.settings import CXX
 
 LABELS = {Mode.EAGER: "eager", Mode.COMPILED: "compiled (torch.compile)"}  # the sidebar's words; its help says more
@@ -149,18 +150,14 @@ class DecodeGraph:
 
     def cache(self, tokens: int):
         """The static cache for a run of ``tokens`` tokens, emptied; None when the run is longer than any length."""
-        from transformers import StaticCache
-
         length = cache_length(tokens, self.max_positions)
         if length is None or self.failure:
             return None
         cache = self.caches.get(length)
-        # inference tensors, as a shaped pass's caches: dynamo guards on a tensor's kind, and a prefill bucket's graph
-        # serves both (compiled on one, run on the other, it would compile again inside a timed pass)
-        with torch.inference_mode():
-            if cache is None:
-                cache = self.caches[length] = StaticCache(config=self.model.config, max_cache_len=length)
-            else:
+        if cache is None:
+            cache = self.caches[length] = static_cache(self.model, 1, length)
+        else:
+            with torch.inference_mode():
                 cache.reset()
         return cache
 
@@ -252,31 +249,20 @@ class ShapedGraphs:
         self._fn = None
 
     def cache(self, rows: int, length: int):
-        """The static cache of ``rows`` rows and ``length`` positions, its tensors allocated and zeroed, its
-        length 0."""
-        from transformers import StaticCache
-
+        """The static cache of ``rows`` rows and ``length`` positions, emptied (``static_cache``)."""
         key = (int(rows), int(length))
         # a compile in the background warms up on a cache of its own (one of this graph's: its passes compile), as the
         # engine's worker may be running a batch on the kept one meanwhile (eager, engine.core.background_compile)
         fresh = threading.current_thread().name == COMPILER_THREAD
         cache = None if fresh else self.caches.get(key)
-        model = self.graph.model
-        with torch.inference_mode():
-            if cache is None:
-                cache = StaticCache(config=model.config, max_cache_len=int(length))
-                cfg = model.config.get_text_config(decoder=True)
-                heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-                head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-                p = next(model.parameters())
-                shape = (int(rows), int(heads), 1, int(head_dim))  # lazy_initialization reads only shapes and kind
-                for layer in cache.layers:
-                    layer.lazy_initialization(p.new_empty(shape), p.new_empty(shape))
-                if fresh:
-                    self.warming.add(cache)
-                else:
-                    self.caches[key] = cache
+        if cache is None:
+            cache = static_cache(self.graph.model, rows, length)
+            if fresh:
+                self.warming.add(cache)
             else:
+                self.caches[key] = cache
+        else:
+            with torch.inference_mode():
                 cache.reset()
         return cache
 
@@ -358,20 +344,6 @@ def shaped_of(lm) -> ShapedGraphs | None:
     if shaped is None:
         shaped = _SHAPED[graph] = ShapedGraphs(graph)
     return shaped
-
-
-def rewind(cache, n: int) -> None:
-    """Roll a static cache back to its first ``n`` tokens (speculative rejections): only its length moves. The next
-    pass writes over the rejected positions, and until then the causal mask (built from the cache's length) hides
-    them."""
-    with torch.inference_mode():
-        for layer in cache.layers:
-            layer.cumulative_length.fill_(int(n))
-
-
-def is_static(cache) -> bool:
-    layers = getattr(cache, "layers", None)
-    return bool(layers) and all(getattr(layer, "is_compileable", False) for layer in layers)
 
 
 def announce(lm, names) -> None:

@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from engine.core.compiled import compiling, graph_of, is_static, rewind, shaped_of
+from engine.core.compiled import compiling, graph_of, shaped_of
 from engine.core.compile_record import (cache_length, decode_name, expected_line, prefill_bucket, prefill_name,
                                          record_compile_s)
 from engine.core.device_sampling import draw, knobs, noise
@@ -36,7 +36,8 @@ from engine.core.fused import fuse
 from engine.core.sampling import SamplingSettings
 from engine.core.loaded import LoadedModel
 from engine.core.prefill_buckets import PrefillMode, prefill_mode
-from engine.measure.threads import pass_threads
+from engine.core.static_cache import is_static, rewind
+from engine.measure.threads import compiled_pass_threads, pass_threads
 from engine.measure.timing import now
 from engine.core.cancel import Cancelled, check_cancelled, pause_point
 
@@ -232,7 +233,7 @@ def forward(lm, ids: torch.Tensor, cache, keep: int = 1, attention_mask: torch.T
     shaped = shaped_of(lm)
     if shaped is not None and shaped.serves(ids, cache, keep, attention_mask):
         _fused(graph_of(lm))
-        with pass_threads(1, ids.device), _door():  # a verify pass or a padded batch step, compiled
+        with compiled_pass_threads(ids.numel(), ids.device), _door():  # a verify pass, batch step or prefill bucket
             return shaped.run(_cache_pass, ids, cache, keep, attention_mask, position_ids)  # [rows, keep, vocab]
     kw = {}
     if attention_mask is not None:
@@ -285,8 +286,10 @@ def prefill(lm, ids: torch.Tensor, cache, mode: PrefillMode | None = None) -> to
     mode = mode or prefill_mode(lm, ids.shape[1], cache, ids.shape[0])
     if mode.compiled:
         n, past = ids.shape[1], int(cache.get_seq_length())
-        x = torch.cat([ids, ids[:, -1:].expand(1, mode.bucket - n)], dim=1)  # [1, bucket] right-padded
-        logits = forward(lm, x, cache, keep=torch.tensor([n - 1], device=x.device))  # [1, 1, vocab]
+        with torch.inference_mode():  # inference tensors, as in the warm-up: dynamo guards on the kind (a caller's
+            x = torch.cat([ids, ids[:, -1:].expand(1, mode.bucket - n)], dim=1)  # plain ids recompiled: 30 s)
+            keep = torch.tensor([n - 1], device=x.device)  # x: [1, bucket] right-padded
+        logits = forward(lm, x, cache, keep=keep)  # [1, 1, vocab]
         rewind(cache, past + n)
         return logits[:, -1]
     return forward(lm, ids, cache)[:, -1]

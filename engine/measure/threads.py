@@ -201,6 +201,33 @@ def pass_threads(rows: int, device=None):
     return at_most_threads(large_pass_threads()) if adaptive() else nullcontext()
 
 
+def compiled_pass_threads(rows: int, device=None):
+    """``pass_threads`` for a pass of a compiled graph (a verify pass, a padded batch step, a prefill bucket): one
+    thread for a small pass, the policy's count for a larger one, never the free cores of the moment. Inductor writes
+    the thread count in effect when it compiles into its CPU kernels (``#pragma omp parallel num_threads(N)``), so a
+    graph compiled on one thread (or while the machine was busy) would run a 64-token prefill on one core for good:
+    measured 1.7-1.9x slower than eager on 2 cores. A context manager."""
+    on_cpu = device is None or getattr(device, "type", str(device)) == "cpu"
+    if not on_cpu:
+        return nullcontext()
+    # exactly, not at most: dynamo guards on the thread count too, and the background compiler's thread and the
+    # engine's worker start from different counts (a graph compiled on one would compile again on the other)
+    return exactly_threads(1 if 0 < int(rows) <= small_pass_rows() else policy_threads())
+
+
+@contextmanager
+def exactly_threads(n: int):
+    """Run the block with ``n`` torch intra-op threads on the calling thread, then restore the count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @contextmanager
 def rule_for_every_pass(model):
     """Inside the block, every forward call of ``model`` follows ``pass_threads``, including calls made by code

@@ -154,3 +154,37 @@ def test_a_cancelled_bucket_compile_leaves_eager_prefill_working(tiny_lm, compil
     assert tr.prefill_mode == "eager (its graph is not compiled)" and not tr.steps[0].compiled
     assert tr.engine_mode == "compiled"  # the decode steps: the graph compiled for the module
     assert tr.generated_ids == run_trace(tiny_lm, LONG, GREEDY, NEW, 0, False, analyse=False).generated_ids
+
+
+def test_a_runs_static_cache_is_allocated_before_its_first_pass(tiny_lm):
+    """A prefill bucket's graph compiled on an allocated cache guards on its tensors; the run's own cache, made by
+    transformers on its first pass, had keys None there, and the first compiled prefill compiled its graph again on
+    the engine's worker (30 s for SmolLM2). Every static cache of a compiled model is allocated when it is made."""
+    lm = C.to_mode(tiny_lm, "compiled")
+    cache = loop.new_cache(lm, tokens=CR.SHORTEST)
+    assert C.graph_of(lm).owns(cache)
+    assert all(layer.keys is not None and layer.keys.is_inference() for layer in cache.layers)
+    assert int(cache.get_seq_length()) == 0
+
+
+def test_a_compiled_pass_runs_with_the_same_thread_count_on_every_thread():
+    """dynamo guards on the thread count, and inductor writes it into its CPU kernels: a shaped pass (verify, batch
+    step, prefill bucket) sets it exactly, so a graph compiled on the background compiler's thread runs as it is on
+    the worker, and a prefill bucket is not held to the one thread of a decode step."""
+    from engine.measure import threads
+
+    counts = []
+
+    def pass_on_a_thread(start: int) -> None:
+        torch.set_num_threads(start)
+        with threads.compiled_pass_threads(64, torch.device("cpu")):
+            counts.append(torch.get_num_threads())
+        with threads.compiled_pass_threads(2, torch.device("cpu")):
+            counts.append(torch.get_num_threads())
+
+    for start in (1, 2, 3):
+        t = threading.Thread(target=pass_on_a_thread, args=(start,))
+        t.start()
+        t.join()
+    big, small = set(counts[0::2]), set(counts[1::2])
+    assert big == {threads.policy_threads()} and small == {1}, counts
