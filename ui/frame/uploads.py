@@ -3,7 +3,7 @@
 Streamlit keeps every file PUT to its upload endpoint (/_stcore/upload_file/<session>/<file id>) in memory until
 the browser deletes it or the session ends, and the endpoint takes any number of files under ids the script never
 asked for. ``server.maxUploadSize`` bounds one file only: one session that uploaded 20 files of 60 MB held 1.6 GB
-of the server's memory, and 10 sessions of 3 files each 1.8 GB more (a served app on 2026-11-30). Streamlit 1.67
+of the server's memory, and 10 sessions of 3 files each 1.8 GB more (a served app on 2026-11-29). Streamlit 1.67
 has no setting that bounds what it keeps. So, once per process, at the server's first run (app.py):
 
 - the upload manager keeps at most ``PER_SESSION`` file per session (the app's one uploader takes one file; a newer
