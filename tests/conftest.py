@@ -120,14 +120,6 @@ def llama_cpp_spec_server():
     yield server
     server.stop()
 
-@pytest.fixture
-def skip_streak(request):
-    """Counts this test's skips for a noisy machine in a row, in pytest's cache: the third fails
-    (tests/skip_streak.py)."""
-    from tests.skip_streak import SkipStreak
-
-    return SkipStreak(request.config.cache, request.node.nodeid)
-
 
 # Test tiers (registered in pytest.ini): unit = engine and figure tests on the tiny random model (no real model,
 # no UI: `pytest -m unit` runs alone in under a minute); model = anything that needs the real embedded model;

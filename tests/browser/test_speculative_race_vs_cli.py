@@ -37,7 +37,7 @@ def _steady(_page: float, cli_before: float, cli_after: float) -> bool:
 # the page and each CLI run time a warm-up race then 5 races (engine/speculative/repeats.py): one try, CLI / page /
 # CLI, took more than the suite's 10 minutes at load 22 on 2 cores
 @pytest.mark.timeout(1800)
-def test_plain_lane_agrees_with_the_cli(app_server, tabs, skip_streak):
+def test_plain_lane_agrees_with_the_cli(app_server, tabs):
     page = new_tab(tabs, {"width": 1366, "height": 768}, timeout_s=300)
     try:
         # The server used on every page first, as a class would (in the suite, the page tests before this one
@@ -82,9 +82,10 @@ def test_plain_lane_agrees_with_the_cli(app_server, tabs, skip_streak):
             page.screenshot(path=str(ROOT / "tests" / "browser" / "screenshots" / "speculative-1366.png"))
         screenshot(page, "speculative-1366-full")
         steady = [t for t in tries if _steady(*t)]
-        if not steady:  # a noisy machine: a skip, but the third in a row fails (tests/skip_streak.py)
-            skip_streak.skip(f"the machine drifted more than 15% between two CLI runs every time: {tries}")
-        skip_streak.measured()
-        assert any(0.85 <= _vs_cli(*t) <= 1.15 for t in steady), tries
+        if steady:
+            assert any(0.85 <= _vs_cli(*t) <= 1.15 for t in steady), tries
+        else:  # the CLI drifted over 15% between its two runs every time (a noisy machine): the page must still lie
+            # within one pair's range widened by 15%. No skip: a clean CI checkout could not count skips in a row
+            assert any(min(b, a) / 1.15 <= p <= max(b, a) * 1.15 for p, b, a in tries), tries
     finally:
         page.close()

@@ -7,7 +7,8 @@ The served app once ran without the engine's thread policy (it imported torch be
 policy): on a busy laptop its decode step took 469 ms against the CLI's 278 and its first token 5.3 s against 0.35-1.0.
 The server here starts without the test process's OMP_WAIT_POLICY (tests/browser/harness.py), as `streamlit run`
 does for a person, so that bug fails this test. One disturbed triple does not decide it: up to five are measured,
-and the page must agree with the CLI within 1.3x in one whose two CLI runs agreed with each other within 30%."""
+and the page must agree with the CLI within 1.3x in one whose two CLI runs agreed with each other within 30%; when
+no triple's CLI runs agreed, the page must lie within a triple's CLI range widened by 1.3x."""
 from __future__ import annotations
 
 import json
@@ -79,7 +80,12 @@ def _within(ratio: float, bound: float = BOUND) -> bool:
     return 1 / bound <= ratio <= bound
 
 
-def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page, skip_streak):
+def _inside(page: float, cli: tuple[float, float], bound: float = BOUND) -> bool:
+    """The page's figure within the two CLI runs' range, widened by the bound."""
+    return min(cli) / bound <= page <= max(cli) * bound
+
+
+def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
     load = start_load("spin", 900)  # bounded: it stops by itself
     tries = []
     try:
@@ -101,7 +107,9 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page, skip_s
     finally:
         stop_load(load)
     steady = [t for t in tries if t["steady"]]
-    if not steady:  # a noisy machine: a skip, but the third in a row fails (tests/skip_streak.py)
-        skip_streak.skip(f"the CLI disagreed with itself by more than {BOUND}x in every triple: {tries}")
-    skip_streak.measured()
-    assert any(_within(t["ttft"]) and _within(t["tpot"]) for t in steady), tries
+    if steady:
+        assert any(_within(t["ttft"]) and _within(t["tpot"]) for t in steady), tries
+    else:  # the CLI disagreed with itself in every triple (a noisy machine): the page must still lie within the
+        # CLI's own spread, widened by the bound, in one of them. No skip: a clean CI checkout could not count skips
+        # in a row, and a page far off both CLI runs fails whatever the noise
+        assert any(all(_inside(t["page"][i], (t["cli"][0][i], t["cli"][1][i])) for i in (0, 1)) for t in tries), tries
