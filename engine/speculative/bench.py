@@ -47,7 +47,7 @@ def _wall_spec(lm, ids, drafter, k, n):
     from engine.speculative.decoding import speculative_generate
 
     t0 = now(lm.device)
-    out, _, rounds = speculative_generate(lm, ids, drafter, k, SamplingSettings(), n, seed=0)
+    out = speculative_generate(lm, ids, drafter, k, SamplingSettings(), n, seed=0).ids
     return now(lm.device) - t0, out
 
 

@@ -18,7 +18,7 @@ What a run measured, and the formula, are the records of engine/speculative/reco
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -30,6 +30,7 @@ from engine.core.sampling import SamplingSettings, make_generator, sample, sampl
 from engine.measure.timing import now
 from engine.core.trace import generate_tokens
 from engine.core.loop import crop, eos_ids, forward, new_cache, prefill, warm_up
+from engine.core.prefill_buckets import prefill_mode
 from engine.core.compiled import announce, compiling, shaped_of
 from engine.core.compile_record import cache_length, verify_name
 from engine.speculative import MAX_K
@@ -81,12 +82,19 @@ def verify(logits: torch.Tensor, drafted: list[int], q: torch.Tensor | None, set
     return m, tok, "plain" if m == 0 else "bonus", "a draw from p at the next position", ps, qs, probs[m]
 
 
+class SpecOutput(NamedTuple):
+    ids: list[int]  # the generated tokens
+    prefill_seconds: float
+    rounds: list[SpecRound]
+    prefill: str  # how the prefill ran (engine.core.prefill_buckets.PrefillMode.line: "compiled, 16-token bucket")
+
+
 def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: int, settings: SamplingSettings,
                          max_new_tokens: int, seed: int, stop_at_eos: bool = True,
                          on_round: Callable[[SpecRound], None] | None = None,
-                         on_prefill: Callable[[int, float], None] | None = None):
-    """Draft-and-verify generation. Returns (generated ids, prefill seconds, rounds). The time spent in
-    ``on_prefill(token, seconds)`` and ``on_round`` is not counted in any round's seconds."""
+                         on_prefill: Callable[[int, float], None] | None = None) -> SpecOutput:
+    """Draft-and-verify generation. The time spent in ``on_prefill(token, seconds)`` and ``on_round`` is not counted
+    in any round's seconds."""
     settings = settings.clamp()
     k = int(min(max(k, 0), MAX_K))
     gen = make_generator(seed)
@@ -99,8 +107,9 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
         width = k + 1 if k > 0 and warm_verify(lm, reserve, k + 1) else 0  # compiled mode: fixed-width passes
         # sliding-window layers can drop rejected drafts past the window (eager); compiled, a static cache
         cache = verify_cache(lm, reserve) if width else new_cache(lm, rollback=True)
+        how = prefill_mode(lm, len(ids), cache)  # decided once, before the clock: the run says how it ran
         t0 = now(dev)
-        logits = prefill(lm, torch.tensor([ids], device=dev), cache)[0].float().cpu()  # [vocab]
+        logits = prefill(lm, torch.tensor([ids], device=dev), cache, how)[0].float().cpu()  # [vocab]
         out = [int(sample(logits, settings, gen))]
         prefill_seconds = now(dev) - t0
         if on_prefill is not None:
@@ -136,7 +145,7 @@ def speculative_generate(lm: LoadedModel, ids: list[int], drafter: Drafter, k: i
             context.extend(new)
             if on_round is not None:
                 on_round(rec)
-    return out[:max_new_tokens], prefill_seconds, rounds
+    return SpecOutput(out[:max_new_tokens], prefill_seconds, rounds, how.line)
 
 
 def verify_cache(lm: LoadedModel, tokens: int):
@@ -176,20 +185,21 @@ def race(lm: LoadedModel, ids: list[int], drafter_spec: str, k: int, settings: S
     seed, measured in one run. ``plain`` = (ids, step seconds) reuses an earlier plain run (a k sweep)."""
     settings = settings.clamp()
     drafter = drafter or make_drafter(lm, drafter_spec)
-    steps = ()
+    steps, heard = (), []
     if plain is None:
         p_ids, steps, _, _ = generate_tokens(lm, list(ids), settings, max_new_tokens, seed, stop_at_eos,
-                                             on_step=on_plain_step)
+                                             on_step=on_plain_step, on_prefill=heard.append)
         plain = (tuple(p_ids), tuple(s.seconds for s in steps))
     plain_mode = ("compiled" if any(s.compiled for s in steps) else "eager") if steps else ""
-    s_ids, pre, rounds = speculative_generate(lm, list(ids), drafter, k, settings, max_new_tokens, seed, stop_at_eos,
-                                              on_round=on_round, on_prefill=on_prefill)
+    s_ids, pre, rounds, spec_prefill = speculative_generate(lm, list(ids), drafter, k, settings, max_new_tokens, seed,
+                                                            stop_at_eos, on_round=on_round, on_prefill=on_prefill)
     return SpecRun(
         model=lm.name, drafter=drafter.name, k=int(k), settings=settings, seed=int(seed),
         max_new_tokens=int(max_new_tokens), threads=torch.get_num_threads(), prompt_ids=tuple(ids),
         plain_ids=tuple(plain[0]), plain_step_seconds=tuple(plain[1]), spec_ids=tuple(s_ids),
         spec_prefill_seconds=pre, rounds=tuple(rounds), plain_tokens=tuple(token_text(lm.tokenizer, plain[0])),
         spec_tokens=tuple(token_text(lm.tokenizer, s_ids)), plain_steps=tuple(steps), plain_mode=plain_mode,
+        plain_prefill=heard[0].line if heard else "", spec_prefill=spec_prefill,
     )
 
 

@@ -73,6 +73,8 @@ class SpecRun:
     # plain run was reused (a k sweep). A saved race is checked against them (engine/record).
     plain_steps: tuple = ()
     plain_mode: str = ""  # how the plain lane ran: "compiled" | "eager" ("" when an earlier plain run was reused)
+    plain_prefill: str = ""  # how each lane's prefill ran (engine.core.prefill_buckets.PrefillMode.line)
+    spec_prefill: str = ""
 
     @property
     def spec_mode(self) -> str:

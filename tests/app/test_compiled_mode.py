@@ -80,11 +80,18 @@ def test_the_race_page_races_compiled_and_says_how_each_lane_ran_in_compiled_mod
                   race_prompt="story")
     assert not errors(at), errors(at)
     assert not any("this page runs eager" in c.value for c in at.caption)
+    # the target drafts for itself: a race with drafts whatever the tiny model writes (lookup on a random model's
+    # four tokens may draft nothing, and a race without drafts is shown as no race, without the lanes' modes)
+    at.radio(key="speculative_drafter").set_value("model:self").run()
     at.button(key="speculative_go").click().run()
     assert not errors(at), errors(at)
     said = _said(at)
     assert ("plain lane's decode steps compiled (torch.compile graphs); speculative lane's verify passes compiled"
             in said), said[-2000:]
+    # the "story" prompt is 340 tokens in the chat template: its 1,024-token bucket is longer than either lane's
+    # static cache, and each lane says so (tests/engine/test_compiled_prefill.py runs a compiled bucket)
+    why = "prefill: eager (its padded bucket does not fit the static cache)."
+    assert f"Plain lane's {why}" in said and f"Speculative lane's {why}" in said, said[-2000:]
     # each graph's status box said what it compiles; compiled before the race, never inside its clocks
     assert all(s.label.startswith("Compiled: the ") for s in at.status), [s.label for s in at.status]
 

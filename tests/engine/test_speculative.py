@@ -38,7 +38,7 @@ def tiny_plain(tiny_lm):
                                     ("model:random:1", 3), ("model:random:1", 6)])
 def test_greedy_speculative_equals_plain_greedy_tiny(tiny_lm, tiny_plain, spec, k):
     ids, plain = tiny_plain
-    out, _, rounds = speculative_generate(tiny_lm, ids, make_drafter(tiny_lm, spec), k, SamplingSettings(), N_TINY,
+    out, _, rounds, _ = speculative_generate(tiny_lm, ids, make_drafter(tiny_lm, spec), k, SamplingSettings(), N_TINY,
                                           0, stop_at_eos=False)
     assert out == plain
     assert all(len(r.drafted) <= k and 0 <= r.accepted <= len(r.drafted) for r in rounds)
@@ -120,7 +120,7 @@ def test_sampled_speculative_runs_and_stays_in_filtered_support(tiny_lm):
     s = SamplingSettings(temperature=0.8, top_k=5)
     for spec in ("lookup", "model:random:1", "early-exit:1"):
         r = race(tiny_lm, ids, spec, 3, s, 12, seed=7, stop_at_eos=False)
-        assert len(r.spec_ids) == 12
+        assert len(r.spec_ids) == 12 and r.spec_prefill == "eager"  # each lane says how its prefill ran
         for rd in r.rounds:
             assert all(0.0 <= a <= 1.0 for a in rd.accept_probs)
             assert len(rd.target_top_ids) >= 1

@@ -362,6 +362,15 @@ def compiled_model() -> LoadedModel | None:
     return lm if graph_of(lm) is not None else get_model(lm.ref.at(mode=state.settings().mode))
 
 
+def measured_model(lm: LoadedModel) -> LoadedModel:
+    """The model a timed measurement of this page runs (the race, the prompt-length sweep): in compiled mode the
+    compiled model even while one of its graphs compiles in the background, since such a measurement waits for its
+    graphs in its own page (ui.frame.compiling.wait_for_graphs) rather than timing eager lanes beside a compile
+    (``current_model`` answers eager meanwhile); ``lm`` otherwise."""
+    fast = compiled_model()
+    return fast if fast is not None and fast.ref.at(mode=lm.ref.mode) == lm.ref else lm
+
+
 def eager_model(lm: LoadedModel, why: str) -> LoadedModel:
     """The eager model behind ``lm``, for a page whose work runs eager in either mode; in compiled mode ``why`` is
     said in one line first."""

@@ -16,7 +16,7 @@ from ui.frame.html import md_escape, visible
 from ui.frame.layout import chart, scroll_to_here
 from ui.frame.lessons import lesson
 from ui.frame.measured import busy_warning
-from ui.frame.models import draft_model_box, get_model
+from ui.frame.models import draft_model_box, get_model, measured_model
 from ui.speculative.view import RaceResult
 from ui.speculative.runs import RaceParams, again_requested, finished, last, run_live, show_final, sweep
 from ui.speculative.figures import lane_html, legend_html, round_pq_bar, sweep_figure
@@ -91,7 +91,7 @@ def controls(lm) -> RaceParams:
         drafter = f"model:{draft_model_box('speculative_other')}"  # class mode: the allow-list only
     state.put_page_params(**url)
     state.write_query_params()  # now: the page stops early (st.stop) until a race ran, before app.py's write
-    return RaceParams(lm.ref, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
+    return RaceParams(measured_model(lm).ref, prompt, s.chat, drafter, int(k), float(temperature), s.top_k,
                       s.top_p, int(seed), int(max_new), min_p=s.min_p)
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from engine.core.compile_record import prefill_bucket
 from engine.measure import noise
 from engine.speculative.records import SpecRun
 from engine.speculative.repeats import RaceRepeats
@@ -385,8 +384,9 @@ def how_lanes_ran(run) -> str:
     plain = words.get(run.plain_mode, "as in the earlier plain run")
     line = (f"How they ran: plain lane's decode steps {plain}; speculative lane's verify passes "
             f"{words.get(run.spec_mode, run.spec_mode)}.")
-    if run.plain_mode == "compiled" and run.plain_steps:  # a compiled lane's prefill runs as its bucket's graph
-        bucket = prefill_bucket(len(run.prompt_ids))
-        line += (f" Plain lane's prefill: compiled, {bucket}-token bucket." if run.plain_steps[0].compiled else
-                 " Plain lane's prefill: eager" + (" (past the largest bucket)." if bucket is None else "."))
+    # a compiled lane's prefill runs as its bucket's graph where that fits; each lane says how it ran, and why not
+    if run.plain_mode == "compiled" and run.plain_prefill:
+        line += f" Plain lane's prefill: {run.plain_prefill}."
+    if run.spec_mode == "compiled" and run.spec_prefill:
+        line += f" Speculative lane's prefill: {run.spec_prefill}."
     return line

@@ -14,6 +14,7 @@ from ui.frame.html import chips
 from ui.frame.layout import chart
 from ui.frame.lessons import lesson
 from ui.frame.measured import measure_again_bar, thread_policy_line
+from ui.frame.models import measured_model
 from ui.frame.predict import ask
 from ui.timeline.figures import (breakdown_chart, cache_chart, floor_chart, kernel_lanes, memory_chart, roofline_chart,
                                  sweep_chart)
@@ -61,7 +62,8 @@ def sweep(lm) -> None:
     repeats = cols[2].slider("Repeats", 1, 5, 3, key="timeline_sweep_repeats")
     ran = bool(lengths) and runs.on_demand("sweep", "Run the sweep",
                                            "Each length is warmed up once, then measured 'Repeats' times.")
-    sw, cals, ext = runs.sweep(lm.ref, tuple(sorted(lengths)), new_tokens, repeats) if ran else (None, None, None)
+    sw, cals, ext = (runs.sweep(measured_model(lm).ref, tuple(sorted(lengths)), new_tokens, repeats) if ran else
+                     (None, None, None))
     with question:
         ask("timeline", "sweep try this", lesson("timeline", "sweep answer"), key="timeline_sweep_try",
             verdict=sweep_verdict(sw) if sw is not None else None,
