@@ -117,36 +117,33 @@ def test_a_compiled_prefill_gives_eagers_tokens_and_says_so_and_nothing_compiles
 
 
 def test_a_cancelled_bucket_compile_leaves_eager_prefill_working(tiny_lm, compiled_tiny, one_thread):
-    """The 64-token bucket's compile, cancelled mid-way (held inside dynamo's compile until the cancel is asked, so
-    it cannot finish first): nothing is left compiling or to do, and a run whose prompt is in that bucket prefills
-    eager (and says so), with eager's tokens, its decode steps still compiled."""
-    from torch._dynamo.callback import callback_handler
-
+    """The 64-token bucket's compile, cancelled while it runs on the compiler's thread (held there until the cancel
+    is asked: dynamo reuses a graph of the same shapes that another test compiled in this process, and then the
+    compile finished in 0 s before the cancel, as a full run found): nothing is left compiling or to do, and a run
+    whose prompt is in that bucket prefills eager (and says so), with eager's tokens, its decode steps compiled."""
     lm, n = compiled_tiny, n_tokens(tiny_lm, LONG)
     tokens = n + NEW
     name = CR.prefill_name(64, CR.cache_length(tokens, lm.info.max_positions))
     assert [g[0] for g in run_graphs(lm, n, tokens)] == [name]
     inside, cancelled = threading.Event(), threading.Event()
 
-    def hold(args) -> None:  # dynamo starts compiling on the compiler's thread: wait there for the cancel
-        if threading.current_thread().name == CR.COMPILER_THREAD:
-            inside.set()
-            cancelled.wait(60)
+    def held_compile(*args, **kw) -> bool:
+        inside.set()
+        cancelled.wait(60)  # the cancel lands here, as the next Python line runs
+        return compile_prefill(*args, **kw)
 
-    callback_handler.register_start_callback(hold)
     try:
         compiler = BackgroundCompiler()
         C.announce(lm, [name])
-        job = compiler.submit(lm, name, compile_prefill, lm, n, tokens)
+        job = compiler.submit(lm, name, held_compile, lm, n, tokens)
         assert inside.wait(300), job.line()
         cache = C.graph_of(lm).cache(tokens)
         assert prefill_mode(lm, n, cache).why in (PrefillWhy.COMPILING, PrefillWhy.OTHER_COMPILING)
         assert compiler.cancel(lm.ref) == 1
         cancelled.set()
-        assert compiler.wait(job, 120) and job.state is CompileState.CANCELLED
+        assert compiler.wait(job, 120) and job.state is CompileState.CANCELLED, job.line()
     finally:
         cancelled.set()
-        callback_handler.remove_start_callback(hold)
     shaped = C.shaped_of(lm)
     assert shaped.current is None and C.graph_of(lm).compiling_in is None and name not in shaped.to_do
     assert prefill_mode(lm, n, cache).line == "eager (its graph is not compiled)"
