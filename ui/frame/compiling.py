@@ -144,8 +144,10 @@ def warm_for_run(page: str = "loop") -> None:
     except PromptError:
         return  # the page says what is wrong with the prompt
     graphs = run_graphs(lm, n, n + int(s.max_new_tokens))
-    if worker.get_worker().batching and group(lm) is not None:  # the class batcher serves the answer: its step too
-        graphs += batch_graphs(lm, n, n + int(s.max_new_tokens))
+    if worker.get_worker().batching and group(lm) is not None:  # the class batcher serves the answer: its step
+        # next, before the prefill bucket that only the pages that run alone use (the timeline's run)
+        decode = [g for g in graphs if g[1] is compile_warm_up]
+        graphs = decode + batch_graphs(lm, n, n + int(s.max_new_tokens)) + [g for g in graphs if g not in decode]
     if not graphs:
         return
     announce(lm, [name for name, fn, _ in graphs if fn is not compile_warm_up])  # shaped graphs: to do
