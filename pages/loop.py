@@ -7,7 +7,7 @@ from ui.frame.html import chips
 from ui.frame.layout import chart, notes, section, what_you_see
 from ui.frame.predict import ask
 from ui.frame.lessons import lesson
-from ui.loop.details import batch_note, embedding_table, numbers, prefill_note, steps_table, top_logits_table
+from ui.loop.details import batch_note, embedding_table, numbers, engine_note, steps_table, top_logits_table
 from ui.frame.figures import step_times_bar
 from ui.loop.figures import top_probs_bar
 from ui.loop.sections import block_inside, loop_picture
@@ -71,7 +71,7 @@ with trace_page() as tr:  # the page in its progress box's place (see trace_page
         st.html(chips(tr.generated_tokens, tr.generated_ids, highlight={0}))
         chart(step_times_bar(tr.steps), "measured",
               f"Wall time per forward pass incl. sampling, after a device sync. Time to first token "
-              f"{v['ttft_ms']:.0f} ms; median decode step {v['decode_ms']:.0f} ms." + prefill_note(tr) + batch_note(tr))
+              f"{v['ttft_ms']:.0f} ms; median decode step {v['decode_ms']:.0f} ms." + engine_note(tr) + batch_note(tr))
         st.dataframe(steps_table(tr), hide_index=True, height=min(420, 38 + 35 * len(tr.steps)))
         for col, target in zip(st.columns(3), ["pages/timeline.py", "pages/kv_cache.py", "pages/speculative.py"]):
             with col:

@@ -149,10 +149,10 @@ def mode_check(lm, tr, s) -> None:
                    "cache of this model, or its compile failed (the sidebar says which).")
         return
     from ui.frame.runs import generation_for
-    from ui.loop.details import prefill_note
+    from ui.loop.details import engine_note
 
-    if prefill_note(tr):
-        st.caption(prefill_note(tr).strip())
+    if engine_note(tr):
+        st.caption(engine_note(tr).strip())
     eager = generation_for(s.run(lm.ref.at(mode=DEFAULT_MODE)))
     diff = next((i for i, (a, b) in enumerate(zip(tr.generated_ids, eager.generated_ids)) if a != b), None)
     if diff is None and len(tr.generated_ids) == len(eager.generated_ids):
