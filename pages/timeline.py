@@ -57,7 +57,7 @@ if section("6. Training vs inference: memory of one pass"):
     sections.memory(lm, ids)
 
 if section("7. Fewer bytes, faster decode"):
-    precision_view.render(lm, sections.read_bandwidth(lm))
+    precision_view.render(lm, sections.read_bandwidth(lm, ids))
 
 if section("8. Kernel by kernel: what the device does during one step"):
     sections.kernels(lm, ids)

@@ -115,3 +115,16 @@ def test_climb_text_says_where_prefill_started_to_climb_and_how_far_the_sweep_we
     assert "doubling the prompt, to 2,048" in text and "started to climb at 1,024" in text and "3.0" in text
     none = V.climb_text(T.Sweep(flat[:2], 4, 1), {"extended": [], "memory_short_at": 1024}, "cuda:0")
     assert "has not started to climb" in none and "1,024 tokens did not fit" in none
+
+
+def test_the_bandwidth_card_shows_the_bandwidth_the_floor_divides_by():
+    """One figure per page: the card, the floor and the floor chart use the bandwidth measured beside the step (a
+    walkthrough saw the card at 11.3 GB/s beside a floor computed from 10.0 GB/s)."""
+    from ui.timeline import view as V
+
+    hp = R.HardwareProbe("cpu", 2, sp(11.3, 11, 12), sp(15.0), sp(100.0, 90, 110), 256.0, 1024)
+    fc = R.FloorCheck("cpu", 538_000_000, 513.0, sp(87.0, 80.0, 95.0, 5), sp(10.0, 9.8, 10.2, 5),
+                      sp(53.8, 52.7, 54.9, 5))
+    cards = dict((label, value) for label, value, _ in V.probe_metrics(hp, fc))
+    assert cards["Memory bandwidth (read)"] == "10.0 GB/s" and cards["Decode-step floor"] == "53.80 ms"
+    assert "11.3 GB/s" in V.probe_metrics(hp, fc)[0][2]  # the probe on its own, said in the help

@@ -62,6 +62,12 @@ def kernels_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
                             again=measured.again_pressed(again_key("kernels")))
 
 
+def kept_floor_check(ref: ModelRef, ids: tuple[int, ...]):
+    """The floor check of this model and prompt if one was measured (``floor_check_for``), else None."""
+    known = measured.lookup(("timeline_floor", ref, ids))
+    return known.value if known is not None else None
+
+
 def floor_check_for(ref: ModelRef, ids: tuple[int, ...]) -> Measured:
     """A decode step of this prompt and the bandwidth probe, alternating (engine.timeline.experiment.floor_beside_step),
     kept per model and prompt."""

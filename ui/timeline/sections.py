@@ -121,9 +121,13 @@ def roofline(lm, tl: T.Timeline, ids: tuple[int, ...]) -> R.HardwareProbe:
     return probe
 
 
-def read_bandwidth(lm) -> float:
-    """The measured memory bandwidth (GB/s, median) section 7 uses: section 5's probe, kept for the session (so
-    presenter view, which skips section 5, still has it)."""
+def read_bandwidth(lm, ids: tuple[int, ...]) -> float:
+    """The measured memory bandwidth (GB/s, median) section 7 uses: the one section 5's floor divides by (measured
+    beside a decode step of this prompt) when it was measured, so one page shows one float32 floor; else the probe
+    measured on its own, kept for the session (presenter view may skip section 5)."""
+    fc = runs.kept_floor_check(lm.ref, ids)
+    if fc is not None:
+        return fc.read_gb_s.median
     return runs.hardware_probe(lm.info.device, matmul_dtype=lm.info.dtype).read_gb_s.median
 
 
