@@ -21,7 +21,7 @@ notes(tr)
 refused = V.refusal(info)  # this architecture's weights could not be recorded faithfully (engine.core.archfacts)
 p = None if refused else V.prompt_of(tr)
 
-if section(None):
+if section(None, with_next=True):  # a short introduction: on a projector, on the first section's screen
     st.markdown(lesson("attention", "intro"))
     if refused:
         st.info(refused, icon=":material/block:")

@@ -29,7 +29,7 @@ with prompt_refused(), st.spinner("Looking up the embedding rows..."):
 n, d = emb.vectors.shape
 
 pos_kind = info.position_encoding if info.position_encoding in ("rope", "learned") else "unknown"
-if section(None):
+if section(None, with_next=True):  # a short introduction: on a projector, on the first section's screen
     what_you_see(lesson("embeddings", "what you see", vocab=info.vocab_size, d=d, n=n,
                         position=lesson("embeddings", f"position {pos_kind}")))
     if n > MAX_SHOWN:

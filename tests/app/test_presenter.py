@@ -52,7 +52,7 @@ def test_one_section_bar_in_one_vocabulary():
 
 @pytest.mark.parametrize("path, first_next", [
     ("pages/tokenization.py", ["Counts"]),
-    ("pages/embeddings.py", ["1. One vector per token"]),
+    ("pages/embeddings.py", ["2. Which tokens look alike"]),  # its short introduction shares section 1's screen
     ("pages/sampling.py", None),  # its fragment draws sections 1-5 as one presenter step
     ("pages/timeline.py", ["2. With and without the KV cache"]),
     ("pages/kv_cache.py", ["2. Measured size, step by step"]),
@@ -86,3 +86,13 @@ def test_presenter_on_the_race_page_reaches_the_summary_and_the_sweep():
     assert any(h.startswith("Who won") for h in _headers(at))
     at.button(key="present_next").click().run()
     assert _headers(at) == ["Where is the best k?"] and at.button(key="present_next").disabled
+
+
+@pytest.mark.parametrize("path, first", [("pages/embeddings.py", "1. One vector per token"),
+                                         ("pages/attention.py", "1. Every head at a glance")])
+def test_a_short_introduction_shares_the_first_sections_screen(path, first):
+    """Presenter view: a page whose introduction is a paragraph shows it with its first section (alone, it left the
+    projector two-thirds empty: a walkthrough's Embeddings and Attention)."""
+    at = run_page(path, model="tiny-random", max_new_tokens="3", present="1")
+    assert not errors(at), errors(at)
+    assert "Section 1 of" in _section_label(at) and first in _headers(at), _headers(at)

@@ -39,31 +39,38 @@ def _total_key() -> str:
     return f"present_total_{st.session_state.get(_RUN, {}).get('page', '')}"
 
 
-def section(title: str | None, divider: str = "gray") -> bool:
+def section(title: str | None, divider: str = "gray", with_next: bool = False) -> bool:
     """Whether to draw this section (always, unless presenting and it is not the one on view); draws its
     header (``title`` None: the untitled introduction, or a block that draws its own headers, such as a fragment
-    holding several numbered sections: presenter view shows it as one step).
+    holding several numbered sections: presenter view shows it as one step). ``with_next``: a short introduction
+    that presenter view shows on the same screen as the section after it (alone it left a projector two-thirds
+    empty).
 
-    Presenting, the bar is drawn under the title once the page declares its second section (a page of one
-    section has nothing to move to); it works on a page that ends early with st.stop() further down."""
+    Presenting, the bar is drawn under the title once the page declares its second step (a page of one step has
+    nothing to move to); it works on a page that ends early with st.stop() further down."""
     run = st.session_state.setdefault(_RUN, {"page": "", "count": 0})
     index = run["count"]
     run["count"] += 1
+    step = run.get("steps", 0) - (1 if run.pop("joined", False) else 0)  # a joined intro's step is the next one's
+    run["steps"] = step + 1
+    if with_next:
+        run["joined"] = True
     if not presenting():
         if title:
             st.header(title, divider=divider)
         return True
-    known = st.session_state.get(_total_key(), 0)  # the page's sections as its last run counted them (0: unknown)
-    st.session_state[_total_key()] = max(known, run["count"])
+    known = st.session_state.get(_total_key(), 0)  # the page's steps as its last run counted them (0: unknown)
+    st.session_state[_total_key()] = max(known, run["steps"])
     cur = st.session_state.get(_current_key(), 0)
     if index == 0:  # the page's first section follows its title: a place for the bar...
         run["top"], run["known"] = st.empty(), known
-    elif index == 1 and run.get("top") is not None:  # ...filled once the page has a second section to go to
+    elif step == 1 and run.get("top") is not None and not run.get("bar"):  # ...filled once there is a second step
+        run["bar"] = True
         with run["top"].container(key="present_bar"):
             _bar(cur, run["known"])
-    if index == cur + 1:  # a section after the one on view exists: Next goes there
+    if step == cur + 1:  # a step after the one on view exists: Next goes there
         _next(True)
-    if index != cur:
+    if step != cur:
         return False
     if title:
         st.header(title, divider=divider)
@@ -138,7 +145,7 @@ def _label(slot, cur: int, total: int) -> None:
 def presenter_nav() -> None:
     """After the page ran (app.py): remembers the page's number of sections and corrects "Section i of n"."""
     run = st.session_state.get(_RUN, {})
-    total = run.get("count", 0)
+    total = run.get("steps", 0)
     if not presenting() or total < 2:
         return
     st.session_state[_total_key()] = total
