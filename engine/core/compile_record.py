@@ -55,7 +55,7 @@ def verify_name(width: int, length: int) -> str:
 
 
 def batch_name(rows: int, length: int) -> str:
-    return f"batched decode step of {rows} rows, static cache of {length:,} positions"
+    return f"batched decode step of {rows} row{'' if rows == 1 else 's'}, static cache of {length:,} positions"
 
 
 def decode_name(length: int) -> str:

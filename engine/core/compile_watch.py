@@ -3,7 +3,7 @@
 The compile is one blocking call (``decode_step``'s first compiled pass), minutes on a 2-core CPU. torch says what
 it is doing at each step of it through its own loggers (dynamo: "torchdynamo start tracing", "calling compiler
 function inductor"; inductor: "torchinductor compiling FORWARDS graph 0", "... done compiling ..."): ``watched``
-listens there, on the compiling thread only, and passes each step on as a phrase, with the graphs compiled so far.
+listens there, on the compiling thread only, and passes each step on as a phrase, with the torch graphs this compile made so far.
 The seconds of each finished warm-up are kept on disk by the warm-up itself, per model, precision, device and graph
 (``engine.core.compile_record.last_compile_s``), so the next one can be shown against the last.
 """
@@ -53,7 +53,7 @@ class _Relay(logging.Handler):
             return
         if words == GRAPH_DONE:
             self.graphs_done += 1
-        self.say(f"{words} (graphs compiled: {self.graphs_done})")
+        self.say(f"{words} (torch graphs in this compile: {self.graphs_done})")
 
 
 @contextmanager

@@ -30,7 +30,7 @@ def test_a_real_compile_on_this_thread_is_heard_and_another_threads_is_not():
         assert heard == []  # another thread's compile is not this warm-up's
         torch.compile(scale, dynamic=False)(torch.ones(4))
     assert any(h.startswith("tracing the decode step") for h in heard), heard
-    assert heard[-1] == f"{W.GRAPH_DONE} (graphs compiled: 1)", heard
+    assert heard[-1] == f"{W.GRAPH_DONE} (torch graphs in this compile: 1)", heard
     before = list(heard)
     torch.compile(lambda x: x - 7, dynamic=False)(torch.ones(4))
     assert heard == before  # listening ends with the block
