@@ -22,8 +22,8 @@ def test_chips_escape_everything_and_show_every_token(tiny_lm):
     partial = [r for r in table.rows if r.partial]
     assert partial and all(html.escape(f"\u27e8{r.bytes_hex}\u27e9") in out for r in partial)
     raw = token_chips(table, raw_pieces=True, show_ids=False)
-    assert "\u0120" in raw and "font-size:11px" not in raw  # raw pieces; no id lines, no byte notes
-    assert out.count("font-size:11px") == len(table.rows) + len(partial)  # an id under every chip
+    assert "\u0120" in raw and "font-size:0.6875rem" not in raw  # raw pieces; no id lines, no byte notes
+    assert out.count("font-size:0.6875rem") == len(table.rows) + len(partial)  # an id under every chip
 
 
 def test_invisible_characters_get_names():

@@ -13,15 +13,16 @@ def visible(text: str) -> str:
 
 
 def chips(tokens, ids=None, highlight: set[int] | None = None, title_extra=None) -> str:
-    """Tokens as coloured chips, each with its id underneath. Safe for any token text."""
+    """Tokens as coloured chips, each with its id underneath. Safe for any token text. Sizes in rem, so presenter
+    view's larger root type (ui/frame/style.py) reaches them (in px the ids stayed 9-11 px on a projector)."""
     out = ['<div style="display:flex;flex-wrap:wrap;gap:4px;line-height:1.2;">']
     for i, tok in enumerate(tokens):
         bg = "#fca5a5" if highlight and i in highlight else PALETTE[i % len(PALETTE)]
         tip = html.escape(title_extra[i] if title_extra else repr(tok), quote=True)
-        idtxt = f'<div style="font-size:11px;color:#475569">{int(ids[i])}</div>' if ids is not None else ""
+        idtxt = f'<div style="font-size:0.6875rem;color:#475569">{int(ids[i])}</div>' if ids is not None else ""
         out.append(
             f'<div title="{tip}" style="background:{bg};border-radius:6px;padding:3px 6px;text-align:center;'
-            f'font-family:ui-monospace,monospace;font-size:16px;color:#0f172a;white-space:pre">'
+            f'font-family:ui-monospace,monospace;font-size:1rem;color:#0f172a;white-space:pre">'
             f"{html.escape(visible(tok))}{idtxt}</div>"
         )
     out.append("</div>")

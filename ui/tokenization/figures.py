@@ -41,14 +41,14 @@ def token_chips(table, raw_pieces: bool = False, show_ids: bool = True) -> str:
             bg, fg = PALETTE[r.position % len(PALETTE)], "#0f172a"
         sub = ""
         if r.partial and r.start is not None and not raw_pieces:
-            sub = (f'<div style="font-size:11px;color:#64748b">part of '
+            sub = (f'<div style="font-size:0.6875rem;color:#64748b">part of '
                    f'{html.escape(token_label(table.text[r.start:r.end]))}</div>')
-        idtxt = f'<div style="font-size:11px;color:{"#cbd5e1" if r.special else "#475569"}">{r.id}</div>' \
+        idtxt = f'<div style="font-size:0.6875rem;color:{"#cbd5e1" if r.special else "#475569"}">{r.id}</div>' \
             if show_ids else ""
         out.append(
             f'<div class="tok-chip" title="{html.escape(tooltip(r, table.text), quote=True)}" '
             f'style="background:{bg};color:{fg};border-radius:6px;padding:3px 6px;text-align:center;'
-            f'font-family:ui-monospace,monospace;font-size:16px;white-space:pre;unicode-bidi:isolate;">'
+            f'font-family:ui-monospace,monospace;font-size:1rem;white-space:pre;unicode-bidi:isolate;">'
             f"<span>{html.escape(chip_label(r, raw_pieces))}</span>{sub}{idtxt}</div>")
     out.append("</div>")
     return "".join(out)
@@ -57,7 +57,7 @@ def token_chips(table, raw_pieces: bool = False, show_ids: bool = True) -> str:
 def template_view(segments) -> str:
     """The exact text the model receives, laid out as written, with special tokens highlighted. All escaped."""
     out = ['<div class="tok-template" style="white-space:pre-wrap;font-family:ui-monospace,monospace;'
-           'font-size:16px;line-height:1.6;background:#f8fafc;border:1px solid #cbd5e1;border-radius:8px;'
+           'font-size:1rem;line-height:1.6;background:#f8fafc;border:1px solid #cbd5e1;border-radius:8px;'
            'padding:10px 12px;color:#0f172a;unicode-bidi:plaintext;">']
     for s in segments:
         if s.special:
