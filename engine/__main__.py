@@ -87,7 +87,8 @@ def build_parser(argv=()) -> argparse.ArgumentParser:
         p.add_argument("--out", default=None, help="also write the JSON result to this file")
         p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
                        help="engine mode: eager (default), or compiled: a static KV cache and torch.compile around "
-                            "the decode step (a CUDA graph on a GPU), compiled once before anything is timed")
+                            "the decode step (a CUDA graph on a GPU) and the prompt's prefill (padded to a bucket), "
+                            "compiled once before anything is timed")
 
     common(sub.add_parser("info", help="model facts"))
     tr = sub.add_parser("trace", help="run the loop once and print the record",
