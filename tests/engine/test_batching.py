@@ -1,5 +1,4 @@
 """Batching: every request gets exactly its tokens, the same tokens as alone (greedy), under both policies."""
-import time
 from types import SimpleNamespace
 
 import numpy as np

@@ -8,8 +8,6 @@ import threading
 import time
 from dataclasses import dataclass
 
-import pytest
-
 from engine.core.sampling import SamplingSettings
 from engine.core.trace import run_trace
 from engine.jobs import seats

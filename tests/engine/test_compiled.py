@@ -15,7 +15,7 @@ from engine.core import compiled as C
 from engine.core import compile_record as CR
 from engine.core import loop
 from engine.core.kv import kv_bytes_for, reserved_bytes
-from engine.models.loading import load_model, load_tiny_arch
+from engine.models.loading import load_tiny_arch
 from engine.core.loaded import ModelRef
 from engine.models.names import plain_name
 from engine.models.precision import model_ref, to_precision
