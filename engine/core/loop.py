@@ -286,9 +286,9 @@ def prefill(lm, ids: torch.Tensor, cache, mode: PrefillMode | None = None) -> to
     mode = mode or prefill_mode(lm, ids.shape[1], cache, ids.shape[0])
     if mode.compiled:
         n, past = ids.shape[1], int(cache.get_seq_length())
-        with torch.inference_mode():  # inference tensors, as in the warm-up: dynamo guards on the kind (a caller's
-            x = torch.cat([ids, ids[:, -1:].expand(1, mode.bucket - n)], dim=1)  # plain ids recompiled: 30 s)
-            keep = torch.tensor([n - 1], device=x.device)  # x: [1, bucket] right-padded
+        with torch.inference_mode():  # inference tensors, as the warm-up's: dynamo guards on a tensor's kind
+            x = torch.cat([ids, ids[:, -1:].expand(1, mode.bucket - n)], dim=1)  # [1, bucket] right-padded
+            keep = torch.tensor([n - 1], device=x.device)
         logits = forward(lm, x, cache, keep=keep)  # [1, 1, vocab]
         rewind(cache, past + n)
         return logits[:, -1]

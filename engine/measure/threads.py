@@ -189,12 +189,15 @@ def large_pass_threads() -> int:
     return n if free is None else max(1, min(n, free))
 
 
+def _on_cpu(device) -> bool:
+    return device is None or getattr(device, "type", str(device)) == "cpu"
+
+
 def pass_threads(rows: int, device=None):
     """The thread count for one forward pass of ``rows`` token rows on ``device``: one thread for a small pass
     on the CPU (see SMALL_PASS_ROWS), the cores other programs leave free for a larger one (see
     FREE_CORES_WINDOW_S). A context manager."""
-    on_cpu = device is None or getattr(device, "type", str(device)) == "cpu"
-    if not on_cpu:
+    if not _on_cpu(device):
         return nullcontext()
     if 0 < int(rows) <= small_pass_rows():
         return at_most_threads(1)
@@ -207,8 +210,7 @@ def compiled_pass_threads(rows: int, device=None):
     the thread count in effect when it compiles into its CPU kernels (``#pragma omp parallel num_threads(N)``), so a
     graph compiled on one thread (or while the machine was busy) would run a 64-token prefill on one core for good:
     measured 1.7-1.9x slower than eager on 2 cores. A context manager."""
-    on_cpu = device is None or getattr(device, "type", str(device)) == "cpu"
-    if not on_cpu:
+    if not _on_cpu(device):
         return nullcontext()
     # exactly, not at most: dynamo guards on the thread count too, and the background compiler's thread and the
     # engine's worker start from different counts (a graph compiled on one would compile again on the other)
