@@ -17,6 +17,10 @@ How, without touching the eager model the pages read:
   int8 quantization of an eager copy) failed after anyone had used compiled mode. Done on the engine worker, before
   the first compiled step (``engine.core.loop.drawn_step``).
 
+The other projections of the blocks (o, down) read a buffer already written; in the fused tree a single row runs
+them through ``bmm`` (``linear``), which spares a copy per projection per step (see there). The output head stays
+a plain matrix multiply.
+
 What is refused, one line each (``FusedModel.refused``), and the unfused tree compiles instead: projections that are
 not plain ``nn.Linear`` (quantized), with different inputs, dtypes or devices, some with a bias and some without, or
 a parameter shared by two projections; and a fused tree whose logits differ from the eager model's on a few tokens
@@ -73,7 +77,37 @@ class FusedInput(torch.nn.Module):
         return self.inner(**{**kwargs, self.arg: self.project(kwargs[self.arg])})
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
+        # Not ``linear``'s row path: the fused groups read the block's norm, and inductor would inline that norm
+        # into its row-times-matrix loop, computing it again for every output (1.00-1.03x eager instead of 1.10x)
         return F.linear(x, self.weight, self.bias)  # [..., in] -> [..., sum of outputs]
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear`` as the compiled passes run it: [..., in] -> [..., out]. A single row (a decode step) goes through
+    ``bmm`` of [1, 1, in] by the transposed weight. Through ``mm``, inductor hands the row over as a [1, in] view whose
+    size-1 dimension has stride 0 (it drops size-1 dimensions from its index), which the CPU and CUDA BLAS paths
+    refuse and copy first: one extra copy per projection per step. Through ``bmm`` the row keeps its own buffer; on
+    a CPU inductor then writes the row-times-matrix as its own loop, fused with what produced the row (its
+    "memory bound" lowering of bmm). Used for projections whose input is already written (the attention's output,
+    act(gate) * up): SmolLM2's compiled step on this CPU ran 248 operators instead of 367, as fast within the
+    noise (docs/benchmarks.md)."""
+    if x.shape[:-1].numel() != 1:
+        return F.linear(x, weight, bias)
+    y = torch.bmm(x.reshape(1, 1, x.shape[-1]), weight.t().unsqueeze(0))  # [1, 1, out]
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*x.shape[:-1], weight.shape[0])
+
+
+class Linear(torch.nn.Module):
+    """A plain ``nn.Linear`` of the eager model (same parameters) run through ``linear`` in the fused tree."""
+
+    def __init__(self, inner: torch.nn.Linear):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.inner.weight, self.inner.bias)
 
 
 @dataclass
@@ -136,7 +170,7 @@ def _concatenate(mod: torch.nn.Module, names: tuple) -> FusedInput:
     weight = torch.cat([p.weight.detach() for p in projs], 0)  # [sum of outputs, in]
     bias = torch.cat([p.bias.detach() for p in projs], 0) if projs[0].bias is not None else None
     inner = copy.copy(mod)
-    inner._modules = dict(mod._modules)
+    inner._modules = {n: Linear(m) if type(m) is torch.nn.Linear else m for n, m in mod._modules.items()}
     start = 0
     for n, p in zip(names, projs):
         stop = start + p.weight.shape[0]
@@ -181,6 +215,13 @@ def fuse(model: torch.nn.Module, check: Callable[[torch.nn.Module, torch.Tensor]
         for mod, names in groups:
             new_at[paths[id(mod)]] = _concatenate(mod, names)
             counts[names] = counts.get(names, 0) + 1
+        # The blocks' other projections (o, down) run as rows too. The output head stays ``F.linear``: on this
+        # project's CPU, BLAS read its [vocab, hidden] weight faster than inductor's loop (docs/benchmarks.md).
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        for path, mod in model.named_modules():
+            inside = any(path.startswith(p + ".") for p in new_at)
+            if type(mod) is torch.nn.Linear and mod is not head and not inside:
+                new_at[path] = Linear(mod)
         tree = _rebuilt(model, "", new_at)
         out = FusedModel(tree, counts)
         if check is not None:

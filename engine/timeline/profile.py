@@ -67,6 +67,8 @@ def kind_of(name: str) -> str:
     fused = "fused" in n or n.startswith(("triton_", "graph_"))
     if not fused and any(k in n for k in _MATMUL):
         return "matmul"
+    if fused and "_bmm_" in n:  # inductor's own row-times-matrix loop (a one-row bmm), whatever rides along
+        return "matmul"
     if not fused and any(k in n for k in _ATTENTION):
         return "attention"
     if any(k in n for k in _NORM):
