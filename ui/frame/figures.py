@@ -106,6 +106,13 @@ def prob_text(p: float | None) -> str:
     return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.1e}"
 
 
+def percent_text(p: float) -> str:
+    """A probability as a percentage ("5.9%"), and in scientific notation below 0.1% ("1.4e-04"): at one decimal a
+    rare token drawn at a high temperature read "p = 0.0%", as if it could not be drawn."""
+    p = float(p)
+    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{p:.1e}"
+
+
 # ---- helpers and figures more than one topic draws (a topic imports no other topic's figures)
 # Marks and letters that Unicode makes default-ignorable (drawn as nothing): variation selectors (U+FE0F after ❤ asks
 # for the emoji style; alone in a token it left a blank chip), the combining grapheme joiner, Hangul fillers, Khmer
