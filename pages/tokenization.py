@@ -40,6 +40,9 @@ if section(None):
     st.html(token_chips(table, raw_pieces=raw, show_ids=show_ids))
     st.caption(lesson("tokenization", "chips caption")
                + (" " + lesson("tokenization", "byte level") if table.byte_level else ""))
+    invisible = V.invisible_note(table)  # ⟨U+FE0F⟩ and the like: say what such a chip is
+    if invisible:
+        st.caption(invisible)
     chart(bytes_per_token_bar(table), "model",
           "UTF-8 bytes each token stands for (orange: a piece of a multi-byte character, dark: special "
           "token), from this model's own tokenizer; no forward pass is needed.")

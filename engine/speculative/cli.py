@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from engine.cli_args import add_run_arguments, add_save_argument, number, sampling_settings
+from engine.cli_args import add_run_arguments, add_save_argument, bold, number, sampling_settings
 from engine.speculative import MAX_K
 from engine.settings import RACE_REPEATS
 
@@ -25,6 +25,15 @@ def add_arguments(p) -> None:
                    help="races timed after one warm-up race; the figures are their medians (default: "
                         f"ILE_RACE_REPEATS, {RACE_REPEATS.default} unless set, as the page; fewer than "
                         f"{RACE_REPEATS.default} are flagged as too few to teach from)")
+
+
+def lane_texts(plain: str, speculative: str, how: str) -> str:
+    """Both lanes' answers, each under its label and indented, so a text of several lines cannot read as the next
+    lane's or as more numbers (the label is bold on a terminal only: redirected output gets no escape codes)."""
+    def block(label: str, text: str) -> str:
+        return f"\n{bold(label)}\n" + "".join(f"  {line}\n" for line in (text or "(no text)").splitlines() or [""])
+
+    return block("plain lane's text:", plain) + block(f"speculative lane's text ({how}):", speculative)
 
 
 def cli(lm, args, emit, save_race=None) -> int:
@@ -78,7 +87,8 @@ def cli(lm, args, emit, save_race=None) -> int:
             f"c = {r.c:.3f}\nmeasured speedup: {verdict}\n"
             f"(paper's formula: x{r.predicted.paper:.2f}; round by round with the measured verify cost: "
             f"x{r.predicted.as_run:.2f}); identical output: {r.identical}\n{cal.result.describe()}\n"
-            + "".join(f"warning: {f}\n" for f in d["flags"]) + f"\n{d['speculative']['text']}")
+            + "".join(f"warning: {f}\n" for f in d["flags"])
+            + lane_texts(d["plain"]["text"], d["speculative"]["text"], f"{r.drafter}, k={r.k}"))
     emit(args, d, text)
     if getattr(args, "save", None) and save_race is not None:
         return save_race(lm, r, check, args.prompt, enc, cal.result, args.save, "python -m engine race")

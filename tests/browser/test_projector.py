@@ -71,6 +71,30 @@ def test_the_race_is_on_screen_after_start(app_server, tabs):
         page.close()
 
 
+def test_the_race_lanes_clear_the_section_bar_in_presenter_view(app_server, tabs):
+    """Presenter view's section bar stays in view under Streamlit's header; the scroll that brings the lanes up
+    after Start stopped under the header alone, so the bar covered the lanes' headings (walkthrough 2026-11-29)."""
+    page = new_tab(tabs, SIZE, timeout_s=300)
+    try:
+        page.goto(f"{app_server.url}/speculative?model=tiny-random&max_new_tokens=16&present=1")
+        wait_idle(page)
+        page.mouse.move(600, 500)
+        page.mouse.wheel(0, 300)  # wherever the person had scrolled to
+        page.wait_for_timeout(500)
+        page.get_by_role("button", name="Start the race").click()
+        wait_text(page, "How they ran")
+        wait_idle(page)
+        page.wait_for_timeout(1000)
+        assert_no_error(page)
+        bar = page.locator('[data-testid="stLayoutWrapper"]:has(> .st-key-present_bar)').bounding_box()
+        for name in ("Plain decoding", "Speculative: lookup"):
+            heading = page.get_by_role("heading", name=name).bounding_box()
+            assert heading is not None and heading["y"] >= bar["y"] + bar["height"], (name, heading, bar)
+            assert heading["y"] + heading["height"] <= SIZE["height"], (name, heading)
+    finally:
+        page.close()
+
+
 def _metric(page, label: str) -> str:
     box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
     return box.locator('[data-testid="stMetricValue"]').inner_text().strip()

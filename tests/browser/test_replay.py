@@ -188,6 +188,10 @@ def test_a_saved_race_replays_both_lanes_offline(browser, tiny_lm, tmp_path):
         assert spans.count() == full  # replayed to the end, every piece back
         assert _clocks(page) == ends  # each lane's clock stopped at its own end
         assert page.locator(".lane .r-rejected").count() == sum(len(r.rejected) for r in run.rounds) > 0
+        # the speedup once ("2.18x (2.18x)" repeated it), the replayed race's own only where the judged one differs
+        own = f"{run.speedup:.2f}x"
+        row = page.locator("tr").filter(has_text="Measured speedup (wall clock)").locator("td").nth(1).inner_text()
+        assert row == (own if check.shown == own else f"{check.shown} (the race replayed here: {own})"), row
         assert seen["console"] == [] and seen["requests"] == [path.as_uri()], seen
     finally:
         ctx.close()

@@ -53,3 +53,19 @@ def test_hindi_is_drawn_in_a_devanagari_font(app_server, page):
     for ch in "\u0915\u0930\u0940":  # क र ी
         assert page.evaluate(_GLYPH, [sel, ch]) != box, f"{ch!r} is drawn as a missing-glyph box"
     assert page.evaluate(_GLYPH, [sel, "\u4e2d"]) != box  # CJK too
+
+
+def test_no_chip_is_blank_in_the_many_scripts_sample(app_server, page):
+    """The "many scripts" sample's U+FE0F (after ❤, id 31752) drew an empty chip on SmolLM2 with nothing to say
+    why: every chip now shows ink, and a caption line says what a ⟨U+...⟩ chip is."""
+    page.goto(f"{app_server.url}/tokenization?max_new_tokens=1")
+    wait_idle(page)
+    page.get_by_role("radio", name="Many scripts: emoji, CJK, right-to-left").click()
+    wait_idle(page)
+    page.get_by_text("variation selector-16").first.wait_for(timeout=60_000)
+    assert_no_error(page)
+    widths = page.evaluate("() => [...document.querySelectorAll('.tok-chip > span')].map("
+                           "s => [s.textContent, s.getBoundingClientRect().width])")
+    # the blank chip's text was 0 px wide; a narrow letter (Hebrew vav) is 4 px
+    assert len(widths) > 40 and all(w >= 2 for _, w in widths), [tw for tw in widths if tw[1] < 2]
+    assert "\u27e8U+FE0F\u27e9 variation selector-16" in page.inner_text('[data-testid="stMain"]')

@@ -126,3 +126,20 @@ def test_race_k_out_of_range_is_one_line_before_any_model_loads(capsys):
         main(["race", "--model", "no-such-model", "--prompt", "hi", "--k", "17"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--k" in err and "Traceback" not in err
+
+
+def test_race_labels_each_lanes_text_and_writes_no_escape_codes_into_a_file(capsys, monkeypatch):
+    """`race` printed the speculative lane's text under the numbers with no label (and not the plain lane's): a text
+    of several lines read as more output. Each lane's text now sits under its label, indented."""
+    from engine.__main__ import main
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code = main(["race", "--model", "tiny-random", "--prompt", "the cat sat on the mat", "--max-new-tokens", "4",
+                 "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "\x1b" not in out
+    assert "\nplain lane's text:\n  " in out and "\nspeculative lane's text (lookup, k=4):\n  " in out
+    from engine.speculative.cli import lane_texts
+
+    assert lane_texts("one\ntwo", "", "lookup, k=4").splitlines() == [
+        "", "plain lane's text:", "  one", "  two", "", "speculative lane's text (lookup, k=4):", "  (no text)"]

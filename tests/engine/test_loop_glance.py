@@ -46,3 +46,20 @@ def test_softmax_note_says_why_the_softmax_box_and_the_sampled_p_differ():
     sampled = softmax_note(SamplingSettings(0.7, 50, 0.95))
     assert "T 0.7 sharpens it" in sampled and "top-k / top-p" in sampled
     assert "flattens" in softmax_note(SamplingSettings(1.5, 0, 1.0))
+
+
+def test_a_rare_drawn_token_is_not_shown_as_p_0(tiny_lm):
+    """At a high temperature the loop can draw a rank-791 token: its "Sampled token" box read "p = 0.0%", as if it
+    could not be drawn; below 0.1% the probability is written in scientific notation (as the steps table does)."""
+    from dataclasses import replace
+
+    from ui.frame.figures import percent_text
+    from ui.loop.figures import top_probs_bar
+
+    tr = run_trace(tiny_lm, "hello there", SamplingSettings(1.5, 0, 1.0), 2, 0, use_chat_template=False)
+    rare = replace(tr, steps=(replace(tr.steps[0], prob=1.4e-4), *tr.steps[1:]))
+    assert glance(rare, 0).lines["sampled"][1] == "p = 1.4e-04"
+    assert glance(replace(tr, steps=(replace(tr.steps[0], prob=0.059), *tr.steps[1:])), 0).lines["sampled"][1] == \
+        "p = 5.9%"
+    assert percent_text(0.00049) == "4.9e-04" and percent_text(0.001) == "0.1%" and percent_text(0) == "0.0%"
+    assert list(top_probs_bar(["a", "b"], [0.9, 2e-5], "b", "t").data[0].text) == ["2.0e-05", "90.0%"]

@@ -58,3 +58,22 @@ def test_compare_bar_one_bar_per_tokenizer(tiny_lm, embedded_lm):
     assert sorted(bar.x) == sorted(c.n_tokens for c in counts)
     assert list(bar.x) == sorted(bar.x, reverse=True)  # fewest tokens drawn at the top
     assert fig.layout.xaxis.title.text == "tokens (count)"
+
+
+def test_a_variation_selector_is_a_named_chip_with_a_caption(embedded_lm):
+    """SmolLM2 cuts "❤️" into ❤'s three bytes and U+FE0F (variation selector-16, id 31752), which draws nothing on
+    its own: its chip was blank, with nothing to say why (walkthrough 2026-11-29)."""
+    from ui.tokenization.view import EXAMPLES
+
+    table = T.prompt_table(embedded_lm.tokenizer, EXAMPLES["Many scripts: emoji, CJK, right-to-left"], True)
+    selector = [r for r in table.rows if r.text == "\ufe0f"]
+    assert [r.id for r in selector] == [31752]
+    out = token_chips(table)
+    assert "<span>\u27e8U+FE0F\u27e9</span>" in out and "variation selector-16" in out
+    assert label("\ufe0f") == "\u27e8U+FE0F\u27e9" and label("\u034f") == "\u27e8U+034F\u27e9"
+    assert label("\u0928\u092e\u0938\u094d\u0924\u0947") == "\u0928\u092e\u0938\u094d\u0924\u0947"  # Hindi's marks stay
+    from ui.tokenization.view import invisible_note
+
+    note = invisible_note(table)
+    assert note and "\u27e8U+FE0F\u27e9 variation selector-16" in note
+    assert invisible_note(T.prompt_table(embedded_lm.tokenizer, "plain words", True)) is None

@@ -106,17 +106,44 @@ def prob_text(p: float | None) -> str:
     return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.1e}"
 
 
+def percent_text(p: float) -> str:
+    """A probability as a percentage ("5.9%"), and in scientific notation below 0.1% ("1.4e-04"): at one decimal a
+    rare token drawn at a high temperature read "p = 0.0%", as if it could not be drawn."""
+    p = float(p)
+    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{p:.1e}"
+
+
 # ---- helpers and figures more than one topic draws (a topic imports no other topic's figures)
+# Marks and letters that Unicode makes default-ignorable (drawn as nothing): variation selectors (U+FE0F after ❤ asks
+# for the emoji style; alone in a token it left a blank chip), the combining grapheme joiner, Hangul fillers, Khmer
+# inherent vowels, Mongolian free variation selectors. Format characters (Cf) are found by their category.
+IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
+             (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
+
+
+def invisible(ch: str) -> bool:
+    """Whether a character draws nothing on its own (or moves the line), so a label must name it: format and
+    control characters, separators other than the space, default-ignorable marks."""
+    cat = unicodedata.category(ch)
+    return (cat in ("Cf", "Cc", "Zl", "Zp") or (cat == "Zs" and ch != " ")
+            or any(lo <= ord(ch) <= hi for lo, hi in IGNORABLE))
+
+
+def code_point(ch: str) -> str:
+    return f"\u27e8U+{ord(ch):04X}\u27e9"
+
+
 def token_label(text: str) -> str:
     """Token text for display: whitespace made visible, invisible characters (zero-width space, joiners,
-    direction marks, control characters) named by code point so they cannot vanish or reorder the line."""
-    out = []
-    for ch in visible(text):
-        if unicodedata.category(ch) in ("Cf", "Cc", "Zl", "Zp") or (unicodedata.category(ch) == "Zs" and ch != " "):
-            out.append(f"\u27e8U+{ord(ch):04X}\u27e9")
-        else:
-            out.append(ch)
-    return "".join(out)
+    direction marks, control characters, variation selectors) named by code point so they cannot vanish or reorder
+    the line."""
+    return "".join(code_point(ch) if invisible(ch) else ch for ch in visible(text))
+
+
+def invisible_names(text: str) -> list[str]:
+    """"⟨U+FE0F⟩ variation selector-16" for each distinct invisible character of ``text``, in order."""
+    seen = dict.fromkeys(ch for ch in visible(text) if invisible(ch))
+    return [f"{code_point(ch)} {unicodedata.name(ch, 'unnamed').lower()}" for ch in seen]
 
 
 def short_label(tok: str, limit: int = 14) -> str:

@@ -122,14 +122,25 @@ def scroll_to_here(follow_s: float = 0.0) -> None:
   const el = document.getElementById("ile-scroll-{n}");
   if (!el) return;
   const box = el.closest('[data-testid="stElementContainer"]') || el;
-  const bar = document.querySelector('[data-testid="stHeader"]');  // Streamlit's top bar lies over the page
-  box.style.scrollMarginTop = ((bar ? bar.offsetHeight : 0) + 4) + "px";
+  // what lies over the top of the view: Streamlit's top bar, and in presenter view the sticky section bar under it
+  // (a margin of the top bar alone left the race's lane headings under the section bar)
+  const covered = () => {{
+    const head = document.querySelector('[data-testid="stHeader"]');
+    let over = head ? head.offsetHeight : 0;
+    const nav = document.querySelector('.st-key-present_bar');
+    const wrap = nav && (nav.closest('[data-testid="stLayoutWrapper"]') || nav);
+    if (wrap && getComputedStyle(wrap).position === "sticky") {{
+      over = Math.max(over, (parseFloat(getComputedStyle(wrap).top) || 0) + wrap.offsetHeight);
+    }}
+    return over;
+  }};
   let stop = false;
   const quit = () => {{ stop = true; }};
   for (const ev of ["wheel", "touchmove", "keydown"]) window.addEventListener(ev, quit, {{once: true, capture: true}});
   const until = Date.now() + {int(follow_s * 1000)};
   const go = () => {{
     if (stop || !box.isConnected) return;
+    box.style.scrollMarginTop = (covered() + 4) + "px";
     box.scrollIntoView({{block: "start"}});
     if (Date.now() < until) setTimeout(go, 150);
   }};

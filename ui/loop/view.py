@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ui.frame.figures import percent_text
 from ui.frame.html import visible
 
 # Stage keys in loop order, their box titles and the page each box links to (url path).
@@ -90,7 +91,7 @@ def glance(trace, t: int, last=None) -> Glance:
                    f"cache after: {step.kv_tokens}"],
         "hidden": [f"[{info.hidden_size}], last position", *_vec(hidden)],
         "logits": [f"{info.vocab_size:,} scores", f"{lo:.1f} to {hi:.1f}", f"top {visible(top_tok)!r}"],
-        "sampled": [f"id {step.token_id}", f"p = {step.prob:.1%}", _how(trace.settings)],
+        "sampled": [f"id {step.token_id}", f"p = {percent_text(step.prob)}", _how(trace.settings)],
         "appended": [f"new token {t + 1} of {len(trace.generated_ids)}"],
     }
     return Glance(t=t, n_tokens=len(trace.generated_ids), phase=step.phase, lines=lines,

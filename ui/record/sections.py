@@ -105,7 +105,7 @@ def summary(record: dict) -> None:
         from ui.frame.figures import progress_lines
 
         run = spec_run(body, record["model"]["name"])
-        st.markdown(lesson("record", "race", speedup=run.speedup, shown=md_escape(body["check"]["shown"]),
+        st.markdown(lesson("record", "race", shown=md_escape(view.wall_speedup(body["check"]["shown"], run.speedup)),
                            accepted=run.acceptance_rate, drafter=md_escape(run.drafter), k=run.k))
         chart(progress_lines(run), "recorded", f"Recorded on {where}, {view.when(record)}: tokens written against "
                                                "engine-measured time.")

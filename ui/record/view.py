@@ -14,6 +14,14 @@ def when(record: dict) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(time.mktime(t) - time.timezone))
 
 
+def wall_speedup(shown: str, own: float) -> str:
+    """A saved race's speedup, once: ``shown`` is the noise guard's reading of the median over the races measured
+    ("2.18x", or "no gain"), ``own`` the recorded race's own wall-clock speedup, added only where it reads otherwise
+    (the two were printed side by side: "2.18x (2.18x)")."""
+    mine = f"{own:.2f}x"
+    return mine if shown == mine else f"{shown} (the race recorded here: {mine})"
+
+
 def machine_line(m: dict) -> str:
     libs = ", ".join(f"{k} {v}" for k, v in m["libraries"].items() if k in ("torch", "transformers"))
     return f"{m['device_name']} ({m['device']}, {m['torch_threads']} threads; {libs})"

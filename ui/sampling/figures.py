@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, short_label, style, unique_labels
+from ui.frame.figures import COLORS, percent_text, short_label, style, unique_labels
 from ui.frame.html import visible
 
 REMOVED = {"top-k": COLORS["muted"], "top-p": COLORS["warn"], "min-p": "#9467bd"}
@@ -64,7 +64,7 @@ def stage_bars(st, tokens, chosen_id: int, large: bool = False) -> go.Figure:
     colors = [COLORS["accent"] if int(i) == int(chosen_id) else (COLORS["primary"] if f > 0 else COLORS["muted"])
               for i, f in zip(ids, final)]
     data.append(dict(bar, x=final, xaxis="x4", marker_color=colors, showlegend=False, name="final",
-                     text=[f"{f:.1%}" if f > 0 else "0" for f in final]))
+                     text=[percent_text(f) if f > 0 else "0" for f in final]))
     t_title = "2. T = 0 (greedy)" if st.greedy else f"2. \u00f7 T (T = {s.temperature:g})"
     titles = ["1. Raw logits", t_title, "3. Softmax + filters", "4. Final"]
     x_titles = ["logit (unitless score)", "logit \u00f7 T (unitless)", "probability (0 to 1)", "probability (0 to 1)"]

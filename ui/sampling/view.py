@@ -8,7 +8,7 @@ import pandas as pd
 
 from engine.core.prompt import token_text
 from engine.sampling.stages import Stages
-from ui.frame.figures import prob_text
+from ui.frame.figures import percent_text, prob_text
 from ui.frame.html import chips, visible
 from ui.sampling.figures import position_probs, step_chart
 
@@ -54,7 +54,7 @@ def choice(lm, sg: Stages, chosen: int, settings, seed: int, step: int) -> Choic
     text, *tops = token_strings(lm, [chosen, *sg.ids])
     p = float(sg.final[list(sg.ids).index(chosen)]) if chosen in sg.ids else None
     how = "greedy: the argmax" if settings.greedy else f"seed {seed}, draw number {step} of that seed's generator, as the loop does"
-    prob = f"probability **{p:.1%}**" if p is not None else "a probability outside the top shown"
+    prob = f"probability **{percent_text(p)}**" if p is not None else "a probability outside the top shown"
     return Choice(sg, chosen, text, tops, f"**Sampled token:** {md_code(text)} (id {chosen}), {prob} under these "
                                           f"settings ({how}).")
 

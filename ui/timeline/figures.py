@@ -32,10 +32,6 @@ def gantt(tl: Timeline) -> go.Figure:
                           "%{customdata[3]:.0f} ms<br>chose '%{customdata[2]}'<extra></extra>",
         ))
     if tl.bars:
-        first = tl.bars[0]
-        fig.add_annotation(x=first.start_ms, y="prefill pass", showarrow=False, xanchor="left",
-                           text=f" {first.tokens_in} prompt tokens in one pass", font=dict(color="#111827", size=15),
-                           bgcolor="rgba(255,255,255,0.75)")
         fig.add_vline(x=tl.ttft_ms, line_dash="dash", line_color=COLORS["accent"])
         late = tl.ttft_ms > 0.6 * max(1.0, tl.total_ms)  # label on the left of the line, or it runs off the chart
         fig.add_annotation(x=tl.ttft_ms, y=1.02, yref="paper", showarrow=False, xanchor="right" if late else "left",
@@ -44,7 +40,13 @@ def gantt(tl: Timeline) -> go.Figure:
     style(fig, f"Timeline of this run: 1 prefill pass, then {max(0, len(tl.bars) - 1)} decode passes (to scale)",
           "time since the prompt was submitted (ms)", "", height=300)
     fig.update_layout(barmode="overlay", showlegend=False, bargap=0.35)
-    fig.update_yaxes(categoryorder="array", categoryarray=["decode passes", "prefill pass"])
+    # What each pass reads, under its lane's name: written on the prefill bar, it ran past a short bar and across
+    # the first-token line (walkthrough 2026-11-29); beside the axis it stays in the chart at any bar width.
+    decodes = max(0, len(tl.bars) - 1)
+    fig.update_yaxes(categoryorder="array", categoryarray=["decode passes", "prefill pass"],
+                     tickvals=["decode passes", "prefill pass"],
+                     ticktext=["decode passes<br>1 token each" if decodes else "decode passes",
+                               f"prefill pass<br>{tl.bars[0].tokens_in} prompt tokens" if tl.bars else "prefill pass"])
     fig.update_xaxes(range=[0, max(1.0, tl.total_ms) * 1.02])
     return fig
 

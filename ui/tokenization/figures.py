@@ -5,7 +5,7 @@ import html
 
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, style, token_label
+from ui.frame.figures import COLORS, invisible_names, style, token_label
 from ui.frame.html import PALETTE
 
 SPECIAL_BG = "#1e293b"
@@ -30,7 +30,8 @@ def tooltip(row, text: str) -> str:
 
 
 def token_chips(table, raw_pieces: bool = False, show_ids: bool = True) -> str:
-    """Every token as a coloured chip (id underneath; special tokens dark; byte pieces as hex). All escaped."""
+    """Every token as a coloured chip (id underneath; special tokens dark; byte pieces as hex; an invisible
+    character by its code point, with its Unicode name underneath). All escaped."""
     out = ['<div class="tok-chips" style="display:flex;flex-wrap:wrap;gap:4px;line-height:1.25;direction:ltr;">']
     for r in table.rows:
         if r.special:
@@ -43,6 +44,9 @@ def token_chips(table, raw_pieces: bool = False, show_ids: bool = True) -> str:
         if r.partial and r.start is not None and not raw_pieces:
             sub = (f'<div style="font-size:0.6875rem;color:#64748b">part of '
                    f'{html.escape(token_label(table.text[r.start:r.end]))}</div>')
+        elif not r.special and not raw_pieces and invisible_names(r.text):  # drawn as nothing: say what it is
+            sub = (f'<div style="font-size:0.6875rem;color:#64748b">'
+                   f'{html.escape(", ".join(n.split(" ", 1)[1] for n in invisible_names(r.text)))}</div>')
         idtxt = f'<div style="font-size:0.6875rem;color:{"#cbd5e1" if r.special else "#475569"}">{r.id}</div>' \
             if show_ids else ""
         out.append(

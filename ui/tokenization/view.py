@@ -7,7 +7,7 @@ import pandas as pd
 from engine.predictions.grading import same_tokens
 from engine.tokenization.tokens import TokenTable
 from ui.frame.lessons import lesson
-from ui.frame.figures import token_label
+from ui.frame.figures import invisible_names, token_label
 
 YOUR_PROMPT = "Your prompt (sidebar)"
 EXAMPLES = {
@@ -39,6 +39,12 @@ def paris_answer(ids) -> str | None:
     a, b, c = ids
     name = "answer all different" if len({a, b, c}) == 3 else "answer some shared"
     return lesson("tokenization", name, a=list(a), b=list(b), c=list(c))
+
+
+def invisible_note(table: TokenTable) -> str | None:
+    """The caption line that says what the ⟨U+...⟩ chips are, when the text has any (None: it has none)."""
+    names = dict.fromkeys(n for r in table.rows if not r.special and not r.partial for n in invisible_names(r.text))
+    return lesson("tokenization", "invisible chips", names="; ".join(names)) if names else None
 
 
 def counts_text(table: TokenTable, info) -> str:

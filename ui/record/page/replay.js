@@ -34,6 +34,12 @@
   function esc(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
   function label(s, n) { var v = visible(s); n = n || 14; return esc(v.length > n + 1 ? v.slice(0, n) + "\u2026" : v); }
   function fmt(x, d) { return (x === null || x === undefined || !isFinite(x)) ? "n/a" : Number(x).toFixed(d); }
+  // The saved race's speedup, once: the judged median of the races measured, and the replayed race's own figure
+  // only where it differs (ui/record/view.py's wall_speedup says the same on the saved-run page)
+  function wallSpeedup(shown, own) {
+    var mine = fmt(own, 2) + "x";
+    return shown === mine ? mine : shown + " (the race replayed here: " + mine + ")";
+  }
   function when() {
     var d = new Date(R.saved_at);
     return isNaN(d) ? R.saved_at : d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
@@ -484,7 +490,7 @@
     var sm = r.summary;
     s = section("3. Who won, and why");
     table(s, ["", "value", "what it is"], [
-      ["Measured speedup (wall clock)", r.check.shown + " (" + fmt(sm.speedup, 2) + "x)", "speculative tokens/s over plain tokens/s, prefill included"],
+      ["Measured speedup (wall clock)", wallSpeedup(r.check.shown, sm.speedup), "speculative tokens/s over plain tokens/s, prefill included: the median of the races measured (\"no gain\" within noise)"],
       ["Decode-only speedup", fmt(sm.decode_speedup, 2) + "x", "each lane's time after its first token"],
       ["Acceptance rate a", fmt(100 * sm.acceptance_rate, 0) + "%", "accepted drafts / drafts the target judged"],
       ["Tokens per target pass", fmt(sm.tokens_per_pass, 2), "plain decoding: exactly 1"],
