@@ -37,3 +37,13 @@ def test_the_gpu_answer_follows_the_engine_mode():
     compiled = answer_text(cmp, "cuda:0", "compiled")
     assert "Switch the sidebar" not in compiled and "one CUDA graph" in compiled
     assert "CUDA" not in answer_text(cmp, "cpu", "compiled")
+
+
+def test_the_measured_bars_label_sits_inside_its_bar_not_on_its_whisker():
+    """The whisker (the repeats' range) rises from the top of the measured bar: a label written above the bar
+    covered it (walkthrough 2026-11-29, "60.1 ms" over its whisker)."""
+    from ui.precision.figures import decode_vs_floor
+
+    fig = decode_vs_floor(comparison(row("bfloat16", 269, 19.9, 20.2, 26.6, 5)))
+    measured = [t for t in fig.data if t.error_y is not None and t.error_y.array is not None]
+    assert measured and all(t.textposition == "inside" for t in measured)

@@ -25,7 +25,9 @@ def decode_vs_floor(cmp: PrecisionComparison) -> go.Figure:
         text=[f"{r.decode_ms.median:.1f} ms" + ("" if r.precision == cmp.reference else
                                                 f"<br>{cmp.speedup(r.precision):.2f}\u00d7")
               for r in cmp.rows],
-        textposition="outside", hovertemplate="%{x}: decode step %{y:.1f} ms<extra></extra>"))
+        # inside the bar: above it, the label sat on the whisker (the run's range) and hid it
+        textposition="inside", insidetextanchor="middle", textfont=dict(color="white"),
+        hovertemplate="%{x}: decode step %{y:.1f} ms<extra></extra>"))
     top = max([r.decode_ms.hi for r in cmp.rows] + [r.floor_ms for r in cmp.rows if r.floor_ms == r.floor_ms])
     style(fig, f"Decode step per precision vs the floor for its bytes ({cmp.read_gb_s:.1f} GB/s measured)",
           "precision of the weights", "time per decode step (ms)", height=420)
