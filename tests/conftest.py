@@ -140,6 +140,12 @@ ALONE_MODULES = {"tests/engine/test_threads.py", "tests/browser/test_busy_lesson
                  "tests/browser/test_timing_parity.py", "tests/browser/test_speculative_race_vs_cli.py"}
 
 
+# The parallel phase's longest modules (their compiles of the real model: 1-2 minutes a test, 2026-11-29's runs).
+LONG_MODULES = {"tests/engine/test_compiled.py", "tests/engine/test_background_compile.py",
+                "tests/engine/test_compiled_lessons.py", "tests/engine/test_conversion.py",
+                "tests/app/test_compiled_mode.py", "tests/app/test_compare.py", "tests/engine/test_compiled_prefill.py"}
+
+
 def _uses_embedded_model(item) -> bool:
     names = getattr(item, "fixturenames", ())
     if "embedded_lm" in names or "gemma_lm" in names or any(
@@ -164,7 +170,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.serial)
         if rel.as_posix() in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
-    items.sort(key=lambda item: item.get_closest_marker("alone") is not None)  # stable: the rest keep their order
+    # stable: the rest keep their order. The alone tests last; the longest modules of the parallel phase first, so
+    # that no worker starts a two-minute compile when the others are nearly done (the phase ends with its last test)
+    items.sort(key=lambda item: (item.get_closest_marker("alone") is not None,
+                                 Path(str(item.fspath)).relative_to(ROOT).as_posix() not in LONG_MODULES))
 
 
 _parallel_phase_over = False
@@ -180,6 +189,7 @@ def wait_for_the_parallel_phase(config) -> None:
         return
     capture = config.pluginmanager.getplugin("capturemanager")
     said = False
+    t0 = time.monotonic()
     while True:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -193,6 +203,9 @@ def wait_for_the_parallel_phase(config) -> None:
                       flush=True)
             said = True
         time.sleep(1.0)
+    if said:  # how long phase 2 stood idle: the balance of the two phases (scripts/test.sh)
+        with capture.global_and_fixture_disabled():
+            print(f"\n[test] the parallel phase ended after {time.monotonic() - t0:.0f} s of waiting", flush=True)
     _parallel_phase_over = True
 
 
