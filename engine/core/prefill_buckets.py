@@ -11,6 +11,9 @@ in words a run keeps (``PrefillMode.line``: "compiled, 64-token bucket", "eager 
 decode step says whether it ran compiled. A bucket's graph is compiled by ``engine.core.loop.warm_prefill``: in
 the app on the background compiler's thread (engine.core.background_compile, ``compile_watch.compile_prefill``),
 on the command line before anything is timed; never inside an engine job or a timed pass.
+
+A run's static cache holds at least its prompt's bucket (``run_tokens``), so the bucket's graph fits it: a 300-token
+prompt is padded to 1,024 tokens, which the 512 positions of its 300 + 64 tokens would not hold.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class PrefillWhy(Enum):
     EAGER_MODE = "eager"  # an eager model, several rows, or a cache that is not a compiled graph's static cache
     PAST_BUCKETS = "past the largest bucket"
     NO_ROOM = "its padded bucket does not fit the static cache"
+    POSITIONS = "its padded bucket is longer than the model's positions"
     COMPILING = "its graph is compiling"
     OTHER_COMPILING = "another graph of this model is compiling"
     NOT_COMPILED = "its graph is not compiled"
@@ -75,7 +79,7 @@ def prefill_mode(lm, n: int, cache, rows: int = 1) -> PrefillMode:
         return PrefillMode(PrefillWhy.PAST_BUCKETS, n, None)
     length = cache.layers[0].max_cache_len
     if int(cache.get_seq_length()) + bucket > length:
-        return PrefillMode(PrefillWhy.NO_ROOM, n, bucket)
+        return PrefillMode(PrefillWhy.POSITIONS if bucket > graph.max_positions else PrefillWhy.NO_ROOM, n, bucket)
     name = prefill_name(bucket, length)
     if not shaped.ready(name):
         compiling_now = (shaped.current is not None and shaped.current[0] == name) or name in shaped.to_do
@@ -83,6 +87,17 @@ def prefill_mode(lm, n: int, cache, rows: int = 1) -> PrefillMode:
     if graph.elsewhere():
         return PrefillMode(PrefillWhy.OTHER_COMPILING, n, bucket)
     return PrefillMode(PrefillWhy.COMPILED, n, bucket)
+
+
+def run_tokens(lm, n: int, tokens: int) -> int:
+    """The tokens the static cache of a run of ``tokens`` tokens (its prompt, ``n`` tokens, and its answer) is made
+    for: ``tokens``, or the prompt's bucket where that is longer and within the model's positions, so the bucket's
+    graph fits the cache (a 300-token prompt and 64 new tokens need 512 positions; its bucket, 1,024). A bucket
+    longer than the model's positions leaves the run eager, and ``prefill_mode`` says its bucket does not fit."""
+    graph, bucket = graph_of(lm), prefill_bucket(n)
+    if graph is None or bucket is None or bucket > graph.max_positions:
+        return int(tokens)
+    return max(int(tokens), bucket)
 
 
 def bucket_graphs(lm, n: int, runs: Iterable[int]) -> list[tuple[str, int]]:
