@@ -207,3 +207,24 @@ def test_a_page_runs_static_cache_holds_its_prompts_bucket(tiny_lm):
     assert run_tokens(short, 300, 364) == 364
     cache = loop.new_cache(short, tokens=run_tokens(short, 300, 364))
     assert prefill_mode(short, 300, cache).line == "eager (its padded bucket is longer than the model's positions)"
+
+
+def test_the_home_page_asks_for_a_bucket_graph_only_where_its_run_uses_it(tiny_lm, monkeypatch):
+    """Where the class batcher serves the page's answer, its prompt's bucket graph is asked for only where it runs:
+    by a page that times its run alone (the timeline), or by the batcher on a device where a bucket beats eager (a
+    GPU). On a CPU the home page compiled it for nothing, beside the answers (nothing compiles here)."""
+    from engine.core import background_compile
+    from engine.core.background_compile import page_graphs
+
+    lm = C.to_mode(tiny_lm, "compiled")
+    n = n_tokens(lm, SHORT)
+    decode, batch, bucket = CR.decode_name(256), CR.batch_name(1, 256), CR.prefill_name(16, 256)
+
+    def names(batched: bool, alone: bool) -> list[str]:
+        return [name for name, _, _ in page_graphs(lm, n, n + NEW, batched, alone)]
+
+    assert names(batched=True, alone=False) == [decode, batch]  # the home page on this CPU
+    assert names(batched=True, alone=True) == [decode, batch, bucket]  # the timeline page
+    assert names(batched=False, alone=False) == [decode, bucket]  # batching off: the answer runs alone
+    monkeypatch.setattr(background_compile, "bucket_beats_eager", lambda lm: True)  # a GPU: the batcher uses it
+    assert names(batched=True, alone=False) == [decode, batch, bucket]
