@@ -36,7 +36,7 @@ from engine.core.compile_watch import compile_prefill, compile_warm_up, watched
 from engine.core.compiled import compile_status, graph_of, shaped_of
 from engine.core.compile_record import COMPILER_THREAD, cache_length, decode_name, last_compile_s
 from engine.core.loaded import ModelRef
-from engine.core.prefill_buckets import bucket_beats_eager, bucket_graphs, run_tokens
+from engine.core.prefill_buckets import bucket_graphs, run_tokens
 
 # A compile traces with torch.fx, which patches torch.nn.Module for the whole process while it traces: the patches
 # are made to apply to the compiling thread only (engine.core.fx_threads); where they cannot be, compiled mode is
@@ -268,18 +268,3 @@ def run_graphs(lm, prompt_tokens: int, tokens: int) -> list[tuple[str, Callable,
     return out + [(name, compile_prefill, (lm, int(prompt_tokens), t))
                   for name, t in bucket_graphs(lm, prompt_tokens, (tokens,))]
 
-
-def page_graphs(lm, prompt_tokens: int, tokens: int, batched: bool, alone: bool) -> list[tuple[str, Callable, tuple]]:
-    """The graphs a page that draws the sidebar's run asks for, in the order they compile: the run's decode step;
-    where the class batcher serves its answer (``batched``), the batcher's step next (engine.core.batch.batch_graphs);
-    then the prompt's prefill bucket, where a run alone uses it (not ``batched``, or ``alone``: a page that times its
-    run alone) or the batcher does (``bucket_beats_eager``, a GPU). On a CPU the batcher prefills eager, so the home
-    page does not compile a bucket graph that its answer never runs, beside the answers (a minute of both cores)."""
-    from engine.core.batch import batch_graphs  # the batch's module asks this one's compiler: imported when asked
-
-    graphs = run_graphs(lm, prompt_tokens, tokens)
-    if not batched:
-        return graphs
-    decode = [g for g in graphs if g[1] is compile_warm_up]
-    bucket = [g for g in graphs if g not in decode] if alone or bucket_beats_eager(lm) else []
-    return decode + batch_graphs(lm, prompt_tokens, tokens) + bucket

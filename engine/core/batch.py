@@ -7,6 +7,8 @@ both run their batches on these: one implementation for the lesson and the class
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from transformers import DynamicCache
 
@@ -15,7 +17,7 @@ from engine.core.static_cache import is_static, rewind
 from engine.core.compile_record import BATCH_SIZES, batch_name, cache_length, padded_batch
 from engine.core.loaded import LoadedModel
 from engine.core.loop import forward, new_cache, prefill
-from engine.core.prefill_buckets import PrefillMode, joiner_cache
+from engine.core.prefill_buckets import PrefillMode, bucket_beats_eager, joiner_cache
 
 
 class Batch:
@@ -299,3 +301,20 @@ def step_compiled(lm: LoadedModel, batch: Batch) -> bool:
     first = batch.cache.layers[0]
     COMPILER.submit(lm, name, warm_batch, lm, int(first.keys.shape[0]), int(first.max_cache_len))
     return False
+
+
+def page_graphs(lm, prompt_tokens: int, tokens: int, batched: bool, alone: bool) -> list[tuple[str, Callable, tuple]]:
+    """The graphs a page that draws the sidebar's run asks for, in the order they compile: the run's decode step;
+    where the class batcher serves its answer (``batched``), the batcher's step next (``batch_graphs``); then the
+    prompt's prefill bucket, where a run alone uses it (not ``batched``, or ``alone``: a page that times its
+    run alone) or the batcher does (``bucket_beats_eager``, a GPU). On a CPU the batcher prefills eager, so the home
+    page does not compile a bucket graph that its answer never runs, beside the answers (a minute of both cores)."""
+    from engine.core.background_compile import run_graphs  # the compiler's module, imported as step_compiled does
+    from engine.core.compile_watch import compile_warm_up
+
+    graphs = run_graphs(lm, prompt_tokens, tokens)
+    if not batched:
+        return graphs
+    decode = [g for g in graphs if g[1] is compile_warm_up]
+    bucket = [g for g in graphs if g not in decode] if alone or bucket_beats_eager(lm) else []
+    return decode + batch_graphs(lm, prompt_tokens, tokens) + bucket

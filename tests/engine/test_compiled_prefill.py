@@ -213,8 +213,8 @@ def test_the_home_page_asks_for_a_bucket_graph_only_where_its_run_uses_it(tiny_l
     """Where the class batcher serves the page's answer, its prompt's bucket graph is asked for only where it runs:
     by a page that times its run alone (the timeline), or by the batcher on a device where a bucket beats eager (a
     GPU). On a CPU the home page compiled it for nothing, beside the answers (nothing compiles here)."""
-    from engine.core import background_compile
-    from engine.core.background_compile import page_graphs
+    from engine.core import batch as padded
+    from engine.core.batch import page_graphs
 
     lm = C.to_mode(tiny_lm, "compiled")
     n = n_tokens(lm, SHORT)
@@ -226,5 +226,5 @@ def test_the_home_page_asks_for_a_bucket_graph_only_where_its_run_uses_it(tiny_l
     assert names(batched=True, alone=False) == [decode, batch]  # the home page on this CPU
     assert names(batched=True, alone=True) == [decode, batch, bucket]  # the timeline page
     assert names(batched=False, alone=False) == [decode, bucket]  # batching off: the answer runs alone
-    monkeypatch.setattr(background_compile, "bucket_beats_eager", lambda lm: True)  # a GPU: the batcher uses it
+    monkeypatch.setattr(padded, "bucket_beats_eager", lambda lm: True)  # a GPU: the batcher uses it
     assert names(batched=True, alone=False) == [decode, batch, bucket]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.background_compile import COMPILER, CompileJob, CompileState, page_graphs
+from engine.core.background_compile import COMPILER, CompileJob, CompileState
+from engine.core.batch import page_graphs
 from engine.core.compile_watch import compile_prefill, compile_warm_up
 from engine.core.compiled import DEFAULT_MODE, announce, compile_status, graph_of, shaped_of
 from engine.core.compile_record import cache_length, decode_name, verify_name
