@@ -36,7 +36,7 @@ from engine.core.compile_watch import compile_prefill, compile_warm_up, watched
 from engine.core.compiled import compile_status, graph_of, shaped_of
 from engine.core.compile_record import COMPILER_THREAD, cache_length, decode_name, last_compile_s
 from engine.core.loaded import ModelRef
-from engine.core.prefill_buckets import bucket_graphs
+from engine.core.prefill_buckets import bucket_graphs, run_tokens
 
 # A compile traces with torch.fx, which patches torch.nn.Module for the whole process while it traces: the patches
 # are made to apply to the compiling thread only (engine.core.fx_threads); where they cannot be, compiled mode is
@@ -257,11 +257,14 @@ def run_graphs(lm, prompt_tokens: int, tokens: int) -> list[tuple[str, Callable,
     """The graphs of ``lm`` (compiled mode) that a run of ``tokens`` tokens, ``prompt_tokens`` of them its prompt,
     needs and does not have yet, in the order they compile: its decode step, then its prompt's prefill bucket
     (engine.core.prefill_buckets). Each as (graph name, fn, args) for ``BackgroundCompiler.submit``; none in eager
-    mode, after a failed compile, or for a run longer than any static cache."""
+    mode, after a failed compile, or for a run longer than any static cache. The run's static cache holds its
+    prompt's bucket too (``run_tokens``), as ``engine.core.trace.run_trace`` makes it."""
     graph = graph_of(lm)
+    tokens = run_tokens(lm, prompt_tokens, tokens)
     length = cache_length(tokens, graph.max_positions) if graph is not None and not graph.failure else None
     if length is None:
         return []
     out = [] if graph.ready(tokens) else [(decode_name(length), compile_warm_up, (lm, int(tokens)))]
     return out + [(name, compile_prefill, (lm, int(prompt_tokens), t))
                   for name, t in bucket_graphs(lm, prompt_tokens, (tokens,))]
+

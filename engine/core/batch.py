@@ -7,6 +7,8 @@ both run their batches on these: one implementation for the lesson and the class
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from transformers import DynamicCache
 
@@ -14,7 +16,8 @@ from engine.core.compiled import announce, compiling, shaped_of
 from engine.core.static_cache import is_static, rewind
 from engine.core.compile_record import BATCH_SIZES, batch_name, cache_length, padded_batch
 from engine.core.loaded import LoadedModel
-from engine.core.loop import forward, new_cache
+from engine.core.loop import forward, new_cache, prefill
+from engine.core.prefill_buckets import PrefillMode, bucket_beats_eager, joiner_cache
 
 
 class Batch:
@@ -105,6 +108,24 @@ def prefill_slice(lm: LoadedModel, ids: torch.Tensor, mask: torch.Tensor, pos: t
     end = P). Returns the logits after position end - 1 [g, vocab] on the model's device."""
     return forward(lm, ids[:, start:end], cache, attention_mask=mask[:, :end],
                    position_ids=pos[:, start:end])[:, -1]  # [g, vocab]
+
+
+@torch.inference_mode()
+def prefill_alone(lm: LoadedModel, prompts: list[tuple[int, ...]], modes: list[PrefillMode], tokens: list[int]):
+    """Compiled mode: each of ``prompts`` prefilled alone through its bucket's graph (``modes``, each compiled:
+    engine.core.prefill_buckets.joiner_mode) on its one-row static cache (``joiner_cache``, for a run of
+    ``tokens[i]``), its keys and values copied out and laid out as ``left_padded`` lays out a group: left-padded to
+    the longest prompt with zeros that the mask hides. What one ``prefill_slice`` over the whole group gives, row by
+    row. Returns (per layer (keys, values) [g, kv_heads, P, head_dim], logits [g, vocab] on the model's device)."""
+    length = max(len(p) for p in prompts)
+    rows, logits = [], []
+    for p, mode, t in zip(prompts, modes, tokens):
+        cache = joiner_cache(lm, len(p), t)  # emptied: the rows before used it
+        logits.append(prefill(lm, torch.tensor([list(p)], device=lm.device), cache, mode)[0])  # [vocab]
+        rows.append([(lpad(layer.keys[:, :, :len(p)].clone(), length),  # [1, kv_heads, P, head_dim]
+                      lpad(layer.values[:, :, :len(p)].clone(), length)) for layer in cache.layers])
+    kv = [(torch.cat([r[i][0] for r in rows]), torch.cat([r[i][1] for r in rows])) for i in range(len(rows[0]))]
+    return kv, torch.stack(logits)  # [g, vocab]
 
 
 def prefill_logits(lm: LoadedModel, prompts: list[tuple[int, ...]]):
@@ -280,3 +301,20 @@ def step_compiled(lm: LoadedModel, batch: Batch) -> bool:
     first = batch.cache.layers[0]
     COMPILER.submit(lm, name, warm_batch, lm, int(first.keys.shape[0]), int(first.max_cache_len))
     return False
+
+
+def page_graphs(lm, prompt_tokens: int, tokens: int, batched: bool, alone: bool) -> list[tuple[str, Callable, tuple]]:
+    """The graphs a page that draws the sidebar's run asks for, in the order they compile: the run's decode step;
+    where the class batcher serves its answer (``batched``), the batcher's step next (``batch_graphs``); then the
+    prompt's prefill bucket, where a run alone uses it (not ``batched``, or ``alone``: a page that times its
+    run alone) or the batcher does (``bucket_beats_eager``, a GPU). On a CPU the batcher prefills eager, so the home
+    page does not compile a bucket graph that its answer never runs, beside the answers (a minute of both cores)."""
+    from engine.core.background_compile import run_graphs  # the compiler's module, imported as step_compiled does
+    from engine.core.compile_watch import compile_warm_up
+
+    graphs = run_graphs(lm, prompt_tokens, tokens)
+    if not batched:
+        return graphs
+    decode = [g for g in graphs if g[1] is compile_warm_up]
+    bucket = [g for g in graphs if g not in decode] if alone or bucket_beats_eager(lm) else []
+    return decode + batch_graphs(lm, prompt_tokens, tokens) + bucket

@@ -239,7 +239,7 @@ class ShapedGraphs:
 
     def __init__(self, graph: DecodeGraph):
         self.graph = graph
-        self.caches: dict[tuple[int, int], object] = {}
+        self.caches: dict[tuple[int, int, str], object] = {}
         self.warming: weakref.WeakSet = weakref.WeakSet()  # caches a background compile warms up on (``cache``)
         self.compile_s: dict[str, float] = {}  # graph name -> seconds its warm-up took (compile included)
         self.failure: str | None = None
@@ -248,9 +248,10 @@ class ShapedGraphs:
         self.to_do: list[str] = []  # graph names a warm-up has announced and not yet compiled
         self._fn = None
 
-    def cache(self, rows: int, length: int):
-        """The static cache of ``rows`` rows and ``length`` positions, emptied (``static_cache``)."""
-        key = (int(rows), int(length))
+    def cache(self, rows: int, length: int, role: str = ""):
+        """The static cache of ``rows`` rows and ``length`` positions, emptied (``static_cache``); ``role`` keeps
+        one apart from the others of its shape (the class batcher's newcomers prefill on one beside the batch's)."""
+        key = (int(rows), int(length), role)
         # a compile in the background warms up on a cache of its own (one of this graph's: its passes compile), as the
         # engine's worker may be running a batch on the kept one meanwhile (eager, engine.core.background_compile)
         fresh = threading.current_thread().name == COMPILER_THREAD

@@ -11,6 +11,13 @@ in words a run keeps (``PrefillMode.line``: "compiled, 64-token bucket", "eager 
 decode step says whether it ran compiled. A bucket's graph is compiled by ``engine.core.loop.warm_prefill``: in
 the app on the background compiler's thread (engine.core.background_compile, ``compile_watch.compile_prefill``),
 on the command line before anything is timed; never inside an engine job or a timed pass.
+
+A run's static cache holds at least its prompt's bucket (``run_tokens``), so the bucket's graph fits it: a 300-token
+prompt is padded to 1,024 tokens, which the 512 positions of its 300 + 64 tokens would not hold.
+
+The class batcher's newcomers (engine.jobs.classbatch) prefill as ``joiner_mode`` says: eager on a cache the size of
+their prompts, or, where that is faster (``bucket_beats_eager``), one by one through their buckets' graphs on a
+one-row static cache of their own (``joiner_cache``), their keys and values then copied into the batch's rows.
 """
 from __future__ import annotations
 
@@ -29,10 +36,15 @@ class PrefillWhy(Enum):
     EAGER_MODE = "eager"  # an eager model, several rows, or a cache that is not a compiled graph's static cache
     PAST_BUCKETS = "past the largest bucket"
     NO_ROOM = "its padded bucket does not fit the static cache"
+    POSITIONS = "its padded bucket is longer than the model's positions"
     COMPILING = "its graph is compiling"
     OTHER_COMPILING = "another graph of this model is compiling"
     NOT_COMPILED = "its graph is not compiled"
     FAILED = "compiled mode could not compile this model's graphs"
+    # the class batcher's newcomers (``joiner_mode``)
+    CPU = "on a CPU eager prefill is faster than a padded bucket's graph"
+    SLICES = "a long prompt, read in slices between the class's decode steps"
+    GROUP = "one padded pass with the prompts that arrived with it"
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,7 @@ def prefill_mode(lm, n: int, cache, rows: int = 1) -> PrefillMode:
         return PrefillMode(PrefillWhy.PAST_BUCKETS, n, None)
     length = cache.layers[0].max_cache_len
     if int(cache.get_seq_length()) + bucket > length:
-        return PrefillMode(PrefillWhy.NO_ROOM, n, bucket)
+        return PrefillMode(PrefillWhy.POSITIONS if bucket > graph.max_positions else PrefillWhy.NO_ROOM, n, bucket)
     name = prefill_name(bucket, length)
     if not shaped.ready(name):
         compiling_now = (shaped.current is not None and shaped.current[0] == name) or name in shaped.to_do
@@ -83,6 +95,61 @@ def prefill_mode(lm, n: int, cache, rows: int = 1) -> PrefillMode:
     if graph.elsewhere():
         return PrefillMode(PrefillWhy.OTHER_COMPILING, n, bucket)
     return PrefillMode(PrefillWhy.COMPILED, n, bucket)
+
+
+def run_tokens(lm, n: int, tokens: int) -> int:
+    """The tokens the static cache of a run of ``tokens`` tokens (its prompt, ``n`` tokens, and its answer) is made
+    for: ``tokens``, or the prompt's bucket where that is longer and within the model's positions, so the bucket's
+    graph fits the cache (a 300-token prompt and 64 new tokens need 512 positions; its bucket, 1,024). A bucket
+    longer than the model's positions leaves the run eager, and ``prefill_mode`` says its bucket does not fit."""
+    graph, bucket = graph_of(lm), prefill_bucket(n)
+    if graph is None or bucket is None or bucket > graph.max_positions:
+        return int(tokens)
+    return max(int(tokens), bucket)
+
+
+# How the class batcher's newcomers prefill, on each device. On a CPU a prefill is matrix multiplies, which compiling
+# does not speed up, and a bucket's padding adds more of them (docs/benchmarks.md: a bucket's graph slower than eager),
+# so they prefill eager, on a cache the size of their prompts. On a GPU an eager pass is launch-bound (issue 50: on an
+# H200 the time to first token stayed flat from 16 to 4,096 tokens) where a compiled graph replays as one CUDA graph,
+# so each newcomer runs alone through its bucket's graph; a few of them one after the other should still cost less
+# than one eager pass over all of them, hence JOINER_ROWS: a guess until a GPU measures it. More newcomers at once,
+# or a long prompt read in slices, run eager in one padded pass.
+JOINER_ROWS = 4
+
+
+def bucket_beats_eager(lm) -> bool:
+    """Is a prefill through a bucket's compiled graph faster than eager on ``lm``'s device (see above)?"""
+    graph = graph_of(lm)
+    return graph is not None and graph.cuda_graphs
+
+
+def joiner_cache(lm, n: int, tokens: int):
+    """The one-row static cache, emptied, on which a newcomer of the class batch (``n`` prompt tokens, a run of
+    ``tokens``) prefills through its bucket's graph: the length the page's run compiles that graph for
+    (``run_tokens``), kept apart from the batch's own caches (a batch of one row uses one of that shape). None in eager
+    mode or past the longest static cache."""
+    shaped = shaped_of(lm)
+    length = cache_length(run_tokens(lm, n, tokens), shaped.graph.max_positions) if shaped is not None else None
+    return shaped.cache(1, length, role="joiner") if length is not None else None
+
+
+def joiner_mode(lm, n: int, tokens: int, rows: int, whole: bool) -> PrefillMode:
+    """How a newcomer of the class batch prefills: ``n`` prompt tokens of a run of ``tokens``, in a group of ``rows``
+    newcomers prefilled together, ``whole`` in one round (else in slices). Its bucket's graph on its ``joiner_cache``
+    where that is faster on the device (``bucket_beats_eager``), the group small and read whole, and the graph ready
+    (``prefill_mode``); else eager, and why, in the words a run keeps (``PrefillMode.line``)."""
+    bucket = prefill_bucket(n)
+    if graph_of(lm) is None:
+        return PrefillMode(PrefillWhy.EAGER_MODE, int(n), bucket)
+    why = (PrefillWhy.CPU if not bucket_beats_eager(lm) else PrefillWhy.SLICES if not whole else
+           PrefillWhy.GROUP if int(rows) > JOINER_ROWS else None)
+    if why is not None:
+        return PrefillMode(why, int(n), bucket)
+    cache = joiner_cache(lm, n, tokens)
+    if cache is None:
+        return PrefillMode(PrefillWhy.PAST_BUCKETS if bucket is None else PrefillWhy.NO_ROOM, int(n), bucket)
+    return prefill_mode(lm, n, cache)
 
 
 def bucket_graphs(lm, n: int, runs: Iterable[int]) -> list[tuple[str, int]]:

@@ -18,7 +18,7 @@ from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
 from engine.core.loop import decode, device_draw, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
 from engine.core.loaded import LoadedModel, Mode, ModelInfo, ModelRef, described
-from engine.core.prefill_buckets import PrefillMode, prefill_mode
+from engine.core.prefill_buckets import PrefillMode, prefill_mode, run_tokens
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
 from engine.core.predictions import PositionPredictions, predictions_from_logits
@@ -213,13 +213,14 @@ def step_record(lm, index, tokens_in, seconds, kv, token_id, stats, batch_size: 
 
 def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings, max_new_tokens: int, seed: int,
                     stop_at_eos: bool = True, on_step: Callable[[StepRecord], None] | None = None,
-                    record: bool = True, on_prefill: Callable[[PrefillMode], None] | None = None):
+                    record: bool = True, on_prefill: Callable[[PrefillMode], None] | None = None, reserve: int = 0):
     """The inference loop: prefill, then decode one token at a time with the KV cache.
 
     Returns (generated ids, step records, first-step logits on CPU, stop reason). With ``record=False`` only
     the ids are kept (the lean loop the decode benchmark compares against ``model.generate``). Token strings
     are decoded after the loop unless ``on_step`` streams records as they happen. ``on_prefill(mode)`` hears how
-    the prefill ran (compiled mode: its bucket's graph, or eager and why), off the clock.
+    the prefill ran (compiled mode: its bucket's graph, or eager and why), off the clock. ``reserve``: a compiled
+    model's static cache holds at least this many tokens.
     """
     settings = settings.clamp()
     gen = make_generator(seed)
@@ -237,7 +238,7 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
                 steps.append(step_record(lm, *raw[-1]))
                 on_step(steps[-1])
 
-    tokens = len(ids) + int(max_new_tokens)
+    tokens = max(len(ids) + int(max_new_tokens), int(reserve))
     warm_up(lm, tokens)  # compiled mode: its graph for this length is compiled here, before anything is timed
     cache = new_cache(lm, tokens=tokens)
     compiled = served_compiled(lm, cache)
@@ -343,8 +344,10 @@ def run_trace(lm: LoadedModel, prompt: str, settings: SamplingSettings = Samplin
     settings = settings.clamp()
     enc = encode_prompt(lm.tokenizer, prompt, use_chat_template, max_tokens=max_prompt_tokens)
     heard: list[PrefillMode] = []
+    n = len(enc.ids)  # compiled mode: a static cache that its prompt's bucket fits (as run_graphs compiles for)
     ids, steps, first_logits, reason = generate_tokens(lm, list(enc.ids), settings, max_new_tokens, seed,
-                                                       on_step=on_step, on_prefill=heard.append)
+                                                       on_step=on_step, on_prefill=heard.append,
+                                                       reserve=run_tokens(lm, n, n + max_new_tokens))
     analysis = analyse_prompt(lm, list(enc.ids)) if analyse else None
     return build_trace(lm, prompt, enc, settings, seed, max_new_tokens, ids, steps, first_logits, reason, analysis,
                        prefill_mode=heard[0].line)

@@ -20,6 +20,10 @@ engine/jobs/prompt_passes.py.
   stalls the others for its whole prefill, the answers decoding keep about two thirds of the worker, and a
   paste costs its owner more time the busier the batch is. A request cancelled mid-prefill leaves within one
   slice. A group joins the running batch (its KV cache merged) when its last slice is done.
+- A newcomer's prefill runs as a prompt alone would, on a cache the size of its group's prompts: eager, or in
+  compiled mode where that is faster on the device (a GPU; engine.core.prefill_buckets.joiner_mode), each prompt
+  alone through its bucket's compiled graph, its keys and values then copied into its row of the batch's static
+  cache. Its trace says which (``Trace.prefill_mode``, the words of a run alone).
 - The batch mechanics (left padding, attention mask, per-row positions, merging and dropping rows) are the
   batching experiment's own (engine/batching/experiment.py): one implementation for the lesson and the class.
 - Each request samples from its own row's logits with its own generator (``make_generator(seed)``), in the same
@@ -40,7 +44,7 @@ import torch
 
 from transformers import DynamicCache
 
-from engine.core.batch import Batch, decode_logits, left_padded, prefill_slice, step_compiled
+from engine.core.batch import Batch, decode_logits, left_padded, prefill_alone, prefill_slice, step_compiled
 from engine.jobs import seats
 from engine.jobs.kinds import BatchHost, JobKind, JobState
 from engine.jobs.job import relay
@@ -48,6 +52,7 @@ from engine.jobs.prompt_passes import ANALYSIS_CHUNK_TOKENS, cancelled, chunks
 from engine.core.kv import cache_tensors
 from engine.core.loop import eos_ids, new_cache, warm_up
 from engine.core.loaded import LoadedModel
+from engine.core.prefill_buckets import PrefillMode, PrefillWhy, joiner_mode
 from engine.core.prompt import MAX_PROMPT_TOKENS, encode_prompt
 from engine.core.request import RunRequest
 from engine.core.sampling import make_generator, sample
@@ -141,6 +146,11 @@ class _Row:
         self.raw: list[tuple] = []
         self.first_logits: torch.Tensor | None = None
         self.reason: str | None = None
+        self.prefill: PrefillMode | None = None  # how its prefill ran (``_slice`` decides)
+
+    @property
+    def run_tokens(self) -> int:
+        return len(self.ids) + self.max_new
 
     def pick(self, logits: torch.Tensor) -> int:
         return int(sample(logits, self.settings, self.gen))
@@ -252,10 +262,27 @@ def _prefill_round(w, lm: LoadedModel, filling: list[_Filling], dev, long_ok: bo
     return spent
 
 
+def _prefill_modes(lm: LoadedModel, g: _Filling, whole: bool) -> None:
+    """How each row of a group about to be prefilled runs (engine.core.prefill_buckets.joiner_mode), kept on its row:
+    each alone through its bucket's graph where all of them can, else the group eager in one padded pass."""
+    modes = [joiner_mode(lm, len(r.ids), r.run_tokens, len(g.rows), whole) for r in g.rows]
+    if not all(m.compiled for m in modes):
+        modes = [PrefillMode(PrefillWhy.GROUP, m.tokens, m.bucket) if m.compiled else m for m in modes]
+    for r, m in zip(g.rows, modes):
+        r.prefill = m
+
+
 def _slice(w, lm: LoadedModel, g: _Filling, n: int, dev) -> float:
     """Prefill the next ``n`` positions of group ``g``; returns the pass's seconds."""
+    if not g.done:  # decided once, at its first slice, off the clock
+        _prefill_modes(lm, g, whole=n == g.left)
     start, t0 = time.monotonic(), now(dev)
-    logits = prefill_slice(lm, g.ids, g.mask, g.pos, g.cache, g.done, g.done + n)  # [g, vocab]
+    if g.rows[0].prefill.compiled:  # the whole group, row by row; its keys and values laid out as one pass's
+        kv, logits = prefill_alone(lm, [r.ids for r in g.rows], [r.prefill for r in g.rows],
+                                   [r.run_tokens for r in g.rows])  # [g, vocab]
+        g.cache = DynamicCache(ddp_cache_data=kv, config=lm.model.config)
+    else:
+        logits = prefill_slice(lm, g.ids, g.mask, g.pos, g.cache, g.done, g.done + n)  # [g, vocab]
     g.done += n
     if not g.left:
         g.logits = logits.float().cpu()
@@ -274,7 +301,8 @@ def _join(batch: Batch, g: _Filling, stops) -> None:
     for i, (r, tok) in enumerate(zip(g.rows, g.toks)):
         r.job.first_token_at = t
         r.job.rows = max(r.job.rows, len(g.rows))
-        r.keep(g.logits[i], tok, g.seconds, len(r.ids), _row_kv(batch, base + i), len(g.rows), stops)
+        r.keep(g.logits[i], tok, g.seconds, len(r.ids), _row_kv(batch, base + i), len(g.rows), stops,
+               r.prefill.compiled)
 
 
 def serve_batch(w: BatchHost, first) -> None:
@@ -362,7 +390,7 @@ def _finish(w, lm, rows: list[_Row]) -> None:
         try:
             steps = [step_record(lm, *raw) for raw in r.raw]
             trace = build_trace(lm, r.prompt, r.enc, r.settings, r.seed, r.max_new, r.tokens, steps, r.first_logits,
-                                r.reason, found.get(id(r)), timed_in_batcher=True)
+                                r.reason, found.get(id(r)), timed_in_batcher=True, prefill_mode=r.prefill.line)
         except Exception as exc:
             w.complete(r.job, JobState.FAILED, error=exc)
             continue

@@ -32,7 +32,7 @@ from engine.core.sampling import SamplingSettings, make_generator, sample
 from engine.measure.timing import now
 from engine.core.trace import Trace
 from engine.core.loop import decode_step, full_pass, new_cache, prefill, timed_greedy, warm_up
-from engine.core.prefill_buckets import PrefillMode
+from engine.core.prefill_buckets import PrefillMode, run_tokens
 from engine.measure.spread import Spread
 from engine.timeline import SWEEP_LENGTHS
 
@@ -131,6 +131,14 @@ def _timed_generate(lm: LoadedModel, ids: list[int], new_tokens: int, reserve: i
     return first, steps
 
 
+def sweep_reserve(lm: LoadedModel, lengths, new_tokens: int, reserve: int = 0) -> int:
+    """The tokens the sweep's one static cache holds (compiled mode): at least ``reserve``, the longest prompt and its
+    new tokens, and that prompt's prefill bucket (``run_tokens``), so every length's bucket fits one decode graph's
+    cache."""
+    longest = max((int(n) for n in lengths), default=0)
+    return run_tokens(lm, longest, max(int(reserve), longest + max(2, int(new_tokens))))
+
+
 def sweep_graphs(lm: LoadedModel, lengths, new_tokens: int, reserve: int = 0) -> list[tuple[str, Callable, tuple]]:
     """Compiled mode: the graphs a sweep of these prompt lengths needs and does not have yet (the decode step on its
     one static cache, then each length's prefill bucket: engine.core.background_compile.run_graphs), as (graph
@@ -140,7 +148,7 @@ def sweep_graphs(lm: LoadedModel, lengths, new_tokens: int, reserve: int = 0) ->
     from engine.core.background_compile import run_graphs  # compiled mode's compiler, imported where it is asked for
 
     lengths = sorted({int(n) for n in lengths if int(n) > 0})
-    reserve = max(int(reserve), max(lengths, default=0) + max(2, int(new_tokens)))
+    reserve = sweep_reserve(lm, lengths, new_tokens, reserve)
     out: dict[str, tuple[str, Callable, tuple]] = {}
     for n in lengths:
         for name, fn, args in run_graphs(lm, n, reserve):
@@ -203,7 +211,7 @@ def prompt_length_sweep(lm: LoadedModel, lengths=SWEEP_LENGTHS, new_tokens: int 
     ttft: dict[int, list[float]] = {n: [] for n in lengths}
     tpot: dict[int, list[float]] = {n: [] for n in lengths}
     total, done = len(lengths) * (repeats + 1), 0
-    reserve = max(int(reserve), max(lengths) + new_tokens)
+    reserve = sweep_reserve(lm, lengths, new_tokens, reserve)
     warm_up(lm, reserve)
     ran: dict[int, list[PrefillMode]] = {n: [] for n in lengths}  # how each timed prefill ran
     for r in range(repeats + 1):  # round 0 is the warm-up, not recorded

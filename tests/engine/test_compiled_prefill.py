@@ -185,3 +185,46 @@ def test_a_compiled_pass_runs_with_the_same_thread_count_on_every_thread():
         t.join()
     big, small = set(counts[0::2]), set(counts[1::2])
     assert big == {threads.policy_threads()} and small == {1}, counts
+
+
+def test_a_page_runs_static_cache_holds_its_prompts_bucket(tiny_lm):
+    """A 300-token prompt with 64 new tokens needs 512 positions, and its bucket is 1,024 tokens: its run's cache is
+    made for 1,024, so the bucket's graph is compiled for it and runs (it was eager: no room). Where the bucket is
+    longer than the model's positions, the run says that in one line. Nothing compiles here."""
+    lm = C.to_mode(tiny_lm, "compiled")  # positions: 1,024
+    assert [name for name, _, _ in run_graphs(lm, 300, 364)] == [CR.decode_name(1024), CR.prefill_name(1024, 1024)]
+    from engine.core.loaded import LoadedModel
+    from engine.core.prefill_buckets import run_tokens
+    from engine.timeline.experiment import sweep_graphs
+
+    cache = loop.new_cache(lm, tokens=run_tokens(lm, 300, 364))
+    assert prefill_mode(lm, 300, cache).line == "eager (its graph is not compiled)"  # no longer "no room"
+    assert run_tokens(lm, 40, 50) == 64 and run_tokens(tiny_lm, 300, 364) == 364  # eager mode: as asked
+    # the sweep's one static cache holds its longest prompt's bucket, so every length runs on one decode graph
+    assert {name for name, _, _ in sweep_graphs(lm, (12, 300), 8) if "decode" in name} == {CR.decode_name(1024)}
+    short = LoadedModel(lm.ref, lm.model, lm.tokenizer, lm.info,
+                        decode_graph=C.DecodeGraph(lm.model, lm.device, 512))  # a model of 512 positions
+    assert run_tokens(short, 300, 364) == 364
+    cache = loop.new_cache(short, tokens=run_tokens(short, 300, 364))
+    assert prefill_mode(short, 300, cache).line == "eager (its padded bucket is longer than the model's positions)"
+
+
+def test_the_home_page_asks_for_a_bucket_graph_only_where_its_run_uses_it(tiny_lm, monkeypatch):
+    """Where the class batcher serves the page's answer, its prompt's bucket graph is asked for only where it runs:
+    by a page that times its run alone (the timeline), or by the batcher on a device where a bucket beats eager (a
+    GPU). On a CPU the home page compiled it for nothing, beside the answers (nothing compiles here)."""
+    from engine.core import batch as padded
+    from engine.core.batch import page_graphs
+
+    lm = C.to_mode(tiny_lm, "compiled")
+    n = n_tokens(lm, SHORT)
+    decode, batch, bucket = CR.decode_name(256), CR.batch_name(1, 256), CR.prefill_name(16, 256)
+
+    def names(batched: bool, alone: bool) -> list[str]:
+        return [name for name, _, _ in page_graphs(lm, n, n + NEW, batched, alone)]
+
+    assert names(batched=True, alone=False) == [decode, batch]  # the home page on this CPU
+    assert names(batched=True, alone=True) == [decode, batch, bucket]  # the timeline page
+    assert names(batched=False, alone=False) == [decode, bucket]  # batching off: the answer runs alone
+    monkeypatch.setattr(padded, "bucket_beats_eager", lambda lm: True)  # a GPU: the batcher uses it
+    assert names(batched=True, alone=False) == [decode, batch, bucket]

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.background_compile import COMPILER, CompileJob, CompileState, run_graphs
-from engine.core.batch import batch_graphs
+from engine.core.background_compile import COMPILER, CompileJob, CompileState
+from engine.core.batch import page_graphs
 from engine.core.compile_watch import compile_prefill, compile_warm_up
 from engine.core.compiled import DEFAULT_MODE, announce, compile_status, graph_of, shaped_of
 from engine.core.compile_record import cache_length, decode_name, verify_name
@@ -126,11 +126,12 @@ def _background_box(ref: ModelRef, names: tuple[str, ...]) -> None:
 
 def warm_for_run(page: str = "loop") -> None:
     """Compiled mode, before a page that draws the sidebar's run (ui.frame.nav.SIDEBAR_RUN): the decode graph for
-    that run (prompt + max new tokens), then its prompt's prefill bucket, compile in the background
-    (engine.core.background_compile.run_graphs), shown in a box that refreshes itself, with a button that cancels
-    them. A compile that failed leaves one line, and eager runs."""
+    that run (prompt + max new tokens), the class batcher's step where it serves the answer, and the prompt's prefill
+    bucket where the run uses it (engine.core.background_compile.page_graphs) compile in the background, shown in a
+    box that refreshes itself, with a button that cancels them. A compile that failed leaves one line, and eager
+    runs."""
     from ui.frame.models import compiled_model
-    from ui.frame.nav import SIDEBAR_RUN
+    from ui.frame.nav import ALONE_RUN, SIDEBAR_RUN
 
     s = state.settings()
     if s.mode == DEFAULT_MODE or (page or "loop") not in SIDEBAR_RUN:
@@ -143,11 +144,8 @@ def warm_for_run(page: str = "loop") -> None:
         n = len(encode_prompt(lm.tokenizer, s.prompt, s.chat).ids)
     except PromptError:
         return  # the page says what is wrong with the prompt
-    graphs = run_graphs(lm, n, n + int(s.max_new_tokens))
-    if worker.get_worker().batching and group(lm) is not None:  # the class batcher serves the answer: its step
-        # next, before the prefill bucket that only the pages that run alone use (the timeline's run)
-        decode = [g for g in graphs if g[1] is compile_warm_up]
-        graphs = decode + batch_graphs(lm, n, n + int(s.max_new_tokens)) + [g for g in graphs if g not in decode]
+    batched = worker.get_worker().batching and group(lm) is not None  # the class batcher serves the answer
+    graphs = page_graphs(lm, n, n + int(s.max_new_tokens), batched, alone=(page or "loop") in ALONE_RUN)
     if not graphs:
         return
     announce(lm, [name for name, fn, _ in graphs if fn is not compile_warm_up])  # shaped graphs: to do

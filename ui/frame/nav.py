@@ -45,6 +45,9 @@ PAGES = [
 # Pages that draw the sidebar's generation (ui.frame.runs.current_trace): in compiled mode its graph is compiled
 # before they run (ui.frame.compiling.warm_for_run); the others run eager in both modes or run no model.
 SIDEBAR_RUN = frozenset({"loop", "attention", "sampling", "timeline", "kv_cache"})
+# Of those, the pages that time the run alone, never in the class batch (current_trace(alone=True)): its prompt's
+# prefill bucket is theirs to compile on a class server.
+ALONE_RUN = frozenset({"timeline"})
 
 
 def available() -> list[PageSpec]:

@@ -52,16 +52,14 @@ def batch_note(trace) -> str:
 
 def engine_note(trace) -> str:
     """Compiled mode: how this run's decode steps ran (its compiled graph, eager, or some of each) and how its prefill
-    ran (its bucket's compiled graph, or eager and why): a teacher who switched modes sees what ran compiled."""
+    ran (its bucket's compiled graph, or eager and why, in the class batch too: engine.jobs.classbatch): a teacher who
+    switched modes sees what ran compiled."""
     if trace.model.mode == Mode.EAGER:
         return ""
     decode = [s for s in trace.steps if s.phase == "decode"]
     ran = sum(1 for s in decode if s.compiled)
     steps = ("" if not decode else " Decode steps: compiled (torch.compile graph)." if ran == len(decode) else
              " Decode steps: eager." if ran == 0 else f" Decode steps: {ran} of {len(decode)} compiled, the rest eager.")
-    if trace.timed_in_batcher:
-        return steps + (" Prefill: eager (served in the class batch: its prefill is one padded pass with the others'"
-                        " prompts).")
     return steps + (f" Prefill: {trace.prefill_mode}." if trace.prefill_mode else "")
 
 

@@ -100,7 +100,7 @@ def sweep(ref: ModelRef, lengths: tuple[int, ...], new_tokens: int, repeats: int
     has not climbed yet (a fast device), the longest prompt is doubled until it does, up to the model's positions
     or the device's memory ({"extended": lengths added, "memory_short_at": a length that did not fit})."""
     new_tokens, repeats = max(2, new_tokens), max(1, repeats)
-    reserve = max(lengths) + new_tokens  # compiled mode: one static cache length, one graph, for the chosen lengths
+    reserve = T.sweep_reserve(get_model(ref), lengths, new_tokens)  # compiled mode: one static cache, one graph
     compiled_graphs(ref, lengths, new_tokens, reserve)
     bar = st.progress(0.0, text="Prompt-length sweep")
     got, extended, short = [], [], None
