@@ -140,12 +140,6 @@ ALONE_MODULES = {"tests/engine/test_threads.py", "tests/browser/test_busy_lesson
                  "tests/browser/test_timing_parity.py", "tests/browser/test_speculative_race_vs_cli.py"}
 
 
-# The parallel phase's longest modules (their compiles of the real model: 1-2 minutes a test, 2026-11-29's runs).
-LONG_MODULES = {"tests/engine/test_compiled.py", "tests/engine/test_background_compile.py",
-                "tests/engine/test_compiled_lessons.py", "tests/engine/test_conversion.py",
-                "tests/app/test_compiled_mode.py", "tests/app/test_compare.py", "tests/engine/test_compiled_prefill.py"}
-
-
 def _uses_embedded_model(item) -> bool:
     names = getattr(item, "fixturenames", ())
     if "embedded_lm" in names or "gemma_lm" in names or any(
@@ -170,10 +164,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.serial)
         if rel.as_posix() in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
-    # stable: the rest keep their order. The alone tests last; the longest modules of the parallel phase first, so
-    # that no worker starts a two-minute compile when the others are nearly done (the phase ends with its last test)
-    items.sort(key=lambda item: (item.get_closest_marker("alone") is not None,
-                                 Path(str(item.fspath)).relative_to(ROOT).as_posix() not in LONG_MODULES))
+    items.sort(key=lambda item: item.get_closest_marker("alone") is not None)  # stable: the rest keep their order
 
 
 _parallel_phase_over = False

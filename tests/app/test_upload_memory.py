@@ -86,14 +86,18 @@ async def _uploads(app: App, record: bytes) -> dict:
 
     try:
         pending = asyncio.gather(*(orphans(t) for t in others))
+        refused = 0
         for i in range(OPENED):
-            n = len(student.errors), student.runs_finished
+            # wait for this file's own refusal, not for any run to finish: a fragment's timed rerun also finishes
+            # a run, and the next upload then replaced a file the page had not read yet (11 of 12, a loaded run)
+            sent = time.monotonic()
             assert await student.upload(UPLOADER, junk, f"junk-{i}.json") in (200, 204)
-            await _until(lambda: student.runs_finished > n[1], 120, f"the page's run after upload {i}")
+            await _until(lambda: any(t >= sent and "not a usable saved run" in b for t, b in student.alerts), 120,
+                         f"the page's refusal of upload {i}")
+            refused += 1
         statuses = await pending
         await asyncio.sleep(1.0)
         after = mem.now()
-        refused = sum("not a usable saved run" in b for _, b in student.alerts)
         done = student.runs_finished
         assert await student.upload(UPLOADER, record, "run.json") in (200, 204)
         await _until(lambda: student.runs_finished > done and _run_here(student), 120, "the real saved run shown")
