@@ -133,8 +133,12 @@ def test_a_class_predicts_sees_its_tally_and_the_reveal(room, class_server):
             page.goto(url + LINK, wait_until="commit")
             students.append(page)
         crowd.open(sockets)
-        for page in students:
-            _box(page)
+        for k, page in enumerate(students):
+            try:
+                _box(page)
+            except Exception as exc:  # say what the page shows: twice in a full suite a student page never drew its end
+                raise AssertionError(f"student {k} of {STUDENTS}: the page shows {page.inner_text('body')[-1500:]!r}"
+                                     ) from exc
             assert_no_error(page)
             assert "Your teacher sent you to this question" in page.inner_text("body")
         for i, page in enumerate(students):
