@@ -213,6 +213,8 @@ CI = Setting("CI", "flag", False, "Set by CI services: the browser tests save no
              "serving tests cannot run (missing, or killed by a signal) fails them instead of skipping.", "tests")
 FULL_CLASS_TEST = Setting("ILE_FULL_CLASS_TEST", "flag", False, "Run the full 20-session class tests in a real "
                           "browser (minutes).", "tests")
+GPU_PATH_TESTS = Setting("ILE_GPU_PATH_TESTS", "flag", False, "Run the SmolLM2 test of the class batcher's GPU "
+                         "prefill path forced on this CPU (compiles for minutes).", "tests")
 CLASS_SESSIONS = Setting("ILE_CLASS_SESSIONS", "int", None, "Sessions in the browser class tests.", "tests", minimum=1,
                          default_doc="5 (20 with `ILE_FULL_CLASS_TEST`)")
 TEST_BESIDE_PID = Setting("ILE_TEST_BESIDE_PID", "int", None, "Set by scripts/test.sh for its browser phase: the "

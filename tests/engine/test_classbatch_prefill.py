@@ -7,13 +7,13 @@ The bucket path is forced on this CPU
 (``bucket_beats_eager``); a GPU takes it by itself."""
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 import numpy as np
 import pytest
 
+import engine.settings as settings
 from engine.core import compiled as C
 from engine.core import prefill_buckets as PB
 from engine.core.background_compile import BackgroundCompiler, CompileState, run_graphs
@@ -159,7 +159,7 @@ def test_newcomers_arriving_together_prefill_row_by_row_or_past_the_row_limit_in
 
 
 @pytest.mark.model
-@pytest.mark.skipif(not os.environ.get("ILE_GPU_PATH_TESTS"),
+@pytest.mark.skipif(not settings.GPU_PATH_TESTS.get(),
                     reason="SmolLM2 through the GPU's bucket path on this CPU compiles its graphs (3 minutes of a full "
                            "suite); the tiny model's tests above cover the path. ILE_GPU_PATH_TESTS=1 runs it")
 def test_embedded_model_newcomers_through_their_bucket_graphs_equal_their_answers_alone(embedded_lm, monkeypatch):

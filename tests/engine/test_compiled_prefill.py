@@ -95,7 +95,9 @@ def test_a_runs_graphs_are_its_decode_step_then_its_prefill_bucket_and_until_the
 
 def test_a_compiled_prefill_gives_eagers_tokens_and_says_so_and_nothing_compiles_on_the_worker(
         tiny_lm, compiled_tiny, compile_threads, one_thread):
-    assert compile_threads and set(compile_threads) == {CR.COMPILER_THREAD}, compile_threads  # the fixture's compiles
+    # the fixture's compiles, all on the compiler's thread; none at all when another test in this process compiled the
+    # same graphs first (dynamo keeps them per code object and tree), as the class batcher's tests do
+    assert set(compile_threads) <= {CR.COMPILER_THREAD}, compile_threads
     before = len(compile_threads)
     tr = _alone_on_a_worker(compiled_tiny, SHORT)
     eager = run_trace(tiny_lm, SHORT, GREEDY, NEW, 0, False, analyse=False)
