@@ -215,8 +215,9 @@ def fuse(model: torch.nn.Module, check: Callable[[torch.nn.Module, torch.Tensor]
         for mod, names in groups:
             new_at[paths[id(mod)]] = _concatenate(mod, names)
             counts[names] = counts.get(names, 0) + 1
-        # The blocks' other projections (o, down) run as rows too. The output head stays ``F.linear``: on this
-        # project's CPU, BLAS read its [vocab, hidden] weight faster than inductor's loop (docs/benchmarks.md).
+        # Every other plain linear layer runs as rows too (in a Llama: o and down; those inside a fused module were
+        # wrapped by ``_concatenate``, since ``_rebuilt`` does not descend into it). The output head stays
+        # ``F.linear``: on this project's CPU, BLAS read its [vocab, hidden] weight faster than inductor's loop.
         head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         for path, mod in model.named_modules():
             inside = any(path.startswith(p + ".") for p in new_at)
