@@ -6,9 +6,9 @@ browser or a video call running.
 The served app once ran without the engine's thread policy (it imported torch before the engine set OpenMP's wait
 policy): on a busy laptop its decode step took 469 ms against the CLI's 278 and its first token 5.3 s against 0.35-1.0.
 The server here starts without the test process's OMP_WAIT_POLICY (tests/browser/harness.py), as `streamlit run`
-does for a person, so that bug fails this test. One disturbed triple does not decide it: up to five are measured,
-and the page must agree with the CLI within 1.3x in one whose two CLI runs agreed with each other within 30%; when
-no triple's CLI runs agreed, the page must lie within a triple's CLI range widened by 1.3x."""
+does for a person, so that bug fails this test. One disturbed triple does not decide it: up to five are measured
+(fewer when the first agrees), and the page's median must agree with the median of the CLI runs around it within
+1.3x."""
 from __future__ import annotations
 
 import json
@@ -80,9 +80,14 @@ def _within(ratio: float, bound: float = BOUND) -> bool:
     return 1 / bound <= ratio <= bound
 
 
-def _inside(page: float, cli: tuple[float, float], bound: float = BOUND) -> bool:
-    """The page's figure within the two CLI runs' range, widened by the bound."""
-    return min(cli) / bound <= page <= max(cli) * bound
+def _medians(tries: list[dict], i: int) -> tuple[float, float]:
+    """The page's median over its runs and the CLI's over every run around them, for figure i (0 TTFT, 1 TPOT)."""
+    return (statistics.median(t["page"][i] for t in tries),
+            statistics.median(c[i] for t in tries for c in t["cli"]))
+
+
+def _medians_agree(tries: list[dict]) -> bool:
+    return all(_within(page / cli) for page, cli in (_medians(tries, i) for i in (0, 1)))
 
 
 def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
@@ -102,14 +107,13 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
             print(f"busy machine: page TTFT {page_ttft:.0f} ms, TPOT {page_tpot:.1f} ms; CLI TTFT {cli_a[0]:.0f} / "
                   f"{cli_b[0]:.0f} ms, TPOT {cli_a[1]:.1f} / {cli_b[1]:.1f} ms; ratios TTFT {ttft:.2f}, "
                   f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}; {_server_state(app_server)}; {cpu}")
-            if steady and _within(ttft) and _within(tpot):
+            if (steady and _within(ttft) and _within(tpot)) or (len(tries) >= 3 and _medians_agree(tries)):
                 break
     finally:
         stop_load(load)
-    steady = [t for t in tries if t["steady"]]
-    if steady:
-        assert any(_within(t["ttft"]) and _within(t["tpot"]) for t in steady), tries
-    else:  # the CLI disagreed with itself in every triple (a noisy machine): the page must still lie within the
-        # CLI's own spread, widened by the bound, in one of them. No skip: a clean CI checkout could not count skips
-        # in a row, and a page far off both CLI runs fails whatever the noise
-        assert any(all(_inside(t["page"][i], (t["cli"][0][i], t["cli"][1][i])) for i in (0, 1)) for t in tries), tries
+    # decided on medians: the page's runs against every CLI run around them, so that one disturbed run cannot decide
+    # it either way (a CI run: five triples, none both steady and within 1.3x, while the medians agreed within 1.21x
+    # and 1.00x); the bug above (1.7x and 5x) fails it whatever the noise
+    for i, name in ((0, "time to first token"), (1, "time per output token")):
+        page_median, cli_median = _medians(tries, i)
+        assert _within(page_median / cli_median), (name, page_median, cli_median, tries)
