@@ -16,7 +16,8 @@ import torch
 
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
-from engine.core.loop import decode, device_draw, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
+from engine.core.loop import (decode, decode_unwatched, device_draw, eos_ids, full_pass, new_cache, prefill,
+                              served_compiled, warm_up)
 from engine.core.loaded import LoadedModel, Mode, ModelInfo, ModelRef, described
 from engine.core.prefill_buckets import PrefillMode, prefill_mode, run_tokens
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
@@ -217,7 +218,8 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
     """The inference loop: prefill, then decode one token at a time with the KV cache.
 
     Returns (generated ids, step records, first-step logits on CPU, stop reason). With ``record=False`` only
-    the ids are kept (the lean loop the decode benchmark compares against ``model.generate``). Token strings
+    the ids are kept and no one watches token by token (the lean loop the decode benchmark compares against
+    ``model.generate``): the decode steps run as ``engine.core.loop.decode_unwatched``. Token strings
     are decoded after the loop unless ``on_step`` streams records as they happen. ``on_prefill(mode)`` hears how
     the prefill ran (compiled mode: its bucket's graph, or eager and why), off the clock. ``reserve``: a compiled
     model's static cache holds at least this many tokens.
@@ -251,6 +253,9 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
         on_prefill(how)
     if tok in stops:
         out, reason = [tok], "eos"
+    elif not record:  # no one watches token by token: compiled, the ids stay on the device between reads
+        rest = decode_unwatched(lm, tok, cache, max_new_tokens - 1, device_draw(lm, settings, gen), pick, stops)
+        out, reason = [tok] + rest.tokens, rest.reason
     else:
         rest, reason = decode(lm, tok, cache, max_new_tokens - 1, lambda i, t, lg, sec: keep(i + 1, t, lg, sec),
                               pick, stops, on_device=device_draw(lm, settings, gen), logits=record)

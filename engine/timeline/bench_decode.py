@@ -9,8 +9,9 @@ figure that matters is the ratio of tokens/s measured in this one run.
 
 ``--modes``: per mode, the median decode step (ms per token, each step timed after a device sync), tokens/s =
 1000 / that, the ratio to eager's tokens/s, how close the step is to the floor (weight bytes one step reads /
-the measured read bandwidth), ``same_tokens`` (greedy tokens identical to eager's on every prompt) and the
-seconds its warm-up took (compiling, for compiled mode: never inside a timed step).
+the measured read bandwidth), ``same_tokens`` (greedy tokens identical to eager's on every prompt), the
+seconds its warm-up took (compiling, for compiled mode: never inside a timed step), and the same decode run with no
+one watching token by token (``unwatched_ms_per_token``: compiled, the ids stay on the device between reads).
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
     import torch
 
     from engine.core.compiled import graph_of, mode_of
-    from engine.core.loop import timed_greedy
+    from engine.core.loop import timed_greedy, timed_unwatched
     from engine.measure.timing import now
     from engine.models.precision import decode_weight_bytes
     from engine.timeline.bench_peer import TransformersPeer
@@ -145,6 +146,8 @@ def run_modes(lm: LoadedModel, args) -> dict:
     peer = TransformersPeer(models[DEFAULT_MODE], longest) if peer_name else None
     peer_same = True
     steps: dict[str, list[float]] = {m: [] for m in models}
+    unwatched: dict[str, list[float]] = {m: [] for m in models}  # ms per token of a decode no one watches
+    reads: dict[str, list[float]] = {m: [] for m in models}  # its reads of ids from the device, per token
     walls: dict[str, list[float]] = {m: [] for m in models}
     same = {m: True for m in models}
     served = {m: True for m in models}
@@ -163,6 +166,10 @@ def run_modes(lm: LoadedModel, args) -> dict:
                 walls[m].append(now(lm.device) - t0)
                 steps[m].extend(x * 1000.0 for x in st)  # ms
                 same[m] = same[m] and out == ref
+                out, seconds, how = timed_unwatched(mlm, ids, n)
+                unwatched[m].append(seconds * 1000.0 / (n - 1))
+                reads[m].append(how.reads / (n - 1))
+                same[m] = same[m] and out == ref
                 g = graph_of(mlm)
                 served[m] = served[m] and (g is None or g.ready(len(ids) + n))
             if peer is not None:
@@ -179,6 +186,9 @@ def run_modes(lm: LoadedModel, args) -> dict:
             "decode_ms_per_token": ms, "decode_ms_min": min(steps[m]), "decode_ms_max": max(steps[m]),
             "tokens_per_s": 1000.0 / ms, "ratio_to_eager": (1000.0 / ms) / eager_tps,
             "end_to_end_tokens_per_s": n * len(walls[m]) / sum(walls[m]),
+            "unwatched_ms_per_token": statistics.median(unwatched[m]),
+            "unwatched_ms_spread": [min(unwatched[m]), max(unwatched[m])],
+            "unwatched_reads_per_token": statistics.median(reads[m]),
             "of_floor": floor_ms / ms, "same_tokens": same[m], **kernels[m],
             "ran_as": mode_of(mlm) if served[m] and (g is None or not g.failure) else DEFAULT_MODE,
             "warm_up_s": dict(sorted(g.compile_s.items())) if g is not None else {},
@@ -199,7 +209,10 @@ def run_modes(lm: LoadedModel, args) -> dict:
                 "warm_up_s: seconds each static cache length's warm-up took (compiled: the compile), never timed; "
                 "kernels_per_step: kernels (GPU) or operators (CPU) of one decode step, counted in one profiled step "
                 "(engine.timeline.profile), by kind and per layer (by kind / blocks, derived); peers: measured in this "
-                "run, their decode step derived as bench_peer says",
+                "run, their decode step derived as bench_peer says; unwatched_ms_per_token: the decode of a run no one "
+                "watches token by token (engine.core.loop.decode_unwatched: compiled, the drawn ids stay on the "
+                "device and are read once a chunk), its steps timed together, median over prompts and repeats "
+                "(spread: min, max), with its reads of ids per token",
     }
 
 
@@ -215,12 +228,12 @@ def _kernels(mlm, ids) -> dict:
 def summary(r: dict) -> str:
     if "modes" in r:
         lines = [f"{'mode':>12} {'ms/token':>9} {'tokens/s':>9} {'vs eager':>9} {'of floor':>9} {'kernels':>8}"
-                 "  same tokens"]
+                 f" {'unwatched':>10}  same tokens"]
         for m, row in r["modes"].items():
             ran = "" if row["ran_as"] == m else f"  (ran {row['ran_as']}: {row.get('failure', 'too long')})"
             lines.append(f"{m:>12} {row['decode_ms_per_token']:>9.2f} {row['tokens_per_s']:>9.1f} "
-                         f"{row['ratio_to_eager']:>8.2f}x {row['of_floor']:>9.0%} {row['kernels_per_step']:>8}  "
-                         f"{row['same_tokens']}{ran}")
+                         f"{row['ratio_to_eager']:>8.2f}x {row['of_floor']:>9.0%} {row['kernels_per_step']:>8} "
+                         f"{row['unwatched_ms_per_token']:>10.2f}  {row['same_tokens']}{ran}")
             kinds = ", ".join(f"{k} {v}" for k, v in row["kernels_by_kind"].items())
             lines.append(f"{'':>12} {row['kernels_are']} per step by kind: {kinds}")
         for name, row in r.get("peers", {}).items():

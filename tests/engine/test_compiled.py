@@ -65,6 +65,68 @@ def test_a_sampled_compiled_run_draws_the_tokens_eager_draws_seed_for_seed(tiny_
     assert _graphs() == before  # settings are tensors in the graph: a new setting compiles nothing
 
 
+def _unwatched(lm, prompt: str, settings: SamplingSettings, n: int, seed: int, stops=frozenset(), chunk: int = 5):
+    """A run through ``decode_unwatched`` after an eager prefill, as generate_tokens runs one with no one watching."""
+    from engine.core.prompt import encode_prompt
+    from engine.core.sampling import make_generator, sample
+
+    ids = list(encode_prompt(lm.tokenizer, prompt, use_chat_template=False).ids)
+    gen = make_generator(seed)
+    loop.warm_up(lm, len(ids) + n)
+    cache = loop.new_cache(lm, tokens=len(ids) + n)
+    first = int(sample(loop.prefill(lm, torch.tensor([ids]), cache)[0].float(), settings, gen))
+    rest = loop.decode_unwatched(lm, first, cache, n - 1, loop.device_draw(lm, settings, gen),
+                                 lambda lg: int(sample(lg, settings, gen)), stops, chunk=chunk)
+    return [first] + rest.tokens, rest
+
+
+def test_an_unwatched_compiled_run_reads_its_ids_once_a_chunk_and_draws_the_tokens_of_a_watched_one(tiny_lm,
+                                                                                                 tiny_compiled):
+    """No one watching token by token (a benchmark, a reference answer): the drawn ids stay on the device between
+    steps and are read once every chunk, with the same tokens as the step-by-step loop, greedy and sampled, seed
+    for seed; eager reads once a step."""
+    before = None
+    for s, seed in [(GREEDY, 0), (SAMPLED[3], 3), (SAMPLED[0], 11)]:
+        from engine.core.prompt import encode_prompt
+        from engine.core.trace import generate_tokens
+
+        ids = list(encode_prompt(tiny_lm.tokenizer, PROMPTS[1], use_chat_template=False).ids)
+        watched, *_ = generate_tokens(tiny_lm, ids, s, 17, seed=seed, stop_at_eos=False)  # step by step, recorded
+        comp, how = _unwatched(tiny_compiled, PROMPTS[1], s, 17, seed)
+        assert comp == watched, s
+        assert how.on_device and how.reads == 4 and how.reason == "max_new_tokens"  # 16 steps: chunks of 5, 5, 5, 1
+        eager, how = _unwatched(tiny_lm, PROMPTS[1], s, 17, seed)
+        assert eager == watched and not how.on_device and how.reads == 16
+        before = _graphs() if before is None else before
+    assert _graphs() == before  # a chunk's noise rows (views into one draw) compile nothing new
+
+
+def test_an_unwatched_run_stops_at_the_end_of_sequence_inside_a_chunk(tiny_lm, tiny_compiled):
+    full, _ = _unwatched(tiny_compiled, PROMPTS[0], GREEDY, 13, 0)
+    stop = full[6]  # a token the run draws mid-chunk, taken as its end of sequence
+    first = full.index(stop)
+    if first == 0:
+        pytest.skip("the tiny model's first token repeats; no mid-run stop to test")
+    got, how = _unwatched(tiny_compiled, PROMPTS[0], GREEDY, 13, 0, stops={stop})
+    assert got == full[:first + 1] and how.reason == "eos"
+    eager, how = _unwatched(tiny_lm, PROMPTS[0], GREEDY, 13, 0, stops={stop})
+    assert eager == got and how.reason == "eos"
+
+
+def test_generate_tokens_unrecorded_runs_unwatched_and_equals_the_recorded_run(tiny_compiled, monkeypatch):
+    from engine.core import trace
+
+    seen = []
+    real = loop.decode_unwatched
+    monkeypatch.setattr(trace, "decode_unwatched", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    for s in (GREEDY, SAMPLED[1]):
+        ids = list(range(5, 12))
+        lean, *_ = trace.generate_tokens(tiny_compiled, ids, s, 20, seed=5, stop_at_eos=False, record=False)
+        full, *_ = trace.generate_tokens(tiny_compiled, ids, s, 20, seed=5, stop_at_eos=False, record=True)
+        assert lean == full and seen[-1].on_device
+    assert len(seen) == 2
+
+
 def _step_operators(lm) -> dict:
     """How many times each operator ran in one compiled decode step, by name (every call, however short)."""
     from collections import Counter
@@ -224,9 +286,12 @@ def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_co
     for row in r["modes"].values():
         assert row["same_tokens"] is True and row["tokens_per_s"] > 0 and row["of_floor"] > 0
         assert row["kernels_per_step"] == sum(row["kernels_by_kind"].values()) > 0
+        lo, hi = row["unwatched_ms_spread"]
+        assert 0 < lo <= row["unwatched_ms_per_token"] <= hi
     eager, comp = r["modes"]["eager"], r["modes"]["compiled"]
     assert comp["kernels_by_kind"]["matmul"] < eager["kernels_by_kind"]["matmul"]  # fused projections
     assert comp["fusion"].startswith("fused 2 x q+k+v, 2 x gate+up")
+    assert eager["unwatched_reads_per_token"] == 1 and comp["unwatched_reads_per_token"] == 1 / 5  # 5 steps, 1 read
     peer = r["peers"]["transformers"]
     assert peer["same_tokens"] is True
     if peer["decode_ms_per_token"] is None:  # the derived step lost in a loaded machine's noise: flagged, no number
