@@ -22,7 +22,8 @@ def decode(dtype, eager_ms, compiled_ms, peer_ms, kernels):
         "decode_ms_per_token": ms, "decode_ms_min": ms * 0.9, "decode_ms_max": ms * 1.2,
         "tokens_per_s": 1000 / ms, "ratio_to_eager": eager_ms / ms, "of_floor": 0.1 / ms, "same_tokens": True,
         "kernels_per_step": k, "kernels_are": "kernels", "kernels_by_kind": {"matmul": 210, "elementwise": k - 210},
-        "ran_as": ran}
+        "ran_as": ran, "unwatched_ms_per_token": ms * 0.5, "unwatched_ms_spread": [ms * 0.45, ms * 0.6],
+        "unwatched_reads_per_token": 1 / 16 if ran == "compiled" else 1.0}
     return {"benchmark": "decode", "device": "cuda", "dtype": dtype, "repeats": 5, "new_tokens": 32,
             "modes": {"eager": mode(eager_ms, 2480, "eager"), "compiled": mode(compiled_ms, kernels, "compiled")},
             "refused": {}, "peers": {"transformers": {"decode_ms_per_token": peer_ms, "tokens_per_s": 1000 / peer_ms,
@@ -155,7 +156,8 @@ def test_the_report_puts_the_measurements_side_by_side(tmp_path):
     for goal in VERDICTS:
         assert goal in md
     assert "9 met, 5 missed, 5 not measured" in md.replace("**", "")
-    decode_row = next(line for line in md.splitlines() if line.startswith("| bfloat16 | 22.40 | 0.85 | 2.62 | 0.100"))
+    decode_row = next(line for line in md.splitlines()
+                      if line.startswith("| bfloat16 | 22.40 | 0.85 | 0.42 | 2.62 | 0.100"))  # 0.42: unwatched
     assert "3.08x" in decode_row and "2480 → 310 kernels" in decode_row and "8% / 45%" in decode_row
     assert "| 64 | x2.70 (x2.50) |" in md and "| timeline | timed | 80 | 80 | timed out |" in md
     assert "skipping cudagraphs due to mutated inputs" in md
