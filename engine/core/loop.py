@@ -387,7 +387,6 @@ class Unwatched:
     on_device: bool
 
 
-@torch.inference_mode()
 def decode_unwatched(lm: LoadedModel, token: int, cache, n: int, draw_with: DeviceDraw,
                      pick: Callable[[torch.Tensor], int] = greedy, stops=frozenset(),
                      chunk: int = UNWATCHED_CHUNK) -> Unwatched:
@@ -398,7 +397,8 @@ def decode_unwatched(lm: LoadedModel, token: int, cache, n: int, draw_with: Devi
     input: the host reads the ids (and checks them for an end of sequence) once every ``chunk`` steps, not once per
     step, so on a GPU it queues steps ahead of the device instead of waiting for each id. A sampled run's noise is
     drawn for a chunk at once (the same numbers as step by step: engine.core.device_sampling.noise). The steps a
-    chunk ran after an end of sequence are dropped. Anywhere else (eager, a cache the graph does not serve) this is
+    chunk ran after an end of sequence are dropped. A job that takes turns may pause between any two steps, as in
+    ``decode``; ``timed_unwatched``'s clock, which spans the steps, is used where no job takes turns. Anywhere else (eager, a cache the graph does not serve) this is
     ``decode``, one read per step."""
     if not served_compiled(lm, cache):
         out, reason = decode(lm, token, cache, n, pick=pick, stops=stops, on_device=draw_with, logits=False)
@@ -409,18 +409,23 @@ def decode_unwatched(lm: LoadedModel, token: int, cache, n: int, draw_with: Devi
     reads, n, chunk = 0, int(n), max(1, int(chunk))
     while len(out) < n:
         m = min(chunk, n - len(out))
-        q = None if draw_with.greedy else noise((m, draw_with.vocab), draw_with.generator, draw_with.device)
+        q = None
+        if not draw_with.greedy:
+            with torch.inference_mode():  # an inference tensor, as each step's own noise is: dynamo guards on it
+                q = noise((m, draw_with.vocab), draw_with.generator, draw_with.device)
         drawn = []
         for i in range(m):
             ids = drawn_step(lm, ids, cache, draw_with, None if q is None else q[i:i + 1])[1]  # [1, 1], on the device
             drawn.append(ids)
+            # a job that takes turns lets the next in the fair order run here, as often as ``decode`` does; the ids
+            # queued so far are the step's own copies (DecodeGraph.step), which no other job's pass overwrites
+            pause_point()
         got = torch.cat(drawn).view(-1).tolist()  # the one read of this chunk
         reads += 1
         for t in got:
             out.append(int(t))
             if t in stops:
                 return Unwatched(out, "eos", reads, True)
-        pause_point()  # off the clock: a job that takes turns lets the next in the fair order run here
     return Unwatched(out, "max_new_tokens", reads, True)
 
 

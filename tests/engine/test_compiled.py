@@ -113,6 +113,28 @@ def test_an_unwatched_run_stops_at_the_end_of_sequence_inside_a_chunk(tiny_lm, t
     assert eager == got and how.reason == "eos"
 
 
+def test_a_job_that_takes_turns_may_pause_between_any_two_unwatched_steps(tiny_compiled):
+    """Fairness as in the step-by-step loop: a class job's turn can end after any step, not only once a chunk."""
+    from engine.core.cancel import running
+
+    class Job:
+        pauses = 0
+
+        def should_stop(self):
+            return False
+
+        def cancel(self):
+            pass
+
+        def pause(self):
+            self.pauses += 1
+
+    job = Job()
+    with running(job):
+        _, how = _unwatched(tiny_compiled, PROMPTS[2], GREEDY, 12, 0)
+    assert how.on_device and how.reads == 3 and job.pauses == 11
+
+
 def test_generate_tokens_unrecorded_runs_unwatched_and_equals_the_recorded_run(tiny_compiled, monkeypatch):
     from engine.core import trace
 
