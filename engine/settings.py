@@ -121,6 +121,10 @@ WORKER_LOG = Setting("ILE_WORKER_LOG", "flag", True, "One line per finished job 
                      "log, with when it was submitted and when it was ready.", "app")
 WORKER_STATS = Setting("ILE_WORKER_STATS", "path", None, "A file the engine worker rewrites with its state whenever a "
                        "job starts or ends (the browser tests watch it go idle).", "app")
+INDUCTOR_KNOBS = Setting("ILE_INDUCTOR_KNOBS", "text", None, "Inductor options turned on for compiled mode's graphs, "
+                        "comma-separated (e.g. `max_autotune`, `coordinate_descent_tuning`): for measuring one knob at "
+                        "a time with `bench decode --modes` (docs/benchmarks.md); a name inductor does not know is "
+                        "dropped with a warning.", "app", default_doc="none")
 RACE_REPEATS = Setting("ILE_RACE_REPEATS", "int", 5, "Races the speculative page and `python -m engine race` time after "
                        "a warm-up race; their figures are the medians. Fewer than 5 (for a slow machine) are shown, "
                        "flagged as too few to teach from.", "app", minimum=1)

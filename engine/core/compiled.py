@@ -50,7 +50,7 @@ from engine.core.loaded import (DEFAULT_MODE, MODES, LoadedModel, ModelLoadError
 from engine.core.compile_record import (BATCH_SIZES, COMPILER_THREAD, batch_name, cache_length, decode_name,
                                          expected_line, last_compile_s, prefill_name, record_compile_s, verify_name)
 from engine.core.static_cache import static_cache
-from engine.settings import CXX
+from engine.settings import CXX, INDUCTOR_KNOBS
 
 LABELS = {Mode.EAGER: "eager", Mode.COMPILED: "compiled (torch.compile)"}  # the sidebar's words; its help says more
 # Every (model, precision, cache length) is one more compiled entry of the same decode-step code object; dynamo's
@@ -103,6 +103,23 @@ def refused(lm) -> str | None:
     return None
 
 
+def inductor_knobs() -> dict[str, bool]:
+    """The inductor options ILE_INDUCTOR_KNOBS turns on (each True), those inductor knows; an unknown name is dropped
+    with one warning line (torch.compile would refuse the whole graph, and the run would be eager)."""
+    from torch._inductor import list_options
+
+    known, names, options = {}, [n.strip() for n in (INDUCTOR_KNOBS.get() or "").split(",") if n.strip()], None
+    for name in names:
+        options = set(list_options()) if options is None else options
+        if name in options:
+            known[name] = True
+        else:
+            import sys
+
+            print(f"[engine] ILE_INDUCTOR_KNOBS: {name[:60]!r} is not an inductor option; dropped", file=sys.stderr)
+    return known
+
+
 class DecodeGraph:
     """The compiled decode step of one compiled model, and its static caches: one per length, made once and reused
     (a CUDA graph replays on fixed addresses; a new cache per run would make it record again). Used on the engine
@@ -144,7 +161,13 @@ class DecodeGraph:
         # freezing (weights as constants packed for MKL: 275 operators a step instead of 362, 1.056x) is off:
         # with it, a model's compiled passes disagreed with one another in one process (a bucketed prefill's
         # graph, then a decode graph, changed greedy tokens against eager; docs/benchmarks.md)
-        kw = {"mode": "reduce-overhead"} if self.cuda_graphs else {"options": {"cpp.enable_kernel_profile": True}}
+        # Knobs (ILE_INDUCTOR_KNOBS) go in as options; "reduce-overhead" is the option triton.cudagraphs, which
+        # torch.compile then takes as an option too (it refuses a mode and options together).
+        knobs = inductor_knobs()
+        if self.cuda_graphs:
+            kw = {"options": {"triton.cudagraphs": True, **knobs}} if knobs else {"mode": "reduce-overhead"}
+        else:
+            kw = {"options": {"cpp.enable_kernel_profile": True, **knobs}}
         model = self.fusion.model if self.fusion is not None else self.model
         return torch.compile(make(model), fullgraph=True, dynamic=False, **kw)
 

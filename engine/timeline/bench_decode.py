@@ -126,7 +126,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
     """Each engine mode's decode speed on the same prompts, alternating modes within every repeat."""
     import torch
 
-    from engine.core.compiled import graph_of, mode_of
+    from engine.core.compiled import graph_of, inductor_knobs, mode_of
     from engine.core.loop import timed_greedy, timed_unwatched
     from engine.measure.timing import now
     from engine.models.precision import decode_weight_bytes
@@ -199,7 +199,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
     return {
         "benchmark": "decode", "model": lm.name, "device": lm.info.device, "dtype": lm.info.dtype,
         "threads": torch.get_num_threads(), "new_tokens": n, "repeats": repeats, "prompts": len(PROMPTS),
-        "modes": rows, "refused": refused, "peers": peers,
+        "modes": rows, "refused": refused, "peers": peers, "inductor_knobs": sorted(inductor_knobs()),
         "decode_weight_bytes": decode_weight_bytes(lm.model), "read_gb_s": probe.read_gb_s.median,
         "floor_ms_per_token": floor_ms, "floor_tokens_per_s": 1000.0 / floor_ms,
         "note": "greedy, EOS ignored; decode_ms_per_token = median decode step over every prompt and repeat, each "
@@ -245,6 +245,8 @@ def summary(r: dict) -> str:
         lines.append(f"{'floor':>9} {r['floor_ms_per_token']:>9.2f} {r['floor_tokens_per_s']:>9.1f}  "
                      f"({r['decode_weight_bytes'] / 1e6:,.0f} MB of weights at {r['read_gb_s']:.1f} GB/s)")
         lines += [f"refused: {why}" for why in r["refused"].values()]
+        if r.get("inductor_knobs"):
+            lines.append(f"inductor options on (ILE_INDUCTOR_KNOBS): {', '.join(r['inductor_knobs'])}")
         return "\n".join(lines)
     return (f"engine {r['engine_tokens_per_s']:.1f} tok/s (instrumented {r['engine_instrumented_tokens_per_s']:.1f}), "
             f"generate {r['generate_tokens_per_s']:.1f} tok/s, ratio {r['ratio_engine_vs_generate']:.2f} "

@@ -322,7 +322,29 @@ def test_bench_decode_modes_reports_ratio_floor_and_same_tokens(tiny_lm, tiny_co
         assert peer["decode_ms_per_token"] > 0
     assert "kernels" in bench_decode.summary(r) and "transformers" in bench_decode.summary(r)
     assert r["modes"]["compiled"]["ran_as"] == "compiled"
-    assert r["floor_ms_per_token"] > 0
+    assert r["floor_ms_per_token"] > 0 and r["inductor_knobs"] == []
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_inductor_knobs_reach_torch_compile_one_at_a_time_and_an_unknown_one_is_dropped(monkeypatch, capsys, cuda):
+    """ILE_INDUCTOR_KNOBS measures one inductor option at a time (issue 51): each name it gives goes to torch.compile
+    as an option, beside the CPU's kernel profile or (CUDA) the CUDA graphs that "reduce-overhead" means; a name
+    inductor does not know is dropped with a line, since torch.compile would refuse the whole graph."""
+    seen = {}
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: seen.update(kw) or fn)
+    graph = C.DecodeGraph(torch.nn.Linear(2, 2), "cpu", 64)
+    monkeypatch.setattr(C.DecodeGraph, "cuda_graphs", property(lambda self: cuda))
+    graph.compile(lambda m: m)
+    assert seen.get("options", {}).get("max_autotune") is None
+    assert seen.get("mode") == ("reduce-overhead" if cuda else None)
+    monkeypatch.setenv("ILE_INDUCTOR_KNOBS", "max_autotune, not_a_knob")
+    seen.clear()
+    graph.compile(lambda m: m)
+    assert "mode" not in seen  # torch.compile refuses a mode and options together
+    assert seen["options"]["max_autotune"] is True and "not_a_knob" not in seen["options"]
+    assert seen["options"].get("triton.cudagraphs" if cuda else "cpp.enable_kernel_profile") is True
+    assert "'not_a_knob' is not an inductor option" in capsys.readouterr().err
+    assert C.inductor_knobs() == {"max_autotune": True}
 
 
 def test_cli_mode_refusal_is_one_line_and_eager_runs(tiny_lm, capsys):
