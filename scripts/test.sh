@@ -11,9 +11,16 @@
 # ILE_TEST_WORKERS=1 runs phase 1 on one worker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
 bash scripts/scratch_check.sh  # before anything is installed: a full disk gets one clear line
 . scripts/venv.sh  # PY: the project's own environment (.venv)
-PYTHON=$PY bash scripts/install.sh --test
+install_log=$(mktemp "${TMPDIR:-/tmp}/ile-install.XXXXXX")
+PYTHON=$PY bash scripts/install.sh --test 2>&1 | tee "$install_log"
+installed=$SECONDS
+# The run's last line says how long the install and the suite took, and whether llama.cpp was built (a first run)
+# or came from the cache: a CI's printed tail then measures the first run on its own machine (docs/testing.md).
+llama=$(grep -o "llama.cpp built in [0-9]* s" "$install_log" || echo "llama.cpp from the cache")
+rm -f "$install_log"
 workers=${ILE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}
 [ "$workers" -ge 1 ] 2>/dev/null || workers=2
 parallel=(-n "$workers" --dist load)
@@ -35,4 +42,5 @@ echo "[test] phase 1's report:"
 cat "$report"
 [ "$status" -eq 5 ] && status=0
 [ "$status" -eq 0 ] && status=$rc
+echo "[test] install $((installed - started)) s ($llama), suite $((SECONDS - installed)) s: $((SECONDS - started)) s in all"
 exit "$status"
