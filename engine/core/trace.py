@@ -16,10 +16,10 @@ import torch
 
 from engine.core import arch, instrument
 from engine.core.kv import kv_bytes, kv_tokens
-from engine.core.loop import (decode, decode_unwatched, device_draw, eos_ids, full_pass, new_cache, prefill,
-                              served_compiled, warm_up)
+from engine.core.loop import decode, device_draw, eos_ids, full_pass, new_cache, prefill, served_compiled, warm_up
 from engine.core.loaded import LoadedModel, Mode, ModelInfo, ModelRef, described
 from engine.core.prefill_buckets import PrefillMode, prefill_mode, run_tokens
+from engine.core.unwatched import decode_unwatched
 from engine.core.prompt import MAX_PROMPT_TOKENS, EncodedPrompt, encode_prompt, token_text
 from engine.core.sampling import SamplingSettings, entropy_bits, make_generator, sample, sampling_probs
 from engine.core.predictions import PositionPredictions, predictions_from_logits
@@ -219,7 +219,7 @@ def generate_tokens(lm: LoadedModel, ids: list[int], settings: SamplingSettings,
 
     Returns (generated ids, step records, first-step logits on CPU, stop reason). With ``record=False`` only
     the ids are kept and no one watches token by token (the lean loop the decode benchmark compares against
-    ``model.generate``): the decode steps run as ``engine.core.loop.decode_unwatched``. Token strings
+    ``model.generate``): the decode steps run as ``engine.core.unwatched.decode_unwatched``. Token strings
     are decoded after the loop unless ``on_step`` streams records as they happen. ``on_prefill(mode)`` hears how
     the prefill ran (compiled mode: its bucket's graph, or eager and why), off the clock. ``reserve``: a compiled
     model's static cache holds at least this many tokens.

@@ -127,7 +127,8 @@ def run_modes(lm: LoadedModel, args) -> dict:
     import torch
 
     from engine.core.compiled import graph_of, inductor_knobs, mode_of
-    from engine.core.loop import timed_greedy, timed_unwatched
+    from engine.core.loop import timed_greedy
+    from engine.core.unwatched import timed_unwatched
     from engine.measure.timing import now
     from engine.models.precision import decode_weight_bytes
     from engine.timeline.bench_peer import TransformersPeer
@@ -210,7 +211,7 @@ def run_modes(lm: LoadedModel, args) -> dict:
                 "kernels_per_step: kernels (GPU) or operators (CPU) of one decode step, counted in one profiled step "
                 "(engine.timeline.profile), by kind and per layer (by kind / blocks, derived); peers: measured in this "
                 "run, their decode step derived as bench_peer says; unwatched_ms_per_token: the decode of a run no one "
-                "watches token by token (engine.core.loop.decode_unwatched: compiled, the drawn ids stay on the "
+                "watches token by token (engine.core.unwatched.decode_unwatched: compiled, the drawn ids stay on the "
                 "device and are read once a chunk), its steps timed together, median over prompts and repeats "
                 "(spread: min, max), with its reads of ids per token",
     }

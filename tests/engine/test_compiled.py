@@ -13,7 +13,7 @@ from transformers import DynamicCache, StaticCache
 
 from engine.core import compiled as C
 from engine.core import compile_record as CR
-from engine.core import loop
+from engine.core import loop, unwatched
 from engine.core.kv import kv_bytes_for, reserved_bytes
 from engine.models.loading import load_tiny_arch
 from engine.core.loaded import ModelRef
@@ -75,7 +75,7 @@ def _unwatched(lm, prompt: str, settings: SamplingSettings, n: int, seed: int, s
     loop.warm_up(lm, len(ids) + n)
     cache = loop.new_cache(lm, tokens=len(ids) + n)
     first = int(sample(loop.prefill(lm, torch.tensor([ids]), cache)[0].float(), settings, gen))
-    rest = loop.decode_unwatched(lm, first, cache, n - 1, loop.device_draw(lm, settings, gen),
+    rest = unwatched.decode_unwatched(lm, first, cache, n - 1, loop.device_draw(lm, settings, gen),
                                  lambda lg: int(sample(lg, settings, gen)), stops, chunk=chunk)
     return [first] + rest.tokens, rest
 
@@ -139,7 +139,7 @@ def test_generate_tokens_unrecorded_runs_unwatched_and_equals_the_recorded_run(t
     from engine.core import trace
 
     seen = []
-    real = loop.decode_unwatched
+    real = unwatched.decode_unwatched
     monkeypatch.setattr(trace, "decode_unwatched", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
     for s in (GREEDY, SAMPLED[1]):
         ids = list(range(5, 12))
