@@ -6,9 +6,9 @@ browser or a video call running.
 The served app once ran without the engine's thread policy (it imported torch before the engine set OpenMP's wait
 policy): on a busy laptop its decode step took 469 ms against the CLI's 278 and its first token 5.3 s against 0.35-1.0.
 The server here starts without the test process's OMP_WAIT_POLICY (tests/browser/harness.py), as `streamlit run`
-does for a person, so that bug fails this test. One disturbed triple does not decide it: up to five are measured
-(fewer when the first agrees), and the page's median must agree with the median of the CLI runs around it within
-1.3x."""
+does for a person, so that bug fails this test. One disturbed triple does not decide it: three to five are measured,
+and the page's median must agree with the median of the CLI runs around them within 1.3x (decode step) and 1.5x
+(first token: see FIRST_TOKEN_BOUND)."""
 from __future__ import annotations
 
 import json
@@ -25,6 +25,12 @@ from tests.browser.harness import ROOT, assert_no_error, thread_cpu, wait_idle
 PROMPT = "Explain in two sentences why the sky is blue."
 NEW = 32
 BOUND = 1.3
+# The first token's bound is wider: beside a one-core busy loop the served page's first token read 1.25x the CLI's
+# (the median of ten triples over three full runs, 0.99x to 2.33x) while its decode step read 1.0x, whatever the
+# code: the prefill's two threads share the free core with the server's other threads (its script thread used about
+# a quarter of a core during a page's run). The bug this test guards against read 5-15x (first token) and 1.7x (step)
+FIRST_TOKEN_BOUND = 1.5
+TRIES = (3, 5)  # at least, at most
 
 
 def _cli_ms(new: int) -> tuple[float, float]:
@@ -87,14 +93,15 @@ def _medians(tries: list[dict], i: int) -> tuple[float, float]:
 
 
 def _medians_agree(tries: list[dict]) -> bool:
-    return all(_within(page / cli) for page, cli in (_medians(tries, i) for i in (0, 1)))
+    return all(_within(page / cli, bound) for (page, cli), bound in
+               ((_medians(tries, i), b) for i, b in ((0, FIRST_TOKEN_BOUND), (1, BOUND))))
 
 
 def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
     load = start_load("spin", 900)  # bounded: it stops by itself
     tries = []
     try:
-        for i in range(5):
+        for i in range(TRIES[1]):
             cli_a = _cli_ms(NEW + i)
             cpu = thread_cpu(app_server.proc.pid)
             page_ttft, page_tpot = _page_ms(page, app_server.url, NEW + i)
@@ -107,13 +114,13 @@ def test_timeline_matches_the_cli_beside_a_busy_process(app_server, page):
             print(f"busy machine: page TTFT {page_ttft:.0f} ms, TPOT {page_tpot:.1f} ms; CLI TTFT {cli_a[0]:.0f} / "
                   f"{cli_b[0]:.0f} ms, TPOT {cli_a[1]:.1f} / {cli_b[1]:.1f} ms; ratios TTFT {ttft:.2f}, "
                   f"TPOT {tpot:.2f}; load {open('/proc/loadavg').read().strip()}; {_server_state(app_server)}; {cpu}")
-            if (steady and _within(ttft) and _within(tpot)) or (len(tries) >= 3 and _medians_agree(tries)):
+            if len(tries) >= TRIES[0] and _medians_agree(tries):
                 break
     finally:
         stop_load(load)
-    # decided on medians: the page's runs against every CLI run around them, so that one disturbed run cannot decide
-    # it either way (a CI run: five triples, none both steady and within 1.3x, while the medians agreed within 1.21x
-    # and 1.00x); the bug above (1.7x and 5x) fails it whatever the noise
-    for i, name in ((0, "time to first token"), (1, "time per output token")):
+    # decided on medians of at least three triples: the page's runs against every CLI run around them, so that one
+    # disturbed run cannot decide it either way (a CI run: five triples, none both steady and within 1.3x, while the
+    # medians agreed within 1.21x and 1.00x); the bug above (1.7x and 5x) fails it whatever the noise
+    for (i, name), bound in zip(((0, "time to first token"), (1, "time per output token")), (FIRST_TOKEN_BOUND, BOUND)):
         page_median, cli_median = _medians(tries, i)
-        assert _within(page_median / cli_median), (name, page_median, cli_median, tries)
+        assert _within(page_median / cli_median, bound), (name, page_median, cli_median, tries)
