@@ -89,7 +89,8 @@ def decode_md(every: dict, prof: dict | None) -> list[str]:
         busy = {k: (prof or {}).get("modes", {}).get(k, {}).get("decode", {}).get("device_busy_fraction")
                 for k in ("eager", "compiled")} if prof and prof.get("dtype") == dtype else {}
         rows.append([dtype, _ms(e.get("decode_ms_per_token")), _ms(c.get("decode_ms_per_token")),
-                     _ms(c.get("unwatched_ms_per_token")), _ms(peer.get("decode_ms_per_token")), _ms(d.get("floor_ms_per_token"), 3),
+                     _ms(c.get("unwatched_ms_per_token")), _ms(peer.get("decode_ms_per_token")),
+                     _ms(d.get("floor_ms_per_token"), 3),
                      f"{c['ratio_to_eager']:.2f}x" if c else "",
                      f"{peer['decode_ms_per_token'] / c['decode_ms_per_token']:.2f}x" if c and peer else "",
                      f"{e.get('kernels_per_step', '')} → {c.get('kernels_per_step', '')} {c.get('kernels_are', '')}",
@@ -103,9 +104,9 @@ def decode_md(every: dict, prof: dict | None) -> list[str]:
                     "compiled vs eager", "compiled vs transformers", "kernels/step eager → compiled",
                     "busy eager / compiled", "same tokens compiled / transformers", "compiled ran as"], rows),
             "", "Each a median decode step over 3 prompts x the repeats (bench decode --modes eager,compiled --peer "
-                "transformers); unwatched: the same decode with no one watching token by token (the ids stay on the device "
-                "and are read once every 16 steps, timed together); the floor = weight bytes / measured read "
-                "bandwidth; busy share from bench profile.", ""]
+                "transformers); unwatched: the same decode with no one watching token by token (the ids stay on "
+                "the device and are read once every 16 steps, timed together); the floor = weight bytes / measured "
+                "read bandwidth; busy share from bench profile.", ""]
 
 
 def profile_md(p: dict | None) -> list[str]:

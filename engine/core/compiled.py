@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 import threading
 import time
 import weakref
@@ -106,18 +107,16 @@ def refused(lm) -> str | None:
 def inductor_knobs() -> dict[str, bool]:
     """The inductor options ILE_INDUCTOR_KNOBS turns on (each True), those inductor knows; an unknown name is dropped
     with one warning line (torch.compile would refuse the whole graph, and the run would be eager)."""
+    names = [n.strip() for n in (INDUCTOR_KNOBS.get() or "").split(",") if n.strip()]
+    if not names:
+        return {}
     from torch._inductor import list_options
 
-    known, names, options = {}, [n.strip() for n in (INDUCTOR_KNOBS.get() or "").split(",") if n.strip()], None
+    options = set(list_options())
     for name in names:
-        options = set(list_options()) if options is None else options
-        if name in options:
-            known[name] = True
-        else:
-            import sys
-
+        if name not in options:
             print(f"[engine] ILE_INDUCTOR_KNOBS: {name[:60]!r} is not an inductor option; dropped", file=sys.stderr)
-    return known
+    return {name: True for name in names if name in options}
 
 
 class DecodeGraph:

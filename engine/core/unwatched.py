@@ -44,8 +44,8 @@ def decode_unwatched(lm: LoadedModel, token: int, cache, n: int, draw_with: Devi
     step, so on a GPU it queues steps ahead of the device instead of waiting for each id. A sampled run's noise is
     drawn for a chunk at once (the same numbers as step by step: engine.core.device_sampling.noise). The steps a
     chunk ran after an end of sequence are dropped. A job that takes turns may pause between any two steps, as in
-    ``decode``; ``timed_unwatched``'s clock, which spans the steps, is used where no job takes turns. Anywhere else (eager, a cache the graph does not serve) this is
-    ``decode``, one read per step."""
+    ``decode``; ``timed_unwatched``'s clock, which spans the steps, is used where no job takes turns. Anywhere else
+    (eager, a cache the graph does not serve) this is ``decode``, one read per step."""
     if not served_compiled(lm, cache):
         out, reason = decode(lm, token, cache, n, pick=pick, stops=stops, on_device=draw_with, logits=False)
         return Unwatched(out, reason, len(out), False)
