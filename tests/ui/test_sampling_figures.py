@@ -59,7 +59,7 @@ def test_draws_vs_probs_and_labels():
 
 def test_position_and_step_charts():
     fig = position_probs(["a", "b", "c"], ["b", "c", "d"], [0.5, 1e-4, 0.2], [1, 40, 3])
-    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.title.text
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.title.text and fig.layout.xaxis.dtick == 1
     assert list(fig.data[0].marker.color) == [COLORS["good"], COLORS["warn"], COLORS["primary"]]
     fig = step_chart(["The", " cat"], [0.2, 0.9], [0.3, 0.9], [4.0, 0.5])
     assert fig.layout.yaxis2.title.text == "entropy (bits)" and fig.layout.yaxis.title.text

@@ -48,6 +48,8 @@ def test_bytes_bar_adds_up_to_the_text(tiny_lm):
     fig = bytes_per_token_bar(table)
     assert sum(fig.data[0].y) == table.n_bytes
     assert fig.layout.xaxis.title.text and "bytes" in fig.layout.yaxis.title.text
+    short = bytes_per_token_bar(T.prompt_table(tiny_lm.tokenizer, "Hi there", True))
+    assert short.layout.xaxis.dtick == 1  # three positions were ticked -0.5, 0.5, 1.5 (a walkthrough, Gemma)
 
 
 def test_compare_bar_one_bar_per_tokenizer(tiny_lm, embedded_lm):
