@@ -33,9 +33,8 @@ for note in table.notes:
 n = len(table.rows)
 if section(None):
     c1, c2 = st.columns([3, 2])  # the first label is long: in halves, presenter view cut it at "newli..."
-    raw = c1.toggle("Show raw vocabulary pieces (\u0120 = space, \u010a = newline)", key="tokenization_raw",
-                    help="Byte-level BPE stores each byte as a printable stand-in character; this shows those "
-                         "stored pieces instead of the text they decode to.")
+    label, why = V.raw_toggle(table)  # read from this model's tokenizer: Gemma's pieces have no \u0120
+    raw = c1.toggle(label, key="tokenization_raw", help=why)
     show_ids = c2.toggle("Show token ids", value=True, key="tokenization_ids")
     st.html(token_chips(table, raw_pieces=raw, show_ids=show_ids))
     st.caption(lesson("tokenization", "chips caption")

@@ -79,3 +79,17 @@ def test_a_variation_selector_is_a_named_chip_with_a_caption(embedded_lm):
     note = invisible_note(table)
     assert note and "\u27e8U+FE0F\u27e9 variation selector-16" in note
     assert invisible_note(T.prompt_table(embedded_lm.tokenizer, "plain words", True)) is None
+
+
+def test_the_raw_pieces_toggle_names_this_tokenizers_own_space_mark(tiny_lm, embedded_lm):
+    """SmolLM2's byte-level pieces spell a space as Ġ; SentencePiece (Gemma) marks it with ▁ and has no Ġ: the label
+    said "Ġ = space" on Gemma too."""
+    import dataclasses
+
+    from ui.tokenization.view import raw_toggle
+
+    smol = T.prompt_table(embedded_lm.tokenizer, "Hi there", True)
+    assert smol.byte_level and "\u0120 = space" in raw_toggle(smol)[0]
+    spm = dataclasses.replace(smol, byte_level=False)
+    label, why = raw_toggle(spm)
+    assert "\u2581 = space" in label and "\u0120" not in label and "SentencePiece" in why

@@ -27,6 +27,18 @@ def text_for(choice: str | None, prompt: str) -> str:
     return prompt if example is None else example
 
 
+def raw_toggle(table: TokenTable) -> tuple[str, str]:
+    """The raw-pieces toggle's label and help, for this tokenizer's way of storing pieces: byte-level BPE (SmolLM2)
+    spells every byte with a stand-in character, SentencePiece (Gemma) marks a leading space with ▁."""
+    if table.byte_level:
+        return ("Show raw vocabulary pieces (Ġ = space, Ċ = newline)",
+                "Byte-level BPE stores each byte as a printable stand-in character; this shows those stored pieces "
+                "instead of the text they decode to.")
+    return ("Show raw vocabulary pieces (▁ = space)",
+            "SentencePiece stores a word's leading space as ▁, and a byte it has no piece for as a <0x..> "
+            "piece; this shows those stored pieces instead of the text they decode to.")
+
+
 def is_example(choice: str | None) -> bool:
     return EXAMPLES.get(choice or YOUR_PROMPT) is not None
 
