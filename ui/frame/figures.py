@@ -42,6 +42,13 @@ def style(fig: go.Figure, title: str, x: str, y: str, height: int = 420) -> go.F
     return fig
 
 
+def whole_ticks(fig: go.Figure, n: int, most: int = 30) -> go.Figure:
+    """A tick at every whole number on the x axis of ``n`` positions or steps (up to ``most``): plotly's own ticks
+    fall on halves (-0.5, 0.5, 1.5) when there are only a few; past ``most`` its ticks are whole anyway."""
+    fig.update_xaxes(dtick=1 if n <= most else None)
+    return fig
+
+
 def _positive(values) -> list[float]:
     out = []
     for v in values if values is not None else ():

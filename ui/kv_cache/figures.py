@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, style
+from ui.frame.figures import COLORS, style, whole_ticks
 from ui.frame.html import visible
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
@@ -58,7 +58,7 @@ def growth_chart(steps, growth: str, formula_bytes) -> go.Figure:
                              hovertemplate="step %{x}: %{y:,.1f} KiB<br>%{text}<extra></extra>"))
     style(fig, f"KV cache size after each step ({growth}, measured)",
           "step (0 = prefill of the whole prompt)", "cache size (KiB)", height=380)
-    fig.update_xaxes(dtick=1 if len(xs) <= 30 else None)
+    whole_ticks(fig, len(xs))
     return fig
 
 

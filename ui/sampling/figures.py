@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, percent_text, short_label, style, unique_labels
+from ui.frame.figures import COLORS, percent_text, short_label, style, unique_labels, whole_ticks
 from ui.frame.html import visible
 
 REMOVED = {"top-k": COLORS["muted"], "top-p": COLORS["warn"], "min-p": "#9467bd"}
@@ -158,7 +158,7 @@ def position_probs(tokens_in, tokens_next, probs, ranks) -> go.Figure:
     style(fig, "One pass, a prediction at every position: p(the token that really came next)",
           "position in the prompt (its prediction is for position + 1)", "probability (log scale)", height=360)
     fig.update_yaxes(type="log", exponentformat="power")
-    fig.update_xaxes(dtick=1 if len(x) <= 30 else None)  # whole positions, never 0.5 ticks on a short prompt
+    whole_ticks(fig, len(x))
     fig.add_annotation(text="green: the model's top guess \u00b7 blue: in its top 10 \u00b7 orange: further down",
                        xref="paper", yref="paper", x=0, y=1.02, showarrow=False, xanchor="left", yanchor="bottom",
                        font=dict(size=14))

@@ -5,7 +5,7 @@ import html
 
 import plotly.graph_objects as go
 
-from ui.frame.figures import COLORS, invisible_names, style, token_label
+from ui.frame.figures import COLORS, invisible_names, style, token_label, whole_ticks
 from ui.frame.html import PALETTE
 
 SPECIAL_BG = "#1e293b"
@@ -96,7 +96,7 @@ def bytes_per_token_bar(table) -> go.Figure:
     fig = go.Figure(go.Bar(x=xs, y=ys, marker_color=colors, hovertext=hover, hoverinfo="text+y"))
     style(fig, "Bytes of text per token",
           "token position", "UTF-8 bytes", height=320)
-    fig.update_xaxes(dtick=1 if len(xs) <= 30 else None)  # positions are whole: plotly ticked 0.5, 1.5 for 3 tokens
+    whole_ticks(fig, len(xs))
     return fig
 
 

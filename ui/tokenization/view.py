@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.predictions.grading import same_tokens
-from engine.tokenization.tokens import TokenTable
+from engine.tokenization.tokens import SENTENCEPIECE_SPACE, TokenTable
 from ui.frame.lessons import lesson
 from ui.frame.figures import invisible_names, token_label
 
@@ -34,9 +34,9 @@ def raw_toggle(table: TokenTable) -> tuple[str, str]:
         return ("Show raw vocabulary pieces (Ġ = space, Ċ = newline)",
                 "Byte-level BPE stores each byte as a printable stand-in character; this shows those stored pieces "
                 "instead of the text they decode to.")
-    return ("Show raw vocabulary pieces (▁ = space)",
-            "SentencePiece stores a word's leading space as ▁, and a byte it has no piece for as a <0x..> "
-            "piece; this shows those stored pieces instead of the text they decode to.")
+    return (f"Show raw vocabulary pieces ({SENTENCEPIECE_SPACE} = space)",
+            f"SentencePiece stores a word's leading space as {SENTENCEPIECE_SPACE}, and a byte it has no piece for "
+            "as a <0x..> piece; this shows those stored pieces instead of the text they decode to.")
 
 
 def is_example(choice: str | None) -> bool:
